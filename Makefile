@@ -1,0 +1,148 @@
+# levelfeed — top-level build.
+#
+# One Makefile for the whole tree; each folder adds its parts in its own
+# module.mk (libraries and programs), so the folders stay independent.
+# Tests, fuzz targets and benchmarks are found by name:
+#   tests/unit/NAME.c   -> $(B)/tests/unit/NAME   (one program per test)
+#   tests/fuzz/NAME.c   -> $(B)/fuzz/NAME-replay  (corpus replay, no libFuzzer)
+#   tests/bench/NAME.c  -> $(B)/bench/NAME
+# Every program links every project library (static, grouped) and the
+# external libraries; the linker keeps what each one uses.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+SANITIZE ?=
+CUDA    ?= auto
+MPI     ?= auto
+FUZZ_SECONDS ?= 60
+
+# One build folder per configuration, so a sanitizer build never mixes
+# objects with a plain one.
+comma := ,
+B := build/$(if $(SANITIZE),san-$(subst $(comma),-,$(SANITIZE)),default)$(if $(FUZZ_BUILD),-fuzz)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wvla -Wformat=2 -Wcast-qual -Wpointer-arith -Wundef
+ifeq ($(CI),true)
+WERROR ?= 1
+endif
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+INCLUDES := -Ishard_format -Ibalancer -Itransforms -Iclient -Itests
+override CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP $(WARN) $(INCLUDES)
+LDLIBS_EXT := -lzstd -lturbojpeg -ljpeg -lzmq -luring -ljansson -lpthread -lm
+
+ifneq ($(SANITIZE),)
+override CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+override LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+ifneq ($(FUZZ_BUILD),)
+override CFLAGS += -fsanitize=fuzzer-no-link -DLF_FUZZING=1
+endif
+
+# Optional parts: detected, reported in one line, switchable (CUDA=0, MPI=0).
+NVCC ?= $(wildcard /usr/local/cuda/bin/nvcc)
+ifeq ($(CUDA),auto)
+CUDA := $(if $(NVCC),1,0)
+endif
+ifeq ($(MPI),auto)
+MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+
+LIBS :=
+PROGRAMS :=
+
+# $(call static_lib,NAME,SOURCES): $(B)/lib/libNAME.a from SOURCES.
+define static_lib
+$(B)/lib/lib$(1).a: $(patsubst %.c,$(B)/obj/%.o,$(2))
+	@mkdir -p $$(@D)
+	$$(AR) rcs $$@ $$^
+LIBS += $(B)/lib/lib$(1).a
+endef
+
+# $(call program,NAME,SOURCES): $(B)/bin/NAME linked with every project library.
+define program
+$(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $$(LIBS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $(patsubst %.c,$(B)/obj/%.o,$(2)) $$(LINK_LIBS)
+PROGRAMS += $(B)/bin/$(1)
+endef
+
+MODULES := shard_format balancer transforms server client tools/lf-shard tools/lf-plan tools/harness
+-include $(wildcard $(addsuffix /module.mk,$(MODULES)))
+
+LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS_EXT)
+
+UNIT_SRCS  := $(wildcard tests/unit/*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
+FUZZ_SRCS  := $(filter-out tests/fuzz/replay.c,$(wildcard tests/fuzz/*.c))
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%-replay,$(FUZZ_SRCS))
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%-libfuzzer,$(FUZZ_SRCS))
+BENCH_SRCS := $(wildcard tests/bench/*.c)
+BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all deps build test bench fuzz fuzzers install clean config demo
+.DEFAULT_GOAL := all
+
+all: deps
+	@$(MAKE) --no-print-directory build
+
+deps:
+	@scripts/deps.sh
+
+config:
+	@echo "levelfeed: build $(B), CC=$(CC), SANITIZE=$(or $(SANITIZE),none), CUDA=$(CUDA)$(if $(filter 1,$(CUDA)), ($(NVCC))), MPI=$(MPI)"
+
+build: config $(LIBS) $(PROGRAMS) $(UNIT_BINS) $(FUZZ_REPLAY) $(BENCH_BINS)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
+
+$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
+
+$(B)/fuzz/%-replay: $(B)/obj/tests/fuzz/%.o $(B)/obj/tests/fuzz/replay.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(B)/obj/tests/fuzz/replay.o $(LINK_LIBS)
+
+$(B)/fuzz/%-libfuzzer: $(B)/obj/tests/fuzz/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(LINK_LIBS)
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	@tests/run.sh $(B)
+
+bench: deps
+	@$(MAKE) --no-print-directory build
+	@tests/bench/run.sh $(B)
+
+# libFuzzer needs clang and coverage instrumentation in every object, so the
+# fuzz build is its own configuration.
+fuzz: deps
+	@$(MAKE) --no-print-directory CC=clang SANITIZE=address,undefined FUZZ_BUILD=1 fuzzers
+	@tests/fuzz/run.sh build/san-address-undefined-fuzz $(FUZZ_SECONDS)
+
+fuzzers: config $(LIBS) $(FUZZ_BINS)
+
+demo: deps
+	@$(MAKE) --no-print-directory build
+	@scripts/demo.sh $(B)
+
+install: all
+	scripts/install.sh "$(DESTDIR)" "$(PREFIX)" "$(B)"
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B) -name "*.d" 2>/dev/null)

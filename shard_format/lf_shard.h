@@ -1,0 +1,236 @@
+/*
+ * lf_shard.h — levelfeed's on-disk dataset format: writer and reader.
+ *
+ * A dataset is a directory holding shard files and a manifest. A shard holds
+ * records (one per sample) grouped in blocks; each block is compressed with
+ * zstd on its own and starts on a 4 KiB boundary, so it can be read with one
+ * O_DIRECT request. The shard's index lists, per sample, its block, its place
+ * inside the decompressed block and its cost inputs (tokens, frames or
+ * pixels), so a planner needs only the index. Every stored byte is covered by
+ * an xxh3 checksum that the reader checks before it uses the byte.
+ * FORMAT.md is the byte-level spec.
+ *
+ * Conventions: functions return 0 (or a count) on success and a negative
+ * lf_shard_status on failure; when an lf_shard_error is passed, it receives a
+ * message naming the file, block or sample at fault. Out-parameters are left
+ * untouched on failure. Nothing here prints, exits or aborts. The reader is
+ * safe to use from many threads once opened (it is read-only); a decoder
+ * (lf_block_decoder) belongs to one thread at a time.
+ */
+#ifndef LF_SHARD_H
+#define LF_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LF_SHARD_VERSION 1
+#define LF_SHARD_ALIGN 4096u     /* blocks start on this boundary in the file */
+#define LF_MAX_FIELDS 16
+#define LF_FIELD_NAME_MAX 32     /* including the terminating NUL */
+#define LF_MANIFEST_NAME "manifest.lfm"
+
+/* Status codes: negative values are errors. */
+typedef enum lf_shard_status {
+    LF_SHARD_OK = 0,
+    LF_SHARD_E_IO = -1,          /* a system call failed (message has errno text) */
+    LF_SHARD_E_NOMEM = -2,       /* allocation failed */
+    LF_SHARD_E_FORMAT = -3,      /* bytes do not follow the format (bad magic, bounds) */
+    LF_SHARD_E_CHECKSUM = -4,    /* a checksum does not match the stored bytes */
+    LF_SHARD_E_VERSION = -5,     /* written by an unsupported format version */
+    LF_SHARD_E_ARG = -6,         /* a caller argument is invalid (schema, field, size) */
+    LF_SHARD_E_RANGE = -7,       /* an index (sample, block, shard) is out of range */
+    LF_SHARD_E_BUFFER = -8,      /* a caller buffer is too small for the result */
+    LF_SHARD_E_DECOMPRESS = -9,  /* zstd rejected a block whose checksum matched */
+} lf_shard_status;
+
+/* A short static description of a status code. */
+const char *lf_shard_strerror(int status);
+
+/* Filled on failure by functions that take one; msg names the place. */
+typedef struct lf_shard_error {
+    int status;                  /* the lf_shard_status returned */
+    char msg[512];               /* e.g. "shard-00003.lfs: block 17: checksum mismatch" */
+} lf_shard_error;
+
+/* ---- schema ------------------------------------------------------------ */
+
+typedef enum lf_field_type {
+    LF_FIELD_TOKENS_U16 = 1,     /* array of little-endian u16 token ids */
+    LF_FIELD_TOKENS_U32 = 2,     /* array of little-endian u32 token ids */
+    LF_FIELD_JPEG = 3,           /* one encoded JPEG image, stored as given */
+    LF_FIELD_FRAMES_F16 = 4,     /* frames x row_width IEEE half values */
+    LF_FIELD_FRAMES_F32 = 5,     /* frames x row_width float values */
+    LF_FIELD_FRAMES_I16 = 6,     /* frames x row_width int16 values */
+    LF_FIELD_BYTES = 7,          /* opaque bytes */
+    LF_FIELD_LABEL_I64 = 8,      /* one little-endian int64 */
+} lf_field_type;
+
+typedef struct lf_field_def {
+    char name[LF_FIELD_NAME_MAX]; /* unique within the schema, NUL-terminated */
+    uint32_t type;               /* lf_field_type */
+    uint32_t row_width;          /* values per frame for FRAMES_*; 0 otherwise */
+} lf_field_def;
+
+typedef struct lf_schema {
+    uint32_t nfields;            /* 1..LF_MAX_FIELDS */
+    uint32_t cost_field;         /* which field's length is the cost input */
+    lf_field_def fields[LF_MAX_FIELDS];
+} lf_schema;
+
+/* Bytes of one element of a field type (2 for u16 tokens, row_width * 4 for
+ * f32 frames, 1 for jpeg/bytes, 8 for a label); 0 for an invalid definition. */
+size_t lf_field_elem_size(const lf_field_def *f);
+const char *lf_field_type_name(uint32_t type);   /* "tokens_u16", ... ; NULL if unknown */
+int lf_field_type_parse(const char *name);        /* inverse; -1 if unknown */
+
+/* Checks a schema: field count, names, types, row widths, cost field. */
+int lf_schema_validate(const lf_schema *s, lf_shard_error *err);
+
+/* ---- per-sample index --------------------------------------------------- */
+
+/* What the planner knows of a sample without reading its data. */
+typedef struct lf_sample_info {
+    uint32_t shard;              /* shard number (manifest order) */
+    uint32_t block;              /* block number inside the shard */
+    uint32_t offset;             /* record's first byte in the decompressed block */
+    uint32_t size;               /* record's bytes */
+    uint64_t length;             /* cost input L: tokens, frames, or pixels (w*h) */
+    uint32_t width, height;      /* JPEG cost field: image size; 0 otherwise */
+} lf_sample_info;
+
+typedef struct lf_block_info {
+    uint64_t file_offset;        /* where the stored bytes start (4 KiB aligned) */
+    uint32_t stored_size;        /* compressed bytes (padding to 4 KiB not counted) */
+    uint32_t raw_size;           /* decompressed bytes */
+    uint64_t checksum;           /* xxh3-64 of the stored bytes */
+    uint64_t first_sample;       /* dataset-wide id of the block's first sample */
+    uint32_t nsamples;           /* samples in this block (consecutive ids) */
+    uint32_t shard;              /* shard number */
+} lf_block_info;
+
+/* ---- reader ------------------------------------------------------------- */
+
+typedef struct lf_dataset lf_dataset;
+
+/* Opens a dataset directory: reads and checks the manifest and every shard's
+ * header, index and footer (not the data blocks). Sample ids are dataset-wide,
+ * 0..samples-1, in manifest shard order. */
+int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err);
+void lf_dataset_close(lf_dataset *ds);   /* accepts NULL */
+
+const lf_schema *lf_dataset_schema(const lf_dataset *ds);
+uint64_t lf_dataset_samples(const lf_dataset *ds);
+uint32_t lf_dataset_shards(const lf_dataset *ds);
+uint64_t lf_dataset_blocks(const lf_dataset *ds);          /* over all shards */
+uint32_t lf_dataset_max_block_raw(const lf_dataset *ds);   /* largest raw_size */
+uint32_t lf_dataset_max_block_stored(const lf_dataset *ds);/* largest stored_size */
+
+/* Absolute path of shard i's file, for callers that do their own I/O
+ * (io_uring, O_DIRECT). NULL if out of range. */
+const char *lf_dataset_shard_path(const lf_dataset *ds, uint32_t shard);
+
+/* Index entries. Return NULL when the id is out of range. Blocks are numbered
+ * dataset-wide too (0..blocks-1); info->shard says which file. */
+const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample);
+const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block);
+uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample); /* dataset-wide block id */
+
+/* Reads block `block`'s stored bytes into dst (pread). Returns the byte count
+ * (== stored_size) or a negative status. Does not verify: see below. */
+long lf_dataset_read_block(const lf_dataset *ds, uint64_t block, void *dst,
+                           size_t dst_cap, lf_shard_error *err);
+
+/* Per-thread decompression state; allocation happens here, not per block. */
+typedef struct lf_block_decoder lf_block_decoder;
+int lf_block_decoder_create(lf_block_decoder **out);
+void lf_block_decoder_free(lf_block_decoder *d);          /* accepts NULL */
+
+/* Verifies the stored bytes against the block's checksum, then decompresses
+ * into dst (capacity >= raw_size). Returns raw_size or a negative status; on
+ * any failure dst holds no usable data. */
+long lf_block_decode(lf_block_decoder *d, const lf_dataset *ds, uint64_t block,
+                     const void *stored, size_t stored_size, void *dst,
+                     size_t dst_cap, lf_shard_error *err);
+
+/* A field of one sample, pointing into a decompressed block. */
+typedef struct lf_field_view {
+    const void *data;            /* first byte (alignment: none guaranteed) */
+    uint32_t size;               /* bytes */
+    uint32_t count;              /* elements: tokens, frames; 1 for jpeg/bytes/label */
+} lf_field_view;
+
+/* Locates the fields of `sample` inside its decompressed block `raw`
+ * (raw_size bytes, as produced by lf_block_decode). out[] gets one view per
+ * schema field. Every length is bounds-checked against the record. */
+int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
+                     size_t raw_size, lf_field_view *out, lf_shard_error *err);
+
+/* Checks every checksum of the dataset (manifest, headers, indexes, footers,
+ * every block, and every record's field layout). Returns 0 when all hold;
+ * on the first failure returns its status and err names shard, block and
+ * sample. `progress`, when set, is called after each block. */
+typedef void (*lf_verify_progress_fn)(void *arg, uint64_t blocks_done,
+                                      uint64_t blocks_total, uint64_t bytes_done);
+int lf_dataset_verify(const char *dir, lf_verify_progress_fn progress,
+                      void *arg, lf_shard_error *err);
+
+/* ---- writer ------------------------------------------------------------- */
+
+typedef struct lf_writer_options {
+    uint64_t shard_bytes;        /* start a new shard past this many stored bytes (0: 1 GiB) */
+    uint32_t block_bytes;        /* raw bytes per block; 0: one record per block */
+    int zstd_level;              /* 1..19 (0: 3) */
+    int threads;                 /* compression threads (0: online CPUs) */
+    const char *shard_prefix;    /* file name prefix (NULL: "shard") */
+} lf_writer_options;
+
+/* One field's input for lf_writer_add. */
+typedef struct lf_field_input {
+    const void *data;            /* the field's bytes, laid out as on disk */
+    size_t size;                 /* bytes; must be a multiple of the element size */
+    uint32_t width, height;      /* JPEG only: image size, stored in the index */
+} lf_field_input;
+
+typedef struct lf_writer_stats {
+    uint64_t samples;            /* records written */
+    uint64_t blocks;
+    uint32_t shards;
+    uint64_t raw_bytes;          /* record bytes before compression */
+    uint64_t stored_bytes;       /* shard bytes on disk, all regions */
+} lf_writer_stats;
+
+typedef void (*lf_writer_progress_fn)(void *arg, const lf_writer_stats *so_far);
+
+typedef struct lf_writer lf_writer;
+
+/* Creates a writer into directory `dir` (created if missing; must not already
+ * hold a manifest). Files are written under temporary names and renamed when
+ * complete; the manifest is renamed last, so a dataset without one is not a
+ * dataset. */
+int lf_writer_create(const char *dir, const lf_schema *schema,
+                     const lf_writer_options *opts, lf_writer **out,
+                     lf_shard_error *err);
+
+/* Adds one sample: fields[] has schema->nfields entries, in schema order. The
+ * bytes are copied. Returns the sample's id or a negative status. */
+int64_t lf_writer_add(lf_writer *w, const lf_field_input *fields,
+                      lf_shard_error *err);
+
+/* Called from lf_writer_add about once per completed block (optional). */
+void lf_writer_set_progress(lf_writer *w, lf_writer_progress_fn fn, void *arg);
+
+/* Flushes everything, writes the manifest and renames it into place. Frees
+ * the writer whatever the outcome; *stats (optional) gets the totals. */
+int lf_writer_finish(lf_writer *w, lf_writer_stats *stats, lf_shard_error *err);
+
+/* Abandons a writer: removes its temporary files, frees it. Accepts NULL. */
+void lf_writer_abort(lf_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

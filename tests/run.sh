@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The test runner: unit programs, fuzz-corpus replays, end-to-end scripts.
+# Each test runs under a timeout; exit 0 = pass, 77 = skip, anything else = fail.
+# Usage: tests/run.sh BUILD_DIR [NAME_FILTER]
+# The last line is "N passed, N failed, N skipped"; the exit status is non-zero
+# when anything failed.
+set -u
+B=${1:?usage: tests/run.sh BUILD_DIR [FILTER]}
+filter=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$B" && pwd)
+timeout_s=${LF_TEST_TIMEOUT:-300}
+logdir="$B/test-logs"
+rm -rf "$logdir"; mkdir -p "$logdir"
+export LF_BUILD="$B" LF_BIN="$B/bin" LF_ROOT="$root"
+
+passed=0 failed=0 skipped=0
+failures=()
+
+run_one() {   # NAME COMMAND...
+  local name=$1; shift
+  [[ -n "$filter" && "$name" != *"$filter"* ]] && return
+  local log="$logdir/${name//\//_}.log" start end rc
+  start=$(date +%s%N)
+  (cd "$root" && timeout -k 5 "$timeout_s" "$@") >"$log" 2>&1 </dev/null
+  rc=$?
+  end=$(date +%s%N)
+  local ms=$(( (end - start) / 1000000 )) secs
+  secs=$(printf '%d.%02d' $((ms / 1000)) $(((ms % 1000) / 10)))
+  case $rc in
+    0)  passed=$((passed + 1)); printf 'PASS  %-44s %6ss\n' "$name" "$secs" ;;
+    77) skipped=$((skipped + 1)); printf 'SKIP  %-44s %s\n' "$name" "$(tail -n 1 "$log")" ;;
+    *)  failed=$((failed + 1)); failures+=("$name")
+        [[ $rc -eq 124 || $rc -eq 137 ]] && echo "timed out after ${timeout_s}s" >>"$log"
+        printf 'FAIL  %-44s %6ss (exit %d)\n' "$name" "$secs" "$rc"
+        sed 's/^/      | /' "$log" | tail -n 25 ;;
+  esac
+}
+
+for t in "$B"/tests/unit/*; do
+  [[ -x "$t" && -f "$t" ]] || continue
+  run_one "unit/$(basename "$t")" "$t"
+done
+for r in "$B"/fuzz/*-replay; do
+  [[ -x "$r" ]] || continue
+  name=$(basename "$r" -replay)
+  run_one "fuzz/$name" "$r" "$root/tests/fuzz/corpus/$name"
+done
+for s in "$root"/tests/e2e/*.sh; do
+  [[ -f "$s" ]] || continue
+  run_one "e2e/$(basename "$s" .sh)" bash "$s"
+done
+
+echo
+[[ ${#failures[@]} -gt 0 ]] && echo "failed: ${failures[*]} (logs in $logdir)"
+echo "$passed passed, $failed failed, $skipped skipped"
+[[ $failed -eq 0 && $((passed + skipped)) -gt 0 ]]

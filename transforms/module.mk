@@ -1,0 +1,2 @@
+transforms_SRCS := transforms/layout.c
+$(eval $(call static_lib,lf_tf,$(transforms_SRCS)))

@@ -1,0 +1,236 @@
+/*
+ * lf_plan.h — levelfeed's balancer: which samples each rank gets, step by step.
+ *
+ * A plan is a pure function of (samples, parameters, seed, epoch): the same
+ * inputs give bit-identical steps on every node, any run, and after a resume
+ * from a saved state. Costs are fixed-point integers, ties are broken by
+ * sample id, and randomness comes from a counter-based hash keyed by
+ * (seed, epoch), so no floating point or platform detail enters a decision.
+ *
+ * Per step the planner (1) selects a global set of samples whose total cost
+ * fills a global budget (independent of world size), drawing from a
+ * locality-aware shuffle through a lookahead window with bounded deferral;
+ * (2) splits that set across ranks (k-way Karmarkar–Karp with free per-rank
+ * counts, then a local search under the per-rank memory cap); (3) on request,
+ * lays out one rank's samples (pad: sorted by length; pack: best-fit
+ * decreasing rows of seq_len with cu_seqlens). Step (3) is per rank, so a
+ * server computes the global steps but lays out only its local ranks.
+ *
+ * Conventions: functions return 0 (or a count) on success and a negative
+ * lf_plan_status on failure; out-parameters are untouched on failure.
+ * Nothing here prints, exits, aborts, does I/O or starts threads. Memory is
+ * allocated at lf_plan_create (and at each epoch start, for the epoch's order);
+ * stepping allocates nothing. A plan belongs to one thread at a time.
+ * README.md beside this file defines every reported metric.
+ */
+#ifndef LF_PLAN_H
+#define LF_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: negative values are errors. */
+typedef enum lf_plan_status {
+    LF_PLAN_OK = 0,
+    LF_PLAN_E_ARG = -1,          /* a parameter or argument is invalid */
+    LF_PLAN_E_NOMEM = -2,        /* allocation failed */
+    LF_PLAN_E_STATE = -3,        /* a state blob is malformed or for other inputs */
+    LF_PLAN_E_BUFFER = -4,       /* a caller buffer is too small */
+    LF_PLAN_E_RANGE = -5,        /* a rank or index is out of range */
+} lf_plan_status;
+
+/* A short static description of a status code. */
+const char *lf_plan_strerror(int status);
+
+/* ---- cost model --------------------------------------------------------- */
+
+/* c(L) = a*L + b*L^2 + c0 per sample, in integer cost units, plus d per
+ * micro-batch. a is Q16 (cost units per length unit * 2^16), b is Q32 (cost
+ * units per length unit squared * 2^32); products are exact in 128 bits and
+ * the result saturates at LF_PLAN_COST_MAX. The presets use
+ * LF_PLAN_COST_PER_UNIT cost units per token / frame / pixel of linear work. */
+#define LF_PLAN_COST_PER_UNIT 16u
+#define LF_PLAN_COST_MAX (UINT64_C(1) << 52)
+
+typedef struct lf_plan_cost_model {
+    uint64_t a_q16;              /* linear coefficient, Q16 */
+    uint64_t b_q32;              /* quadratic coefficient, Q32 */
+    uint64_t c0;                 /* per-sample constant, cost units */
+    uint64_t d;                  /* per micro-batch overhead, cost units */
+} lf_plan_cost_model;
+
+typedef enum lf_plan_preset {
+    LF_PLAN_PRESET_TEXT = 0,     /* L = tokens; b/a = 1/(12*hidden) (attention FLOPs) */
+    LF_PLAN_PRESET_FRAMES = 1,   /* L = frames; same shape as text, per frame */
+    LF_PLAN_PRESET_IMAGES = 2,   /* L = pixels; linear only */
+} lf_plan_preset;
+
+/* Fills *m for a preset; hidden is the model width (text, frames; 0: 4096).
+ * Returns 0 or LF_PLAN_E_ARG. */
+int lf_plan_cost_preset(lf_plan_cost_model *m, int preset, uint32_t hidden);
+
+/* Fills *m from real coefficients (a, b per length unit, c0 and d in cost
+ * units), rounded to the nearest fixed-point value. Returns 0 or
+ * LF_PLAN_E_ARG (negative, not finite, or too large). */
+int lf_plan_cost_set(lf_plan_cost_model *m, double a, double b, double c0, double d);
+
+/* The cost of one sample of length L (without d). */
+uint64_t lf_plan_cost(const lf_plan_cost_model *m, uint64_t length);
+
+/* ---- inputs ------------------------------------------------------------- */
+
+/* What the planner knows of one sample. Ids must be unique; blocks group
+ * samples that are stored (and read) together. */
+typedef struct lf_plan_sample {
+    uint64_t id;                 /* dataset-wide sample id (ties break by it) */
+    uint64_t length;             /* cost input L: tokens, frames or pixels */
+    uint64_t block;              /* storage block, for the locality-aware shuffle */
+} lf_plan_sample;
+
+typedef enum lf_plan_sampler {
+    LF_PLAN_BALANCED = 0,        /* budget selection + free-count split */
+    LF_PLAN_NAIVE = 1,           /* full shuffle, batch_per_rank samples per rank
+                                    (as DistributedSampler with a fixed batch) */
+    LF_PLAN_SORTED = 2,          /* shuffle, then sort by length inside mega-batches
+                                    of 50 global batches (as HF group_by_length) */
+} lf_plan_sampler;
+
+typedef enum lf_plan_outlier {
+    LF_PLAN_OUTLIER_DELAY = 0,   /* hold outliers; release a group of them together */
+    LF_PLAN_OUTLIER_REJECT = 1,  /* leave them out of the epoch and count them */
+} lf_plan_outlier;
+
+typedef enum lf_plan_layout {
+    LF_PLAN_PAD = 0,             /* one sample a row, rows padded to the longest */
+    LF_PLAN_PACK = 1,            /* best-fit decreasing into rows of seq_len */
+} lf_plan_layout;
+
+/* Plan parameters. lf_plan_params_default fills sensible values; a zero in a
+ * field marked (0: ...) selects the default named there. */
+typedef struct lf_plan_params {
+    uint32_t sampler;            /* lf_plan_sampler */
+    uint32_t world;              /* ranks, >= 1 */
+    uint64_t step_budget;        /* balanced: global cost per step (required, > 0) */
+    uint32_t batch_per_rank;     /* naive, sorted: samples per rank per step */
+    uint64_t rank_max_tokens;    /* memory cap: sum of L per rank per step (0: none) */
+    uint64_t rank_max_padded;    /* memory cap: padded tokens per rank per step,
+                                    pad: count*max L, pack: rows*seq_len (0: none) */
+    uint32_t lookahead;          /* samples the selection may look at (0: 4096) */
+    uint32_t max_defer;          /* steps a sample may be passed over (0: 4) */
+    uint32_t outlier_policy;     /* lf_plan_outlier */
+    uint64_t outlier_cost;       /* a sample costlier than this is an outlier
+                                    (0: step_budget / world) */
+    uint32_t outlier_group;      /* outliers released together (0: world) */
+    uint32_t locality_blocks;    /* blocks drawn from at once (0: 64; 1: block order) */
+    uint64_t seed;
+    uint32_t epoch;              /* the first epoch planned */
+    uint32_t layout;             /* lf_plan_layout */
+    uint32_t seq_len;            /* pack: row length (required for pack) */
+    lf_plan_cost_model cost;
+} lf_plan_params;
+
+/* Defaults: balanced, world 1, text preset (hidden 4096), pad, delay policy. */
+void lf_plan_params_default(lf_plan_params *p);
+
+/* ---- the plan ----------------------------------------------------------- */
+
+typedef struct lf_plan lf_plan;
+
+/* Creates a plan over n samples (copied). Checks the parameters; samples that
+ * can never be placed (longer than a memory cap or than seq_len in pack mode)
+ * are rejected and counted, whatever the outlier policy. Returns 0 or a
+ * negative status. */
+int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
+                   size_t n, lf_plan **out);
+void lf_plan_free(lf_plan *plan);    /* accepts NULL */
+
+#define LF_PLAN_STEP_OUTLIERS 1u /* this step releases a group of outliers */
+#define LF_PLAN_STEP_TAIL 2u     /* the epoch's samples ran out: budget not filled */
+
+/* One global step. Pointers stay valid until the next lf_plan_next_step,
+ * lf_plan_state_restore or lf_plan_free. */
+typedef struct lf_plan_step {
+    uint32_t epoch;
+    uint64_t step;               /* step number inside the epoch, from 0 */
+    uint32_t world;
+    uint32_t flags;              /* LF_PLAN_STEP_* */
+    uint32_t nsamples;           /* samples in this step, all ranks */
+    const uint64_t *ids;         /* the global sequence: nsamples ids in selection
+                                    order, independent of world size */
+    const uint32_t *delay;       /* per ids[i]: steps it was passed over */
+    const uint32_t *rank_start;  /* world+1 offsets into rank_ids */
+    const uint64_t *rank_ids;    /* each rank's samples, rank by rank, by id */
+    const uint64_t *rank_cost;   /* world predicted costs: sum c(L) + d per micro-batch */
+    const uint64_t *rank_tokens; /* world sums of L */
+    uint64_t cost;               /* sum c(L) over the step */
+    uint64_t budget;             /* what the selection filled against */
+    uint32_t cap_deferred;       /* samples pushed to the next step because no rank
+                                    had room under the memory cap (world-dependent) */
+} lf_plan_step;
+
+/* Plans the next step. Returns 1 and fills *step, or 0 when the epoch is
+ * finished (the next call starts the next epoch), or a negative status. */
+int lf_plan_next_step(lf_plan *plan, lf_plan_step *step);
+
+/* One rank's layout for the current step. Pointers stay valid until the next
+ * lf_plan_next_step (for any rank). */
+typedef struct lf_plan_batch {
+    uint32_t rank;
+    uint32_t nsamples;
+    const uint64_t *ids;         /* layout order: pad, longest first (ties by id);
+                                    pack, row by row */
+    const uint64_t *lengths;     /* L per ids[i] */
+    uint32_t rows;               /* pad: nsamples; pack: rows of seq_len */
+    const uint32_t *row_start;   /* rows+1 offsets into ids */
+    const uint32_t *cu_seqlens;  /* pack: row r's boundaries are the row_start[r+1]
+                                    - row_start[r] + 1 values from index
+                                    row_start[r] + r (0, l1, l1+l2, ...); pad: NULL */
+    uint32_t row_len;            /* pad: longest L; pack: seq_len */
+    uint64_t tokens;             /* sum of L */
+    uint64_t padded_tokens;      /* rows * row_len */
+    uint64_t cost;               /* sum c(L) + d per micro-batch (pad: 1, pack: rows) */
+} lf_plan_batch;
+
+/* Lays out rank `rank` of the current step. Returns 0 or a negative status
+ * (LF_PLAN_E_RANGE for a bad rank or no current step). */
+int lf_plan_rank_batch(lf_plan *plan, uint32_t rank, lf_plan_batch *batch);
+
+/* Totals since lf_plan_create (or since the restored state's epoch start). */
+typedef struct lf_plan_counts {
+    uint32_t epoch;              /* current epoch */
+    uint64_t emitted;            /* samples placed this epoch */
+    uint64_t rejected;           /* outliers rejected this epoch (reject policy) */
+    uint64_t rejected_cap;       /* samples that fit no memory cap or row: every epoch */
+    uint64_t pending;            /* samples not yet placed this epoch */
+} lf_plan_counts;
+void lf_plan_counts_get(const lf_plan *plan, lf_plan_counts *c);
+
+/* Ids of the samples rejected so far this epoch (outlier policy reject, and
+ * those that fit no cap), up to cap; returns how many there are in all. */
+size_t lf_plan_rejected_ids(const lf_plan *plan, uint64_t *ids, size_t cap);
+
+/* ---- state -------------------------------------------------------------- */
+
+/* Saves the plan's position (epoch, step, stream cursor, pending window,
+ * outlier queue) at a step boundary. Returns the blob's size, or
+ * LF_PLAN_E_BUFFER with nothing written when cap is too small (call with
+ * cap 0 to learn the size). The blob holds a hash of the samples and of the
+ * parameters that shape the global sequence. */
+long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
+
+/* Restores a saved position into a plan made from the same samples and
+ * sequence parameters; the following steps are bit-identical to the saved
+ * plan's. world, the memory caps and layout may differ (a world-size change
+ * keeps the global sequence and re-splits it, provided outlier_cost and
+ * outlier_group were set explicitly, as their defaults follow world).
+ * Returns 0 or LF_PLAN_E_STATE. */
+int lf_plan_state_restore(lf_plan *plan, const void *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

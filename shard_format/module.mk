@@ -1,0 +1,3 @@
+# shard_format: the on-disk dataset format (FORMAT.md), writer and reader.
+shard_format_SRCS := shard_format/format.c shard_format/writer.c shard_format/reader.c
+$(eval $(call static_lib,lf_shard,$(shard_format_SRCS)))

@@ -1,0 +1,587 @@
+/*
+ * reader.c — opens a dataset from its manifest and shard indexes, and gives
+ * the server what it needs per block: the stored bytes, a verified
+ * decompression, and the fields of each sample.
+ *
+ * Trust nothing from the disk. Every region is checked before it is used
+ * and in an order where each check stands on checked ground:
+ *   manifest checksum -> shard file size == manifest's -> footer self hash
+ *   == manifest's shard hash -> header hash (in the footer) -> index hash
+ *   (in the footer) -> every index entry against the header's counts, the
+ *   file's size and its neighbours -> (per read) block hash (in the index)
+ *   before zstd sees a byte -> (per record) the field-size table against
+ *   the record's size and the index's cost length.
+ * The checksums catch corruption; the bounds checks make a file that passes
+ * them (a forged or buggy one, or the fuzzer with checksums off) unable to
+ * push an offset outside a buffer. Arithmetic on values from the file is done
+ * in u64 after range checks that rule out overflow.
+ *
+ * Index checks are strict: blocks tile the data region exactly, records
+ * tile each block exactly, so every byte between header and index belongs
+ * to exactly one block and every decompressed byte to exactly one record.
+ *
+ * After open the dataset is immutable, so any number of threads may read it;
+ * a decoder holds the per-thread zstd state and no call allocates per block.
+ */
+#include "shard_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+typedef struct ds_shard {
+    char *path;                  /* absolute path, or "<memory>" */
+    int fd;                      /* -1 for a shard held in memory */
+    const uint8_t *mem;          /* the shard's bytes when fd < 0 */
+    uint64_t size;               /* file bytes */
+    uint64_t first_block;        /* dataset-wide id of its block 0 */
+} ds_shard;
+
+struct lf_dataset {
+    lf_schema schema;
+    ds_shard *shards;
+    uint32_t nshards;
+    lf_block_info *blocks;
+    uint64_t nblocks, blocks_cap;
+    lf_sample_info *samples;
+    uint64_t nsamples, samples_cap;
+    uint32_t max_raw, max_stored;
+    bool skip_checksums;         /* fuzzing only (SHARD_OPEN_SKIP_CHECKSUMS) */
+};
+
+struct lf_block_decoder {
+    ZSTD_DCtx *dctx;
+};
+
+/* What the caller knows of a shard before reading it (from the manifest). */
+typedef struct shard_expect {
+    bool have_manifest;          /* false: a lone shard, take its header's word */
+    uint32_t shard_no;
+    uint64_t first_sample;
+    const manifest_shard *entry;
+} shard_expect;
+
+/* ---- raw access ---------------------------------------------------------- */
+
+/* Reads size bytes at off; a short read means the file is shorter than its
+ * metadata says. */
+static int shard_read(const ds_shard *sh, uint64_t off, void *dst, size_t size,
+                      lf_shard_error *err)
+{
+    if (off > sh->size || size > sh->size - off)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: %zu bytes at %" PRIu64
+                          " lie past the end (%" PRIu64 " bytes)", sh->path, size, off, sh->size);
+    if (sh->fd < 0) {
+        memcpy(dst, sh->mem + off, size);
+        return 0;
+    }
+    uint8_t *p = dst;
+    while (size > 0) {
+        ssize_t n = pread(sh->fd, p, size, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", sh->path, strerror(errno));
+        if (n == 0)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: truncated at %" PRIu64, sh->path, off);
+        p += n;
+        size -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* ---- shard metadata ------------------------------------------------------ */
+
+/* Reads and checks footer and header; fills *h. */
+static int read_meta(const lf_dataset *ds, const ds_shard *sh, const shard_expect *ex,
+                     shard_header *h, shard_footer *footer, lf_shard_error *err)
+{
+    uint8_t fbuf[FOOTER_SIZE];
+    const char *why = "";
+    if (sh->size < HEADER_SIZE + FOOTER_SIZE)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: %" PRIu64 " bytes is too small",
+                          sh->path, sh->size);
+    int rc = shard_read(sh, sh->size - FOOTER_SIZE, fbuf, FOOTER_SIZE, err);
+    if (rc != 0) return rc;
+    shard_footer f;
+    rc = footer_decode(fbuf, ds->skip_checksums, &f, &why);
+    if (rc != 0) return shard_fail(err, rc, "%s: footer: %s", sh->path, why);
+    if (ex->have_manifest && f.self_hash != ex->entry->footer_hash)
+        return shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: footer: hash differs from the manifest's",
+                          sh->path);
+    if (f.file_size != sh->size || f.index_offset < HEADER_SIZE ||
+        f.index_offset % LF_SHARD_ALIGN != 0 || f.index_offset > sh->size - FOOTER_SIZE ||
+        f.index_size != sh->size - FOOTER_SIZE - f.index_offset)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: footer: sizes do not match the file",
+                          sh->path);
+    uint8_t *hbuf = malloc(HEADER_SIZE);
+    if (!hbuf) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
+    rc = shard_read(sh, 0, hbuf, HEADER_SIZE, err);
+    if (rc == 0 && !ds->skip_checksums && shard_hash(hbuf, HEADER_SIZE) != f.header_hash)
+        rc = shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: header: checksum mismatch", sh->path);
+    if (rc == 0 && (rc = header_decode(hbuf, h, &why)) != 0)
+        shard_fail(err, rc, "%s: header: %s", sh->path, why);
+    free(hbuf);
+    if (rc != 0) return rc;
+    if (h->index_offset != f.index_offset || h->index_size != f.index_size ||
+        h->nblocks > h->index_size / BLOCK_ENTRY_SIZE ||
+        h->nsamples > h->index_size / SAMPLE_ENTRY_SIZE ||
+        h->nblocks * BLOCK_ENTRY_SIZE + h->nsamples * SAMPLE_ENTRY_SIZE != h->index_size)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: header: counts do not match the index",
+                          sh->path);
+    if (ex->have_manifest &&
+        (h->shard_no != ex->shard_no || h->first_sample != ex->first_sample ||
+         h->nsamples != ex->entry->samples || h->nblocks != ex->entry->blocks ||
+         memcmp(&h->schema, &ds->schema, sizeof h->schema) != 0))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: header does not match the manifest",
+                          sh->path);
+    *footer = f;
+    return 0;
+}
+
+/* Checks a block entry against its place in the shard. */
+static int check_block(const ds_shard *sh, const shard_header *h, uint64_t j,
+                       const shard_block_entry *b, uint64_t want_off, uint64_t want_first,
+                       lf_shard_error *err)
+{
+    if (b->file_offset != want_off || b->stored_size == 0 ||
+        b->stored_size % LF_SHARD_ALIGN != 0 || b->stored_size > MAX_BLOCK_STORED ||
+        b->stored_size > h->index_offset - want_off)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": bad place or size",
+                          sh->path, j);
+    if (b->raw_size == 0 || b->raw_size > MAX_BLOCK_RAW || b->first_sample != want_first ||
+        b->nsamples == 0 || b->nsamples > h->nsamples - want_first)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": bad sample range",
+                          sh->path, j);
+    return 0;
+}
+
+/* Checks a sample entry: its block, its place in the block (records tile
+ * the block), and cost inputs that fit the record and the schema. */
+static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local,
+                        const lf_sample_info *s, uint64_t j, uint32_t want_off,
+                        uint32_t raw_size, lf_shard_error *err)
+{
+    const lf_field_def *cf = &ds->schema.fields[ds->schema.cost_field];
+    uint32_t table = ds->schema.nfields * 4;
+    if (s->block != j || s->offset != want_off || s->size < table ||
+        s->size > raw_size - want_off)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64
+                          ": bad place in block", sh->path, j, local);
+    bool ok;
+    if (cf->type == LF_FIELD_JPEG)
+        ok = s->length == (uint64_t)s->width * s->height;
+    else if (cf->type == LF_FIELD_LABEL_I64)
+        ok = s->length == 1 && s->width == 0 && s->height == 0;
+    else
+        ok = s->width == 0 && s->height == 0 &&
+             s->length <= (s->size - table) / lf_field_elem_size(cf);
+    if (!ok)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64
+                          ": cost inputs do not fit the record", sh->path, j, local);
+    return 0;
+}
+
+/* Decodes and checks the index of shard `no`, appending to ds's tables. */
+static int parse_index(lf_dataset *ds, uint32_t no, const shard_header *h,
+                       const uint8_t *idx, lf_shard_error *err)
+{
+    const ds_shard *sh = &ds->shards[no];
+    const uint8_t *stab = idx + h->nblocks * BLOCK_ENTRY_SIZE;
+    if (h->nblocks > ds->blocks_cap - ds->nblocks || h->nsamples > ds->samples_cap - ds->nsamples)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: more samples than the manifest lists",
+                          sh->path);
+    uint64_t off = HEADER_SIZE, first = 0, raw_total = 0;
+    ds->shards[no].first_block = ds->nblocks;
+    for (uint64_t j = 0; j < h->nblocks; j++) {
+        shard_block_entry b;
+        block_entry_decode(idx + j * BLOCK_ENTRY_SIZE, &b);
+        int rc = check_block(sh, h, j, &b, off, first, err);
+        if (rc != 0) return rc;
+        uint32_t in_block = 0;
+        for (uint32_t k = 0; k < b.nsamples; k++) {
+            uint64_t local = first + k;
+            lf_sample_info *s = &ds->samples[ds->nsamples + local];
+            if (sample_entry_decode(stab + local * SAMPLE_ENTRY_SIZE, s) != 0)
+                return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64
+                                  ": reserved bytes not zero", sh->path, local);
+            rc = check_sample(ds, sh, local, s, j, in_block, b.raw_size, err);
+            if (rc != 0) return rc;
+            s->shard = no;
+            in_block += s->size;
+        }
+        if (in_block != b.raw_size)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64
+                              ": records do not fill the block", sh->path, j);
+        ds->blocks[ds->nblocks + j] = (lf_block_info){
+            .file_offset = b.file_offset, .stored_size = b.stored_size,
+            .raw_size = b.raw_size, .checksum = b.checksum,
+            .first_sample = ds->nsamples + first, .nsamples = b.nsamples, .shard = no,
+        };
+        if (b.raw_size > ds->max_raw) ds->max_raw = b.raw_size;
+        if (b.stored_size > ds->max_stored) ds->max_stored = b.stored_size;
+        off += b.stored_size;
+        first += b.nsamples;
+        raw_total += b.raw_size;
+    }
+    if (off != h->index_offset || first != h->nsamples || raw_total != h->raw_bytes)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: blocks do not fill the data region",
+                          sh->path);
+    ds->nblocks += h->nblocks;
+    ds->nsamples += h->nsamples;
+    return 0;
+}
+
+/* Reads the index of a shard whose header is checked, then parses it. */
+static int read_index(lf_dataset *ds, uint32_t no, const shard_header *h, uint64_t index_hash,
+                      lf_shard_error *err)
+{
+    const ds_shard *sh = &ds->shards[no];
+    uint8_t *idx = malloc(h->index_size ? (size_t)h->index_size : 1);
+    if (!idx) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
+    int rc = shard_read(sh, h->index_offset, idx, (size_t)h->index_size, err);
+    if (rc == 0 && !ds->skip_checksums && shard_hash(idx, (size_t)h->index_size) != index_hash)
+        rc = shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: index: checksum mismatch", sh->path);
+    if (rc == 0) rc = parse_index(ds, no, h, idx, err);
+    free(idx);
+    return rc;
+}
+
+
+/* ---- dataset ------------------------------------------------------------ */
+
+void lf_dataset_close(lf_dataset *ds)
+{
+    if (!ds) return;
+    for (uint32_t i = 0; ds->shards && i < ds->nshards; i++) {
+        if (ds->shards[i].fd >= 0) close(ds->shards[i].fd);
+        free(ds->shards[i].path);
+    }
+    free(ds->shards);
+    free(ds->blocks);
+    free(ds->samples);
+    free(ds);
+}
+
+static int alloc_tables(lf_dataset *ds, uint64_t blocks, uint64_t samples, lf_shard_error *err)
+{
+    if (blocks > SIZE_MAX / sizeof *ds->blocks || samples > SIZE_MAX / sizeof *ds->samples)
+        return shard_fail(err, LF_SHARD_E_NOMEM, "index too large");
+    ds->blocks = malloc(blocks ? (size_t)blocks * sizeof *ds->blocks : 1);
+    ds->samples = malloc(samples ? (size_t)samples * sizeof *ds->samples : 1);
+    if (!ds->blocks || !ds->samples) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    ds->blocks_cap = blocks;
+    ds->samples_cap = samples;
+    return 0;
+}
+
+static int read_manifest(const char *dir, manifest *m, lf_shard_error *err)
+{
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, LF_MANIFEST_NAME);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
+    ds_shard file = {.path = path, .fd = open(path, O_RDONLY | O_CLOEXEC)};
+    if (file.fd < 0) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    uint8_t *buf = NULL;
+    if (fstat(file.fd, &st) != 0)
+        rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+    else if ((uint64_t)st.st_size > MAX_MANIFEST_BYTES)
+        rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s: %lld bytes is too large", path,
+                        (long long)st.st_size);
+    else if (!(buf = malloc((size_t)st.st_size + 1)))
+        rc = shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
+    file.size = (uint64_t)st.st_size;
+    if (rc == 0) rc = shard_read(&file, 0, buf, (size_t)file.size, err);
+    if (rc == 0) rc = manifest_decode(buf, (size_t)file.size, false, path, m, err);
+    free(buf);
+    close(file.fd);
+    return rc;
+}
+
+/* Opens each shard file and checks its size against the manifest, so the
+ * tables allocated from the manifest's counts are bounded by real files. */
+static int open_files(lf_dataset *ds, const char *dir, const manifest *m, lf_shard_error *err)
+{
+    for (uint32_t i = 0; i < m->nshards; i++) {
+        ds_shard *sh = &ds->shards[i];
+        size_t len = strlen(dir) + strlen(m->shards[i].name) + 2;
+        if (!(sh->path = malloc(len))) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+        snprintf(sh->path, len, "%s/%s", dir, m->shards[i].name);
+        ds->nshards = i + 1;
+        sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (sh->fd < 0 || fstat(sh->fd, &st) != 0)
+            return shard_fail(err, LF_SHARD_E_IO, "%s: %s", sh->path, strerror(errno));
+        sh->size = (uint64_t)st.st_size;
+        if (sh->size != m->shards[i].file_size)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: %" PRIu64 " bytes, manifest says %"
+                              PRIu64, sh->path, sh->size, m->shards[i].file_size);
+    }
+    return 0;
+}
+
+static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m,
+                              lf_shard_error *err)
+{
+    ds->schema = m->schema;
+    ds->shards = calloc(m->nshards ? m->nshards : 1, sizeof *ds->shards);
+    if (!ds->shards) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    int rc = open_files(ds, dir, m, err);
+    if (rc == 0) rc = alloc_tables(ds, m->blocks, m->samples, err);
+    uint64_t raw = 0;
+    for (uint32_t i = 0; rc == 0 && i < m->nshards; i++) {
+        shard_expect ex = {.have_manifest = true, .shard_no = i,
+                           .first_sample = ds->nsamples, .entry = &m->shards[i]};
+        shard_header h;
+        shard_footer f;
+        rc = read_meta(ds, &ds->shards[i], &ex, &h, &f, err);
+        if (rc == 0) rc = read_index(ds, i, &h, f.index_hash, err);
+        raw += h.raw_bytes;
+    }
+    if (rc == 0 && raw != m->raw_bytes)
+        rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: raw byte total does not match the shards",
+                        dir, LF_MANIFEST_NAME);
+    return rc;
+}
+
+int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
+{
+    if (!dir || !out) return shard_fail(err, LF_SHARD_E_ARG, "dataset: NULL argument");
+    char *abs = realpath(dir, NULL);
+    if (!abs) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", dir, strerror(errno));
+    manifest m;
+    int rc = read_manifest(abs, &m, err);
+    if (rc != 0) {
+        free(abs);
+        return rc;
+    }
+    lf_dataset *ds = calloc(1, sizeof *ds);
+    rc = ds ? open_with_manifest(ds, abs, &m, err)
+            : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    free(m.shards);
+    free(abs);
+    if (rc != 0) {
+        lf_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
+                           lf_dataset **out, lf_shard_error *err)
+{
+    lf_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    ds->skip_checksums = (flags & SHARD_OPEN_SKIP_CHECKSUMS) != 0;
+    ds->shards = calloc(1, sizeof *ds->shards);
+    int rc = LF_SHARD_E_NOMEM;
+    if (ds->shards && (ds->shards[0].path = strdup("<memory>"))) {
+        ds->nshards = 1;
+        ds->shards[0] = (ds_shard){.path = ds->shards[0].path, .fd = -1, .mem = data, .size = size};
+        shard_expect ex = {.have_manifest = false};
+        shard_header h;
+        shard_footer f;
+        rc = read_meta(ds, &ds->shards[0], &ex, &h, &f, err);
+        if (rc == 0) {
+            ds->schema = h.schema;   /* a lone shard's header is its schema's only source */
+            rc = alloc_tables(ds, h.nblocks, h.nsamples, err);
+        }
+        if (rc == 0) rc = read_index(ds, 0, &h, f.index_hash, err);
+    } else {
+        shard_fail(err, rc, "out of memory");
+    }
+    if (rc != 0) {
+        lf_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+const lf_schema *lf_dataset_schema(const lf_dataset *ds) { return &ds->schema; }
+uint64_t lf_dataset_samples(const lf_dataset *ds) { return ds->nsamples; }
+uint32_t lf_dataset_shards(const lf_dataset *ds) { return ds->nshards; }
+uint64_t lf_dataset_blocks(const lf_dataset *ds) { return ds->nblocks; }
+uint32_t lf_dataset_max_block_raw(const lf_dataset *ds) { return ds->max_raw; }
+uint32_t lf_dataset_max_block_stored(const lf_dataset *ds) { return ds->max_stored; }
+
+const char *lf_dataset_shard_path(const lf_dataset *ds, uint32_t shard)
+{
+    return shard < ds->nshards ? ds->shards[shard].path : NULL;
+}
+
+const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample)
+{
+    return sample < ds->nsamples ? &ds->samples[sample] : NULL;
+}
+
+const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block)
+{
+    return block < ds->nblocks ? &ds->blocks[block] : NULL;
+}
+
+uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
+{
+    if (sample >= ds->nsamples) return UINT64_MAX;
+    const lf_sample_info *s = &ds->samples[sample];
+    return ds->shards[s->shard].first_block + s->block;
+}
+
+/* ---- blocks ------------------------------------------------------------- */
+
+long lf_dataset_read_block(const lf_dataset *ds, uint64_t block, void *dst,
+                           size_t dst_cap, lf_shard_error *err)
+{
+    if (!ds || block >= ds->nblocks)
+        return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", block);
+    const lf_block_info *b = &ds->blocks[block];
+    const ds_shard *sh = &ds->shards[b->shard];
+    if (dst_cap < b->stored_size)
+        return shard_fail(err, LF_SHARD_E_BUFFER, "%s: block %" PRIu64 ": %u bytes, buffer %zu",
+                          sh->path, block, b->stored_size, dst_cap);
+    int rc = shard_read(sh, b->file_offset, dst, b->stored_size, err);
+    return rc != 0 ? rc : (long)b->stored_size;
+}
+
+int lf_block_decoder_create(lf_block_decoder **out)
+{
+    if (!out) return LF_SHARD_E_ARG;
+    lf_block_decoder *d = malloc(sizeof *d);
+    if (!d) return LF_SHARD_E_NOMEM;
+    d->dctx = ZSTD_createDCtx();
+    if (!d->dctx) {
+        free(d);
+        return LF_SHARD_E_NOMEM;
+    }
+    *out = d;
+    return 0;
+}
+
+void lf_block_decoder_free(lf_block_decoder *d)
+{
+    if (!d) return;
+    ZSTD_freeDCtx(d->dctx);
+    free(d);
+}
+
+long lf_block_decode(lf_block_decoder *d, const lf_dataset *ds, uint64_t block,
+                     const void *stored, size_t stored_size, void *dst,
+                     size_t dst_cap, lf_shard_error *err)
+{
+    if (!d || !ds || !stored || !dst)
+        return shard_fail(err, LF_SHARD_E_ARG, "block decode: NULL argument");
+    if (block >= ds->nblocks)
+        return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", block);
+    const lf_block_info *b = &ds->blocks[block];
+    const char *path = ds->shards[b->shard].path;
+    uint64_t local = block - ds->shards[b->shard].first_block;
+    if (stored_size != b->stored_size)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": %zu stored bytes given, "
+                          "index says %u", path, block, stored_size, b->stored_size);
+    if (dst_cap < b->raw_size)
+        return shard_fail(err, LF_SHARD_E_BUFFER, "%s: block %" PRIu64 ": needs %u bytes, "
+                          "buffer %zu", path, block, b->raw_size, dst_cap);
+    if (!ds->skip_checksums && shard_hash(stored, stored_size) != b->checksum)
+        return shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: block %" PRIu64 " (dataset block %"
+                          PRIu64 ", samples %" PRIu64 "..%" PRIu64 "): checksum mismatch",
+                          path, local, block, b->first_sample,
+                          b->first_sample + b->nsamples - 1);
+    size_t n = ZSTD_decompressDCtx(d->dctx, dst, b->raw_size, stored, stored_size);
+    if (ZSTD_isError(n) || n != b->raw_size)
+        return shard_fail(err, LF_SHARD_E_DECOMPRESS, "%s: block %" PRIu64 ": %s", path, block,
+                          ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong decompressed size");
+    return (long)n;
+}
+
+/* ---- records ------------------------------------------------------------ */
+
+int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
+                     size_t raw_size, lf_field_view *out, lf_shard_error *err)
+{
+    if (!ds || !raw || !out) return shard_fail(err, LF_SHARD_E_ARG, "fields: NULL argument");
+    if (sample >= ds->nsamples)
+        return shard_fail(err, LF_SHARD_E_RANGE, "sample %" PRIu64 " out of range", sample);
+    const lf_sample_info *s = &ds->samples[sample];
+    const char *path = ds->shards[s->shard].path;
+    if ((uint64_t)s->offset + s->size > raw_size)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: block %u: sample %" PRIu64
+                          ": record lies past the %zu given bytes", path, s->block, sample,
+                          raw_size);
+    const uint8_t *rec = (const uint8_t *)raw + s->offset;
+    const lf_schema *sc = &ds->schema;
+    uint64_t pos = (uint64_t)sc->nfields * 4;   /* check_sample: size >= table */
+    lf_field_view v[LF_MAX_FIELDS];
+    for (uint32_t i = 0; i < sc->nfields; i++) {
+        const lf_field_def *f = &sc->fields[i];
+        uint32_t size = get_u32(rec + 4 * i);
+        size_t elem = lf_field_elem_size(f);
+        if (size > s->size - pos || size % elem != 0 ||
+            (f->type == LF_FIELD_LABEL_I64 && size != 8))
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
+                              ": field '%s': bad size %u", path, s->block, sample, f->name, size);
+        bool counted = f->type != LF_FIELD_JPEG && f->type != LF_FIELD_BYTES &&
+                       f->type != LF_FIELD_LABEL_I64;
+        v[i] = (lf_field_view){.data = rec + pos, .size = size,
+                               .count = counted ? (uint32_t)(size / elem) : 1};
+        pos += size;
+    }
+    const lf_field_def *cf = &sc->fields[sc->cost_field];
+    uint32_t csize = v[sc->cost_field].size;
+    if (pos != s->size ||
+        (cf->type != LF_FIELD_JPEG &&
+         record_cost_length(sc, csize, s->width, s->height) != s->length))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
+                          ": fields do not match the record or its index entry", path,
+                          s->block, sample);
+    memcpy(out, v, sc->nfields * sizeof *v);
+    return 0;
+}
+
+/* ---- verify -------------------------------------------------------------- */
+
+static int verify_blocks(const lf_dataset *ds, lf_verify_progress_fn progress, void *arg,
+                         lf_shard_error *err)
+{
+    lf_block_decoder *d = NULL;
+    uint8_t *stored = malloc(ds->max_stored ? ds->max_stored : 1);
+    uint8_t *raw = malloc(ds->max_raw ? ds->max_raw : 1);
+    int rc = stored && raw ? lf_block_decoder_create(&d) : LF_SHARD_E_NOMEM;
+    if (rc != 0) shard_fail(err, rc, "verify: out of memory");
+    lf_field_view views[LF_MAX_FIELDS];
+    uint64_t bytes = 0;
+    for (uint64_t j = 0; rc == 0 && j < ds->nblocks; j++) {
+        const lf_block_info *b = &ds->blocks[j];
+        long n = lf_dataset_read_block(ds, j, stored, ds->max_stored, err);
+        if (n >= 0) n = lf_block_decode(d, ds, j, stored, (size_t)n, raw, ds->max_raw, err);
+        for (uint64_t s = b->first_sample; n >= 0 && s < b->first_sample + b->nsamples; s++)
+            if ((rc = lf_sample_fields(ds, s, raw, (size_t)n, views, err)) != 0) n = rc;
+        if (n < 0) rc = (int)n;
+        bytes += b->stored_size;
+        if (rc == 0 && progress) progress(arg, j + 1, ds->nblocks, bytes);
+    }
+    lf_block_decoder_free(d);
+    free(raw);
+    free(stored);
+    return rc;
+}
+
+int lf_dataset_verify(const char *dir, lf_verify_progress_fn progress,
+                      void *arg, lf_shard_error *err)
+{
+    lf_dataset *ds;
+    int rc = lf_dataset_open(dir, &ds, err);
+    if (rc != 0) return rc;
+    rc = verify_blocks(ds, progress, arg, err);
+    lf_dataset_close(ds);
+    return rc;
+}

@@ -104,9 +104,10 @@ typedef struct lf_sample_info {
 
 typedef struct lf_block_info {
     uint64_t file_offset;        /* where the stored bytes start (4 KiB aligned) */
-    uint32_t stored_size;        /* compressed bytes (padding to 4 KiB not counted) */
+    uint32_t stored_size;        /* bytes on disk: zstd frame + skippable padding
+                                    frame, a multiple of LF_SHARD_ALIGN */
     uint32_t raw_size;           /* decompressed bytes */
-    uint64_t checksum;           /* xxh3-64 of the stored bytes */
+    uint64_t checksum;           /* xxh3-64 of the stored bytes, padding included */
     uint64_t first_sample;       /* dataset-wide id of the block's first sample */
     uint32_t nsamples;           /* samples in this block (consecutive ids) */
     uint32_t shard;              /* shard number */

@@ -1,0 +1,417 @@
+/*
+ * create_files.c — `lf-shard create images|frames`: a directory of files,
+ * one sample per file, to a dataset.
+ *
+ * Layout (ImageNet's): when DIR has subfolders, each is a class and its
+ * files get the folder's rank in byte-wise sorted order as label; the names
+ * go to DIR_OUT/classes.txt, one a line, line k for label k. Without
+ * subfolders every file in DIR is a sample with label 0. Hidden entries
+ * (".name") are skipped; files are taken in sorted order, so the same tree
+ * always gives the same dataset.
+ *
+ * images: each JPEG is stored as it is; its size comes from its header
+ * (tjDecompressHeader3) and goes to the index. frames: each .npy holds a 2-D
+ * little-endian f4/f2/i2 array whose rows are frames; every file must have
+ * the first file's dtype and row width. A file that fails these checks stops
+ * the conversion naming it, or with --skip-bad is counted and skipped.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+
+#include "cli.h"
+#include "npy.h"
+
+#define MAX_INPUT_FILE (1ull << 30)   /* records are 32-bit sized; keep far below */
+
+/* ---- the input tree ------------------------------------------------------------ */
+
+typedef struct name_list {
+    char **v;
+    size_t n, cap;
+} name_list;
+
+typedef struct input_file {
+    char *path;
+    int64_t label;
+} input_file;
+
+typedef struct input_tree {
+    input_file *files;
+    size_t n, cap;
+    name_list classes;           /* empty without class folders */
+} input_tree;
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        cli_die("out of memory");
+    return d;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p)
+        cli_die("out of memory");
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static void name_push(name_list *l, const char *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            cli_die("out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = xstrdup(s);
+}
+
+static void name_free(name_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The visible subfolders and regular files of dir, each sorted. */
+static void list_dir(const char *dir, name_list *dirs, name_list *files)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        cli_die("cannot open directory %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((errno = 0, e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *path = join(dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) < 0)
+            cli_die("cannot stat %s: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode) && dirs)
+            name_push(dirs, e->d_name);
+        else if (S_ISREG(st.st_mode))
+            name_push(files, e->d_name);
+        free(path);
+    }
+    if (errno)
+        cli_die("cannot read directory %s: %s", dir, strerror(errno));
+    closedir(d);
+    if (dirs)
+        qsort(dirs->v, dirs->n, sizeof *dirs->v, by_name);
+    qsort(files->v, files->n, sizeof *files->v, by_name);
+}
+
+static void tree_add(input_tree *t, const char *dir, const name_list *files, int64_t label)
+{
+    for (size_t i = 0; i < files->n; i++) {
+        if (t->n == t->cap) {
+            size_t cap = t->cap ? t->cap * 2 : 1024;
+            input_file *v = realloc(t->files, cap * sizeof *v);
+            if (!v)
+                cli_die("out of memory");
+            t->files = v;
+            t->cap = cap;
+        }
+        t->files[t->n++] = (input_file){.path = join(dir, files->v[i]), .label = label};
+    }
+}
+
+static void tree_scan(const char *dir, input_tree *t)
+{
+    name_list top_files = {0};
+    memset(t, 0, sizeof *t);
+    list_dir(dir, &t->classes, &top_files);
+    if (t->classes.n == 0)
+        tree_add(t, dir, &top_files, 0);
+    else if (top_files.n)
+        cli_warn("ignoring %zu files beside the class folders in %s", top_files.n, dir);
+    for (size_t k = 0; k < t->classes.n; k++) {
+        name_list files = {0};
+        char *sub = join(dir, t->classes.v[k]);
+        list_dir(sub, NULL, &files);
+        tree_add(t, sub, &files, (int64_t)k);
+        free(sub);
+        name_free(&files);
+    }
+    name_free(&top_files);
+    if (t->n == 0)
+        cli_die("no input files in %s", dir);
+}
+
+static void tree_free(input_tree *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->files[i].path);
+    free(t->files);
+    name_free(&t->classes);
+}
+
+/* classes.txt beside the manifest: written after the dataset is complete,
+ * under a temporary name first like every other file. */
+static void write_classes(const char *out, const name_list *classes)
+{
+    char *tmp = join(out, ".classes.txt.tmp"), *dst = join(out, "classes.txt");
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    for (size_t k = 0; ok && k < classes->n; k++)
+        ok = fprintf(f, "%s\n", classes->v[k]) >= 0;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, dst) != 0) {
+        cli_warn("cannot write %s: %s (the dataset itself is complete)", dst, strerror(errno));
+        remove(tmp);
+    }
+    free(tmp);
+    free(dst);
+}
+
+/* ---- per-kind checks ---------------------------------------------------------- */
+
+/* What a kind does with one file's bytes: checks them and points in->data at
+ * the field's bytes (with width/height for JPEGs), or returns -1 with why. */
+typedef struct file_kind {
+    uint32_t default_block;      /* --block-size when not given */
+    int (*parse)(void *state, const uint8_t *buf, size_t size, lf_field_input *in,
+                 char *why, size_t why_len);
+    void (*schema)(const void *state, lf_schema *s);  /* after the first good file */
+} file_kind;
+
+static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_input *in,
+                      char *why, size_t why_len)
+{
+    tjhandle tj = state;
+    int w, h, subsamp, colorspace;
+    if (tjDecompressHeader3(tj, buf, size, &w, &h, &subsamp, &colorspace) < 0) {
+        snprintf(why, why_len, "not a readable JPEG (%s)", tjGetErrorStr2(tj));
+        return -1;
+    }
+    if (w <= 0 || h <= 0) {
+        snprintf(why, why_len, "JPEG header gives size %dx%d", w, h);
+        return -1;
+    }
+    *in = (lf_field_input){.data = buf, .size = size, .width = (uint32_t)w,
+                           .height = (uint32_t)h};
+    return 0;
+}
+
+static void jpeg_schema(const void *state, lf_schema *s)
+{
+    (void)state;
+    snprintf(s->fields[0].name, LF_FIELD_NAME_MAX, "image");
+    s->fields[0].type = LF_FIELD_JPEG;
+}
+
+/* frames: the first file fixes dtype and row width. */
+typedef struct frames_state {
+    int have_first;
+    npy_array first;
+} frames_state;
+
+static int npy_file_parse(void *state, const uint8_t *buf, size_t size, lf_field_input *in,
+                          char *why, size_t why_len)
+{
+    frames_state *fs = state;
+    npy_array a;
+    if (npy_parse(buf, size, &a, why, why_len) < 0)
+        return -1;
+    if (!fs->have_first) {
+        if (a.cols > UINT32_MAX / 4) {
+            snprintf(why, why_len, "rows of %" PRIu64 " values are too wide", a.cols);
+            return -1;
+        }
+        fs->first = a;
+        fs->have_first = 1;
+    } else if (a.type != fs->first.type || a.cols != fs->first.cols) {
+        snprintf(why, why_len, "%s rows of %" PRIu64 " values differ from the first file's "
+                 "%s rows of %" PRIu64, lf_field_type_name(a.type), a.cols,
+                 lf_field_type_name(fs->first.type), fs->first.cols);
+        return -1;
+    }
+    *in = (lf_field_input){.data = buf + a.data_offset, .size = a.data_size};
+    return 0;
+}
+
+static void npy_schema(const void *state, lf_schema *s)
+{
+    const frames_state *fs = state;
+    snprintf(s->fields[0].name, LF_FIELD_NAME_MAX, "frames");
+    s->fields[0].type = fs->first.type;
+    s->fields[0].row_width = (uint32_t)fs->first.cols;
+}
+
+/* ---- the conversion -------------------------------------------------------------- */
+
+enum { OPT_IN = 1, OPT_SKIP_BAD };
+
+static const struct option file_options[] = {
+    CLI_WRITER_OPTIONS,
+    {"in", required_argument, NULL, OPT_IN},
+    {"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct files_args {
+    cli_writer_args wa;
+    const char *in;
+    int skip_bad;
+} files_args;
+
+static void parse_args(const cli_cmd *c, const file_kind *k, int argc, char **argv,
+                       files_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->wa.opts.block_bytes = k->default_block;
+    int id;
+    while ((id = cli_getopt(c, argc, argv, file_options)) != -1) {
+        if (cli_writer_option(c, id, optarg, &a->wa))
+            continue;
+        if (id == OPT_IN)
+            a->in = optarg;
+        else if (id == OPT_SKIP_BAD)
+            a->skip_bad = 1;
+    }
+    cli_positionals(c, argc, argv, 0, "");
+    cli_writer_check(c, &a->wa);
+    if (!a->in)
+        cli_usage_error(c, "--in DIR is required");
+}
+
+static void make_schema(const file_kind *k, const void *state, lf_schema *s)
+{
+    memset(s, 0, sizeof *s);
+    s->nfields = 2;
+    s->cost_field = 0;
+    k->schema(state, s);
+    snprintf(s->fields[1].name, LF_FIELD_NAME_MAX, "label");
+    s->fields[1].type = LF_FIELD_LABEL_I64;
+}
+
+static void convert(const file_kind *k, void *state, const files_args *a)
+{
+    input_tree t;
+    tree_scan(a->in, &t);
+    cli_out out = {0};
+    int opened = 0;
+    uint64_t skipped = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        const input_file *f = &t.files[i];
+        uint8_t *buf = NULL;
+        size_t size = 0;
+        char why[300];
+        lf_field_input in[2];
+        uint8_t label[8];
+        int rc = cli_read_file(f->path, MAX_INPUT_FILE, &buf, &size);
+        if (rc < 0)
+            snprintf(why, sizeof why, "cannot read: %s", strerror(-rc));
+        else
+            rc = k->parse(state, buf, size, &in[0], why, sizeof why);
+        if (rc < 0) {
+            free(buf);
+            if (opened)
+                cli_progress_clear(&out.prog);
+            cli_warn("%s: %s%s", f->path, why, a->skip_bad ? " (skipped)" : "");
+            if (!a->skip_bad) {
+                if (opened)
+                    cli_out_fail(&out, CLI_EXIT_FAIL);
+                exit(CLI_EXIT_FAIL);
+            }
+            skipped++;
+            continue;
+        }
+        if (!opened) {
+            lf_schema schema;
+            make_schema(k, state, &schema);
+            cli_out_open(&out, &a->wa, &schema, "create", t.n);
+            opened = 1;
+        }
+        for (int b = 0; b < 8; b++)
+            label[b] = (uint8_t)((uint64_t)f->label >> (8 * b));
+        in[1] = (lf_field_input){.data = label, .size = 8};
+        cli_out_add(&out, in, size, i + 1, f->path);
+        free(buf);
+    }
+    if (!opened)
+        cli_die("no usable input files in %s (%" PRIu64 " skipped)", a->in, skipped);
+    cli_out_finish(&out, "create");
+    if (skipped)
+        cli_warn("skipped %" PRIu64 " bad files of %zu", skipped, t.n);
+    if (t.classes.n)
+        write_classes(a->wa.out, &t.classes);
+    tree_free(&t);
+}
+
+static const char images_help[] =
+    "Usage: lf-shard create images --in DIR --out DIR [OPTIONS]\n"
+    "\n"
+    "Stores JPEG files as they are, with their size from the JPEG header in the\n"
+    "index (fields 'image' and 'label'). When DIR has subfolders each is a class:\n"
+    "labels are the folders' ranks in sorted order, and OUT/classes.txt lists the\n"
+    "names (line k = label k). Otherwise every file in DIR gets label 0.\n"
+    "\n"
+    "  --in DIR           input folder (required)\n"
+    "  --skip-bad         skip (and count) files that are not readable JPEGs instead\n"
+    "                     of stopping at the first one\n"
+    CLI_WRITER_HELP
+    "                     (default 0: one image per block)\n"
+    "\n"
+    "Example:\n"
+    "  lf-shard create images --in /data/imagenet/train --out /data/in1k-train --skip-bad\n";
+
+static const char frames_help[] =
+    "Usage: lf-shard create frames --in DIR --out DIR [OPTIONS]\n"
+    "\n"
+    "Stores 2-D .npy arrays (NPY versions 1-3, C order, little-endian float32,\n"
+    "float16 or int16) as frame arrays: each row is a frame, and every file must\n"
+    "have the first file's dtype and row width (fields 'frames' and 'label').\n"
+    "Class subfolders give labels as for 'create images'; otherwise labels are 0.\n"
+    "\n"
+    "  --in DIR           input folder (required)\n"
+    "  --skip-bad         skip (and count) unusable files instead of stopping\n"
+    CLI_WRITER_HELP
+    "                     (default 64K)\n"
+    "\n"
+    "Example:\n"
+    "  lf-shard create frames --in /data/fbank --out /data/fbank-ds --level 6\n";
+
+int create_images(int argc, char **argv)
+{
+    static const file_kind k = {0, jpeg_parse, jpeg_schema};
+    const cli_cmd c = {"create images", images_help};
+    files_args a;
+    parse_args(&c, &k, argc, argv, &a);
+    tjhandle tj = tjInitDecompress();
+    if (!tj)
+        cli_die("cannot start TurboJPEG: %s", tjGetErrorStr2(NULL));
+    convert(&k, tj, &a);
+    tjDestroy(tj);
+    return 0;
+}
+
+int create_frames(int argc, char **argv)
+{
+    static const file_kind k = {64 << 10, npy_file_parse, npy_schema};
+    const cli_cmd c = {"create frames", frames_help};
+    files_args a;
+    frames_state fs = {0};
+    parse_args(&c, &k, argc, argv, &a);
+    convert(&k, &fs, &a);
+    return 0;
+}

@@ -1,0 +1,244 @@
+/*
+ * create_tokens.c — `lf-shard create tokens`: JSONL to a token dataset.
+ *
+ * Each non-blank line is a JSON object; the sample is either an array of
+ * non-negative integer ids (--field, default "tokens") or a string whose
+ * bytes become ids 0..255 (--text-field). The dataset has one field named
+ * "tokens". Without --dtype the ids are stored as u16; if a later line holds
+ * an id above 65535 the partial output is abandoned and the file is written
+ * again as u32, so the common case reads the input once and the result never
+ * depends on guessing.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+static const char tokens_help[] =
+    "Usage: lf-shard create tokens --in FILE.jsonl --out DIR [OPTIONS]\n"
+    "\n"
+    "Converts JSON Lines (one object per line) into a dataset with one field,\n"
+    "'tokens'. Blank lines are skipped; any malformed line stops the conversion\n"
+    "with FILE:LINE and the problem, and no dataset is left behind.\n"
+    "\n"
+    "  --in FILE          input .jsonl file (required)\n"
+    "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
+    "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255)\n"
+    "  --dtype u16|u32    id width (default: u16 when every id fits, else u32)\n"
+    CLI_WRITER_HELP
+    "                     (default 64K)\n"
+    "\n"
+    "Example:\n"
+    "  echo '{\"tokens\": [17, 4, 9000]}' > a.jsonl\n"
+    "  lf-shard create tokens --in a.jsonl --out /data/a --block-size 256K\n"
+    "  lf-shard create tokens --in docs.jsonl --text-field text --out /data/docs\n";
+
+enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE };
+
+static const struct option tokens_options[] = {
+    CLI_WRITER_OPTIONS,
+    {"in", required_argument, NULL, OPT_IN},
+    {"field", required_argument, NULL, OPT_FIELD},
+    {"text-field", required_argument, NULL, OPT_TEXT_FIELD},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct tokens_args {
+    cli_writer_args wa;
+    const char *in;
+    const char *field;           /* JSON key */
+    int text;                    /* the key holds a string */
+    int dtype;                   /* 0 auto, 2 or 4 bytes per id */
+} tokens_args;
+
+/* How one pass over the input ended. */
+enum { PASS_DONE, PASS_NEED_U32 };
+
+typedef struct line_ctx {
+    const tokens_args *a;
+    size_t width;                /* bytes per id in this pass */
+    uint8_t *buf;                /* the sample's ids, little-endian */
+    size_t cap;
+    size_t count;
+    char where[600];             /* "FILE:LINE" */
+} line_ctx;
+
+static void line_fail(line_ctx *l, cli_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prints "FILE:LINE: <problem>", abandons the output, exits 1. */
+static void line_fail(line_ctx *l, cli_out *o, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cli_progress_clear(&o->prog);
+    cli_warn("%s: %s", l->where, msg);
+    cli_out_fail(o, CLI_EXIT_FAIL);
+}
+
+static void push_id(line_ctx *l, cli_out *o, uint32_t id)
+{
+    if ((l->count + 1) * l->width > l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4096;
+        uint8_t *p = realloc(l->buf, cap);
+        if (!p)
+            line_fail(l, o, "out of memory");
+        l->buf = p;
+        l->cap = cap;
+    }
+    uint8_t *d = l->buf + l->count * l->width;
+    for (size_t b = 0; b < l->width; b++)
+        d[b] = (uint8_t)(id >> (8 * b));
+    l->count++;
+}
+
+/* Fills l->buf from the array; returns PASS_NEED_U32 when an id needs u32
+ * and the width was only guessed. */
+static int take_array(line_ctx *l, cli_out *o, json_t *arr)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (id < 0 || id > (json_int_t)UINT32_MAX)
+            line_fail(l, o, "'%s'[%zu]: expected an integer token id in 0..4294967295",
+                      l->a->field, i);
+        if (id > 65535 && l->width == 2) {
+            if (!l->a->dtype)
+                return PASS_NEED_U32;
+            line_fail(l, o, "'%s'[%zu] = %" JSON_INTEGER_FORMAT " does not fit u16 "
+                      "(use --dtype u32)", l->a->field, i, id);
+        }
+        push_id(l, o, (uint32_t)id);
+    }
+    return PASS_DONE;
+}
+
+static int take_line(line_ctx *l, cli_out *o, const char *line, size_t len)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        line_fail(l, o, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+    if (!json_is_object(root))
+        line_fail(l, o, "expected a JSON object");
+    json_t *v = json_object_get(root, l->a->field);
+    if (!v)
+        line_fail(l, o, "no field '%s'", l->a->field);
+    l->count = 0;
+    int rc = PASS_DONE;
+    if (l->a->text) {
+        if (!json_is_string(v))
+            line_fail(l, o, "field '%s' is not a string", l->a->field);
+        const unsigned char *s = (const unsigned char *)json_string_value(v);
+        for (size_t i = 0, n = json_string_length(v); i < n; i++)
+            push_id(l, o, s[i]);
+    } else {
+        if (!json_is_array(v))
+            line_fail(l, o, "field '%s' is not an array of token ids", l->a->field);
+        rc = take_array(l, o, v);
+    }
+    json_decref(root);
+    return rc;
+}
+
+static int blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return 0;
+    return 1;
+}
+
+static int run_pass(const tokens_args *a, size_t width)
+{
+    FILE *f = fopen(a->in, "rb");
+    if (!f)
+        cli_die("cannot open %s: %s", a->in, strerror(errno));
+    struct stat st;
+    uint64_t total = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+
+    lf_schema schema;
+    memset(&schema, 0, sizeof schema);
+    schema.nfields = 1;
+    snprintf(schema.fields[0].name, LF_FIELD_NAME_MAX, "tokens");
+    schema.fields[0].type = width == 2 ? LF_FIELD_TOKENS_U16 : LF_FIELD_TOKENS_U32;
+    cli_out o;
+    cli_out_open(&o, &a->wa, &schema, "create", total);
+
+    line_ctx l = {.a = a, .width = width};
+    char *line = NULL;
+    size_t line_cap = 0;
+    uint64_t lineno = 0, consumed = 0;
+    ssize_t n;
+    int rc = PASS_DONE;
+    while ((n = getline(&line, &line_cap, f)) > 0) {
+        lineno++;
+        consumed += (uint64_t)n;
+        if (blank(line, (size_t)n))
+            continue;
+        snprintf(l.where, sizeof l.where, "%s:%" PRIu64, a->in, lineno);
+        if ((rc = take_line(&l, &o, line, (size_t)n)) == PASS_NEED_U32)
+            break;
+        lf_field_input in = {.data = l.buf, .size = l.count * width};
+        cli_out_add(&o, &in, (uint64_t)n, consumed, l.where);
+    }
+    if (rc == PASS_DONE && ferror(f)) {
+        cli_warn("cannot read %s: %s", a->in, strerror(errno));
+        cli_out_fail(&o, CLI_EXIT_FAIL);
+    }
+    if (rc == PASS_NEED_U32) {
+        cli_progress_clear(&o.prog);
+        cli_warn("%s: token id above 65535; writing again with u32 ids", l.where);
+        lf_writer_abort(o.w);
+    } else {
+        cli_out_finish(&o, "create");
+    }
+    free(line);
+    free(l.buf);
+    fclose(f);
+    return rc;
+}
+
+int create_tokens(int argc, char **argv)
+{
+    const cli_cmd c = {"create tokens", tokens_help};
+    tokens_args a = {.field = "tokens"};
+    a.wa.opts.block_bytes = 64 << 10;
+    int id, have_field = 0;
+    while ((id = cli_getopt(&c, argc, argv, tokens_options)) != -1) {
+        if (cli_writer_option(&c, id, optarg, &a.wa))
+            continue;
+        switch (id) {
+        case OPT_IN: a.in = optarg; break;
+        case OPT_FIELD: a.field = optarg; have_field = 1; break;
+        case OPT_TEXT_FIELD: a.field = optarg; a.text = 1; break;
+        case OPT_DTYPE:
+            if (strcmp(optarg, "u16") && strcmp(optarg, "u32"))
+                cli_usage_error(&c, "--dtype: invalid value '%s' (expected u16 or u32)", optarg);
+            a.dtype = optarg[1] == '1' ? 2 : 4;
+            break;
+        default: break;
+        }
+    }
+    cli_positionals(&c, argc, argv, 0, "");
+    cli_writer_check(&c, &a.wa);
+    if (!a.in)
+        cli_usage_error(&c, "--in FILE is required");
+    if (have_field && a.text)
+        cli_usage_error(&c, "--field and --text-field exclude each other");
+    if (run_pass(&a, a.dtype ? (size_t)a.dtype : 2) == PASS_NEED_U32)
+        run_pass(&a, 4);
+    return 0;
+}

@@ -1,0 +1,638 @@
+/*
+ * jpeg.c — JPEG decode with crop and resize, through libjpeg's own API.
+ *
+ * The cost of decoding a JPEG is mostly entropy decoding (every coefficient
+ * of every scanline above the last one used) plus IDCT, upsampling and color
+ * conversion of the pixels produced. A crop of an image that is resized to
+ * 224x224 needs neither all those pixels nor full resolution, so:
+ *   - libjpeg scales the IDCT by n/8 (n = 1..8); we take the smallest n whose
+ *     scaled crop still covers the output, so the resize that follows
+ *     shrinks by less than 2x (or up-samples when the crop is small);
+ *   - jpeg_crop_scanline limits IDCT/color work to the crop's columns
+ *     (widened to an iMCU boundary), jpeg_skip_scanlines skips the rows above
+ *     it without IDCT, and we stop after its last row (jpeg_abort), so the
+ *     part below the crop is never decoded. The other side of that coin:
+ *     damage below the crop goes unnoticed for this crop.
+ * The resize is separable with PIL's filters (triangle for bilinear, box for
+ * area, both widened by the shrink factor), in float, horizontal pass first
+ * into the workspace, then vertical pass straight into the caller's layout.
+ *
+ * Hostile input: libjpeg reports errors through error_exit and warnings
+ * through emit_message(-1); both long-jump back to guarded() with a reason,
+ * so a warning (e.g. "premature end of data") rejects the image. Pixel count
+ * is checked right after the header; a progress monitor counts scans;
+ * max_memory_to_use bounds libjpeg's own allocations.
+ */
+#include "lf_tf.h"
+#include "tf_internal.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+#define MAX_JPEG_SIDE 65535u
+#define ROWS_PER_READ 16
+
+struct tf_error_mgr {
+    struct jpeg_error_mgr pub;   /* libjpeg's part; must come first */
+    jmp_buf jump;                /* where guarded() waits */
+    lf_tf_ws *ws;
+};
+
+/* One axis of the separable resize: for output index i, taps
+ * [start[i], start[i] + count[i]) of the input with weights w + woff[i]. */
+typedef struct axis_coeffs {
+    int32_t *start, *count, *woff;
+    float *w;
+    size_t wcap;                 /* floats in w */
+} axis_coeffs;
+
+struct lf_tf_ws {
+    lf_tf_limits lim;
+    struct jpeg_decompress_struct cinfo;
+    struct tf_error_mgr err;
+    struct jpeg_progress_mgr progress;
+    int status;                  /* set with reason before a long jump */
+    char reason[256];
+    unsigned char *region;       /* decoded crop region, u8, 3 or 4 channels */
+    size_t region_cap;
+    float *tmp;                  /* horizontally resized rows: rows x out_w x 3 */
+    size_t tmp_cap;              /* floats */
+    float *acc;                  /* one output row being summed: max_out_side x 3 */
+    axis_coeffs ax, ay;
+};
+
+/* ---- errors and limits --------------------------------------------------- */
+
+const char *lf_tf_strerror(int status)
+{
+    switch (status) {
+    case LF_TF_OK: return "success";
+    case LF_TF_E_ARG: return "invalid argument";
+    case LF_TF_E_BUFFER: return "destination buffer too small";
+    case LF_TF_E_NOMEM: return "out of memory";
+    case LF_TF_E_LIMIT: return "input exceeds a configured limit";
+    case LF_TF_E_CORRUPT: return "corrupt or malformed input";
+    case LF_TF_E_UNSUPPORTED: return "unsupported input";
+    default: return "unknown status";
+    }
+}
+
+const char *lf_tf_reason(const lf_tf_ws *ws) { return ws->reason; }
+
+/* Records why the current call fails and returns status, for `return fail(...)`. */
+static int fail(lf_tf_ws *ws, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(lf_tf_ws *ws, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ws->reason, sizeof ws->reason, fmt, ap);
+    va_end(ap);
+    ws->status = status;
+    return status;
+}
+
+/* Leaves libjpeg for guarded() with the current status and reason. */
+static void bail(lf_tf_ws *ws) __attribute__((noreturn));
+static void bail(lf_tf_ws *ws) { longjmp(ws->err.jump, 1); }
+
+static void on_error_exit(j_common_ptr c)
+{
+    struct tf_error_mgr *e = (struct tf_error_mgr *)(void *)c->err;
+    char msg[JMSG_LENGTH_MAX];
+    (*c->err->format_message)(c, msg);
+    int st = c->err->msg_code == JERR_OUT_OF_MEMORY ||
+             c->err->msg_code == JERR_NO_BACKING_STORE ? LF_TF_E_LIMIT : LF_TF_E_CORRUPT;
+    fail(e->ws, st, "libjpeg error: %s", msg);
+    bail(e->ws);
+}
+
+/* Level -1 is a warning (corrupt data the library would paper over): reject.
+ * Levels >= 0 are trace messages: ignore. */
+static void on_emit_message(j_common_ptr c, int level)
+{
+    if (level >= 0) return;
+    struct tf_error_mgr *e = (struct tf_error_mgr *)(void *)c->err;
+    char msg[JMSG_LENGTH_MAX];
+    (*c->err->format_message)(c, msg);
+    fail(e->ws, LF_TF_E_CORRUPT, "libjpeg warning: %s", msg);
+    bail(e->ws);
+}
+
+static void on_output_message(j_common_ptr c) { (void)c; }
+
+/* Called at least once per scan while a multi-scan file is absorbed. */
+static void on_progress(j_common_ptr c)
+{
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    lf_tf_ws *ws = ((struct tf_error_mgr *)(void *)c->err)->ws;
+    if ((uint32_t)d->input_scan_number > ws->lim.max_scans) {
+        fail(ws, LF_TF_E_LIMIT, "more than %u scans", ws->lim.max_scans);
+        bail(ws);
+    }
+}
+
+void lf_tf_limits_default(lf_tf_limits *lim)
+{
+    lim->max_pixels = 50000000;
+    lim->max_scans = 256;
+    lim->max_memory = 256u << 20;
+    lim->max_out_side = 1024;
+    lim->max_region_pixels = 0;  /* derived in lf_tf_ws_create */
+}
+
+/* ---- workspace ----------------------------------------------------------- */
+
+static int coeffs_alloc(axis_coeffs *a, uint32_t max_out)
+{
+    /* Taps per output are at most 2*support+2 with support = in/out, so all
+     * outputs together need at most 2*in + 2*out weights. */
+    a->wcap = 2 * (size_t)MAX_JPEG_SIDE + 2 * (size_t)max_out + 64;
+    a->start = malloc(max_out * sizeof *a->start);
+    a->count = malloc(max_out * sizeof *a->count);
+    a->woff = malloc(max_out * sizeof *a->woff);
+    a->w = malloc(a->wcap * sizeof *a->w);
+    return a->start && a->count && a->woff && a->w ? 0 : LF_TF_E_NOMEM;
+}
+
+static void coeffs_free(axis_coeffs *a)
+{
+    free(a->w);
+    free(a->woff);
+    free(a->count);
+    free(a->start);
+}
+
+static void install_handlers(lf_tf_ws *ws)
+{
+    ws->cinfo.err = jpeg_std_error(&ws->err.pub);
+    ws->err.pub.error_exit = on_error_exit;
+    ws->err.pub.emit_message = on_emit_message;
+    ws->err.pub.output_message = on_output_message;
+    ws->err.ws = ws;
+    ws->progress.progress_monitor = on_progress;
+}
+
+int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
+{
+    lf_tf_limits l;
+    if (lim) l = *lim; else lf_tf_limits_default(&l);
+    if (!l.max_pixels || !l.max_scans || !l.max_memory || !l.max_out_side ||
+        l.max_out_side > MAX_JPEG_SIDE)
+        return LF_TF_E_ARG;
+    if (!l.max_region_pixels) {
+        l.max_region_pixels = l.max_pixels / 32;
+        if (l.max_region_pixels < (4u << 20)) l.max_region_pixels = 4u << 20;
+    }
+    if (l.max_region_pixels > ((uint64_t)1 << 34)) return LF_TF_E_ARG;
+
+    lf_tf_ws *ws = calloc(1, sizeof *ws);
+    if (!ws) return LF_TF_E_NOMEM;
+    ws->lim = l;
+    ws->region_cap = (size_t)l.max_region_pixels * 4;
+    ws->tmp_cap = (size_t)l.max_region_pixels * 3;
+    ws->region = malloc(ws->region_cap);
+    ws->tmp = malloc(ws->tmp_cap * sizeof *ws->tmp);
+    ws->acc = malloc((size_t)l.max_out_side * 3 * sizeof *ws->acc);
+    if (!ws->region || !ws->tmp || !ws->acc || coeffs_alloc(&ws->ax, l.max_out_side) ||
+        coeffs_alloc(&ws->ay, l.max_out_side))
+        goto fail_alloc;
+
+    /* jpeg_create_decompress reports failure through error_exit. */
+    install_handlers(ws);
+    if (setjmp(ws->err.jump)) goto fail_alloc;
+    jpeg_create_decompress(&ws->cinfo);
+    ws->cinfo.mem->max_memory_to_use = (long)l.max_memory;
+    ws->cinfo.progress = &ws->progress;
+    *out = ws;
+    return 0;
+
+fail_alloc:
+    coeffs_free(&ws->ay);
+    coeffs_free(&ws->ax);
+    free(ws->acc);
+    free(ws->tmp);
+    free(ws->region);
+    free(ws);
+    return LF_TF_E_NOMEM;
+}
+
+void lf_tf_ws_free(lf_tf_ws *ws)
+{
+    if (!ws) return;
+    jpeg_destroy_decompress(&ws->cinfo);
+    coeffs_free(&ws->ay);
+    coeffs_free(&ws->ax);
+    free(ws->acc);
+    free(ws->tmp);
+    free(ws->region);
+    free(ws);
+}
+
+/* Runs fn with libjpeg's errors routed back here, and leaves the
+ * decompressor ready for the next image whatever happened. */
+typedef long (*job_fn)(lf_tf_ws *ws, void *ctx);
+
+static long guarded(lf_tf_ws *ws, job_fn fn, void *ctx)
+{
+    ws->reason[0] = '\0';
+    ws->status = LF_TF_OK;
+    if (setjmp(ws->err.jump)) {
+        jpeg_abort_decompress(&ws->cinfo);
+        return ws->status;
+    }
+    long rc = fn(ws, ctx);
+    jpeg_abort_decompress(&ws->cinfo);
+    if (rc >= 0) ws->reason[0] = '\0';
+    return rc;
+}
+
+/* ---- header -------------------------------------------------------------- */
+
+/* Reads the header and applies the checks that come before any big work. */
+static int read_header(lf_tf_ws *ws, const void *src, size_t src_size, lf_tf_jpeg_info *info)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    if (!src || src_size == 0) return fail(ws, LF_TF_E_CORRUPT, "empty input");
+    if (src_size > (unsigned long)-1) return fail(ws, LF_TF_E_LIMIT, "input too large");
+    jpeg_mem_src(c, (const unsigned char *)src, (unsigned long)src_size);
+    if (jpeg_read_header(c, TRUE) != JPEG_HEADER_OK)
+        return fail(ws, LF_TF_E_CORRUPT, "no image in the datastream");
+    uint64_t pixels = (uint64_t)c->image_width * c->image_height;
+    if (pixels > ws->lim.max_pixels)
+        return fail(ws, LF_TF_E_LIMIT, "%ux%u = %llu pixels > limit %llu", c->image_width,
+                    c->image_height, (unsigned long long)pixels,
+                    (unsigned long long)ws->lim.max_pixels);
+    switch (c->jpeg_color_space) {
+    case JCS_GRAYSCALE: case JCS_YCbCr: case JCS_RGB:
+        c->out_color_space = JCS_EXT_RGB;
+        break;
+    case JCS_CMYK: case JCS_YCCK:
+        c->out_color_space = JCS_CMYK;
+        break;
+    default:
+        return fail(ws, LF_TF_E_UNSUPPORTED, "%d components, color space %d",
+                    c->num_components, (int)c->jpeg_color_space);
+    }
+    if (info) {
+        info->width = c->image_width;
+        info->height = c->image_height;
+        info->components = (uint32_t)c->num_components;
+        info->progressive = c->progressive_mode ? 1 : 0;
+    }
+    return 0;
+}
+
+static long info_job(lf_tf_ws *ws, void *ctx)
+{
+    struct { const void *src; size_t size; lf_tf_jpeg_info *info; } *j = ctx;
+    return read_header(ws, j->src, j->size, j->info);
+}
+
+int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,
+                        lf_tf_jpeg_info *info)
+{
+    struct { const void *src; size_t size; lf_tf_jpeg_info *info; } j = {src, src_size, info};
+    return (int)guarded(ws, info_job, &j);
+}
+
+/* ---- pixels -------------------------------------------------------------- */
+
+/* CMYK as libjpeg hands it out -> RGB, in place (3*i <= 4*i). Adobe files
+ * store inverted ink, so "no ink" is 255 there and 0 otherwise. */
+static void cmyk_to_rgb(unsigned char *row, size_t n, int adobe_inverted)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = row[4 * i + (size_t)k];
+            if (!adobe_inverted) v[k] = 255 - v[k];
+        }
+        /* v is now 255 - ink: channel = (255-c)(255-k)/255, rounded. */
+        for (int k = 0; k < 3; k++) row[3 * i + (size_t)k] = (unsigned char)((v[k] * v[3] + 127) / 255);
+    }
+}
+
+/* Reads `nrows` scanlines of `width` pixels into rows of `stride` bytes,
+ * converting CMYK to RGB. */
+static void read_rows(lf_tf_ws *ws, unsigned char *dst, size_t stride, uint32_t nrows,
+                      uint32_t width)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    int cmyk = c->out_color_space == JCS_CMYK;
+    uint32_t done = 0;
+    while (done < nrows) {
+        JSAMPROW rows[ROWS_PER_READ];
+        uint32_t want = nrows - done < ROWS_PER_READ ? nrows - done : ROWS_PER_READ;
+        for (uint32_t i = 0; i < want; i++) rows[i] = dst + (size_t)(done + i) * stride;
+        JDIMENSION got = jpeg_read_scanlines(c, rows, want);
+        if (got == 0) {
+            fail(ws, LF_TF_E_CORRUPT, "decoder returned no scanline");
+            bail(ws);
+        }
+        if (cmyk)
+            for (JDIMENSION i = 0; i < got; i++) cmyk_to_rgb(rows[i], width, c->saw_Adobe_marker);
+        done += got;
+    }
+}
+
+/* ---- full decode --------------------------------------------------------- */
+
+struct decode_ctx {
+    void *dst; size_t dst_cap;
+    const void *src; size_t src_size;
+    lf_tf_jpeg_info *info;
+};
+
+static long decode_job(lf_tf_ws *ws, void *ctx)
+{
+    struct decode_ctx *j = ctx;
+    j_decompress_ptr c = &ws->cinfo;
+    int rc = read_header(ws, j->src, j->src_size, j->info);
+    if (rc) return rc;
+    size_t need = (size_t)c->image_width * c->image_height * 3;
+    if (j->dst_cap < need)
+        return fail(ws, LF_TF_E_BUFFER, "need %zu bytes, have %zu", need, j->dst_cap);
+    if (c->out_color_space == JCS_CMYK && (size_t)c->image_width * 4 > ws->region_cap)
+        return fail(ws, LF_TF_E_LIMIT, "row too wide for the workspace");
+    jpeg_start_decompress(c);
+    unsigned char *out = j->dst;
+    size_t stride = (size_t)c->output_width * 3;
+    if (c->out_color_space != JCS_CMYK) {
+        read_rows(ws, out, stride, c->output_height, c->output_width);
+    } else {
+        /* 4-byte pixels do not fit the 3-byte rows: go through the workspace. */
+        for (uint32_t y = 0; y < c->output_height; y++) {
+            read_rows(ws, ws->region, 0, 1, c->output_width);
+            memcpy(out + y * stride, ws->region, stride);
+        }
+    }
+    jpeg_finish_decompress(c);
+    return (long)need;
+}
+
+long lf_tf_jpeg_decode(lf_tf_ws *ws, void *dst, size_t dst_cap,
+                       const void *src, size_t src_size, lf_tf_jpeg_info *info)
+{
+    struct decode_ctx j = {dst, dst_cap, src, src_size, info};
+    return guarded(ws, decode_job, &j);
+}
+
+/* ---- resize coefficients --------------------------------------------------- */
+
+static double filter_triangle(double x)
+{
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* Weight of input pixel x for an output centered at `center`: PIL's triangle
+ * at x's center, or (area) the length of [x, x+1) inside the output's
+ * footprint [center - support, center + support). */
+static double tap_weight(long x, double center, double support, double fscale, int box)
+{
+    if (!box) return filter_triangle((x + 0.5 - center) / fscale);
+    double lo = fmax((double)x, center - support), hi = fmin(x + 1.0, center + support);
+    return hi > lo ? hi - lo : 0.0;
+}
+
+/* Weights mapping input span [in0, in0 + in_len) (scaled-image coordinates,
+ * fractional) onto `out` pixels: each output pixel's center maps into the
+ * input, the filter widens by the shrink factor, taps are clipped to
+ * [0, in_size) and normalized (PIL's scheme, with an exact-coverage box for
+ * area). Returns 0 or LF_TF_E_LIMIT when the weight table would overflow. */
+static int coeffs_build(axis_coeffs *a, double in0, double in_len, uint32_t in_size,
+                        uint32_t out, int box)
+{
+    double scale = in_len / out;
+    double fscale = scale > 1.0 ? scale : 1.0;
+    double support = (box ? 0.5 : 1.0) * fscale;
+    size_t used = 0;
+    for (uint32_t i = 0; i < out; i++) {
+        double center = in0 + (i + 0.5) * scale;
+        long lo = (long)floor(center - support), hi = (long)ceil(center + support);
+        if (lo < 0) lo = 0;
+        if (hi > (long)in_size) hi = (long)in_size;
+        if (hi <= lo) {            /* a box edge past the image: nearest pixel */
+            lo = center < 0 ? 0 : (long)in_size - 1 < (long)center ? (long)in_size - 1 : (long)center;
+            hi = lo + 1;
+        }
+        if (used + (size_t)(hi - lo) > a->wcap) return LF_TF_E_LIMIT;
+        float *w = a->w + used;
+        double sum = 0;
+        for (long x = lo; x < hi; x++) {
+            double k = tap_weight(x, center, support, fscale, box);
+            w[x - lo] = (float)k;
+            sum += k;
+        }
+        if (sum <= 0) {            /* no tap under the filter: take them evenly */
+            for (long x = lo; x < hi; x++) w[x - lo] = 1.0f;
+            sum = (double)(hi - lo);
+        }
+        for (long x = lo; x < hi; x++) w[x - lo] = (float)(w[x - lo] / sum);
+        a->start[i] = (int32_t)lo;
+        a->count[i] = (int32_t)(hi - lo);
+        a->woff[i] = (int32_t)used;
+        used += (size_t)(hi - lo);
+    }
+    return 0;
+}
+
+/* First input index used by any output, and one past the last. */
+static void coeffs_span(const axis_coeffs *a, uint32_t out, uint32_t *lo, uint32_t *hi)
+{
+    *lo = (uint32_t)a->start[0];
+    *hi = (uint32_t)(a->start[out - 1] + a->count[out - 1]);
+    for (uint32_t i = 0; i < out; i++) {
+        if ((uint32_t)a->start[i] < *lo) *lo = (uint32_t)a->start[i];
+        if ((uint32_t)(a->start[i] + a->count[i]) > *hi) *hi = (uint32_t)(a->start[i] + a->count[i]);
+    }
+}
+
+/* ---- crop + resize ------------------------------------------------------- */
+
+/* Smallest n (scale n/8) that keeps the box at least out_w x out_h. */
+static int pick_scale(const lf_tf_box *b, uint32_t out_w, uint32_t out_h)
+{
+    for (int n = 1; n < 8; n++)
+        if (b->w * n / 8 >= out_w && b->h * n / 8 >= out_h) return n;
+    return 8;
+}
+
+/* Horizontal pass: region rows (3-channel, region-relative x from x0) into
+ * tmp rows of out_w x 3 floats, output order already flipped if asked. */
+static void resize_rows(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
+                        uint32_t nrows, uint32_t x0, uint32_t out_w, int flip)
+{
+    const axis_coeffs *a = &ws->ax;
+    for (uint32_t r = 0; r < nrows; r++) {
+        const unsigned char *in = region + r * stride;
+        float *o = ws->tmp + (size_t)r * out_w * 3;
+        for (uint32_t i = 0; i < out_w; i++) {
+            uint32_t s = flip ? out_w - 1 - i : i;
+            const unsigned char *p = in + (size_t)(a->start[s] - (int32_t)x0) * 3;
+            const float *w = a->w + a->woff[s];
+            float r0 = 0, g0 = 0, b0 = 0;
+            for (int32_t k = 0; k < a->count[s]; k++, p += 3) {
+                r0 += w[k] * p[0];
+                g0 += w[k] * p[1];
+                b0 += w[k] * p[2];
+            }
+            o[3 * i] = r0;
+            o[3 * i + 1] = g0;
+            o[3 * i + 2] = b0;
+        }
+    }
+}
+
+static unsigned char to_u8(float v)
+{
+    return v <= 0.f ? 0 : v >= 255.f ? 255 : (unsigned char)(v + 0.5f);
+}
+
+/* Vertical pass into dst in the output layout. tmp row 0 is input row y0. */
+static void resize_cols_store(const lf_tf_ws *ws, void *dst, uint32_t y0,
+                              const lf_tf_image_params *p)
+{
+    const axis_coeffs *a = &ws->ay;
+    uint32_t W = p->out_w, H = p->out_h;
+    size_t plane = (size_t)W * H;
+    float scale[3], bias[3];
+    for (int c = 0; c < 3; c++) {
+        scale[c] = 1.0f / (255.0f * p->std[c]);
+        bias[c] = -p->mean[c] / p->std[c];
+    }
+    float *row = ws->acc;
+    for (uint32_t y = 0; y < H; y++) {
+        size_t first = (size_t)(a->start[y] - (int32_t)y0);
+        const float *w = a->w + a->woff[y];
+        for (uint32_t x = 0; x < 3 * W; x++) row[x] = 0;
+        for (int32_t k = 0; k < a->count[y]; k++) {
+            const float *t = ws->tmp + (first + (size_t)k) * W * 3;
+            for (uint32_t x = 0; x < 3 * W; x++) row[x] += w[k] * t[x];
+        }
+        if (p->out_dtype == LF_DTYPE_U8) {
+            unsigned char *o = (unsigned char *)dst + (size_t)y * W * 3;
+            for (uint32_t x = 0; x < 3 * W; x++) o[x] = to_u8(row[x]);
+        } else if (p->out_dtype == LF_DTYPE_F32) {
+            float *o = (float *)dst + (size_t)y * W;
+            for (int c = 0; c < 3; c++)
+                for (uint32_t x = 0; x < W; x++)
+                    o[c * plane + x] = row[3 * x + (uint32_t)c] * scale[c] + bias[c];
+        } else {
+            uint16_t *o = (uint16_t *)dst + (size_t)y * W;
+            for (int c = 0; c < 3; c++)
+                for (uint32_t x = 0; x < W; x++)
+                    o[c * plane + x] = tf_f32_to_f16(row[3 * x + (uint32_t)c] * scale[c] + bias[c]);
+        }
+    }
+}
+
+struct crop_ctx {
+    void *dst; size_t dst_cap;
+    const void *src; size_t src_size;
+    const lf_tf_image_params *p;
+    const lf_tf_box *box;        /* NULL: plan it from (epoch, sample_id) */
+    uint64_t epoch, sample_id;
+    lf_tf_jpeg_info *info;
+};
+
+static int check_box(lf_tf_ws *ws, const lf_tf_box *b, uint32_t width, uint32_t height)
+{
+    const double slack = 1e-6;
+    if (!(b->w > 0 && b->h > 0 && b->x >= -slack && b->y >= -slack &&
+          b->x + b->w <= width + slack && b->y + b->h <= height + slack))
+        return fail(ws, LF_TF_E_ARG, "crop box (%g,%g %gx%g) outside the %ux%u image",
+                    b->x, b->y, b->w, b->h, width, height);
+    return 0;
+}
+
+/* Chooses the DCT scale and the region, decodes it and resizes it. */
+static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf_tf_box *b)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    const lf_tf_image_params *p = j->p;
+    int n = pick_scale(b, p->out_w, p->out_h);
+    c->scale_num = (unsigned)n;
+    c->scale_denom = 8;
+    jpeg_calc_output_dimensions(c);
+    double s = n / 8.0;
+    int box = p->resize == LF_TF_RESIZE_AREA;
+    if (coeffs_build(&ws->ax, b->x * s, b->w * s, c->output_width, p->out_w, box) ||
+        coeffs_build(&ws->ay, b->y * s, b->h * s, c->output_height, p->out_h, box))
+        return fail(ws, LF_TF_E_LIMIT, "resize filter too wide");
+    uint32_t x0, x1, y0, y1;
+    coeffs_span(&ws->ax, p->out_w, &x0, &x1);
+    coeffs_span(&ws->ay, p->out_h, &y0, &y1);
+    uint64_t rows = y1 - y0;
+    if (rows * p->out_w * 3 > ws->tmp_cap)
+        return fail(ws, LF_TF_E_LIMIT, "crop needs %llu rows at scale %d/8, more than the "
+                    "workspace holds", (unsigned long long)rows, n);
+
+    jpeg_start_decompress(c);
+    JDIMENSION xoff = x0, cw = x1 - x0;
+    if (cw < c->output_width) jpeg_crop_scanline(c, &xoff, &cw);
+    size_t comps = c->out_color_space == JCS_CMYK ? 4 : 3;
+    if ((uint64_t)cw * comps * rows > ws->region_cap)
+        return fail(ws, LF_TF_E_LIMIT, "crop region %ux%llu at scale %d/8 exceeds the "
+                    "workspace limit", cw, (unsigned long long)rows, n);
+    if (y0 > 0 && jpeg_skip_scanlines(c, y0) != y0)
+        return fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", y0);
+    size_t stride = (size_t)cw * comps;
+    read_rows(ws, ws->region, stride, (uint32_t)rows, cw);
+    resize_rows(ws, ws->region, stride, (uint32_t)rows, xoff, p->out_w, b->flip);
+    resize_cols_store(ws, j->dst, y0, p);
+    return (long)lf_tf_image_out_size(p);
+}
+
+static long crop_job(lf_tf_ws *ws, void *ctx)
+{
+    struct crop_ctx *j = ctx;
+    const lf_tf_image_params *p = j->p;
+    if (!p->out_w || !p->out_h || p->out_w > ws->lim.max_out_side ||
+        p->out_h > ws->lim.max_out_side)
+        return fail(ws, LF_TF_E_ARG, "output %ux%u outside 1..%u", p->out_w, p->out_h,
+                    ws->lim.max_out_side);
+    size_t need = lf_tf_image_out_size(p);
+    if (!need) return fail(ws, LF_TF_E_ARG, "bad output dtype %u", p->out_dtype);
+    if (j->dst_cap < need) return fail(ws, LF_TF_E_BUFFER, "need %zu bytes, have %zu", need, j->dst_cap);
+    lf_tf_jpeg_info info;
+    int rc = read_header(ws, j->src, j->src_size, &info);
+    if (rc) return rc;
+    if (j->info) *j->info = info;
+    lf_tf_box planned;
+    const lf_tf_box *b = j->box;
+    if (!b) {
+        if (lf_tf_image_plan(p, info.width, info.height, j->epoch, j->sample_id, &planned))
+            return fail(ws, LF_TF_E_ARG, "invalid crop parameters");
+        b = &planned;
+    }
+    rc = check_box(ws, b, info.width, info.height);
+    if (rc) return rc;
+    return crop_resize_decoded(ws, j, b);
+}
+
+long lf_tf_jpeg_crop_resize(lf_tf_ws *ws, void *dst, size_t dst_cap,
+                            const void *src, size_t src_size,
+                            const lf_tf_image_params *p, const lf_tf_box *box)
+{
+    struct crop_ctx j = {dst, dst_cap, src, src_size, p, box, 0, 0, NULL};
+    if (!box) return fail(ws, LF_TF_E_ARG, "no crop box");
+    return guarded(ws, crop_job, &j);
+}
+
+long lf_tf_jpeg_augment(lf_tf_ws *ws, void *dst, size_t dst_cap,
+                        const void *src, size_t src_size,
+                        const lf_tf_image_params *p, uint64_t epoch,
+                        uint64_t sample_id, lf_tf_jpeg_info *info)
+{
+    struct crop_ctx j = {dst, dst_cap, src, src_size, p, NULL, epoch, sample_id, info};
+    return guarded(ws, crop_job, &j);
+}

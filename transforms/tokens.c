@@ -1,0 +1,141 @@
+/*
+ * tokens.c — token batches in the pad and pack layouts.
+ *
+ * Inputs come straight from shard records: little-endian u16/u32 arrays at
+ * any alignment, read with memcpy. Every input is checked before the first
+ * byte is written, so a rejected call leaves the outputs as they were (no
+ * half-written batch that looks valid).
+ */
+#include "lf_tf.h"
+
+#include <string.h>
+
+static int64_t load_token(const lf_tf_seq *s, uint32_t i)
+{
+    const unsigned char *p = s->tokens;
+    if (s->dtype == LF_DTYPE_U16) {
+        uint16_t v;
+        memcpy(&v, p + 2 * (size_t)i, 2);
+        return v;
+    }
+    uint32_t v;
+    memcpy(&v, p + 4 * (size_t)i, 4);
+    return v;
+}
+
+static void store(void *dst, uint32_t dtype, size_t i, int64_t v)
+{
+    if (dtype == LF_DTYPE_I32) ((int32_t *)dst)[i] = (int32_t)v;
+    else ((int64_t *)dst)[i] = v;
+}
+
+/* `count` elements of `esize` bytes fit in cap bytes (no overflow). */
+static int fits(size_t cap, uint64_t count, size_t esize)
+{
+    uint64_t need;
+    return !__builtin_mul_overflow(count, (uint64_t)esize, &need) && need <= cap;
+}
+
+static int check_out(const lf_tf_tokens_out *out, int64_t pad_id)
+{
+    if (out->dtype == LF_DTYPE_I64) return 0;
+    if (out->dtype == LF_DTYPE_I32 && pad_id >= INT32_MIN && pad_id <= INT32_MAX) return 0;
+    return LF_TF_E_ARG;
+}
+
+/* A u32 token above INT32_MAX would not survive an i32 output. */
+static int check_seq(const lf_tf_seq *s, uint32_t out_dtype)
+{
+    if (s->dtype != LF_DTYPE_U16 && s->dtype != LF_DTYPE_U32) return LF_TF_E_ARG;
+    if (s->count && !s->tokens) return LF_TF_E_ARG;
+    if (out_dtype == LF_DTYPE_I32 && s->dtype == LF_DTYPE_U32)
+        for (uint32_t i = 0; i < s->count; i++)
+            if (load_token(s, i) > INT32_MAX) return LF_TF_E_ARG;
+    return 0;
+}
+
+/* Copies seq's tokens to dst[at...]. */
+static void copy_tokens(void *dst, uint32_t dtype, size_t at, const lf_tf_seq *s)
+{
+    for (uint32_t i = 0; i < s->count; i++) store(dst, dtype, at + i, load_token(s, i));
+}
+
+int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_id,
+                     const lf_tf_seq *seqs, uint32_t n)
+{
+    if (check_out(out, pad_id) || (n && !seqs)) return LF_TF_E_ARG;
+    size_t es = lf_dtype_size(out->dtype);
+    uint64_t cells = (uint64_t)n * max_len;
+    if (!out->tokens || !fits(out->tokens_cap, cells, es) ||
+        (out->lengths && !fits(out->lengths_cap, n, es)) ||
+        (out->mask && !fits(out->mask_cap, cells, 1)))
+        return LF_TF_E_BUFFER;
+    for (uint32_t i = 0; i < n; i++) {
+        if (seqs[i].count > max_len) return LF_TF_E_ARG;
+        int rc = check_seq(&seqs[i], out->dtype);
+        if (rc) return rc;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        size_t row = (size_t)i * max_len;
+        copy_tokens(out->tokens, out->dtype, row, &seqs[i]);
+        for (uint32_t k = seqs[i].count; k < max_len; k++) store(out->tokens, out->dtype, row + k, pad_id);
+        if (out->lengths) store(out->lengths, out->dtype, i, seqs[i].count);
+        if (out->mask) {
+            memset(out->mask + row, 1, seqs[i].count);
+            memset(out->mask + row + seqs[i].count, 0, max_len - seqs[i].count);
+        }
+    }
+    return 0;
+}
+
+/* Rows nondecreasing and in range, each row's tokens within seq_len. */
+static int check_pack_rows(uint32_t rows, uint32_t seq_len, const lf_tf_seq *seqs, uint32_t n)
+{
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (seqs[i].row >= rows || (i && seqs[i].row < seqs[i - 1].row)) return LF_TF_E_ARG;
+        if (i && seqs[i].row != seqs[i - 1].row) used = 0;
+        used += seqs[i].count;
+        if (used > seq_len) return LF_TF_E_ARG;
+    }
+    return 0;
+}
+
+long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_len,
+                       int64_t pad_id, const lf_tf_seq *seqs, uint32_t n)
+{
+    if (check_out(out, pad_id) || (n && !seqs)) return LF_TF_E_ARG;
+    size_t es = lf_dtype_size(out->dtype);
+    uint64_t cells = (uint64_t)rows * seq_len, ncu = (uint64_t)n + rows + 1;
+    if (!out->tokens || !fits(out->tokens_cap, cells, es) ||
+        (out->positions && !fits(out->positions_cap, cells, es)) ||
+        (out->cu_seqlens && !fits(out->cu_seqlens_cap, ncu, es)))
+        return LF_TF_E_BUFFER;
+    int rc = check_pack_rows(rows, seq_len, seqs, n);
+    for (uint32_t i = 0; i < n && !rc; i++) rc = check_seq(&seqs[i], out->dtype);
+    if (rc) return rc;
+
+    uint32_t i = 0;
+    size_t segs = 0;
+    if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, segs, 0);
+    for (uint32_t r = 0; r < rows; r++) {
+        size_t at = (size_t)r * seq_len, row_end = at + seq_len;
+        for (; i < n && seqs[i].row == r; i++) {
+            if (!seqs[i].count) continue;
+            copy_tokens(out->tokens, out->dtype, at, &seqs[i]);
+            if (out->positions)
+                for (uint32_t k = 0; k < seqs[i].count; k++) store(out->positions, out->dtype, at + k, k);
+            at += seqs[i].count;
+            if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, ++segs, (int64_t)at);
+        }
+        if (at == row_end) continue;
+        for (size_t k = at; k < row_end; k++) {
+            store(out->tokens, out->dtype, k, pad_id);
+            if (out->positions) store(out->positions, out->dtype, k, 0);
+        }
+        if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, ++segs, (int64_t)row_end);
+    }
+    if (out->cu_seqlens)
+        for (size_t k = segs + 1; k < ncu; k++) store(out->cu_seqlens, out->dtype, k, (int64_t)cells);
+    return (long)segs + 1;
+}

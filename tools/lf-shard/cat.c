@@ -38,7 +38,7 @@ static void print_tokens(const lf_field_view *v, size_t width)
 {
     const uint8_t *p = v->data;
     for (uint32_t i = 0; i < v->count; i++)
-        printf("%s%" PRIu64, i ? " " : "", le(p + (size_t)i * width, width));
+        printf(" %" PRIu64, le(p + (size_t)i * width, width));
 }
 
 static void print_value(const uint8_t *p, uint32_t type)
@@ -85,7 +85,7 @@ static void print_field(const lf_field_def *f, const lf_field_view *v)
     printf("%s (%s): ", f->name, type ? type : "?");
     switch (f->type) {
     case LF_FIELD_TOKENS_U16: case LF_FIELD_TOKENS_U32:
-        printf("%u tokens: ", v->count);
+        printf("%u tokens:", v->count);
         print_tokens(v, f->type == LF_FIELD_TOKENS_U16 ? 2 : 4);
         break;
     case LF_FIELD_JPEG:

@@ -266,6 +266,8 @@ void cli_out_open(cli_out *o, const cli_writer_args *wa, const lf_schema *schema
 {
     memset(o, 0, sizeof *o);
     o->dir = wa->out;
+    struct stat st;
+    o->made_dir = stat(wa->out, &st) != 0;
     lf_shard_error err;
     if (lf_writer_create(wa->out, schema, &wa->opts, &o->w, &err) < 0)
         cli_die("cannot create dataset %s: %s", wa->out, err.msg);
@@ -304,11 +306,18 @@ void cli_out_finish(cli_out *o, const char *verb)
     cli_print_write_summary(verb, o->dir, &st, o->in_bytes, cli_now() - o->prog.start);
 }
 
-void cli_out_fail(cli_out *o, int code)
+void cli_out_abandon(cli_out *o)
 {
     cli_progress_clear(&o->prog);
     lf_writer_abort(o->w);
     o->w = NULL;
+    if (o->made_dir)
+        rmdir(o->dir);           /* fails, harmlessly, if anything else is in it */
+}
+
+void cli_out_fail(cli_out *o, int code)
+{
+    cli_out_abandon(o);
     exit(code);
 }
 

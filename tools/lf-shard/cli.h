@@ -138,6 +138,7 @@ typedef struct cli_out {
     cli_progress prog;
     uint64_t samples;            /* added so far */
     uint64_t in_bytes;           /* input bytes consumed so far */
+    int made_dir;                /* the output directory did not exist before */
 } cli_out;
 
 void cli_out_open(cli_out *o, const cli_writer_args *wa, const lf_schema *schema,
@@ -147,7 +148,10 @@ void cli_out_add(cli_out *o, const lf_field_input *fields, uint64_t in_bytes,
                  uint64_t done, const char *where);
 /* Finishes and prints the summary line. Dies on failure. */
 void cli_out_finish(cli_out *o, const char *verb);
-/* Aborts the writer (temporary files removed) and exits with `code`. */
+/* Aborts the writer (temporary files removed) and removes the output
+ * directory if this run made it (and it is empty). */
+void cli_out_abandon(cli_out *o);
+/* cli_out_abandon, then exit with `code`. */
 _Noreturn void cli_out_fail(cli_out *o, int code);
 
 /* ---- reading a dataset ----------------------------------------------------- */

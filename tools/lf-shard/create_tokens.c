@@ -129,8 +129,10 @@ static int take_line(line_ctx *l, cli_out *o, const char *line, size_t len)
 {
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
+    if (!root && jerr.column > 0)
         line_fail(l, o, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+    if (!root)
+        line_fail(l, o, "invalid JSON at the end of the line: %s", jerr.text);
     if (!json_is_object(root))
         line_fail(l, o, "expected a JSON object");
     json_t *v = json_object_get(root, l->a->field);
@@ -199,9 +201,8 @@ static int run_pass(const tokens_args *a, size_t width)
         cli_out_fail(&o, CLI_EXIT_FAIL);
     }
     if (rc == PASS_NEED_U32) {
-        cli_progress_clear(&o.prog);
+        cli_out_abandon(&o);
         cli_warn("%s: token id above 65535; writing again with u32 ids", l.where);
-        lf_writer_abort(o.w);
     } else {
         cli_out_finish(&o, "create");
     }

@@ -4,6 +4,7 @@
  * as stored (little-endian, the host order on every target we build for).
  */
 #include "lf_tf.h"
+#include "tf_internal.h"
 
 #include <string.h>
 
@@ -12,12 +13,6 @@ static size_t row_bytes(uint32_t dtype, uint32_t width)
 {
     if (dtype != LF_DTYPE_F16 && dtype != LF_DTYPE_F32 && dtype != LF_DTYPE_I16) return 0;
     return (size_t)width * lf_dtype_size(dtype);
-}
-
-static int fits(size_t cap, uint64_t count, size_t esize)
-{
-    uint64_t need;
-    return !__builtin_mul_overflow(count, (uint64_t)esize, &need) && need <= cap;
 }
 
 static int check_items(const lf_tf_frames *items, uint32_t n, uint32_t max_frames)
@@ -36,7 +31,7 @@ int lf_tf_frames_pad(void *dst, size_t dst_cap, int64_t *lengths, size_t lengths
     size_t row = row_bytes(dtype, width);
     if (!row || check_items(items, n, max_frames)) return LF_TF_E_ARG;
     uint64_t cells = (uint64_t)n * max_frames;
-    if (!dst || !fits(dst_cap, cells, row) || (lengths && !fits(lengths_cap, n, sizeof *lengths)))
+    if (!dst || !tf_fits(dst_cap, cells, row) || (lengths && !tf_fits(lengths_cap, n, sizeof *lengths)))
         return LF_TF_E_BUFFER;
     unsigned char *o = dst;
     size_t slot = (size_t)max_frames * row;
@@ -57,8 +52,8 @@ long lf_tf_frames_pack(void *dst, size_t dst_cap, int64_t *offsets, size_t offse
     if (!row || check_items(items, n, UINT32_MAX)) return LF_TF_E_ARG;
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) total += items[i].nframes;
-    if ((total && !dst) || !fits(dst_cap, total, row) ||
-        (offsets && !fits(offsets_cap, (uint64_t)n + 1, sizeof *offsets)))
+    if ((total && !dst) || !tf_fits(dst_cap, total, row) ||
+        (offsets && !tf_fits(offsets_cap, (uint64_t)n + 1, sizeof *offsets)))
         return LF_TF_E_BUFFER;
     unsigned char *o = dst;
     uint64_t at = 0;

@@ -170,6 +170,17 @@ static void coeffs_free(axis_coeffs *a)
     free(a->start);
 }
 
+/* Frees what lf_tf_ws_create allocated, the workspace itself last. */
+static void free_buffers(lf_tf_ws *ws)
+{
+    coeffs_free(&ws->ay);
+    coeffs_free(&ws->ax);
+    free(ws->acc);
+    free(ws->tmp);
+    free(ws->region);
+    free(ws);
+}
+
 static void install_handlers(lf_tf_ws *ws)
 {
     ws->cinfo.err = jpeg_std_error(&ws->err.pub);
@@ -215,12 +226,7 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     return 0;
 
 fail_alloc:
-    coeffs_free(&ws->ay);
-    coeffs_free(&ws->ax);
-    free(ws->acc);
-    free(ws->tmp);
-    free(ws->region);
-    free(ws);
+    free_buffers(ws);
     return LF_TF_E_NOMEM;
 }
 
@@ -228,12 +234,7 @@ void lf_tf_ws_free(lf_tf_ws *ws)
 {
     if (!ws) return;
     jpeg_destroy_decompress(&ws->cinfo);
-    coeffs_free(&ws->ay);
-    coeffs_free(&ws->ax);
-    free(ws->acc);
-    free(ws->tmp);
-    free(ws->region);
-    free(ws);
+    free_buffers(ws);
 }
 
 /* Runs fn with libjpeg's errors routed back here, and leaves the

@@ -7,6 +7,7 @@
  * half-written batch that looks valid).
  */
 #include "lf_tf.h"
+#include "tf_internal.h"
 
 #include <string.h>
 
@@ -27,13 +28,6 @@ static void store(void *dst, uint32_t dtype, size_t i, int64_t v)
 {
     if (dtype == LF_DTYPE_I32) ((int32_t *)dst)[i] = (int32_t)v;
     else ((int64_t *)dst)[i] = v;
-}
-
-/* `count` elements of `esize` bytes fit in cap bytes (no overflow). */
-static int fits(size_t cap, uint64_t count, size_t esize)
-{
-    uint64_t need;
-    return !__builtin_mul_overflow(count, (uint64_t)esize, &need) && need <= cap;
 }
 
 static int check_out(const lf_tf_tokens_out *out, int64_t pad_id)
@@ -66,9 +60,9 @@ int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_
     if (check_out(out, pad_id) || (n && !seqs)) return LF_TF_E_ARG;
     size_t es = lf_dtype_size(out->dtype);
     uint64_t cells = (uint64_t)n * max_len;
-    if (!out->tokens || !fits(out->tokens_cap, cells, es) ||
-        (out->lengths && !fits(out->lengths_cap, n, es)) ||
-        (out->mask && !fits(out->mask_cap, cells, 1)))
+    if (!out->tokens || !tf_fits(out->tokens_cap, cells, es) ||
+        (out->lengths && !tf_fits(out->lengths_cap, n, es)) ||
+        (out->mask && !tf_fits(out->mask_cap, cells, 1)))
         return LF_TF_E_BUFFER;
     for (uint32_t i = 0; i < n; i++) {
         if (seqs[i].count > max_len) return LF_TF_E_ARG;
@@ -107,9 +101,9 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
     if (check_out(out, pad_id) || (n && !seqs)) return LF_TF_E_ARG;
     size_t es = lf_dtype_size(out->dtype);
     uint64_t cells = (uint64_t)rows * seq_len, ncu = (uint64_t)n + rows + 1;
-    if (!out->tokens || !fits(out->tokens_cap, cells, es) ||
-        (out->positions && !fits(out->positions_cap, cells, es)) ||
-        (out->cu_seqlens && !fits(out->cu_seqlens_cap, ncu, es)))
+    if (!out->tokens || !tf_fits(out->tokens_cap, cells, es) ||
+        (out->positions && !tf_fits(out->positions_cap, cells, es)) ||
+        (out->cu_seqlens && !tf_fits(out->cu_seqlens_cap, ncu, es)))
         return LF_TF_E_BUFFER;
     int rc = check_pack_rows(rows, seq_len, seqs, n);
     for (uint32_t i = 0; i < n && !rc; i++) rc = check_seq(&seqs[i], out->dtype);

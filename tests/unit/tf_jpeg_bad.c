@@ -1,0 +1,272 @@
+/*
+ * tf_jpeg_bad.c — hostile and broken JPEGs are rejected with a reason.
+ *
+ * Each bad input goes through the full decode and the augment path; the
+ * test checks the status and that a reason was given, then checks that the
+ * workspace still decodes a good image. Rejection times and the peak RSS are
+ * printed (the <= 50 ms goal is measured by the benchmark, not gated here).
+ * The scan bomb is made here with libjpeg's compressor and a custom scan
+ * script: every coefficient band refined bit by bit, 2090 scans, a valid
+ * file that the scan limit must stop (and that decodes with the limit off).
+ * With --write DIR the generated inputs are written out (fuzz corpus seeds).
+ */
+#include "lf_tf.h"
+#include "test.h"
+
+#include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <jpeglib.h>
+
+#define DATA "tests/data/tf/"
+
+static unsigned char *load(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) TEST_FAIL_("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    unsigned char *buf = malloc((size_t)n + 1);
+    ASSERT_TRUE(buf != NULL);
+    ASSERT_EQ(fread(buf, 1, (size_t)n, f), n);
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A valid JPEG with one scan per coefficient band per bit (Al 10..0). */
+static unsigned char *make_scan_bomb(uint32_t w, uint32_t h, int components, int subsample,
+                                     size_t *size, int *nscans)
+{
+    static jpeg_scan_info scans[11 + 3 * 63 * 11];
+    int n = 0;
+    for (int al = 10; al >= 0; al--) {            /* DC, all components interleaved */
+        jpeg_scan_info *s = &scans[n++];
+        memset(s, 0, sizeof *s);
+        s->comps_in_scan = components;
+        for (int c = 0; c < components; c++) s->component_index[c] = c;
+        s->Ah = al == 10 ? 0 : al + 1;
+        s->Al = al;
+    }
+    for (int c = 0; c < components; c++)
+        for (int k = 1; k < 64; k++)
+            for (int al = 10; al >= 0; al--) {
+                jpeg_scan_info *s = &scans[n++];
+                s->comps_in_scan = 1;
+                s->component_index[0] = c;
+                s->Ss = s->Se = k;
+                s->Ah = al == 10 ? 0 : al + 1;
+                s->Al = al;
+            }
+    struct jpeg_compress_struct cc;
+    struct jpeg_error_mgr jerr;
+    cc.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&cc);
+    unsigned char *buf = NULL;
+    unsigned long sz = 0;
+    jpeg_mem_dest(&cc, &buf, &sz);
+    cc.image_width = w;
+    cc.image_height = h;
+    cc.input_components = components;
+    cc.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&cc);
+    if (!subsample && components == 3) cc.comp_info[0].h_samp_factor = cc.comp_info[0].v_samp_factor = 1;
+    cc.scan_info = scans;
+    cc.num_scans = n;
+    jpeg_start_compress(&cc, TRUE);
+    unsigned char *row = malloc((size_t)w * (size_t)components);
+    ASSERT_TRUE(row != NULL);
+    for (uint32_t y = 0; y < h; y++) {
+        for (uint32_t x = 0; x < w * (uint32_t)components; x++)
+            row[x] = (unsigned char)((x * 7 + y * 13) ^ (x * y));
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&cc, &r, 1);
+    }
+    jpeg_finish_compress(&cc);
+    jpeg_destroy_compress(&cc);
+    free(row);
+    *size = sz;
+    *nscans = n;
+    return buf;
+}
+
+/* Offset of the first marker 0xFF `code` after SOI, or -1. */
+static long find_marker(const unsigned char *b, size_t n, unsigned char code)
+{
+    for (size_t i = 2; i + 1 < n; i++)
+        if (b[i] == 0xFF && b[i + 1] == code) return (long)i;
+    return -1;
+}
+
+static unsigned char *dup_bytes(const unsigned char *b, size_t n)
+{
+    unsigned char *d = malloc(n + 1);
+    ASSERT_TRUE(d != NULL);
+    memcpy(d, b, n);
+    return d;
+}
+
+static unsigned char out[1024 * 1024 * 3];
+
+/* Both entry points must reject with `want` and a reason, quickly or not. */
+static void expect_rejected(lf_tf_ws *ws, const char *what, const unsigned char *b, size_t n,
+                            int want)
+{
+    lf_tf_image_params p;
+    lf_tf_image_params_default(&p, 224, 224);
+    p.crop = LF_TF_CROP_FULL;
+    double t0 = now_ms();
+    long rc = lf_tf_jpeg_decode(ws, out, sizeof out, b, n, NULL);
+    double t1 = now_ms();
+    printf("%-30s decode  %8.3f ms  %s\n", what, t1 - t0, lf_tf_reason(ws));
+    ASSERT_EQ(rc, want);
+    ASSERT_TRUE(lf_tf_reason(ws)[0] != '\0');
+    t0 = now_ms();
+    rc = lf_tf_jpeg_augment(ws, out, sizeof out, b, n, &p, 0, 42, NULL);
+    t1 = now_ms();
+    printf("%-30s augment %8.3f ms  %s\n", what, t1 - t0, lf_tf_reason(ws));
+    ASSERT_EQ(rc, want);
+    ASSERT_TRUE(lf_tf_reason(ws)[0] != '\0');
+}
+
+static void expect_good(lf_tf_ws *ws, const unsigned char *b, size_t n)
+{
+    lf_tf_jpeg_info info;
+    long rc = lf_tf_jpeg_decode(ws, out, sizeof out, b, n, &info);
+    if (rc < 0) TEST_FAIL_("good image rejected: %s", lf_tf_reason(ws));
+    ASSERT_EQ(rc, (long)info.width * info.height * 3);
+    ASSERT_STR_EQ(lf_tf_reason(ws), "");
+}
+
+static void write_file(const char *dir, const char *name, const unsigned char *b, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, n, f) != n || fclose(f) != 0) TEST_FAIL_("cannot write %s", path);
+}
+
+int main(int argc, char **argv)
+{
+    const char *write_dir = argc == 3 && strcmp(argv[1], "--write") == 0 ? argv[2] : NULL;
+    lf_tf_ws *ws = NULL;
+    ASSERT_EQ(lf_tf_ws_create(NULL, &ws), 0);
+    size_t gn;
+    unsigned char *good = load(DATA "rgb_odd.jpg", &gn);
+    expect_good(ws, good, gn);
+
+    /* Zero bytes, and bytes that are all zero. */
+    static const unsigned char zeros[1000];
+    expect_rejected(ws, "zero bytes", zeros, 0, LF_TF_E_CORRUPT);
+    expect_rejected(ws, "1000 zero bytes", zeros, sizeof zeros, LF_TF_E_CORRUPT);
+    expect_good(ws, good, gn);
+
+    /* Truncated: in the entropy data, and inside the headers. */
+    expect_rejected(ws, "truncated at 50%", good, gn / 2, LF_TF_E_CORRUPT);
+    expect_rejected(ws, "truncated at 90%", good, gn * 9 / 10, LF_TF_E_CORRUPT);
+    expect_rejected(ws, "truncated after 100 bytes", good, 100, LF_TF_E_CORRUPT);
+    expect_rejected(ws, "SOI only", good, 2, LF_TF_E_CORRUPT);
+    expect_good(ws, good, gn);
+
+    /* Wrong markers. */
+    unsigned char *b = dup_bytes(good, gn);
+    b[1] = 0xD9;                                        /* EOI where SOI belongs */
+    expect_rejected(ws, "EOI instead of SOI", b, gn, LF_TF_E_CORRUPT);
+    memcpy(b, good, gn);
+    long sof = find_marker(good, gn, 0xC0);
+    ASSERT_GT(sof, 0);
+    b[sof + 1] = 0xC3;                                  /* lossless: not supported */
+    expect_rejected(ws, "SOF3 (lossless)", b, gn, LF_TF_E_CORRUPT);
+    memcpy(b, good, gn);
+    long sos = find_marker(good, gn, 0xDA);
+    ASSERT_GT(sos, 0);
+    b[sos + 1] = 0x01;                                  /* TEM where SOS belongs */
+    expect_rejected(ws, "SOS replaced by TEM", b, gn, LF_TF_E_CORRUPT);
+    memcpy(b, good, gn);
+    long dht = find_marker(good, gn, 0xC4);
+    ASSERT_GT(dht, 0);
+    b[dht + 4] = 0x7F;                                  /* bad table class/index */
+    expect_rejected(ws, "DHT with bad table id", b, gn, LF_TF_E_CORRUPT);
+    memcpy(b, good, gn);
+    b[sos + 40] ^= 0xFF;                                /* damage the entropy data */
+    b[sos + 41] = 0xFF;
+    b[sos + 42] = 0xD0;                                 /* a stray RST marker */
+    expect_rejected(ws, "stray marker in the data", b, gn, LF_TF_E_CORRUPT);
+    expect_good(ws, good, gn);
+
+    /* A declared 65500x65500 image: rejected from the header. */
+    memcpy(b, good, gn);
+    b[sof + 5] = 0xFF; b[sof + 6] = 0xDC;               /* height 65500 */
+    b[sof + 7] = 0xFF; b[sof + 8] = 0xDC;               /* width 65500 */
+    expect_rejected(ws, "declared 65500x65500", b, gn, LF_TF_E_LIMIT);
+    if (write_dir) write_file(write_dir, "declared-65500x65500.jpg", b, gn);
+    if (write_dir) write_file(write_dir, "truncated-half.jpg", good, gn / 2);
+    free(b);
+
+    /* The scan bomb: rejected by the scan limit, decodable without it. */
+    size_t bn;
+    int nscans;
+    unsigned char *bomb = make_scan_bomb(64, 48, 3, 1, &bn, &nscans);
+    printf("scan bomb: %d scans, %zu bytes\n", nscans, bn);
+    ASSERT_GE(nscans, 2000);
+    expect_rejected(ws, "progressive, 2090 scans", bomb, bn, LF_TF_E_LIMIT);
+    ASSERT_TRUE(strstr(lf_tf_reason(ws), "scans") != NULL);
+    lf_tf_limits lim;
+    lf_tf_limits_default(&lim);
+    lim.max_scans = 5000;
+    lf_tf_ws *lax = NULL;
+    ASSERT_EQ(lf_tf_ws_create(&lim, &lax), 0);
+    expect_good(lax, bomb, bn);
+    lf_tf_ws_free(lax);
+    if (write_dir) write_file(write_dir, "scan-bomb-2090.jpg", bomb, bn);
+    free(bomb);
+
+    /* Memory bound: a progressive 4:4:4 image needs a whole-image
+     * coefficient buffer (512*512*3*2 bytes) that a 1 MiB limit refuses. */
+    unsigned char *prog = make_scan_bomb(512, 512, 3, 0, &bn, &nscans);
+    lf_tf_limits_default(&lim);
+    lim.max_memory = 1u << 20;
+    lim.max_scans = 5000;
+    lf_tf_ws *tight = NULL;
+    ASSERT_EQ(lf_tf_ws_create(&lim, &tight), 0);
+    expect_rejected(tight, "1.5 MiB coefficients > 1 MiB", prog, bn, LF_TF_E_LIMIT);
+    expect_good(tight, good, gn);
+    lf_tf_ws_free(tight);
+    free(prog);
+
+    /* A pixel limit below the image. */
+    lf_tf_limits_default(&lim);
+    lim.max_pixels = 173 * 131 - 1;
+    ASSERT_EQ(lf_tf_ws_create(&lim, &tight), 0);
+    expect_rejected(tight, "one pixel over max_pixels", good, gn, LF_TF_E_LIMIT);
+    lf_tf_ws_free(tight);
+
+    /* Bad arguments are rejected before any decoding. */
+    lf_tf_image_params p;
+    lf_tf_image_params_default(&p, 0, 224);
+    ASSERT_EQ(lf_tf_jpeg_augment(ws, out, sizeof out, good, gn, &p, 0, 0, NULL), LF_TF_E_ARG);
+    lf_tf_image_params_default(&p, 224, 224);
+    ASSERT_EQ(lf_tf_jpeg_augment(ws, out, 100, good, gn, &p, 0, 0, NULL), LF_TF_E_BUFFER);
+    ASSERT_EQ(lf_tf_jpeg_decode(ws, out, 100, good, gn, NULL), LF_TF_E_BUFFER);
+    lf_tf_box box = {100, 0, 100, 10, 0};                /* past the right edge */
+    ASSERT_EQ(lf_tf_jpeg_crop_resize(ws, out, sizeof out, good, gn, &p, &box), LF_TF_E_ARG);
+    ASSERT_TRUE(strstr(lf_tf_reason(ws), "outside") != NULL);
+    expect_good(ws, good, gn);
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak RSS %ld KiB\n", ru.ru_maxrss);
+    free(good);
+    lf_tf_ws_free(ws);
+    printf("tf_jpeg_bad: ok\n");
+    return 0;
+}

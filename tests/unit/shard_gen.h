@@ -12,6 +12,9 @@
 #include "test.h"
 
 #define GEN_FIELDS 8
+#ifndef GEN_MAX_COUNT
+#define GEN_MAX_COUNT 1500       /* elements of the first field; others up to 200 */
+#endif
 
 typedef struct gen_sample {
     uint8_t *buf[GEN_FIELDS];
@@ -54,7 +57,8 @@ static inline void gen_sample_make(const lf_schema *s, uint64_t id, gen_sample *
         size_t elem = lf_field_elem_size(&s->fields[i]);
         size_t count = s->fields[i].type == LF_FIELD_LABEL_I64 ? 1
                        : (r % 7 == 0) ? 0                     /* some empty fields */
-                       : (size_t)(r >> 8) % (i == 0 ? 1500 : 200);
+                       : (size_t)(r >> 8) % (i == 0 ? GEN_MAX_COUNT
+                                                   : (GEN_MAX_COUNT < 200 ? GEN_MAX_COUNT : 200));
         size_t size = count * elem;
         g->buf[i] = malloc(size + 1);
         ASSERT_TRUE(g->buf[i] != NULL);

@@ -149,7 +149,7 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
 void lf_plan_free(lf_plan *plan);    /* accepts NULL */
 
 #define LF_PLAN_STEP_OUTLIERS 1u /* this step releases a group of outliers */
-#define LF_PLAN_STEP_TAIL 2u     /* the epoch's samples ran out: budget not filled */
+#define LF_PLAN_STEP_TAIL 2u     /* the epoch's last step: it takes what is left */
 
 /* One global step. Pointers stay valid until the next lf_plan_next_step,
  * lf_plan_state_restore or lf_plan_free. */
@@ -159,11 +159,14 @@ typedef struct lf_plan_step {
     uint32_t world;
     uint32_t flags;              /* LF_PLAN_STEP_* */
     uint32_t nsamples;           /* samples in this step, all ranks */
+    uint32_t noutliers;          /* the first noutliers ids are released outliers */
     const uint64_t *ids;         /* the global sequence: nsamples ids in selection
                                     order, independent of world size */
-    const uint32_t *delay;       /* per ids[i]: steps it was passed over */
+    const uint32_t *delay;       /* per ids[i]: steps it was passed over (an
+                                    outlier: steps it waited for its group) */
     const uint32_t *rank_start;  /* world+1 offsets into rank_ids */
-    const uint64_t *rank_ids;    /* each rank's samples, rank by rank, by id */
+    const uint64_t *rank_ids;    /* each rank's samples, rank by rank, each in
+                                    selection order */
     const uint64_t *rank_cost;   /* world predicted costs: sum c(L) + d per micro-batch */
     const uint64_t *rank_tokens; /* world sums of L */
     uint64_t cost;               /* sum c(L) over the step */
@@ -227,7 +230,8 @@ long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
  * plan's. world, the memory caps and layout may differ (a world-size change
  * keeps the global sequence and re-splits it, provided outlier_cost and
  * outlier_group were set explicitly, as their defaults follow world).
- * Returns 0 or LF_PLAN_E_STATE. */
+ * Returns 0 or LF_PLAN_E_STATE; a blob whose header matches but whose
+ * entries do not leaves the plan at the start of its first epoch. */
 int lf_plan_state_restore(lf_plan *plan, const void *buf, size_t size);
 
 #ifdef __cplusplus

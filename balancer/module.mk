@@ -1,0 +1,4 @@
+# balancer/: the pure planning library (no I/O, no threads).
+balancer_SRCS := balancer/cost.c balancer/order.c balancer/split.c \
+                 balancer/plan.c balancer/layout.c balancer/state.c
+$(eval $(call static_lib,lf_plan,$(balancer_SRCS)))

@@ -1,0 +1,117 @@
+/*
+ * order.c — the order in which an epoch offers its samples to selection.
+ *
+ * Everything random comes from lfp_below(key, counter, n), a hash of a key
+ * made from (seed, epoch) and a counter, so an epoch's order can be rebuilt
+ * from scratch at any time (that is what makes a saved state small).
+ *
+ * balanced: locality-aware. The blocks are shuffled; a window of
+ * locality_blocks blocks is open at a time, each draw takes a uniformly
+ * random pending sample of the open blocks, and when a block's last sample
+ * is drawn the next block in the shuffled order opens. Each block's samples
+ * are thus consumed within a short span of the epoch, so a reader touches a
+ * block about once (a window of 1 is plain block order).
+ *
+ * naive: a uniform shuffle of all samples (DistributedSampler).
+ * sorted: the same shuffle, then each mega-batch of 50 global batches sorted
+ * longest first (HF group_by_length).
+ */
+#include <stdlib.h>
+
+#include "plan_internal.h"
+
+static uint64_t epoch_key(const lf_plan *p, uint64_t stream)
+{
+    return lfp_mix(lfp_mix(p->prm.seed) ^ lfp_mix(((uint64_t)p->epoch << 8) | stream));
+}
+
+static void open_block(lf_plan *p, uint32_t g, size_t *pool_n)
+{
+    for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++) {
+        uint32_t s = p->group_members[i];
+        if (!p->capfail[s]) p->pool[(*pool_n)++] = s;
+    }
+}
+
+/* Opens blocks in shuffled order from *next until `open` blocks with pending
+ * samples are open (or none is left). */
+static void fill_window(lf_plan *p, uint32_t *next, uint32_t *open, size_t *pool_n)
+{
+    while (*open < p->prm.locality_blocks && *next < p->ngroups) {
+        uint32_t g = p->gperm[(*next)++];
+        if (p->grem[g] == 0) continue;
+        open_block(p, g, pool_n);
+        (*open)++;
+    }
+}
+
+static void order_locality(lf_plan *p)
+{
+    uint64_t kb = epoch_key(p, 1), kd = epoch_key(p, 2);
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        p->gperm[g] = g;
+        p->grem[g] = 0;
+    }
+    for (uint32_t i = p->ngroups; i > 1; i--) {
+        uint32_t j = (uint32_t)lfp_below(kb, i, i);
+        uint32_t t = p->gperm[i - 1]; p->gperm[i - 1] = p->gperm[j]; p->gperm[j] = t;
+    }
+    for (size_t s = 0; s < p->n; s++)
+        if (!p->capfail[s]) p->grem[p->group_of[s]]++;
+    uint32_t next = 0, open = 0;
+    size_t pool_n = 0;
+    fill_window(p, &next, &open, &pool_n);
+    for (size_t t = 0; t < p->norder; t++) {
+        size_t j = (size_t)lfp_below(kd, t, pool_n);
+        uint32_t s = p->pool[j];
+        p->pool[j] = p->pool[--pool_n];
+        p->order[t] = s;
+        if (--p->grem[p->group_of[s]] == 0) {
+            open--;
+            fill_window(p, &next, &open, &pool_n);
+        }
+    }
+}
+
+static void order_shuffle(lf_plan *p)
+{
+    uint64_t k = epoch_key(p, 3);
+    size_t m = 0;
+    for (size_t s = 0; s < p->n; s++)
+        if (!p->capfail[s]) p->order[m++] = (uint32_t)s;
+    for (size_t i = m; i > 1; i--) {
+        size_t j = (size_t)lfp_below(k, i, i);
+        uint32_t t = p->order[i - 1]; p->order[i - 1] = p->order[j]; p->order[j] = t;
+    }
+}
+
+int lfp_cmp_longest(const void *x, const void *y)
+{
+    const lfp_key *a = x, *b = y;
+    if (a->len != b->len) return a->len < b->len ? 1 : -1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static void order_sorted(lf_plan *p)
+{
+    size_t mega = p->sort_cap;
+    order_shuffle(p);
+    for (size_t lo = 0; lo < p->norder; lo += mega) {
+        size_t m = p->norder - lo < mega ? p->norder - lo : mega;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t s = p->order[lo + i];
+            p->keys[i] = (lfp_key){p->len[s], p->id[s], s};
+        }
+        qsort(p->keys, m, sizeof *p->keys, lfp_cmp_longest);
+        for (size_t i = 0; i < m; i++) p->order[lo + i] = p->keys[i].idx;
+    }
+}
+
+void lfp_order_build(lf_plan *p)
+{
+    switch (p->prm.sampler) {
+    case LF_PLAN_BALANCED: order_locality(p); break;
+    case LF_PLAN_NAIVE: order_shuffle(p); break;
+    default: order_sorted(p); break;
+    }
+}

@@ -1,0 +1,461 @@
+/*
+ * plan.c — creating a plan and stepping through it.
+ *
+ * The global sequence. A step's samples are chosen without looking at the
+ * world size, so every world size sees the same sequence (only the memory
+ * caps can change that, see cap_deferred). Selection keeps a pending window
+ * of up to `lookahead` samples, refilled from the epoch's order. Each step:
+ *   1. outliers (cost > outlier_cost) are held aside; once outlier_group of
+ *      them wait (or the epoch's order is used up) they are released
+ *      together, first in the step, and the step's budget grows to
+ *      outlier_group * (costliest of them) so the other ranks are filled to
+ *      the same level instead of idling;
+ *   2. pending samples passed over max_defer times are taken first;
+ *   3. the window is scanned in order and every sample that still fits the
+ *      budget is taken (first fit). A sample left behind while a later one
+ *      was taken has been passed over: its delay grows by one.
+ * The split (split.c) then spreads the step across ranks. Samples the
+ * memory caps leave no room for go back to the front of the window.
+ *
+ * The baselines take fixed-size global batches of world * batch_per_rank
+ * consecutive samples from their order, batch_per_rank per rank.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+void lf_plan_params_default(lf_plan_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->sampler = LF_PLAN_BALANCED;
+    p->world = 1;
+    p->outlier_policy = LF_PLAN_OUTLIER_DELAY;
+    p->layout = LF_PLAN_PAD;
+    lf_plan_cost_preset(&p->cost, LF_PLAN_PRESET_TEXT, 4096);
+}
+
+#define MAX_WORLD 65536u
+#define SORTED_MEGA 50u
+
+static int resolve(lf_plan_params *p)
+{
+    if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
+        p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK)
+        return LF_PLAN_E_ARG;
+    if (p->layout == LF_PLAN_PACK && p->seq_len == 0) return LF_PLAN_E_ARG;
+    if (p->layout == LF_PLAN_PACK && p->rank_max_padded &&
+        p->rank_max_padded < p->seq_len)
+        return LF_PLAN_E_ARG;
+    if (p->sampler == LF_PLAN_BALANCED) {
+        if (p->step_budget == 0 || p->step_budget > LF_PLAN_COST_MAX) return LF_PLAN_E_ARG;
+    } else if (p->batch_per_rank == 0 || p->batch_per_rank > (1u << 20)) {
+        return LF_PLAN_E_ARG;
+    }
+    if (p->lookahead == 0) p->lookahead = 4096;
+    if (p->max_defer == 0) p->max_defer = 4;
+    if (p->outlier_group == 0) p->outlier_group = p->world;
+    if (p->outlier_cost == 0) p->outlier_cost = p->step_budget / p->world;
+    if (p->locality_blocks == 0) p->locality_blocks = 64;
+    if (p->lookahead > (1u << 24) || p->outlier_group > (1u << 20)) return LF_PLAN_E_ARG;
+    if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget)
+        return LF_PLAN_E_ARG;
+    return 0;
+}
+
+/* Can this sample ever be placed, whatever the others? */
+static int fits_alone(const lf_plan_params *p, uint64_t len)
+{
+    if (p->rank_max_tokens && len > p->rank_max_tokens) return 0;
+    if (p->layout == LF_PLAN_PACK) return len <= p->seq_len;
+    return !(p->rank_max_padded && len > p->rank_max_padded);
+}
+
+static int cmp_block_id(const void *x, const void *y)
+{
+    const lfp_key *a = x, *b = y;   /* len holds the block here */
+    if (a->len != b->len) return a->len < b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Groups samples by block: ids, not input order, decide the order inside. */
+static int build_groups(lf_plan *p, const lf_plan_sample *smp)
+{
+    lfp_key *k = malloc(p->n * sizeof *k + 1);
+    if (!k) return LF_PLAN_E_NOMEM;
+    for (size_t i = 0; i < p->n; i++) k[i] = (lfp_key){smp[i].block, smp[i].id, (uint32_t)i};
+    qsort(k, p->n, sizeof *k, cmp_block_id);
+    uint32_t g = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (i > 0 && k[i].id == k[i - 1].id) { free(k); return LF_PLAN_E_ARG; }
+        if (i > 0 && k[i].len != k[i - 1].len) g++;
+        p->group_of[k[i].idx] = g;
+        p->group_members[i] = k[i].idx;
+    }
+    p->ngroups = p->n ? g + 1 : 0;
+    memset(p->group_start, 0, ((size_t)p->ngroups + 1) * sizeof(uint32_t));
+    for (size_t i = 0; i < p->n; i++) p->group_start[p->group_of[i] + 1]++;
+    for (uint32_t i = 0; i < p->ngroups; i++) p->group_start[i + 1] += p->group_start[i];
+    free(k);
+    return 0;
+}
+
+static uint64_t hash_step(uint64_t h, uint64_t v) { return lfp_mix(h ^ v); }
+
+/* What the global sequence depends on; a state restores only onto a match. */
+static uint64_t sequence_hash(const lf_plan *p)
+{
+    const lf_plan_params *q = &p->prm;
+    uint64_t h = hash_step(0x6c66706c616e31ULL, p->n);
+    for (size_t i = 0; i < p->n; i++) {
+        h = hash_step(h, p->id[i]);
+        h = hash_step(h, p->len[i] ^ ((uint64_t)p->group_of[i] << 40) ^
+                             ((uint64_t)p->capfail[i] << 63));
+    }
+    uint64_t v[] = {q->sampler, q->step_budget, q->lookahead, q->max_defer,
+                    q->outlier_policy, q->outlier_cost, q->outlier_group,
+                    q->locality_blocks, q->seed, q->cost.a_q16, q->cost.b_q32,
+                    q->cost.c0,
+                    q->sampler == LF_PLAN_BALANCED ? 0 : (uint64_t)q->world * q->batch_per_rank};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = hash_step(h, v[i]);
+    return h;
+}
+
+void lf_plan_free(lf_plan *p)
+{
+    if (!p) return;
+    lfp_split_free(&p->split);
+    void *bufs[] = {p->id, p->len, p->cost, p->capfail, p->mark, p->group_of,
+                    p->group_start, p->group_members, p->gperm, p->grem, p->pool,
+                    p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
+                    p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
+                    p->rank_ids, p->rank_idx, p->rank_cost, p->rank_tokens, p->item_cost,
+                    p->item_len, p->item_id, p->b_ids, p->b_lens, p->b_room,
+                    p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(p);
+}
+
+/* All of the plan's memory, in one place: nothing is allocated later. */
+static int alloc_all(lf_plan *p)
+{
+    size_t n = p->n + 1, w = (size_t)p->prm.world + 1, ms = p->maxstep + 1;
+    int fail = 0;
+#define ALLOC(ptr, count) fail |= !((ptr) = calloc((count), sizeof *(ptr)))
+    ALLOC(p->id, n); ALLOC(p->len, n); ALLOC(p->cost, n); ALLOC(p->capfail, n);
+    ALLOC(p->mark, n); ALLOC(p->group_of, n); ALLOC(p->group_start, n + 1);
+    ALLOC(p->group_members, n); ALLOC(p->gperm, n); ALLOC(p->grem, n);
+    ALLOC(p->pool, n); ALLOC(p->keys, p->sort_cap + 1); ALLOC(p->order, n);
+    ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
+    ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
+    ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1); ALLOC(p->rej, n);
+    ALLOC(p->sidx, ms); ALLOC(p->sdelay, ms); ALLOC(p->sfrom_o, ms); ALLOC(p->sids, ms);
+    ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms); ALLOC(p->rank_cost, w);
+    ALLOC(p->rank_tokens, w); ALLOC(p->item_cost, ms); ALLOC(p->item_len, ms);
+    ALLOC(p->item_id, ms); ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
+    ALLOC(p->b_row_of, ms); ALLOC(p->b_row_start, ms + 1); ALLOC(p->b_cu, 2 * ms + 1);
+    ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, ms);
+#undef ALLOC
+    if (fail) return LF_PLAN_E_NOMEM;
+    return lfp_split_init(&p->split, p->prm.world, p->maxstep);
+}
+
+int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
+                   size_t n, lf_plan **out)
+{
+    if (!params || !out || (n && !samples) || n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
+    lf_plan_params prm = *params;
+    int rc = resolve(&prm);
+    if (rc) return rc;
+    lf_plan *p = calloc(1, sizeof *p);
+    if (!p) return LF_PLAN_E_NOMEM;
+    p->prm = prm;
+    p->n = n;
+    size_t global = (size_t)prm.world * prm.batch_per_rank;
+    p->maxstep = prm.sampler == LF_PLAN_BALANCED
+                     ? (size_t)prm.lookahead + prm.outlier_group : global;
+    p->sort_cap = prm.sampler == LF_PLAN_SORTED ? SORTED_MEGA * global : p->maxstep;
+    p->ocap = n;
+    if ((rc = alloc_all(p)) || (rc = build_groups(p, samples))) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        p->id[i] = samples[i].id;
+        p->len[i] = samples[i].length;
+        p->cost[i] = lf_plan_cost(&prm.cost, samples[i].length);
+        p->capfail[i] = !fits_alone(&prm, samples[i].length);
+        p->ncapfail += p->capfail[i];
+    }
+    p->norder = n - p->ncapfail;
+    p->hash = sequence_hash(p);
+    lfp_epoch_begin(p, prm.epoch);
+    *out = p;
+    return 0;
+fail:
+    lf_plan_free(p);
+    return rc;
+}
+
+void lfp_epoch_begin(lf_plan *p, uint32_t e)
+{
+    p->epoch = e;
+    p->epoch_done = 0;
+    p->step = 0;
+    p->cursor = p->np = p->no = p->nrej = 0;
+    p->emitted = 0;
+    p->have_step = 0;
+    lfp_order_build(p);
+}
+
+/* ---- balanced selection --------------------------------------------------- */
+
+static void refill_window(lf_plan *p)
+{
+    while (p->np < p->prm.lookahead && p->cursor < p->norder) {
+        uint32_t s = p->order[p->cursor++];
+        if (p->cost[s] <= p->prm.outlier_cost) {
+            p->pidx[p->np] = s;
+            p->page[p->np++] = 0;
+        } else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) {
+            p->rej[p->nrej++] = s;
+        } else {
+            p->oidx[p->no] = s;
+            p->owait[p->no++] = 0;
+        }
+    }
+}
+
+static void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, uint64_t *fill)
+{
+    p->sidx[p->ns] = s;
+    p->sdelay[p->ns] = delay;
+    p->sfrom_o[p->ns++] = (uint8_t)from_o;
+    *fill += p->cost[s];
+}
+
+/* Releases a group of held outliers; returns the step's budget. */
+static uint64_t release_outliers(lf_plan *p, uint64_t *fill)
+{
+    uint64_t budget = p->prm.step_budget;
+    int exhausted = p->cursor == p->norder;
+    if (p->no == 0 || (p->no < p->prm.outlier_group && !exhausted)) return budget;
+    size_t k = p->no < p->prm.outlier_group ? p->no : p->prm.outlier_group;
+    uint64_t cmax = 0;
+    for (size_t i = 0; i < k; i++) {
+        take(p, p->oidx[i], p->owait[i], 1, fill);
+        if (p->cost[p->oidx[i]] > cmax) cmax = p->cost[p->oidx[i]];
+    }
+    memmove(p->oidx, p->oidx + k, (p->no - k) * sizeof(uint32_t));
+    memmove(p->owait, p->owait + k, (p->no - k) * sizeof(uint32_t));
+    p->no -= k;
+    p->nout = k;
+    uint64_t grown = cmax * p->prm.outlier_group;
+    return grown > budget ? grown : budget;
+}
+
+static void select_balanced(lf_plan *p)
+{
+    uint64_t fill = 0;
+    refill_window(p);
+    p->cur.budget = release_outliers(p, &fill);
+    p->cur.flags = p->nout ? LF_PLAN_STEP_OUTLIERS : 0;
+    uint64_t budget = p->cur.budget;
+    memset(p->ptaken, 0, p->np);
+    for (size_t i = 0; i < p->np; i++) {
+        uint32_t s = p->pidx[i];
+        if (p->page[i] >= p->prm.max_defer && fill + p->cost[s] <= budget) {
+            take(p, s, p->page[i], 0, &fill);
+            p->ptaken[i] = 1;
+        }
+    }
+    size_t last = 0;
+    for (size_t i = 0; i < p->np; i++) {
+        uint32_t s = p->pidx[i];
+        if (!p->ptaken[i] && fill + p->cost[s] <= budget) {
+            take(p, s, p->page[i], 0, &fill);
+            p->ptaken[i] = 1;
+            last = i + 1;
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < p->np; i++) {
+        if (p->ptaken[i]) continue;
+        p->pidx[kept] = p->pidx[i];
+        p->page[kept++] = p->page[i] + (i < last);
+    }
+    p->np = kept;
+    for (size_t i = 0; i < p->no; i++) p->owait[i]++;
+}
+
+/* Puts a sample the caps left out back where it came from, at the front. */
+static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
+{
+    uint32_t *idx = from_o ? p->oidx : p->pidx, *age = from_o ? p->owait : p->page;
+    size_t *cnt = from_o ? &p->no : &p->np;
+    memmove(idx + 1, idx, *cnt * sizeof(uint32_t));
+    memmove(age + 1, age, *cnt * sizeof(uint32_t));
+    idx[0] = s;
+    age[0] = delay + 1;
+    (*cnt)++;
+}
+
+/* ---- baselines ------------------------------------------------------------ */
+
+static void select_fixed(lf_plan *p)
+{
+    uint64_t fill = 0;
+    size_t global = (size_t)p->prm.world * p->prm.batch_per_rank;
+    p->cur.budget = p->prm.step_budget;
+    p->cur.flags = 0;
+    while (p->ns < global && p->cursor < p->norder) take(p, p->order[p->cursor++], 0, 0, &fill);
+}
+
+/* Baselines: consecutive equal shares, the first ranks one more if short. */
+static void split_fixed(lf_plan *p)
+{
+    uint32_t w = p->prm.world;
+    size_t base = p->ns / w, extra = p->ns % w, at = 0;
+    for (uint32_t r = 0; r < w; r++) {
+        size_t m = base + (r < extra);
+        for (size_t i = 0; i < m; i++) p->split.assign[at++] = r;
+    }
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+static uint64_t rank_overhead(lf_plan *p, uint32_t r)
+{
+    uint64_t d = p->prm.cost.d;
+    if (d == 0 || p->rank_start[r] == p->rank_start[r + 1]) return 0;
+    if (p->prm.layout == LF_PLAN_PAD) return d;
+    size_t m = 0;
+    for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++) {
+        p->b_lens[m++] = p->len[p->rank_idx[i]];
+    }
+    for (size_t i = 1; i < m; i++) {   /* insertion sort, longest first */
+        uint64_t v = p->b_lens[i];
+        size_t j = i;
+        for (; j > 0 && p->b_lens[j - 1] < v; j--) p->b_lens[j] = p->b_lens[j - 1];
+        p->b_lens[j] = v;
+    }
+    return d * lfp_pack_rows(p->b_lens, m, p->prm.seq_len, p->b_room, NULL);
+}
+
+/* Splits the selected items; hands back what the caps leave out. */
+static void split_step(lf_plan *p)
+{
+    for (size_t i = 0; i < p->ns; i++) {
+        uint32_t s = p->sidx[i];
+        p->item_cost[i] = p->cost[s];
+        p->item_len[i] = p->len[s];
+        p->item_id[i] = p->id[s];
+    }
+    if (p->prm.sampler != LF_PLAN_BALANCED) {
+        split_fixed(p);
+        return;
+    }
+    lfp_items it = {p->ns, p->item_cost, p->item_len, p->item_id};
+    lfp_caps caps = {p->prm.rank_max_tokens, p->prm.rank_max_padded, p->prm.layout,
+                     p->prm.seq_len};
+    p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
+    if (!p->cur.cap_deferred) return;
+    /* Compact the step, giving back the unplaced items, the last first so
+     * they return to the window in their original order. */
+    for (size_t i = p->ns; i-- > 0;)
+        if (p->split.assign[i] == UINT32_MAX) give_back(p, p->sidx[i], p->sdelay[i], p->sfrom_o[i]);
+    size_t kept = 0;
+    for (size_t i = 0; i < p->ns; i++) {
+        if (p->split.assign[i] == UINT32_MAX) { p->nout -= p->sfrom_o[i]; continue; }
+        p->sidx[kept] = p->sidx[i];
+        p->sdelay[kept] = p->sdelay[i];
+        p->sfrom_o[kept] = p->sfrom_o[i];
+        p->split.assign[kept++] = p->split.assign[i];
+    }
+    p->ns = kept;
+}
+
+/* Fills the step's output arrays from sidx and split.assign. */
+static void publish(lf_plan *p)
+{
+    uint32_t w = p->prm.world;
+    memset(p->rank_start, 0, ((size_t)w + 1) * sizeof(uint32_t));
+    memset(p->rank_cost, 0, w * sizeof(uint64_t));
+    memset(p->rank_tokens, 0, w * sizeof(uint64_t));
+    p->cur.cost = 0;
+    for (size_t i = 0; i < p->ns; i++) {
+        uint32_t s = p->sidx[i], r = p->split.assign[i];
+        p->sids[i] = p->id[s];
+        p->rank_start[r + 1]++;
+        p->rank_cost[r] += p->cost[s];
+        p->rank_tokens[r] += p->len[s];
+        p->cur.cost += p->cost[s];
+    }
+    for (uint32_t r = 0; r < w; r++) p->rank_start[r + 1] += p->rank_start[r];
+    uint32_t *at = p->split.tmp_ord;     /* world + 1 scratch */
+    memcpy(at, p->rank_start, w * sizeof(uint32_t));
+    for (size_t i = 0; i < p->ns; i++) {
+        uint32_t pos = at[p->split.assign[i]]++;
+        p->rank_ids[pos] = p->id[p->sidx[i]];
+        p->rank_idx[pos] = p->sidx[i];
+    }
+    for (uint32_t r = 0; r < w; r++) p->rank_cost[r] += rank_overhead(p, r);
+    p->cur.epoch = p->epoch;
+    p->cur.step = p->step;
+    p->cur.world = w;
+    p->cur.nsamples = (uint32_t)p->ns;
+    p->cur.noutliers = (uint32_t)p->nout;
+    p->cur.ids = p->sids;
+    p->cur.delay = p->sdelay;
+    p->cur.rank_start = p->rank_start;
+    p->cur.rank_ids = p->rank_ids;
+    p->cur.rank_cost = p->rank_cost;
+    p->cur.rank_tokens = p->rank_tokens;
+}
+
+static int epoch_left(const lf_plan *p)
+{
+    return p->cursor < p->norder || p->np || p->no;
+}
+
+int lf_plan_next_step(lf_plan *p, lf_plan_step *step)
+{
+    if (!p || !step) return LF_PLAN_E_ARG;
+    if (p->epoch_done) lfp_epoch_begin(p, p->epoch + 1);
+    p->have_step = 0;
+    if (!epoch_left(p)) {
+        p->epoch_done = 1;
+        return 0;
+    }
+    p->ns = p->nout = 0;
+    p->cur.cap_deferred = 0;
+    if (p->prm.sampler == LF_PLAN_BALANCED) select_balanced(p);
+    else select_fixed(p);
+    split_step(p);
+    if (!epoch_left(p)) p->cur.flags |= LF_PLAN_STEP_TAIL;
+    publish(p);
+    p->emitted += p->ns;
+    p->step++;
+    p->have_step = 1;
+    *step = p->cur;
+    return 1;
+}
+
+void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
+{
+    c->epoch = p->epoch;
+    c->emitted = p->emitted;
+    c->rejected = p->nrej;
+    c->rejected_cap = p->ncapfail;
+    c->pending = p->norder - p->cursor + p->np + p->no;
+}
+
+size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < p->nrej; i++, m++)
+        if (m < cap) ids[m] = p->id[p->rej[i]];
+    for (size_t s = 0; s < p->n; s++) {
+        if (!p->capfail[s]) continue;
+        if (m < cap) ids[m] = p->id[s];
+        m++;
+    }
+    return m;
+}

@@ -1,0 +1,155 @@
+/*
+ * plan_internal.h — what the balancer's source files share; not installed.
+ *
+ * The plan keeps samples by index (0..n-1 in the caller's array order) and
+ * turns indices into ids only when it hands a step out. All memory is
+ * allocated in lf_plan_create; the step functions only write into it.
+ */
+#ifndef LF_PLAN_INTERNAL_H
+#define LF_PLAN_INTERNAL_H
+
+#include "lf_plan.h"
+
+__extension__ typedef unsigned __int128 lfp_u128;
+
+/* Counter-based hash (SplitMix64 finaliser): the only randomness there is. */
+static inline uint64_t lfp_mix(uint64_t x)
+{
+    x += UINT64_C(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* A uniform draw below n from (key, counter); the bias is below n / 2^64. */
+static inline uint64_t lfp_below(uint64_t key, uint64_t counter, uint64_t n)
+{
+    uint64_t r = lfp_mix(key ^ lfp_mix(counter));
+    return (uint64_t)(((lfp_u128)r * n) >> 64);
+}
+
+/* Split scratch, sized for the largest step at create time. */
+typedef struct lfp_split {
+    uint32_t world;
+    size_t maxn;
+    /* Karmarkar-Karp: tuples of subsets; a subset is a linked list of items */
+    uint64_t *sub_sum[2];        /* slot arenas (double-buffered for compaction) */
+    uint32_t *sub_head[2], *sub_tail[2];
+    size_t arena_cap, arena_used;
+    int arena_cur;
+    uint32_t *tup_off, *tup_len; /* per tuple: slice of the current arena */
+    uint64_t *tup_seq;           /* creation order, for deterministic ties */
+    uint64_t *tup_spread;        /* max - min subset sum */
+    uint32_t *heap;              /* tuple ids, max-heap by spread */
+    size_t heap_len, ntup;
+    uint32_t *next;              /* per item: next item in its subset */
+    uint64_t *tmp_sum;           /* W-sized scratch for a merge */
+    uint32_t *tmp_head, *tmp_tail, *tmp_ord;
+    /* per rank after the split */
+    uint32_t *assign;            /* per item: rank */
+    uint64_t *cost, *tokens;     /* per rank */
+    uint32_t *count;             /* per rank */
+    uint32_t *members;           /* items grouped by rank (rank_start) */
+    uint32_t *rank_start;        /* world + 1 */
+    uint64_t *scratch, *room;    /* item-sized scratch for cap checks */
+} lfp_split;
+
+/* One split instance: item costs, lengths and ids (for ties). */
+typedef struct lfp_items {
+    size_t n;
+    const uint64_t *cost;
+    const uint64_t *len;
+    const uint64_t *id;
+} lfp_items;
+
+/* Memory caps applied by the split (0: none). */
+typedef struct lfp_caps {
+    uint64_t max_tokens;
+    uint64_t max_padded;
+    uint32_t layout;
+    uint32_t seq_len;
+} lfp_caps;
+
+int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn);
+void lfp_split_free(lfp_split *s);
+
+/* Splits items over s->world ranks. Items the caps leave no room for get
+ * assign = UINT32_MAX (the caller defers them). Fills assign, cost, tokens,
+ * count, members and rank_start. Returns the number of unplaced items. */
+size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
+
+/* Best-fit decreasing: packs lens_desc[0..n) (longest first, each <= seq_len)
+ * into rows of seq_len; row_of[i] (optional) gets item i's row, rows in the
+ * order they were opened. room is n-sized scratch. Returns the row count. */
+uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
+                       uint64_t *room, uint32_t *row_of);
+
+/* A sort key: longest first, then smaller id. */
+typedef struct lfp_key {
+    uint64_t len;
+    uint64_t id;
+    uint32_t idx;
+} lfp_key;
+
+/* qsort order for lfp_key: longest first, then smaller id. */
+int lfp_cmp_longest(const void *x, const void *y);
+
+struct lf_plan {
+    lf_plan_params prm;          /* resolved: no zero defaults left */
+    size_t n;                    /* samples given */
+    uint64_t *id, *len, *cost;   /* per sample */
+    uint8_t *capfail;            /* per sample: fits no cap or row, never placed */
+    uint8_t *mark;               /* per sample scratch (state checks) */
+    size_t ncapfail;
+    uint32_t *group_of;          /* per sample: block group */
+    uint32_t ngroups;
+    uint32_t *group_start;       /* ngroups + 1 offsets into group_members */
+    uint32_t *group_members;     /* samples by (block, id) */
+    uint32_t *gperm, *grem;      /* per group: shuffled order, samples pending */
+    uint32_t *pool;              /* n: open-window samples while building an order */
+    lfp_key *keys;               /* sort_cap entries of sort scratch */
+    size_t sort_cap;             /* sorted: mega-batch size; else the largest step */
+    uint64_t hash;               /* of the samples and the sequence parameters */
+
+    /* position */
+    uint32_t epoch;
+    int epoch_done;              /* the last call returned 0 */
+    uint64_t step;               /* steps done in this epoch */
+    uint32_t *order;             /* this epoch's order (capfail samples left out) */
+    size_t norder, cursor;
+    uint32_t *pidx, *page;       /* pending window: sample, steps passed over */
+    size_t np;
+    uint32_t *oidx, *owait;      /* held outliers: sample, steps waited */
+    size_t no, ocap;
+    uint32_t *rej;               /* outliers rejected this epoch */
+    size_t nrej;
+    uint64_t emitted;            /* placed this epoch */
+
+    /* current step */
+    size_t maxstep;
+    int have_step;
+    uint32_t *sidx, *sdelay;     /* the step's samples and their delays */
+    uint8_t *sfrom_o;            /* per step item: came from the outlier queue */
+    uint8_t *ptaken;             /* per pending entry: taken this step */
+    uint64_t *sids;
+    size_t ns, nout;
+    uint32_t *rank_start;
+    uint64_t *rank_ids, *rank_cost, *rank_tokens;
+    uint32_t *rank_idx;          /* rank_ids as sample indices */
+    lf_plan_step cur;
+    lfp_split split;
+    uint64_t *item_cost, *item_len, *item_id;   /* the step's items, for the split */
+
+    /* one rank's layout */
+    uint64_t *b_ids, *b_lens, *b_room;
+    lfp_key *b_keys;
+    uint32_t *b_row_of, *b_row_start, *b_cu, *b_fill;
+};
+
+/* Builds the order of p->epoch into p->order (p->norder entries). */
+void lfp_order_build(lf_plan *p);
+
+/* Restarts the position at the beginning of epoch e. */
+void lfp_epoch_begin(lf_plan *p, uint32_t e);
+
+#endif

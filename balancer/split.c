@@ -1,0 +1,451 @@
+/*
+ * split.c — one step's samples across ranks, as equal in cost as possible.
+ *
+ * Karmarkar–Karp's largest differencing method, k-way: every item starts as
+ * a k-tuple of subsets (the item alone, k-1 empty ones). Repeatedly the two
+ * tuples with the largest spread (max - min subset sum) are combined, pairing
+ * the largest subset of one with the smallest of the other, so their
+ * differences cancel; the result is re-sorted and its minimum subtracted.
+ * When one tuple is left, its k subsets are the ranks. Counts per rank are
+ * free: a rank may get two long samples while another gets twenty short
+ * ones, which is what equal cost needs.
+ *
+ * Tuples are sparse (only their non-empty subsets are stored) because most
+ * merges early on involve tuples holding a few items, and each subset is a
+ * linked list of items so combining two is O(1). Subset slots live in a bump
+ * arena; when it fills, the live tuples (never more slots than items) are
+ * copied to the other half, so the arena is bounded by 2n + k slots.
+ *
+ * Then a local search: while moving one item, or swapping two, between the
+ * costliest and the cheapest rank lowers the larger of the two, do the best
+ * such change. Memory caps (tokens, padded tokens) are enforced here: ranks
+ * over a cap first hand their longest items to the cheapest rank with room,
+ * and items no rank has room for are left unplaced for the caller to defer.
+ * Every choice breaks ties by item cost, then sample id, then rank number,
+ * so the result depends on nothing but the input.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+#define NONE UINT32_MAX
+
+int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
+{
+    memset(s, 0, sizeof *s);
+    s->world = world;
+    s->maxn = maxn;
+    s->arena_cap = 2 * maxn + world + 1;
+    size_t nt = maxn + 1;
+    for (int i = 0; i < 2; i++) {
+        s->sub_sum[i] = malloc(s->arena_cap * sizeof(uint64_t));
+        s->sub_head[i] = malloc(s->arena_cap * sizeof(uint32_t));
+        s->sub_tail[i] = malloc(s->arena_cap * sizeof(uint32_t));
+    }
+    s->tup_off = malloc(2 * nt * sizeof(uint32_t));
+    s->tup_len = malloc(2 * nt * sizeof(uint32_t));
+    s->tup_seq = malloc(2 * nt * sizeof(uint64_t));
+    s->tup_spread = malloc(2 * nt * sizeof(uint64_t));
+    s->heap = malloc(nt * sizeof(uint32_t));
+    s->next = malloc(nt * sizeof(uint32_t));
+    s->tmp_sum = malloc(((size_t)world + 1) * sizeof(uint64_t));
+    s->tmp_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->tmp_tail = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->tmp_ord = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->assign = malloc(nt * sizeof(uint32_t));
+    s->cost = malloc(((size_t)world + 1) * sizeof(uint64_t));
+    s->tokens = malloc(((size_t)world + 1) * sizeof(uint64_t));
+    s->count = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->members = malloc(nt * sizeof(uint32_t));
+    s->rank_start = malloc(((size_t)world + 2) * sizeof(uint32_t));
+    s->scratch = malloc(nt * sizeof(uint64_t));
+    s->room = malloc(nt * sizeof(uint64_t));
+    for (int i = 0; i < 2; i++)
+        if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
+    if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
+        !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord ||
+        !s->assign || !s->cost || !s->tokens || !s->count || !s->members ||
+        !s->rank_start || !s->scratch || !s->room)
+        goto fail;
+    return 0;
+fail:
+    lfp_split_free(s);
+    return LF_PLAN_E_NOMEM;
+}
+
+void lfp_split_free(lfp_split *s)
+{
+    for (int i = 0; i < 2; i++) {
+        free(s->sub_sum[i]);
+        free(s->sub_head[i]);
+        free(s->sub_tail[i]);
+    }
+    free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
+    free(s->heap); free(s->next);
+    free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord);
+    free(s->assign); free(s->cost); free(s->tokens); free(s->count);
+    free(s->members); free(s->rank_start); free(s->scratch); free(s->room);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- Karmarkar-Karp ------------------------------------------------------ */
+
+/* Heap order: larger spread first, then older tuple. */
+static int heap_before(const lfp_split *s, uint32_t x, uint32_t y)
+{
+    if (s->tup_spread[x] != s->tup_spread[y]) return s->tup_spread[x] > s->tup_spread[y];
+    return s->tup_seq[x] < s->tup_seq[y];
+}
+
+static void heap_down(lfp_split *s, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < s->heap_len && heap_before(s, s->heap[l], s->heap[best])) best = l;
+        if (r < s->heap_len && heap_before(s, s->heap[r], s->heap[best])) best = r;
+        if (best == i) return;
+        uint32_t t = s->heap[i]; s->heap[i] = s->heap[best]; s->heap[best] = t;
+        i = best;
+    }
+}
+
+static void heap_push(lfp_split *s, uint32_t t)
+{
+    size_t i = s->heap_len++;
+    s->heap[i] = t;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!heap_before(s, s->heap[i], s->heap[p])) return;
+        uint32_t x = s->heap[i]; s->heap[i] = s->heap[p]; s->heap[p] = x;
+        i = p;
+    }
+}
+
+static uint32_t heap_pop(lfp_split *s)
+{
+    uint32_t top = s->heap[0];
+    s->heap[0] = s->heap[--s->heap_len];
+    heap_down(s, 0);
+    return top;
+}
+
+/* Copies the live tuples (those in the heap) to the other arena half. */
+static void arena_compact(lfp_split *s)
+{
+    int from = s->arena_cur, to = !from;
+    size_t used = 0;
+    for (size_t h = 0; h < s->heap_len; h++) {
+        uint32_t t = s->heap[h], len = s->tup_len[t], off = s->tup_off[t];
+        memcpy(s->sub_sum[to] + used, s->sub_sum[from] + off, len * sizeof(uint64_t));
+        memcpy(s->sub_head[to] + used, s->sub_head[from] + off, len * sizeof(uint32_t));
+        memcpy(s->sub_tail[to] + used, s->sub_tail[from] + off, len * sizeof(uint32_t));
+        s->tup_off[t] = (uint32_t)used;
+        used += len;
+    }
+    s->arena_cur = to;
+    s->arena_used = used;
+}
+
+/* Sorts the merge result (tmp_*) by sum, largest first; stable, so equal sums
+ * keep their pairing order. Shell sort: merges hold at most k entries. */
+static void sort_tmp(lfp_split *s, uint32_t m)
+{
+    static const uint32_t gaps[] = {57, 23, 10, 4, 1};
+    uint32_t *ord = s->tmp_ord;
+    for (uint32_t i = 0; i < m; i++) ord[i] = i;
+    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
+        uint32_t gap = gaps[g];
+        for (uint32_t i = gap; i < m; i++) {
+            uint32_t v = ord[i], j = i;
+            while (j >= gap && (s->tmp_sum[ord[j - gap]] < s->tmp_sum[v] ||
+                                (s->tmp_sum[ord[j - gap]] == s->tmp_sum[v] &&
+                                 ord[j - gap] > v))) {
+                ord[j] = ord[j - gap];
+                j -= gap;
+            }
+            ord[j] = v;
+        }
+    }
+}
+
+static void set_spread(lfp_split *s, uint32_t t)
+{
+    const uint64_t *sum = s->sub_sum[s->arena_cur] + s->tup_off[t];
+    uint32_t len = s->tup_len[t];
+    s->tup_spread[t] = len == s->world ? sum[0] - sum[len - 1] : sum[0];
+}
+
+/* Combines tuples a (larger spread) and b into a new tuple: a's j-th largest
+ * subset with b's j-th smallest (empty subsets count as zero). */
+static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
+{
+    uint32_t k = s->world, m = 0;
+    int cur = s->arena_cur;
+    uint32_t la = s->tup_len[a], lb = s->tup_len[b];
+    uint32_t oa = s->tup_off[a], ob = s->tup_off[b];
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t jb = k - 1 - j;          /* b's index, counting from its largest */
+        int has_a = j < la, has_b = jb < lb;
+        if (!has_a && !has_b) continue;
+        uint64_t sum = 0;
+        uint32_t head = NONE, tail = NONE;
+        if (has_a) {
+            sum = s->sub_sum[cur][oa + j];
+            head = s->sub_head[cur][oa + j];
+            tail = s->sub_tail[cur][oa + j];
+        }
+        if (has_b) {
+            sum += s->sub_sum[cur][ob + jb];
+            uint32_t bh = s->sub_head[cur][ob + jb], bt = s->sub_tail[cur][ob + jb];
+            if (head == NONE) head = bh; else s->next[tail] = bh;
+            tail = bt;
+        }
+        s->tmp_sum[m] = sum; s->tmp_head[m] = head; s->tmp_tail[m] = tail;
+        m++;
+    }
+    sort_tmp(s, m);
+    uint64_t base = m == k ? s->tmp_sum[s->tmp_ord[m - 1]] : 0;
+    if (s->arena_used + m > s->arena_cap) {
+        arena_compact(s);
+        cur = s->arena_cur;
+    }
+    uint32_t t = (uint32_t)s->ntup++, off = (uint32_t)s->arena_used;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t o = s->tmp_ord[i];
+        s->sub_sum[cur][off + i] = s->tmp_sum[o] - base;
+        s->sub_head[cur][off + i] = s->tmp_head[o];
+        s->sub_tail[cur][off + i] = s->tmp_tail[o];
+    }
+    s->arena_used += m;
+    s->tup_off[t] = off; s->tup_len[t] = m; s->tup_seq[t] = seq;
+    set_spread(s, t);
+    return t;
+}
+
+/* Runs KK over the items; fills assign[]. Subset j of the final tuple (largest
+ * first) becomes rank j. */
+static void kk_assign(lfp_split *s, const lfp_items *it)
+{
+    int cur = s->arena_cur = 0;
+    s->arena_used = 0;
+    s->ntup = 0;
+    s->heap_len = 0;
+    for (size_t i = 0; i < it->n; i++) {
+        uint32_t t = (uint32_t)s->ntup++;
+        s->sub_sum[cur][i] = it->cost[i];
+        s->sub_head[cur][i] = s->sub_tail[cur][i] = (uint32_t)i;
+        s->next[i] = NONE;
+        s->tup_off[t] = (uint32_t)i; s->tup_len[t] = 1;
+        s->tup_seq[t] = it->id[i];           /* equal costs: smaller id first */
+        set_spread(s, t);
+        s->heap[s->heap_len++] = t;
+    }
+    s->arena_used = it->n;
+    for (size_t i = s->heap_len / 2; i-- > 0;) heap_down(s, i);
+    uint64_t seq = UINT64_C(1) << 63;        /* merged tuples after every item */
+    /* n items make n + (n - 1) tuples in all: ids never run out. */
+    while (s->heap_len > 1) {
+        uint32_t a = heap_pop(s), b = heap_pop(s);
+        heap_push(s, kk_merge(s, a, b, seq++));
+    }
+    for (size_t i = 0; i < it->n; i++) s->assign[i] = NONE;
+    if (s->heap_len == 0) return;
+    uint32_t t = s->heap[0];
+    cur = s->arena_cur;
+    for (uint32_t j = 0; j < s->tup_len[t]; j++)
+        for (uint32_t x = s->sub_head[cur][s->tup_off[t] + j]; x != NONE; x = s->next[x])
+            s->assign[x] = j;
+}
+
+/* ---- per-rank bookkeeping and caps --------------------------------------- */
+
+static void rank_totals(lfp_split *s, const lfp_items *it)
+{
+    uint32_t k = s->world;
+    memset(s->cost, 0, k * sizeof(uint64_t));
+    memset(s->tokens, 0, k * sizeof(uint64_t));
+    memset(s->count, 0, k * sizeof(uint32_t));
+    for (size_t i = 0; i < it->n; i++) {
+        uint32_t r = s->assign[i];
+        if (r == NONE) continue;
+        s->cost[r] += it->cost[i];
+        s->tokens[r] += it->len[i];
+        s->count[r]++;
+    }
+    s->rank_start[0] = 0;
+    for (uint32_t r = 0; r < k; r++) s->rank_start[r + 1] = s->rank_start[r] + s->count[r];
+    memcpy(s->tmp_ord, s->rank_start, k * sizeof(uint32_t));
+    for (size_t i = 0; i < it->n; i++)
+        if (s->assign[i] != NONE) s->members[s->tmp_ord[s->assign[i]]++] = (uint32_t)i;
+}
+
+static int cmp_desc_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a < b) - (a > b);
+}
+
+uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
+                       uint64_t *room, uint32_t *row_of)
+{
+    uint32_t rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t best = NONE;
+        for (uint32_t r = 0; r < rows; r++)
+            if (room[r] >= lens_desc[i] && (best == NONE || room[r] < room[best])) best = r;
+        if (best == NONE) { best = rows++; room[best] = seq_len; }
+        room[best] -= lens_desc[i];
+        if (row_of) row_of[i] = best;
+    }
+    return rows;
+}
+
+/* Padded tokens of rank r's members, with item `add` added and `drop` left
+ * out (NONE for neither). */
+static uint64_t rank_padded(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                            uint32_t r, uint32_t add, uint32_t drop)
+{
+    size_t m = 0;
+    uint64_t maxlen = 0;
+    for (uint32_t p = s->rank_start[r]; p < s->rank_start[r + 1]; p++) {
+        uint32_t x = s->members[p];
+        if (x == drop) continue;
+        s->scratch[m++] = it->len[x];
+    }
+    if (add != NONE) s->scratch[m++] = it->len[add];
+    if (caps->layout == LF_PLAN_PACK) {
+        qsort(s->scratch, m, sizeof(uint64_t), cmp_desc_u64);
+        return (uint64_t)lfp_pack_rows(s->scratch, m, caps->seq_len, s->room, NULL) * caps->seq_len;
+    }
+    for (size_t i = 0; i < m; i++) if (s->scratch[i] > maxlen) maxlen = s->scratch[i];
+    return maxlen * m;
+}
+
+/* Whether rank r stays within the caps after adding `add` and dropping `drop`. */
+static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                     uint32_t r, uint32_t add, uint32_t drop)
+{
+    uint64_t tok = s->tokens[r] + (add != NONE ? it->len[add] : 0) -
+                   (drop != NONE ? it->len[drop] : 0);
+    if (caps->max_tokens && tok > caps->max_tokens) return 0;
+    if (caps->max_padded && rank_padded(s, it, caps, r, add, drop) > caps->max_padded)
+        return 0;
+    return 1;
+}
+
+static void move_item(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t to)
+{
+    s->assign[x] = to;
+    rank_totals(s, it);
+}
+
+/* Item a is a better pick than b: longer, then smaller id. */
+static int longer(const lfp_items *it, uint32_t a, uint32_t b)
+{
+    if (b == NONE) return 1;
+    if (it->len[a] != it->len[b]) return it->len[a] > it->len[b];
+    return it->id[a] < it->id[b];
+}
+
+/* The cheapest rank other than `not` that can take item x, or NONE. */
+static uint32_t cheapest_with_room(lfp_split *s, const lfp_items *it,
+                                   const lfp_caps *caps, uint32_t x, uint32_t not)
+{
+    uint32_t best = NONE;
+    for (uint32_t r = 0; r < s->world; r++) {
+        if (r == not || (best != NONE && s->cost[r] >= s->cost[best])) continue;
+        if (rank_fits(s, it, caps, r, x, NONE)) best = r;
+    }
+    return best;
+}
+
+/* Ranks over a cap give away their longest items; returns items unplaced. */
+static size_t repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+{
+    size_t unplaced = 0;
+    if (!caps->max_tokens && !caps->max_padded) return 0;
+    for (uint32_t r = 0; r < s->world; r++) {
+        while (s->count[r] && !rank_fits(s, it, caps, r, NONE, NONE)) {
+            uint32_t x = NONE;
+            for (uint32_t p = s->rank_start[r]; p < s->rank_start[r + 1]; p++)
+                if (longer(it, s->members[p], x)) x = s->members[p];
+            uint32_t to = cheapest_with_room(s, it, caps, x, r);
+            if (to == NONE) unplaced++;
+            move_item(s, it, x, to);
+        }
+    }
+    return unplaced;
+}
+
+/* ---- local search -------------------------------------------------------- */
+
+typedef struct change {
+    uint32_t x, y;               /* x leaves hi; y (or NONE) leaves lo */
+    uint64_t delta;              /* cost moved from hi to lo */
+} change;
+
+/* Is moving `delta` from hi to lo (gap apart) better than the current best?
+ * Better: closer to gap/2; ties by the smaller ids (x, then y). */
+static int better(const lfp_items *it, uint64_t gap, uint64_t delta, uint32_t x,
+                  uint32_t y, const change *best)
+{
+    if (delta == 0 || delta >= gap) return 0;
+    if (best->x == NONE) return 1;
+    uint64_t d1 = 2 * delta > gap ? 2 * delta - gap : gap - 2 * delta;
+    uint64_t d0 = 2 * best->delta > gap ? 2 * best->delta - gap : gap - 2 * best->delta;
+    if (d1 != d0) return d1 < d0;
+    if (it->id[x] != it->id[best->x]) return it->id[x] < it->id[best->x];
+    if (y == NONE || best->y == NONE) return y == NONE && best->y != NONE;
+    return it->id[y] < it->id[best->y];
+}
+
+static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                          uint32_t hi, uint32_t lo)
+{
+    change best = {NONE, NONE, 0};
+    uint64_t gap = s->cost[hi] - s->cost[lo];
+    for (uint32_t p = s->rank_start[hi]; p < s->rank_start[hi + 1]; p++) {
+        uint32_t x = s->members[p];
+        if (it->cost[x] >= gap) continue;
+        if (better(it, gap, it->cost[x], x, NONE, &best) &&
+            rank_fits(s, it, caps, lo, x, NONE))
+            best = (change){x, NONE, it->cost[x]};
+        for (uint32_t q = s->rank_start[lo]; q < s->rank_start[lo + 1]; q++) {
+            uint32_t y = s->members[q];
+            if (it->cost[y] >= it->cost[x]) continue;
+            uint64_t delta = it->cost[x] - it->cost[y];
+            if (better(it, gap, delta, x, y, &best) && rank_fits(s, it, caps, lo, x, y) &&
+                rank_fits(s, it, caps, hi, y, x))
+                best = (change){x, y, delta};
+        }
+    }
+    return best;
+}
+
+static void local_search(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+{
+    uint32_t k = s->world;
+    for (uint32_t iter = 0; iter < 8 * k; iter++) {
+        uint32_t hi = 0, lo = 0;
+        for (uint32_t r = 1; r < k; r++) {
+            if (s->cost[r] > s->cost[hi]) hi = r;
+            if (s->cost[r] < s->cost[lo]) lo = r;
+        }
+        if (s->cost[hi] == s->cost[lo]) return;
+        change c = best_change(s, it, caps, hi, lo);
+        if (c.x == NONE) return;
+        s->assign[c.x] = lo;
+        if (c.y != NONE) s->assign[c.y] = hi;
+        rank_totals(s, it);
+    }
+}
+
+size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+{
+    kk_assign(s, it);
+    rank_totals(s, it);
+    size_t unplaced = repair_caps(s, it, caps);
+    local_search(s, it, caps);
+    return unplaced;
+}

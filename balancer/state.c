@@ -1,0 +1,129 @@
+/*
+ * state.c — saving and restoring a plan's position.
+ *
+ * An epoch's order is a pure function of (samples, seed, epoch), so the blob
+ * holds only what the order cannot give back: the epoch, the step, the
+ * cursor into the order, the pending window and the held outliers with
+ * their ages. Rejected outliers are those before the cursor, recomputed.
+ * Layout, all little-endian:
+ *   u32 magic "LFPS", u32 version, u64 sequence hash,
+ *   u32 epoch, u32 epoch_done, u64 step, u64 cursor, u32 np, u32 no,
+ *   np x (u32 sample index, u32 age), no x (u32 sample index, u32 waited).
+ * Restoring checks every field against the plan before changing anything:
+ * indices in range, each sample at most once, pending samples before the
+ * cursor and on the right side of the outlier threshold.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+#define STATE_MAGIC 0x5350464cu  /* "LFPS" */
+#define STATE_VERSION 1u
+#define STATE_HEAD 48u
+
+static void put32(uint8_t *b, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *b)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
+{
+    if (!p || (cap && !buf)) return LF_PLAN_E_ARG;
+    size_t size = STATE_HEAD + 8 * (p->np + p->no);
+    if (size > (size_t)LONG_MAX) return LF_PLAN_E_ARG;
+    if (cap < size) return cap ? LF_PLAN_E_BUFFER : (long)size;
+    uint8_t *b = buf;
+    put32(b, STATE_MAGIC);
+    put32(b + 4, STATE_VERSION);
+    put64(b + 8, p->hash);
+    put32(b + 16, p->epoch);
+    put32(b + 20, (uint32_t)p->epoch_done);
+    put64(b + 24, p->step);
+    put64(b + 32, p->cursor);
+    put32(b + 40, (uint32_t)p->np);
+    put32(b + 44, (uint32_t)p->no);
+    b += STATE_HEAD;
+    for (size_t i = 0; i < p->np; i++, b += 8) { put32(b, p->pidx[i]); put32(b + 4, p->page[i]); }
+    for (size_t i = 0; i < p->no; i++, b += 8) { put32(b, p->oidx[i]); put32(b + 4, p->owait[i]); }
+    return (long)size;
+}
+
+/* Checks one saved entry: a sample placed once, seen before the cursor, on
+ * the expected side of the outlier threshold. */
+static int entry_ok(lf_plan *p, uint32_t s, int outlier)
+{
+    if (s >= p->n || p->capfail[s] || p->mark[s] != 1) return 0;
+    p->mark[s] = 2;
+    return (p->cost[s] > p->prm.outlier_cost) == outlier;
+}
+
+int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
+{
+    if (!p || !buf) return LF_PLAN_E_ARG;
+    const uint8_t *b = buf;
+    if (size < STATE_HEAD || get32(b) != STATE_MAGIC || get32(b + 4) != STATE_VERSION ||
+        get64(b + 8) != p->hash)
+        return LF_PLAN_E_STATE;
+    uint32_t epoch = get32(b + 16), done = get32(b + 20);
+    uint64_t step = get64(b + 24), cursor = get64(b + 32);
+    uint32_t np = get32(b + 40), no = get32(b + 44);
+    if (done > 1 || cursor > p->norder || np > p->prm.lookahead || no > p->ocap ||
+        size != STATE_HEAD + 8 * ((size_t)np + no))
+        return LF_PLAN_E_STATE;
+    if ((p->prm.sampler != LF_PLAN_BALANCED && (np || no)) ||
+        (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT && no))
+        return LF_PLAN_E_STATE;
+
+    lfp_epoch_begin(p, epoch);
+    memset(p->mark, 0, p->n);
+    for (size_t i = 0; i < cursor; i++) p->mark[p->order[i]] = 1;
+    const uint8_t *e = b + STATE_HEAD;
+    int ok = 1;
+    for (uint32_t i = 0; i < np + no && ok; i++) ok = entry_ok(p, get32(e + 8 * i), i >= np);
+    if (!ok) {
+        lfp_epoch_begin(p, p->prm.epoch);
+        return LF_PLAN_E_STATE;
+    }
+    for (uint32_t i = 0; i < np; i++) {
+        p->pidx[i] = get32(e + 8 * i);
+        p->page[i] = get32(e + 8 * i + 4);
+    }
+    for (uint32_t i = 0; i < no; i++) {
+        p->oidx[i] = get32(e + 8 * (np + i));
+        p->owait[i] = get32(e + 8 * (np + i) + 4);
+    }
+    p->np = np;
+    p->no = no;
+    p->cursor = (size_t)cursor;
+    p->step = step;
+    p->epoch_done = (int)done;
+    /* Rejected outliers are the ones before the cursor; the rest were placed. */
+    int reject = p->prm.sampler == LF_PLAN_BALANCED &&
+                 p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT;
+    for (size_t i = 0; i < cursor; i++) {
+        uint32_t s = p->order[i];
+        if (reject && p->cost[s] > p->prm.outlier_cost) p->rej[p->nrej++] = s;
+    }
+    p->emitted = cursor - p->nrej - np - no;
+    return 0;
+}

@@ -1,0 +1,258 @@
+/*
+ * plan_props.c — the balancer's promises, checked on random long-tailed data:
+ * every sample exactly once per epoch (rejects counted), memory caps at every
+ * step, bit-identical plans across runs, resume from >= 20 random steps, and
+ * the same global sequence for world sizes 1, 2, 4, 8 and 64.
+ */
+#include <math.h>
+
+#include "lf_plan.h"
+#include "test.h"
+
+#define NSAMPLES 12000u
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+    uint64_t x = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* Lognormal lengths (median 600, sigma 1, 32..16384), 16 samples a block,
+ * ids shuffled so they are not the array order. */
+static lf_plan_sample samples[NSAMPLES];
+
+static void make_samples(void)
+{
+    rng_state = 42;
+    for (uint32_t i = 0; i < NSAMPLES; i++) {
+        double u1 = ((double)(rng() >> 11) + 0.5) / 9007199254740992.0;
+        double u2 = (double)(rng() >> 11) / 9007199254740992.0;
+        double z = sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+        double len = 600 * exp(z);
+        len = len < 32 ? 32 : len > 16384 ? 16384 : len;
+        samples[i] = (lf_plan_sample){1000003ull * i % 7919993ull, (uint64_t)len, i / 16};
+    }
+}
+
+static uint64_t mean_cost(const lf_plan_params *p)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < NSAMPLES; i++) sum += lf_plan_cost(&p->cost, samples[i].length);
+    return sum / NSAMPLES;
+}
+
+static void base_params(lf_plan_params *p, uint32_t world, uint32_t per_rank)
+{
+    lf_plan_params_default(p);
+    p->world = world;
+    p->seed = 7;
+    p->step_budget = mean_cost(p) * per_rank * world;
+    p->lookahead = 2048;
+    p->locality_blocks = 8;
+}
+
+static lf_plan *make_plan(const lf_plan_params *p)
+{
+    lf_plan *plan = NULL;
+    int rc = lf_plan_create(p, samples, NSAMPLES, &plan);
+    if (rc) TEST_FAIL_("lf_plan_create: %s", lf_plan_strerror(rc));
+    return plan;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + UINT64_C(0x9e3779b97f4a7c15) + (h << 6) + (h >> 2);
+    return h * UINT64_C(0xff51afd7ed558ccd);
+}
+
+/* Hash of a step's global sequence (ids, delays), or also of its split. */
+static uint64_t step_hash(const lf_plan_step *s, int with_split)
+{
+    uint64_t h = mix(mix(s->epoch, s->step), s->nsamples);
+    for (uint32_t i = 0; i < s->nsamples; i++) h = mix(mix(h, s->ids[i]), s->delay[i]);
+    if (!with_split) return h;
+    for (uint32_t r = 0; r < s->world; r++) {
+        h = mix(mix(h, s->rank_start[r + 1]), s->rank_cost[r]);
+        for (uint32_t i = s->rank_start[r]; i < s->rank_start[r + 1]; i++)
+            h = mix(h, s->rank_ids[i]);
+    }
+    return h;
+}
+
+/* Checks one epoch: each sample once (placed or rejected), caps held.
+ * Returns how many placements the caps deferred. */
+static uint64_t check_epoch(const lf_plan_params *p)
+{
+    static uint8_t seen[NSAMPLES];
+    static uint64_t rejected[NSAMPLES];
+    static int32_t slot[7919993];   /* id -> index + 1, built once */
+    if (!slot[samples[0].id])
+        for (uint32_t i = 0; i < NSAMPLES; i++) slot[samples[i].id] = (int32_t)i + 1;
+    memset(seen, 0, sizeof seen);
+    lf_plan *plan = make_plan(p);
+    lf_plan_step st;
+    int rc;
+    uint64_t placed = 0, deferred = 0;
+    while ((rc = lf_plan_next_step(plan, &st)) == 1) {
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < st.nsamples; i++) {
+            uint32_t k = (uint32_t)slot[st.ids[i]] - 1;
+            ASSERT_EQ(seen[k], 0);
+            seen[k] = 1;
+            sum += lf_plan_cost(&p->cost, samples[k].length);
+        }
+        ASSERT_EQ(sum, st.cost);
+        ASSERT_EQ(st.rank_start[st.world], st.nsamples);
+        if (p->sampler == LF_PLAN_BALANCED && !(st.flags & LF_PLAN_STEP_OUTLIERS))
+            ASSERT_LE(st.cost, st.budget);
+        for (uint32_t r = 0; r < st.world; r++) {
+            lf_plan_batch b;
+            ASSERT_EQ(lf_plan_rank_batch(plan, r, &b), 0);
+            ASSERT_EQ(b.tokens, st.rank_tokens[r]);
+            if (p->rank_max_tokens) ASSERT_LE(b.tokens, p->rank_max_tokens);
+            if (p->rank_max_padded) ASSERT_LE(b.padded_tokens, p->rank_max_padded);
+            ASSERT_LE(b.tokens, b.padded_tokens);
+            for (uint32_t row = 0; b.cu_seqlens && row < b.rows; row++) {
+                uint32_t n = b.row_start[row + 1] - b.row_start[row];
+                ASSERT_LE(b.cu_seqlens[b.row_start[row] + row + n], b.row_len);
+            }
+        }
+        placed += st.nsamples;
+        deferred += st.cap_deferred;
+    }
+    ASSERT_EQ(rc, 0);
+    lf_plan_counts c;
+    lf_plan_counts_get(plan, &c);
+    size_t nrej = lf_plan_rejected_ids(plan, rejected, NSAMPLES);
+    ASSERT_EQ(nrej, c.rejected + c.rejected_cap);
+    for (size_t i = 0; i < nrej; i++) {
+        uint32_t k = (uint32_t)slot[rejected[i]] - 1;
+        ASSERT_EQ(seen[k], 0);
+        seen[k] = 1;
+    }
+    for (uint32_t i = 0; i < NSAMPLES; i++) ASSERT_EQ(seen[i], 1);
+    ASSERT_EQ(placed + nrej, NSAMPLES);
+    ASSERT_EQ(c.emitted, placed);
+    ASSERT_EQ(c.pending, 0);
+    lf_plan_free(plan);
+    return deferred;
+}
+
+static void test_exactly_once_and_caps(void)
+{
+    lf_plan_params p;
+    for (int cfg = 0; cfg < 6; cfg++) {
+        base_params(&p, cfg < 3 ? 8 : 64, cfg % 2 ? 8 : 16);
+        p.outlier_policy = cfg % 3 == 1 ? LF_PLAN_OUTLIER_REJECT : LF_PLAN_OUTLIER_DELAY;
+        if (cfg == 2) p.rank_max_tokens = 12000;      /* binds: some samples refused */
+        if (cfg == 4) { p.layout = LF_PLAN_PACK; p.seq_len = 4096; p.rank_max_padded = 3 * 4096; }
+        if (cfg == 5) p.rank_max_padded = 16384 * 6;
+        uint64_t deferred = check_epoch(&p);
+        if (cfg == 2 || cfg == 4) ASSERT_GT(deferred, 0);   /* the caps did bind */
+    }
+    for (uint32_t s = LF_PLAN_NAIVE; s <= LF_PLAN_SORTED; s++) {
+        base_params(&p, 8, 16);
+        p.sampler = s;
+        p.batch_per_rank = 16;
+        check_epoch(&p);
+    }
+}
+
+/* Runs `steps` steps (across epochs), recording each step's hash. */
+static void run_hashes(lf_plan *plan, uint64_t *out, size_t steps, int with_split)
+{
+    lf_plan_step st;
+    for (size_t i = 0; i < steps;) {
+        int rc = lf_plan_next_step(plan, &st);
+        ASSERT_GE(rc, 0);
+        if (rc == 1) out[i++] = step_hash(&st, with_split);
+    }
+}
+
+#define RUN_STEPS 400u   /* a little over two epochs at 8 ranks x 8 */
+
+static void test_identical_and_resume(void)
+{
+    static uint64_t ref[RUN_STEPS], again[RUN_STEPS];
+    lf_plan_params p;
+    base_params(&p, 8, 8);
+    lf_plan *a = make_plan(&p), *b = make_plan(&p);
+    run_hashes(a, ref, RUN_STEPS, 1);
+    run_hashes(b, again, RUN_STEPS, 1);
+    ASSERT_MEM_EQ(ref, again, sizeof ref);
+    lf_plan_free(b);
+    lf_plan_free(a);
+
+    static uint8_t blob[1 << 20];
+    rng_state = 99;
+    for (int trial = 0; trial < 24; trial++) {
+        size_t at = rng() % (RUN_STEPS - 1);
+        lf_plan *src = make_plan(&p);
+        run_hashes(src, again, at, 1);
+        long size = lf_plan_state_save(src, NULL, 0);
+        ASSERT_GT(size, 0);
+        ASSERT_EQ(lf_plan_state_save(src, blob, (size_t)size - 1), -4 /* E_BUFFER */);
+        ASSERT_EQ(lf_plan_state_save(src, blob, sizeof blob), size);
+        lf_plan_free(src);
+        lf_plan *dst = make_plan(&p);
+        ASSERT_EQ(lf_plan_state_restore(dst, blob, (size_t)size), 0);
+        run_hashes(dst, again, RUN_STEPS - at, 1);
+        ASSERT_MEM_EQ(ref + at, again, (RUN_STEPS - at) * sizeof(uint64_t));
+        /* a blob for other inputs, or naming a sample twice, is refused */
+        blob[8] ^= 1;
+        ASSERT_EQ(lf_plan_state_restore(dst, blob, (size_t)size), -3 /* E_STATE */);
+        blob[8] ^= 1;
+        if (size >= 64) {
+            memcpy(blob + 56, blob + 48, 4);
+            ASSERT_EQ(lf_plan_state_restore(dst, blob, (size_t)size), -3);
+        }
+        lf_plan_free(dst);
+    }
+}
+
+static void test_world_sizes(void)
+{
+    static const uint32_t worlds[] = {1, 2, 4, 8, 64};
+    static uint64_t ref[RUN_STEPS], got[RUN_STEPS];
+    lf_plan_params p;
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        base_params(&p, 8, 16);       /* the same global budget for all */
+        p.outlier_cost = p.step_budget / 64;
+        p.outlier_group = 8;
+        p.world = worlds[w];
+        lf_plan *plan = make_plan(&p);
+        run_hashes(plan, w ? got : ref, RUN_STEPS, 0);
+        if (w) ASSERT_MEM_EQ(ref, got, sizeof ref);
+        lf_plan_free(plan);
+    }
+    /* a world change at a step boundary keeps the sequence */
+    static uint8_t blob[1 << 20];
+    base_params(&p, 8, 16);
+    p.outlier_cost = p.step_budget / 64;
+    p.outlier_group = 8;
+    lf_plan *a = make_plan(&p);
+    run_hashes(a, got, 37, 0);
+    long size = lf_plan_state_save(a, blob, sizeof blob);
+    ASSERT_GT(size, 0);
+    p.world = 64;
+    lf_plan *b = make_plan(&p);
+    ASSERT_EQ(lf_plan_state_restore(b, blob, (size_t)size), 0);
+    run_hashes(b, got, RUN_STEPS - 37, 0);
+    ASSERT_MEM_EQ(ref + 37, got, (RUN_STEPS - 37) * sizeof(uint64_t));
+    lf_plan_free(b);
+    lf_plan_free(a);
+}
+
+int main(void)
+{
+    make_samples();
+    test_exactly_once_and_caps();
+    test_identical_and_resume();
+    test_world_sizes();
+    printf("plan_props: ok\n");
+    return 0;
+}

@@ -1,0 +1,125 @@
+/*
+ * levelfeed.h — the client library a training rank links to get its
+ * batches from the node's lf-server.
+ *
+ *   lf_client_options o;
+ *   lf_client_options_default(&o);          // rank etc. from the environment
+ *   lf_client *c;
+ *   int rc = lf_client_open(&o, &c);
+ *   lf_batch b;
+ *   while ((rc = lf_next(c, &b, -1)) == 0) {
+ *       const lf_tensor *t = lf_batch_tensor(&b, "tokens");
+ *       ... train on t->host ...
+ *       lf_release(c, &b);
+ *       lf_report_step(c, compute_ns);
+ *   }
+ *   // rc == LF_E_END once every epoch is delivered
+ *   lf_client_close(c);
+ *
+ * Functions return 0 (or a byte count) on success and a negative code on
+ * failure: -errno for system errors, or one of the LF_E_* codes below;
+ * lf_strerror names any of them. Out-parameters are untouched on failure.
+ * Nothing here prints, exits or aborts. A client belongs to one thread at a
+ * time. Tensor memory stays valid until lf_release of its batch.
+ */
+#ifndef LEVELFEED_H
+#define LEVELFEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LF_CLIENT_VERSION 1
+
+enum {
+    LF_E_END = -20001,           /* every epoch has been delivered */
+    LF_E_TIMEOUT = -20002,       /* lf_next: no batch within the timeout */
+    LF_E_SERVER = -20003,        /* the server reported an error (lf_client_error) */
+    LF_E_GONE = -20004,          /* the server went away */
+    LF_E_PROTOCOL = -20005,      /* the server sent something malformed */
+    LF_E_STATE = -20006,         /* a saved state is invalid or for another plan */
+    LF_E_ORDER = -20007,         /* call not allowed now (e.g. restore after next) */
+};
+
+/* Element types: the values of transforms/lf_layout.h's lf_dtype. */
+typedef struct lf_tensor {
+    const char *name;            /* e.g. "tokens", "lengths", "sample_ids" */
+    uint32_t dtype;              /* 1 u8, 2 i8, 3 u16, 4 i16, 5 u32, 6 i32, 7 u64,
+                                    8 i64, 9 f16, 10 bf16, 11 f32, 12 f64 */
+    uint32_t ndim;               /* dimensions in shape */
+    const uint64_t *shape;       /* ndim sizes */
+    uint64_t size;               /* bytes */
+    void *host;                  /* the bytes, in the shared-memory ring */
+    void *device;                /* NULL: no device copies in this version */
+} lf_tensor;
+
+typedef struct lf_batch {
+    uint32_t epoch;
+    uint64_t step;               /* step within the epoch */
+    uint64_t seq;                /* batches delivered to this rank before this one */
+    uint32_t nsamples;
+    uint32_t ntensors;
+    const lf_tensor *tensors;    /* valid until lf_release */
+    uint64_t wait_ns;            /* time lf_next waited for this batch */
+    uint32_t slot;               /* ring slot (for lf_release) */
+} lf_batch;
+
+typedef struct lf_client_options {
+    const char *endpoint;        /* "ipc://PATH", "PATH", or NULL for the default */
+    int rank;                    /* global rank; -1: from RANK / OMPI_COMM_WORLD_RANK /
+                                    PMI_RANK / SLURM_PROCID */
+    int world_size;              /* -1: from WORLD_SIZE / OMPI_COMM_WORLD_SIZE / ... */
+    int local_rank;              /* -1: from LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / ... */
+    int device;                  /* -1: local_rank (kept for the GPU path) */
+    int connect_timeout_ms;      /* how long open waits for the server (0: 10 s) */
+} lf_client_options;
+
+/* Fills *o with defaults read from the environment (see fields). */
+void lf_client_options_default(lf_client_options *o);
+
+typedef struct lf_client lf_client;
+
+/* Connects to the server, announces the rank and maps its ring. Returns 0,
+ * -EINVAL (no rank known), LF_E_TIMEOUT (no server), LF_E_SERVER, ... */
+int lf_client_open(const lf_client_options *o, lf_client **out);
+
+/* Waits up to timeout_ms (-1: forever) for the next batch. Returns 0 and
+ * fills *b, LF_E_END after the last batch, LF_E_TIMEOUT, or an error. Up to
+ * the ring's slot count of batches may be held before releasing. */
+int lf_next(lf_client *c, lf_batch *b, int timeout_ms);
+
+/* Gives the batch's slot back to the server. */
+int lf_release(lf_client *c, const lf_batch *b);
+
+/* Reports the trainer's compute time for the last batch lf_next returned;
+ * the server shows it next to the data-wait the client measured. */
+int lf_report_step(lf_client *c, uint64_t compute_ns);
+
+/* Writes this rank's position (the batch after the last one lf_next
+ * returned) into buf. Returns the byte count (LF_STATE_SIZE) or -ENOBUFS. */
+#define LF_STATE_SIZE 40
+long lf_state_save(const lf_client *c, void *buf, size_t cap);
+
+/* Resumes from a saved state: must be called before the first lf_next.
+ * Returns 0, LF_E_STATE (bad bytes, other rank or plan), LF_E_ORDER. */
+int lf_state_restore(lf_client *c, const void *buf, size_t len);
+
+/* The message of the last LF_E_SERVER / LF_E_PROTOCOL (never NULL). */
+const char *lf_client_error(const lf_client *c);
+
+/* Says goodbye and unmaps the ring. Accepts NULL. */
+void lf_client_close(lf_client *c);
+
+/* A short static description of any code these functions return. */
+const char *lf_strerror(int code);
+
+/* The tensor of b named `name`, or NULL. */
+const lf_tensor *lf_batch_tensor(const lf_batch *b, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

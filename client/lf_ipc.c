@@ -1,0 +1,96 @@
+/*
+ * lf_ipc.c — endpoint paths, the private runtime directory, and descriptor
+ * passing over a Unix socket (see lf_ipc.h).
+ */
+#include "lf_ipc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int lf_ipc_endpoint(const char *given, char *path, size_t cap)
+{
+    int n;
+    if (given && *given) {
+        if (strncmp(given, "ipc://", 6) == 0) given += 6;
+        else if (strstr(given, "://")) return -EINVAL;
+        if (*given == 0) return -EINVAL;
+        n = snprintf(path, cap, "%s", given);
+    } else {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && *xdg == '/')
+            n = snprintf(path, cap, "%s/levelfeed/ctl", xdg);
+        else
+            n = snprintf(path, cap, "/tmp/levelfeed-%u/ctl", (unsigned)getuid());
+    }
+    if (n < 0 || (size_t)n >= cap || n > LF_IPC_PATH_MAX) return -ENAMETOOLONG;
+    return 0;
+}
+
+int lf_ipc_private_dir(const char *path, int create)
+{
+    char dir[LF_IPC_PATH_MAX + 1];
+    if (strlen(path) > LF_IPC_PATH_MAX) return -ENAMETOOLONG;
+    strcpy(dir, path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (create && mkdir(dir, 0700) != 0 && errno != EEXIST) return -errno;
+    struct stat st;
+    if (stat(dir, &st) != 0) return -errno;
+    if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+    if (st.st_uid != getuid() || (st.st_mode & 0077)) return -EPERM;
+    return 0;
+}
+
+int lf_ipc_send_fd(int sock, int fd, const void *data, size_t len)
+{
+    if (len == 0 || len > 256) return -EINVAL;
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {.iov_base = (void *)(uintptr_t)data, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    ssize_t n;
+    do n = sendmsg(sock, &mh, MSG_NOSIGNAL); while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    return (size_t)n == len ? 0 : -EIO;
+}
+
+long lf_ipc_recv_fd(int sock, int *fd, void *data, size_t cap)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } ctl;
+    struct iovec iov = {.iov_base = data, .iov_len = cap};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t n;
+    do n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC); while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    *fd = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+            if (*fd < 0) *fd = got;
+            else close(got);
+        }
+    }
+    if (mh.msg_flags & MSG_CTRUNC) {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return -EBADMSG;
+    }
+    return (long)n;
+}

@@ -1,0 +1,39 @@
+/*
+ * lf_ipc.h — where the control endpoint lives and how the ring's memfd
+ * travels from the server to a client.
+ *
+ * The endpoint is a filesystem path P; ZeroMQ uses "ipc://P", the server
+ * hands out ring memfds on the Unix socket "P.fd" and holds the lock file
+ * "P.lock" (flock) so that a second server on the same endpoint refuses to
+ * start. P's directory is private to the user (mode 0700): the server
+ * creates it, and both sides refuse one that others can enter.
+ */
+#ifndef LF_IPC_H
+#define LF_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LF_IPC_PATH_MAX 100      /* room for ".lock" inside a 108-byte sun_path */
+
+/* Resolves the control endpoint into path (a plain filesystem path):
+ * `given` may be "ipc://P", "P", or NULL/"" for the default
+ * $XDG_RUNTIME_DIR/levelfeed/ctl, else /tmp/levelfeed-$UID/ctl.
+ * Returns 0, or -ENAMETOOLONG, -EINVAL (another transport). */
+int lf_ipc_endpoint(const char *given, char *path, size_t cap);
+
+/* Makes sure the directory holding `path` exists (created 0700 when `create`
+ * is set; parents must exist), belongs to this user and is not open to
+ * group or others. Returns 0 or a negative errno (-EPERM when unsafe). */
+int lf_ipc_private_dir(const char *path, int create);
+
+/* Sends `len` bytes (1..256) with the descriptor fd attached (SCM_RIGHTS).
+ * Returns 0 or a negative errno. */
+int lf_ipc_send_fd(int sock, int fd, const void *data, size_t len);
+
+/* Receives up to `cap` bytes and at most one descriptor (*fd = -1 when none
+ * came; any extra descriptors are closed). Returns the byte count (0 at end
+ * of stream) or a negative errno. */
+long lf_ipc_recv_fd(int sock, int *fd, void *data, size_t cap);
+
+#endif

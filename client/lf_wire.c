@@ -1,0 +1,210 @@
+/*
+ * lf_wire.c — encode and decode control messages (see lf_wire.h).
+ *
+ * A cursor writes or reads little-endian integers and refuses to go past
+ * the end; each message type lists its fields once for encoding and once
+ * for decoding, and the decoder insists that the body is consumed exactly.
+ */
+#include "lf_wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+typedef struct cursor {
+    unsigned char *p;            /* encode: output; NULL when decoding */
+    const unsigned char *in;     /* decode: input */
+    size_t len, pos;
+    int bad;                     /* set when a put/get would overrun */
+} cursor;
+
+static void put_le(cursor *c, uint64_t v, unsigned n)
+{
+    if (c->pos + n > c->len) { c->bad = 1; return; }
+    for (unsigned i = 0; i < n; i++) c->p[c->pos + i] = (unsigned char)(v >> (8 * i));
+    c->pos += n;
+}
+
+static uint64_t get_le(cursor *c, unsigned n)
+{
+    if (c->pos + n > c->len) { c->bad = 1; return 0; }
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++) v |= (uint64_t)c->in[c->pos + i] << (8 * i);
+    c->pos += n;
+    return v;
+}
+
+static void put_bytes(cursor *c, const void *src, size_t n)
+{
+    if (n > c->len - c->pos) { c->bad = 1; return; }
+    if (n) memcpy(c->p + c->pos, src, n);
+    c->pos += n;
+}
+
+static const char *get_bytes(cursor *c, size_t n)
+{
+    if (n > c->len - c->pos) { c->bad = 1; return NULL; }
+    const char *s = (const char *)(c->in + c->pos);
+    c->pos += n;
+    return s;
+}
+
+static const char *const type_names[] = {
+    [LF_MSG_HELLO] = "HELLO",     [LF_MSG_WELCOME] = "WELCOME",
+    [LF_MSG_START] = "START",     [LF_MSG_READY] = "READY",
+    [LF_MSG_RELEASE] = "RELEASE", [LF_MSG_STEP] = "STEP",
+    [LF_MSG_END] = "END",         [LF_MSG_BYE] = "BYE",
+    [LF_MSG_HEARTBEAT] = "HEARTBEAT", [LF_MSG_ERROR] = "ERROR",
+    [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
+};
+
+const char *lf_wire_type_name(unsigned type)
+{
+    if (type == 0 || type >= sizeof type_names / sizeof type_names[0]) return "?";
+    return type_names[type];
+}
+
+int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
+{
+    cursor c = {.p = buf, .len = cap < LF_WIRE_MAX ? cap : LF_WIRE_MAX};
+    put_le(&c, LF_WIRE_MAGIC, 4);
+    put_le(&c, LF_WIRE_VERSION, 2);
+    put_le(&c, m->type, 2);
+    switch (m->type) {
+    case LF_MSG_HELLO:
+        put_le(&c, m->u.hello.rank, 4);
+        put_le(&c, m->u.hello.world_size, 4);
+        put_le(&c, m->u.hello.pid, 4);
+        break;
+    case LF_MSG_WELCOME: {
+        size_t n = strnlen(m->u.welcome.fd_path, LF_WIRE_PATH_MAX);
+        if (n == 0 || n == LF_WIRE_PATH_MAX) return -EINVAL;
+        put_le(&c, m->u.welcome.rank, 4);
+        put_le(&c, m->u.welcome.nslots, 4);
+        put_le(&c, m->u.welcome.slot_size, 8);
+        put_le(&c, m->u.welcome.segment_size, 8);
+        put_le(&c, m->u.welcome.token, 8);
+        put_le(&c, m->u.welcome.heartbeat_ms, 4);
+        put_le(&c, m->u.welcome.server_pid, 4);
+        put_le(&c, m->u.welcome.plan_id, 8);
+        put_le(&c, n, 2);
+        put_bytes(&c, m->u.welcome.fd_path, n);
+        break;
+    }
+    case LF_MSG_START:
+        put_le(&c, m->u.start.epoch, 4);
+        put_le(&c, m->u.start.step, 8);
+        put_le(&c, m->u.start.plan_id, 8);
+        break;
+    case LF_MSG_READY:
+        put_le(&c, m->u.ready.slot, 4);
+        put_le(&c, m->u.ready.epoch, 4);
+        put_le(&c, m->u.ready.step, 8);
+        put_le(&c, m->u.ready.seq, 8);
+        break;
+    case LF_MSG_RELEASE:
+        put_le(&c, m->u.release.slot, 4);
+        put_le(&c, m->u.release.seq, 8);
+        break;
+    case LF_MSG_STEP:
+        put_le(&c, m->u.step.epoch, 4);
+        put_le(&c, m->u.step.step, 8);
+        put_le(&c, m->u.step.compute_ns, 8);
+        put_le(&c, m->u.step.wait_ns, 8);
+        break;
+    case LF_MSG_HEARTBEAT:
+        put_le(&c, m->u.heartbeat_ns, 8);
+        break;
+    case LF_MSG_ERROR:
+    case LF_MSG_STATS:
+        if (m->u.text.len > LF_WIRE_TEXT_MAX) return -EINVAL;
+        put_le(&c, (uint32_t)m->u.text.code, 4);
+        put_le(&c, m->u.text.len, 4);
+        put_bytes(&c, m->u.text.text, m->u.text.len);
+        break;
+    case LF_MSG_END:
+    case LF_MSG_BYE:
+    case LF_MSG_STATS_REQ:
+        break;
+    default:
+        return -EINVAL;
+    }
+    return c.bad ? -ENOBUFS : (int)c.pos;
+}
+
+static void decode_welcome(cursor *c, lf_msg_welcome *w)
+{
+    w->rank = (uint32_t)get_le(c, 4);
+    w->nslots = (uint32_t)get_le(c, 4);
+    w->slot_size = get_le(c, 8);
+    w->segment_size = get_le(c, 8);
+    w->token = get_le(c, 8);
+    w->heartbeat_ms = (uint32_t)get_le(c, 4);
+    w->server_pid = (uint32_t)get_le(c, 4);
+    w->plan_id = get_le(c, 8);
+    size_t n = (size_t)get_le(c, 2);
+    const char *s = get_bytes(c, n);
+    /* The path must be non-empty, fit with its NUL and hold no NUL inside. */
+    if (!s || n == 0 || n >= LF_WIRE_PATH_MAX || memchr(s, 0, n)) { c->bad = 1; return; }
+    memcpy(w->fd_path, s, n);
+    w->fd_path[n] = 0;
+}
+
+int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
+{
+    if (len > LF_WIRE_MAX) return -EMSGSIZE;
+    cursor c = {.in = buf, .len = len};
+    lf_msg m;
+    memset(&m, 0, sizeof m);
+    if (get_le(&c, 4) != LF_WIRE_MAGIC || get_le(&c, 2) != LF_WIRE_VERSION) return -EPROTO;
+    m.type = (uint16_t)get_le(&c, 2);
+    switch (m.type) {
+    case LF_MSG_HELLO:
+        m.u.hello.rank = (uint32_t)get_le(&c, 4);
+        m.u.hello.world_size = (uint32_t)get_le(&c, 4);
+        m.u.hello.pid = (uint32_t)get_le(&c, 4);
+        break;
+    case LF_MSG_WELCOME:
+        decode_welcome(&c, &m.u.welcome);
+        break;
+    case LF_MSG_START:
+        m.u.start.epoch = (uint32_t)get_le(&c, 4);
+        m.u.start.step = get_le(&c, 8);
+        m.u.start.plan_id = get_le(&c, 8);
+        break;
+    case LF_MSG_READY:
+        m.u.ready.slot = (uint32_t)get_le(&c, 4);
+        m.u.ready.epoch = (uint32_t)get_le(&c, 4);
+        m.u.ready.step = get_le(&c, 8);
+        m.u.ready.seq = get_le(&c, 8);
+        break;
+    case LF_MSG_RELEASE:
+        m.u.release.slot = (uint32_t)get_le(&c, 4);
+        m.u.release.seq = get_le(&c, 8);
+        break;
+    case LF_MSG_STEP:
+        m.u.step.epoch = (uint32_t)get_le(&c, 4);
+        m.u.step.step = get_le(&c, 8);
+        m.u.step.compute_ns = get_le(&c, 8);
+        m.u.step.wait_ns = get_le(&c, 8);
+        break;
+    case LF_MSG_HEARTBEAT:
+        m.u.heartbeat_ns = get_le(&c, 8);
+        break;
+    case LF_MSG_ERROR:
+    case LF_MSG_STATS:
+        m.u.text.code = (int32_t)(uint32_t)get_le(&c, 4);
+        m.u.text.len = (uint32_t)get_le(&c, 4);
+        if (m.u.text.len > LF_WIRE_TEXT_MAX) return -EPROTO;
+        m.u.text.text = get_bytes(&c, m.u.text.len);
+        break;
+    case LF_MSG_END:
+    case LF_MSG_BYE:
+    case LF_MSG_STATS_REQ:
+        break;
+    default:
+        return -EPROTO;
+    }
+    if (c.bad || c.pos != len) return -EPROTO;
+    *out = m;
+    return 0;
+}

@@ -1,0 +1,132 @@
+/*
+ * lf_wire.h — the control protocol between lf-server and liblevelfeed.
+ *
+ * Both sides use this one definition. Messages travel as single ZeroMQ
+ * frames (ROUTER on the server, DEALER in each client) and are small,
+ * versioned, little-endian records:
+ *
+ *   u32 magic 'LFW1' | u16 version | u16 type | type-specific body
+ *
+ * Every field is written and read byte by byte (no struct casts), so the
+ * layout does not depend on the compiler. lf_wire_decode checks the magic,
+ * the version, the exact body length of each type, every enum and every
+ * length before it fills the caller's struct: a peer can send any bytes and
+ * get at most an error back.
+ *
+ * The conversation:
+ *   client                                   server
+ *   HELLO(rank, world, pid)        ───────►
+ *                                  ◄───────  WELCOME(slots, sizes, token, fd socket)
+ *   (connects to the fd socket, sends the token, receives the ring's memfd)
+ *   START(epoch, step)             ───────►  (once every local rank started)
+ *                                  ◄───────  READY(slot, epoch, step, seq) ...
+ *   RELEASE(slot, seq)             ───────►
+ *   STEP(epoch, step, compute, wait) ─────►
+ *                                  ◄───────  END (all epochs delivered)
+ *   BYE                            ───────►
+ *   HEARTBEAT either way when idle; ERROR(code, text) from the server.
+ *   STATS_REQ from anyone (lf-stat) ─────►  ◄─── STATS(JSON text)
+ */
+#ifndef LF_WIRE_H
+#define LF_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
+#define LF_WIRE_VERSION 1
+#define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
+#define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
+#define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
+
+typedef enum lf_wire_type {
+    LF_MSG_HELLO = 1,
+    LF_MSG_WELCOME = 2,
+    LF_MSG_START = 3,
+    LF_MSG_READY = 4,
+    LF_MSG_RELEASE = 5,
+    LF_MSG_STEP = 6,
+    LF_MSG_END = 7,
+    LF_MSG_BYE = 8,
+    LF_MSG_HEARTBEAT = 9,
+    LF_MSG_ERROR = 10,
+    LF_MSG_STATS_REQ = 11,
+    LF_MSG_STATS = 12,
+} lf_wire_type;
+
+typedef struct lf_msg_hello {
+    uint32_t rank;               /* global rank of the client */
+    uint32_t world_size;         /* as the client sees it; the server checks it */
+    uint32_t pid;                /* client process id, for logs and stats */
+} lf_msg_hello;
+
+typedef struct lf_msg_welcome {
+    uint32_t rank;
+    uint32_t nslots;             /* slots in the ring */
+    uint64_t slot_size;          /* bytes per slot */
+    uint64_t segment_size;       /* bytes of the whole segment */
+    uint64_t token;              /* one-time secret to present on the fd socket */
+    uint32_t heartbeat_ms;       /* both sides send a heartbeat this often when idle */
+    uint32_t server_pid;
+    uint64_t plan_id;            /* hash of dataset + plan parameters; in saved states */
+    char fd_path[LF_WIRE_PATH_MAX]; /* Unix socket that hands out the memfd */
+} lf_msg_welcome;
+
+typedef struct lf_msg_position {  /* START */
+    uint32_t epoch;
+    uint64_t step;               /* step within the epoch (may equal the epoch's length) */
+    uint64_t plan_id;            /* from a restored state, or 0 for a fresh start */
+} lf_msg_position;
+
+typedef struct lf_msg_ready {
+    uint32_t slot;
+    uint32_t epoch;
+    uint64_t step;
+    uint64_t seq;                /* per-rank batch sequence number, from 0 */
+} lf_msg_ready;
+
+typedef struct lf_msg_release {
+    uint32_t slot;
+    uint64_t seq;
+} lf_msg_release;
+
+typedef struct lf_msg_step {
+    uint32_t epoch;
+    uint64_t step;
+    uint64_t compute_ns;         /* trainer's compute time, reported by the trainer */
+    uint64_t wait_ns;            /* time the client waited in lf_next for this batch */
+} lf_msg_step;
+
+typedef struct lf_msg_text {      /* ERROR and STATS */
+    int32_t code;                /* ERROR: a negative lf_status; STATS: 0 */
+    uint32_t len;                /* bytes in text, <= LF_WIRE_TEXT_MAX */
+    const char *text;            /* points into the decoded buffer; not NUL-terminated */
+} lf_msg_text;
+
+typedef struct lf_msg {
+    uint16_t type;               /* lf_wire_type */
+    union {
+        lf_msg_hello hello;
+        lf_msg_welcome welcome;
+        lf_msg_position start;
+        lf_msg_ready ready;
+        lf_msg_release release;
+        lf_msg_step step;
+        lf_msg_text text;
+        uint64_t heartbeat_ns;   /* HEARTBEAT: sender's monotonic clock */
+    } u;
+} lf_msg;
+
+/* Encodes msg into buf. Returns the byte count, or -EINVAL for an unknown
+ * type or an out-of-range field, -ENOBUFS when cap is too small. */
+int lf_wire_encode(const lf_msg *msg, void *buf, size_t cap);
+
+/* Decodes len bytes. Returns 0, or -EPROTO for bad magic/version/length/
+ * type/field, -EMSGSIZE for len > LF_WIRE_MAX. Text fields of *msg point
+ * into buf, which must outlive their use. *msg is untouched on failure. */
+int lf_wire_decode(const void *buf, size_t len, lf_msg *msg);
+
+/* "HELLO", "READY", ...; "?" for an unknown type. */
+const char *lf_wire_type_name(unsigned type);
+
+#endif

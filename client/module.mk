@@ -1,0 +1,22 @@
+# liblevelfeed: the client library (static and shared) and the example rank
+# loop. The shared library carries the layout decoder from transforms/ and
+# exports only levelfeed.h's functions (levelfeed.map).
+client_SRCS := client/client.c client/lf_wire.c client/lf_ring.c client/lf_ipc.c
+client_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(client_SRCS))
+$(eval $(call static_lib,levelfeed,$(client_SRCS)))
+
+LF_VERSION := 0.1.0
+
+$(B)/lib/liblevelfeed.so: $(client_OBJS) $(B)/lib/liblf_tf.a client/levelfeed.map
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,liblevelfeed.so.1 \
+	  -Wl,--version-script=client/levelfeed.map -Wl,--no-undefined \
+	  -o $@ $(client_OBJS) $(B)/lib/liblf_tf.a -lzmq
+
+$(B)/lib/pkgconfig/levelfeed.pc: client/levelfeed.pc.in
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LF_VERSION)|' $< > $@
+
+PROGRAMS += $(B)/lib/liblevelfeed.so $(B)/lib/pkgconfig/levelfeed.pc
+
+$(eval $(call program,lf-rank-loop,examples/rank_loop.c))

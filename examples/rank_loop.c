@@ -1,0 +1,289 @@
+/*
+ * rank_loop.c — the loop of one training rank, in its shortest form, plus
+ * what the end-to-end tests need to check a run:
+ *
+ *   lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]
+ *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
+ *                [--restore FILE] [--compute-us N] [--timeout-ms N]
+ *
+ * Each batch becomes a line "epoch step rank n id,id,..." in --out (the
+ * format of `lf-server --print-plan`). --verify re-reads every sample
+ * straight from the shards (its own read, checksum and decompression) and
+ * compares it with the tensor bytes. At the end it prints a digest of every
+ * tensor byte it received, so two runs can be compared byte for byte.
+ */
+#include "levelfeed.h"
+#include "lf_shard.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+typedef struct verifier {
+    lf_dataset *ds;
+    lf_block_decoder *dec;
+    unsigned char *stored, *raw;
+    uint64_t block;              /* block in raw, UINT64_MAX: none */
+    int64_t pad_id;
+} verifier;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int verifier_open(verifier *v, const char *dir, int64_t pad_id)
+{
+    lf_shard_error err;
+    if (lf_dataset_open(dir, &v->ds, &err) < 0) {
+        fprintf(stderr, "rank-loop: %s\n", err.msg);
+        return -1;
+    }
+    v->stored = malloc(lf_dataset_max_block_stored(v->ds) + 1);
+    v->raw = malloc(lf_dataset_max_block_raw(v->ds) + 1);
+    v->block = UINT64_MAX;
+    v->pad_id = pad_id;
+    if (!v->stored || !v->raw || lf_block_decoder_create(&v->dec) < 0) return -1;
+    return 0;
+}
+
+/* The stored tokens of `sample`, read and decoded independently. */
+static int sample_tokens(verifier *v, uint64_t sample, lf_field_view *out, size_t *elem)
+{
+    lf_shard_error err;
+    uint64_t b = lf_dataset_sample_block(v->ds, sample);
+    const lf_block_info *bi = lf_dataset_block(v->ds, b);
+    if (!bi) return -1;
+    if (b != v->block) {
+        long n = lf_dataset_read_block(v->ds, b, v->stored, bi->stored_size, &err);
+        if (n >= 0) n = lf_block_decode(v->dec, v->ds, b, v->stored, (size_t)n, v->raw,
+                                        bi->raw_size, &err);
+        if (n < 0) { fprintf(stderr, "rank-loop: %s\n", err.msg); return -1; }
+        v->block = b;
+    }
+    lf_field_view views[LF_MAX_FIELDS];
+    if (lf_sample_fields(v->ds, sample, v->raw, bi->raw_size, views, &err) < 0) return -1;
+    const lf_schema *sc = lf_dataset_schema(v->ds);
+    *out = views[sc->cost_field];
+    *elem = lf_field_elem_size(&sc->fields[sc->cost_field]);
+    return 0;
+}
+
+static int64_t tensor_at(const lf_tensor *t, uint64_t i)
+{
+    if (t->dtype == 6) { int32_t x; memcpy(&x, (char *)t->host + 4 * i, 4); return x; }
+    int64_t x;
+    memcpy(&x, (char *)t->host + 8 * i, 8);
+    return x;
+}
+
+static uint64_t stored_at(const lf_field_view *f, size_t elem, uint32_t i)
+{
+    if (elem == 2) { uint16_t x; memcpy(&x, (const char *)f->data + 2 * i, 2); return x; }
+    uint32_t x;
+    memcpy(&x, (const char *)f->data + 4 * (size_t)i, 4);
+    return x;
+}
+
+/* Compares cells [at, at+count) of tokens with the sample's stored tokens. */
+static int match(verifier *v, const lf_tensor *tok, uint64_t at, uint64_t sample)
+{
+    lf_field_view f;
+    size_t elem;
+    if (sample_tokens(v, sample, &f, &elem) < 0) return -1;
+    for (uint32_t i = 0; i < f.count; i++)
+        if ((uint64_t)tensor_at(tok, at + i) != stored_at(&f, elem, i)) return -1;
+    return (int)f.count;
+}
+
+static int check_pads(const verifier *v, const lf_tensor *tok, uint64_t from, uint64_t to)
+{
+    for (uint64_t k = from; k < to; k++)
+        if (tensor_at(tok, k) != v->pad_id) return -1;
+    return 0;
+}
+
+static int verify_pad(verifier *v, const lf_batch *b, const uint64_t *ids)
+{
+    const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *len = lf_batch_tensor(b, "lengths");
+    if (!tok || !len || tok->ndim != 2 || tok->shape[0] != b->nsamples) return -1;
+    uint64_t row_len = tok->shape[1];
+    for (uint32_t i = 0; i < b->nsamples; i++) {
+        int n = match(v, tok, i * row_len, ids[i]);
+        if (n < 0 || tensor_at(len, i) != n) return -1;
+        if (check_pads(v, tok, i * row_len + (uint64_t)n, (i + 1) * row_len)) return -1;
+    }
+    return 0;
+}
+
+/* Pack: cu_seqlens cuts the flattened rows into segments; a segment is the
+ * next sample (same tokens) or a row's padding (pad ids up to the row end). */
+static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
+{
+    const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *cu = lf_batch_tensor(b, "cu_seqlens");
+    if (!tok || !cu || tok->ndim != 2) return -1;
+    uint64_t seq_len = tok->shape[1], cells = tok->shape[0] * seq_len, ncu = cu->shape[0];
+    uint32_t k = 0;
+    for (uint64_t s = 0; s + 1 < ncu; s++) {
+        uint64_t a = (uint64_t)tensor_at(cu, s), e = (uint64_t)tensor_at(cu, s + 1);
+        if (e < a || e > cells) return -1;
+        if (a == e) continue;
+        lf_field_view f;
+        size_t elem;
+        while (k < b->nsamples && sample_tokens(v, ids[k], &f, &elem) == 0 && f.count == 0) k++;
+        if (k < b->nsamples && match(v, tok, a, ids[k]) == (int)(e - a)) { k++; continue; }
+        if (e % seq_len != 0 || check_pads(v, tok, a, e)) return -1;
+    }
+    return k == b->nsamples ? 0 : -1;
+}
+
+static void digest_batch(XXH3_state_t *h, const lf_batch *b)
+{
+    for (uint32_t i = 0; i < b->ntensors; i++) {
+        const lf_tensor *t = &b->tensors[i];
+        XXH3_64bits_update(h, t->name, strlen(t->name));
+        XXH3_64bits_update(h, t->shape, t->ndim * sizeof *t->shape);
+        XXH3_64bits_update(h, t->host, t->size);
+    }
+}
+
+static void print_batch(FILE *f, const lf_batch *b, int rank, const uint64_t *ids)
+{
+    fprintf(f, "%u %" PRIu64 " %d %u", b->epoch, b->step, rank, b->nsamples);
+    for (uint32_t i = 0; i < b->nsamples; i++) fprintf(f, "%c%" PRIu64, i ? ',' : ' ', ids[i]);
+    fputc('\n', f);
+}
+
+static int write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(p, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static long read_file(const char *path, void *p, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(p, 1, cap, f);
+    fclose(f);
+    return (long)n;
+}
+
+typedef struct args {
+    lf_client_options o;
+    const char *out, *verify, *save, *restore;
+    long max_batches, compute_us;
+    int timeout_ms;
+    int64_t pad_id;
+} args;
+
+static int parse(int argc, char **argv, args *a)
+{
+    static const struct option opts[] = {
+        {"endpoint", 1, 0, 'e'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'},
+        {"out", 1, 0, 'o'}, {"verify", 1, 0, 'v'}, {"pad-id", 1, 0, 'p'},
+        {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
+        {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {0, 0, 0, 0}};
+    lf_client_options_default(&a->o);
+    a->max_batches = -1;
+    a->timeout_ms = 30000;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'e': a->o.endpoint = optarg; break;
+        case 'r': a->o.rank = atoi(optarg); break;
+        case 'w': a->o.world_size = atoi(optarg); break;
+        case 'o': a->out = optarg; break;
+        case 'v': a->verify = optarg; break;
+        case 'p': a->pad_id = strtoll(optarg, NULL, 10); break;
+        case 'm': a->max_batches = atol(optarg); break;
+        case 's': a->save = optarg; break;
+        case 'R': a->restore = optarg; break;
+        case 'c': a->compute_us = atol(optarg); break;
+        case 't': a->timeout_ms = atoi(optarg); break;
+        default: return -1;
+        }
+    }
+    return a->o.rank < 0 ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    args a = {0};
+    if (parse(argc, argv, &a) != 0) {
+        fprintf(stderr, "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]\n"
+                        "  [--verify DATASET] [--pad-id N] [--max-batches K --save FILE]\n"
+                        "  [--restore FILE] [--compute-us N] [--timeout-ms N]\n");
+        return 2;
+    }
+    verifier v = {0};
+    if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
+    FILE *out = a.out ? fopen(a.out, "w") : NULL;
+    lf_client *c;
+    int rc = lf_client_open(&a.o, &c);
+    if (rc < 0) {
+        fprintf(stderr, "rank-loop %d: open: %s\n", a.o.rank, lf_strerror(rc));
+        return 1;
+    }
+    if (a.restore) {
+        unsigned char st[LF_STATE_SIZE];
+        long n = read_file(a.restore, st, sizeof st);
+        rc = n < 0 ? -errno : lf_state_restore(c, st, (size_t)n);
+    }
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    long batches = 0, samples = 0, bad = 0;
+    lf_batch b;
+    while (rc == 0 && batches != a.max_batches && (rc = lf_next(c, &b, a.timeout_ms)) == 0) {
+        uint64_t t0 = now_ns();
+        const lf_tensor *ids_t = lf_batch_tensor(&b, "sample_ids");
+        const uint64_t *ids = ids_t ? ids_t->host : NULL;
+        if (!ids || ids_t->shape[0] != b.nsamples) bad++;
+        else {
+            if (out) print_batch(out, &b, a.o.rank, ids);
+            int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
+            if (a.verify && (pack ? verify_pack(&v, &b, ids) : verify_pad(&v, &b, ids)) < 0) {
+                fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes differ "
+                        "from the shards\n", a.o.rank, b.epoch, b.step);
+                bad++;
+            }
+        }
+        digest_batch(&h, &b);
+        batches++;
+        samples += b.nsamples;
+        if (a.compute_us > 0) {
+            struct timespec ts = {a.compute_us / 1000000, (a.compute_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
+        lf_release(c, &b);
+        lf_report_step(c, now_ns() - t0);
+    }
+    if (rc == LF_E_END || batches == a.max_batches) rc = 0;
+    if (rc < 0)
+        fprintf(stderr, "rank-loop %d: %s (%s)\n", a.o.rank, lf_strerror(rc), lf_client_error(c));
+    if (rc == 0 && a.save) {
+        unsigned char st[LF_STATE_SIZE];
+        long n = lf_state_save(c, st, sizeof st);
+        if (n < 0 || write_file(a.save, st, (size_t)n) < 0) rc = -EIO;
+    }
+    lf_client_close(c);
+    if (out) fclose(out);
+    printf("rank %d: %ld batches, %ld samples, digest %016llx%s\n", a.o.rank, batches, samples,
+           (unsigned long long)XXH3_64bits_digest(&h), bad ? ", MISMATCHES" : "");
+    lf_block_decoder_free(v.dec);
+    free(v.stored);
+    free(v.raw);
+    lf_dataset_close(v.ds);
+    return rc == 0 && bad == 0 ? 0 : 1;
+}

@@ -1,0 +1,585 @@
+/*
+ * control.c — lf-server's control thread: the ZeroMQ ROUTER, the Unix
+ * socket that hands each rank its ring memfd, and the sessions.
+ *
+ * A rank's session goes: HELLO -> WELCOME(token) -> the client connects to
+ * the fd socket and presents the token -> it gets the memfd and keeps that
+ * connection open -> START -> READY/RELEASE ... -> END -> BYE. The kept
+ * connection is the liveness signal: when it closes (a BYE, a crash, a
+ * kill -9) the rank is gone, its queued jobs are dropped and its slots stop
+ * counting, and the other ranks go on. Anything a client sends is checked
+ * (slot range, ownership, sequence) and answered with ERROR when wrong; it
+ * never reaches the pipeline's memory.
+ *
+ * Why memfd + SCM_RIGHTS instead of shm_open: a named segment exists in
+ * /dev/shm between its creation and its unlink, and a kill -9 of the server
+ * in that window leaves it behind. A memfd has no name; it lives exactly as
+ * long as some process holds it, so no crash of either side can leak one.
+ */
+#include "srv.h"
+
+#include "lf_ipc.h"
+#include "lf_ring.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAX_PENDING 32           /* fd-socket connections not yet identified */
+#define ID_MAX 256
+
+typedef struct session {
+    unsigned char id[ID_MAX];    /* ZeroMQ routing id; idlen 0: no client yet */
+    size_t idlen;
+    uint64_t token;
+    int fdconn;                  /* kept fd-socket connection; -1 none */
+    uint32_t pid;
+    uint8_t *held;               /* per slot: handed out by READY */
+    uint64_t *held_seq;
+} session;
+
+typedef struct control {
+    srv *s;
+    void *zctx, *router;
+    int lockfd, listenfd, sigfd;
+    char path[LF_IPC_PATH_MAX + 1], fd_path[LF_IPC_PATH_MAX + 8];
+    int pending[MAX_PENDING];
+    uint32_t npending;
+    session sess[SRV_MAX_RANKS];
+    uint64_t last_hb_ns, start_ns;
+    int stop_signal;
+} control;
+
+/* ---- sending ------------------------------------------------------------ */
+
+static int send_to(control *c, const unsigned char *id, size_t idlen, const lf_msg *m)
+{
+    static unsigned char buf[LF_WIRE_MAX]; /* control thread only */
+    int n = lf_wire_encode(m, buf, sizeof buf);
+    if (n < 0) return n;
+    if (zmq_send(c->router, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -zmq_errno();
+    if (zmq_send(c->router, buf, (size_t)n, ZMQ_DONTWAIT) < 0) return -zmq_errno();
+    return 0;
+}
+
+static void send_error(control *c, const unsigned char *id, size_t idlen, int code,
+                       const char *text)
+{
+    lf_msg m = {.type = LF_MSG_ERROR,
+                .u.text = {.code = code, .len = (uint32_t)strlen(text), .text = text}};
+    send_to(c, id, idlen, &m);
+}
+
+static int live(const control *c, uint32_t li)
+{
+    return c->sess[li].idlen > 0 && !c->s->ranks[li].gone;
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+static int find_session(const control *c, const unsigned char *id, size_t idlen)
+{
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
+        if (c->sess[li].idlen == idlen && memcmp(c->sess[li].id, id, idlen) == 0) return (int)li;
+    return -1;
+}
+
+static int local_index(const srv *s, uint32_t rank)
+{
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
+        if (s->cfg.local[li] == rank) return (int)li;
+    return -1;
+}
+
+static void rank_gone(control *c, uint32_t li)
+{
+    srv *s = c->s;
+    session *ss = &c->sess[li];
+    if (ss->fdconn >= 0) close(ss->fdconn);
+    ss->fdconn = -1;
+    pthread_mutex_lock(&s->mu);
+    if (!s->ranks[li].gone) srv_rank_gone(s, li);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf_msg_hello *h)
+{
+    srv *s = c->s;
+    char text[160];
+    int li = local_index(s, h->rank);
+    if (li < 0) {
+        snprintf(text, sizeof text, "rank %u is not served by this server", h->rank);
+        send_error(c, id, idlen, -EINVAL, text);
+        return;
+    }
+    if (h->world_size != 0 && h->world_size != s->cfg.world) {
+        snprintf(text, sizeof text, "world size %u, server plans for %u", h->world_size,
+                 s->cfg.world);
+        send_error(c, id, idlen, -EINVAL, text);
+        return;
+    }
+    session *ss = &c->sess[li];
+    int same = ss->idlen == idlen && memcmp(ss->id, id, idlen) == 0;
+    if ((ss->idlen > 0 && !same) || s->ranks[li].gone) {
+        snprintf(text, sizeof text, "rank %u already has a client", h->rank);
+        send_error(c, id, idlen, -EBUSY, text);
+        return;
+    }
+    if (idlen > ID_MAX || getrandom(&ss->token, sizeof ss->token, 0) != sizeof ss->token) {
+        send_error(c, id, idlen, -EIO, "cannot set up the session");
+        return;
+    }
+    memcpy(ss->id, id, idlen);
+    ss->idlen = idlen;
+    ss->pid = h->pid;
+    lf_msg w = {.type = LF_MSG_WELCOME};
+    w.u.welcome = (lf_msg_welcome){
+        .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
+        .segment_size = s->ranks[li].seg_size, .token = ss->token,
+        .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
+        .plan_id = s->plan_id};
+    snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->fd_path);
+    send_to(c, id, idlen, &w);
+}
+
+/* Every local rank has sent START: they must agree on where to begin. */
+static void maybe_start_all(control *c)
+{
+    srv *s = c->s;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
+        if (!s->ranks[li].started) return;
+    const srv_rank *r0 = &s->ranks[0];
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        const srv_rank *r = &s->ranks[li];
+        if (r->start_epoch != r0->start_epoch || r->start_step != r0->start_step ||
+            r->start_plan != r0->start_plan) {
+            srv_fail(s, "ranks %u and %u start at different positions (%u:%" PRIu64
+                     " vs %u:%" PRIu64 ")", r0->rank, r->rank, r0->start_epoch,
+                     r0->start_step, r->start_epoch, r->start_step);
+            return;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    s->start_epoch = r0->start_epoch;
+    s->start_step = r0->start_step;
+    s->all_started = 1;
+    pthread_cond_broadcast(&s->cv_plan);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
+                     const lf_msg_position *p)
+{
+    srv *s = c->s;
+    srv_rank *r = &s->ranks[li];
+    if (c->sess[li].fdconn < 0 || r->started) {
+        send_error(c, id, idlen, -EPROTO, "START before the ring was mapped, or twice");
+        return;
+    }
+    if (p->plan_id != 0 && p->plan_id != s->plan_id) {
+        send_error(c, id, idlen, -EINVAL, "saved state belongs to another plan");
+        rank_gone(c, (uint32_t)li);
+        return;
+    }
+    r->started = 1;
+    r->start_epoch = p->epoch;
+    r->start_step = p->step;
+    r->start_plan = p->plan_id;
+    maybe_start_all(c);
+}
+
+static void on_release(control *c, int li, const unsigned char *id, size_t idlen,
+                       const lf_msg_release *m)
+{
+    srv *s = c->s;
+    session *ss = &c->sess[li];
+    if (m->slot >= s->cfg.slots || !ss->held[m->slot] || ss->held_seq[m->slot] != m->seq) {
+        send_error(c, id, idlen, -EINVAL, "RELEASE of a slot this client does not hold");
+        return;
+    }
+    ss->held[m->slot] = 0;
+    pthread_mutex_lock(&s->mu);
+    srv_free_slot(s, (uint32_t)li, m->slot);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_step(control *c, int li, const lf_msg_step *m)
+{
+    srv_rank_metrics *rm = &c->s->ranks[li].m;
+    pthread_mutex_lock(&c->s->mu);
+    rm->wait_ns += m->wait_ns;
+    rm->compute_ns += m->compute_ns;
+    rm->steps_reported++;
+    pthread_mutex_unlock(&c->s->mu);
+}
+
+static char *stats_json(control *c);
+
+static void on_message(control *c, const unsigned char *id, size_t idlen,
+                       const unsigned char *buf, size_t len)
+{
+    lf_msg m;
+    if (lf_wire_decode(buf, len, &m) != 0) {
+        send_error(c, id, idlen, -EPROTO, "undecodable message");
+        return;
+    }
+    if (m.type == LF_MSG_HELLO) { on_hello(c, id, idlen, &m.u.hello); return; }
+    if (m.type == LF_MSG_STATS_REQ) {
+        char *text = stats_json(c);
+        if (!text) return;
+        lf_msg r = {.type = LF_MSG_STATS,
+                    .u.text = {.code = 0, .len = (uint32_t)strlen(text), .text = text}};
+        if (r.u.text.len <= LF_WIRE_TEXT_MAX) send_to(c, id, idlen, &r);
+        free(text);
+        return;
+    }
+    int li = find_session(c, id, idlen);
+    if (li < 0 || c->s->ranks[li].gone) {
+        send_error(c, id, idlen, -EPROTO, "no session: send HELLO first");
+        return;
+    }
+    switch (m.type) {
+    case LF_MSG_START: on_start(c, li, id, idlen, &m.u.start); break;
+    case LF_MSG_RELEASE: on_release(c, li, id, idlen, &m.u.release); break;
+    case LF_MSG_STEP: on_step(c, li, &m.u.step); break;
+    case LF_MSG_BYE: rank_gone(c, (uint32_t)li); break;
+    case LF_MSG_HEARTBEAT: break;
+    default: send_error(c, id, idlen, -EPROTO, "unexpected message type");
+    }
+}
+
+static void recv_router(control *c)
+{
+    for (;;) {
+        unsigned char id[ID_MAX], buf[LF_WIRE_MAX];
+        int idn = zmq_recv(c->router, id, sizeof id, ZMQ_DONTWAIT);
+        if (idn < 0) return;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml);
+        if (!more) continue;
+        int n = zmq_recv(c->router, buf, sizeof buf, 0);
+        /* Drain any further frames: a well-formed peer sends exactly one. */
+        int extra = 0;
+        for (zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml); more;
+             zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml)) {
+            unsigned char sink[64];
+            zmq_recv(c->router, sink, sizeof sink, 0);
+            extra = 1;
+        }
+        if (n < 0 || idn > ID_MAX) continue;
+        if (extra || (size_t)n > sizeof buf) {
+            send_error(c, id, (size_t)idn, -EMSGSIZE, "message too large or multi-part");
+            continue;
+        }
+        on_message(c, id, (size_t)idn, buf, (size_t)n);
+    }
+}
+
+/* ---- the fd socket ------------------------------------------------------ */
+
+static void accept_fd_conn(control *c)
+{
+    int fd = accept4(c->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != getuid() ||
+        c->npending == MAX_PENDING) {
+        close(fd);
+        return;
+    }
+    c->pending[c->npending++] = fd;
+}
+
+/* A pending connection sent its token: hand over the memfd, keep the link. */
+static void identify_fd_conn(control *c, uint32_t pi)
+{
+    srv *s = c->s;
+    int fd = c->pending[pi];
+    c->pending[pi] = c->pending[--c->npending];
+    unsigned char msg[12];
+    ssize_t n = recv(fd, msg, sizeof msg, MSG_DONTWAIT);
+    uint64_t token;
+    uint32_t rank;
+    memcpy(&token, msg, 8);
+    memcpy(&rank, msg + 8, 4);
+    int li = n == (ssize_t)sizeof msg ? local_index(s, rank) : -1;
+    if (li < 0 || c->sess[li].idlen == 0 || c->sess[li].token != token ||
+        c->sess[li].fdconn >= 0 || s->ranks[li].gone ||
+        lf_ipc_send_fd(fd, s->ranks[li].memfd, "OK\n", 4) != 0) {
+        close(fd);
+        return;
+    }
+    c->sess[li].token = 0; /* one use */
+    c->sess[li].fdconn = fd;
+}
+
+static int open_fd_socket(control *c)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->fd_path);
+    c->listenfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c->listenfd < 0) return -errno;
+    unlink(c->fd_path); /* stale from a dead server: we hold the lock now */
+    if (bind(c->listenfd, (struct sockaddr *)&sa, sizeof sa) != 0) return -errno;
+    if (chmod(c->fd_path, 0600) != 0) return -errno;
+    if (listen(c->listenfd, 64) != 0) return -errno;
+    return 0;
+}
+
+/* ---- announcing finished jobs ------------------------------------------- */
+
+static void announce_rank(control *c, uint32_t li)
+{
+    srv *s = c->s;
+    srv_rank *r = &s->ranks[li];
+    session *ss = &c->sess[li];
+    while (r->jobs_head && r->jobs_head->done) {
+        srv_job *j = r->jobs_head;
+        r->jobs_head = j->next;
+        if (!r->jobs_head) r->jobs_tail = NULL;
+        if (j->discard || r->gone) {
+            srv_free_slot(s, li, j->slot);
+        } else {
+            lf_msg m = {.type = LF_MSG_READY,
+                        .u.ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step,
+                                    .seq = j->seq}};
+            ss->held[j->slot] = 1;
+            ss->held_seq[j->slot] = j->seq;
+            send_to(c, ss->id, ss->idlen, &m);
+            r->m.batches++;
+            r->m.samples += j->n;
+            r->m.tokens += j->tokens;
+            r->m.cost += j->cost;
+            s->m.batches++;
+            s->m.samples += j->n;
+        }
+        srv_job_free(j);
+    }
+    if (s->planner_done && !r->jobs_head && !r->ended && live(c, li) && r->started) {
+        lf_msg m = {.type = LF_MSG_END};
+        send_to(c, ss->id, ss->idlen, &m);
+        r->ended = 1;
+    }
+}
+
+static void announce(control *c)
+{
+    pthread_mutex_lock(&c->s->mu);
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) announce_rank(c, li);
+    pthread_mutex_unlock(&c->s->mu);
+}
+
+static void heartbeat(control *c)
+{
+    uint64_t now = srv_now_ns();
+    if (now - c->last_hb_ns < (uint64_t)c->s->cfg.heartbeat_ms * 1000000u) return;
+    c->last_hb_ns = now;
+    lf_msg m = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
+        if (live(c, li)) send_to(c, c->sess[li].id, c->sess[li].idlen, &m);
+}
+
+/* ---- metrics ------------------------------------------------------------ */
+
+static char *stats_json(control *c)
+{
+    srv *s = c->s;
+    json_t *o = json_object(), *ranks = json_array();
+    srv_depths d;
+    pthread_mutex_lock(&s->mu);
+    srv_pipeline_depths(s, &d);
+    srv_metrics m = s->m;
+    json_object_set_new(o, "uptime_ns", json_integer((json_int_t)(srv_now_ns() - c->start_ns)));
+    json_object_set_new(o, "bytes_read", json_integer((json_int_t)m.bytes_read));
+    json_object_set_new(o, "blocks_read", json_integer((json_int_t)m.blocks_read));
+    json_object_set_new(o, "blocks_decoded", json_integer((json_int_t)m.blocks_decoded));
+    json_object_set_new(o, "cache_hits", json_integer((json_int_t)m.cache_hits));
+    json_object_set_new(o, "cache_misses", json_integer((json_int_t)m.cache_misses));
+    json_object_set_new(o, "cache_evictions", json_integer((json_int_t)m.evictions));
+    json_object_set_new(o, "cache_bytes", json_integer((json_int_t)d.cache_bytes));
+    json_object_set_new(o, "cache_limit", json_integer((json_int_t)s->cache_limit));
+    json_object_set_new(o, "batches", json_integer((json_int_t)m.batches));
+    json_object_set_new(o, "samples", json_integer((json_int_t)m.samples));
+    json_object_set_new(o, "busy_ns", json_pack("{s:I,s:I,s:I,s:I}",
+        "plan", (json_int_t)m.plan_busy_ns, "read", (json_int_t)m.read_busy_ns,
+        "decode", (json_int_t)m.decode_busy_ns, "assemble", (json_int_t)m.assemble_busy_ns));
+    json_object_set_new(o, "queue_depth", json_pack("{s:i,s:i,s:i,s:i}",
+        "read", (int)d.read_q, "decode", (int)d.decode_q, "assemble", (int)d.assemble_q,
+        "jobs_in_flight", (int)d.jobs_in_flight));
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        const srv_rank *r = &s->ranks[li];
+        const char *state = r->gone ? "gone" : r->ended ? "ended" : r->started ? "running"
+                          : c->sess[li].idlen ? "connected" : "waiting";
+        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+            "rank", (int)r->rank, "state", state, "batches", (json_int_t)r->m.batches,
+            "samples", (json_int_t)r->m.samples, "tokens", (json_int_t)r->m.tokens,
+            "cost", (json_int_t)r->m.cost, "data_wait_ns", (json_int_t)r->m.wait_ns,
+            "compute_ns", (json_int_t)r->m.compute_ns,
+            "steps_reported", (json_int_t)r->m.steps_reported));
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_object_set_new(o, "ranks", ranks);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static int all_done(const control *c)
+{
+    const srv *s = c->s;
+    if (!s->planner_done) return 0;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
+        if (!s->ranks[li].gone) return 0;
+    return 1;
+}
+
+static void fail_everyone(control *c, const char *why)
+{
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
+        if (live(c, li)) send_error(c, c->sess[li].id, c->sess[li].idlen, -EIO, why);
+}
+
+static void poll_once(control *c)
+{
+    zmq_pollitem_t it[4 + MAX_PENDING + SRV_MAX_RANKS];
+    uint32_t n = 0, rank_at[SRV_MAX_RANKS];
+    it[n++] = (zmq_pollitem_t){.socket = c->router, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->s->notify_fd, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->sigfd, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->listenfd, .events = ZMQ_POLLIN};
+    uint32_t pend0 = n;
+    for (uint32_t i = 0; i < c->npending; i++)
+        it[n++] = (zmq_pollitem_t){.fd = c->pending[i], .events = ZMQ_POLLIN};
+    uint32_t conn0 = n, nconn = 0;
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
+        if (c->sess[li].fdconn >= 0) {
+            rank_at[nconn++] = li;
+            it[n++] = (zmq_pollitem_t){.fd = c->sess[li].fdconn, .events = ZMQ_POLLIN};
+        }
+    if (zmq_poll(it, (int)n, (long)c->s->cfg.heartbeat_ms) < 0) return;
+    if (it[1].revents) {
+        uint64_t v;
+        ssize_t r = read(c->s->notify_fd, &v, sizeof v);
+        (void)r;
+    }
+    if (it[2].revents) {
+        struct signalfd_siginfo si;
+        if (read(c->sigfd, &si, sizeof si) == (ssize_t)sizeof si) c->stop_signal = (int)si.ssi_signo;
+    }
+    if (it[0].revents) recv_router(c);
+    /* Closed kept connections: the client is gone, however it left. */
+    for (uint32_t k = 0; k < nconn; k++)
+        if (it[conn0 + k].revents) rank_gone(c, rank_at[k]);
+    for (uint32_t i = c->npending; i-- > 0;)
+        if (it[pend0 + i].revents) identify_fd_conn(c, i);
+    if (it[3].revents) accept_fd_conn(c);
+}
+
+static int control_open(control *c)
+{
+    srv *s = c->s;
+    int rc = lf_ipc_endpoint(s->cfg.endpoint, c->path, sizeof c->path);
+    if (rc < 0) return rc;
+    if ((rc = lf_ipc_private_dir(c->path, 1)) < 0) {
+        fprintf(stderr, "lf-server: runtime directory of %s: %s\n", c->path,
+                rc == -EPERM ? "not private to this user (must be 0700 and ours)"
+                             : strerror(-rc));
+        return rc;
+    }
+    char lock_path[LF_IPC_PATH_MAX + 8], url[LF_IPC_PATH_MAX + 8];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", c->path);
+    snprintf(c->fd_path, sizeof c->fd_path, "%s.fd", c->path);
+    snprintf(url, sizeof url, "ipc://%s", c->path);
+    c->lockfd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (c->lockfd < 0) return -errno;
+    if (flock(c->lockfd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "lf-server: another server is running on %s\n", c->path);
+        return -EADDRINUSE;
+    }
+    if ((rc = open_fd_socket(c)) < 0) return rc;
+    unlink(c->path);
+    c->zctx = zmq_ctx_new();
+    c->router = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
+    if (!c->router) return -ENOMEM;
+    int linger = 1000, one = 1, maxmsg = LF_WIRE_MAX + 64;
+    int64_t maxsz = maxmsg;
+    zmq_setsockopt(c->router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz);
+    if (zmq_bind(c->router, url) != 0) return -zmq_errno();
+    chmod(c->path, 0600);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    c->sigfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (c->sigfd < 0) return -errno;
+    if (!s->cfg.quiet)
+        fprintf(stderr, "lf-server: serving %u rank(s) on ipc://%s, %u slots of %" PRIu64
+                " bytes each\n", s->cfg.nlocal, c->path, s->cfg.slots, s->slot_size);
+    return 0;
+}
+
+static void control_close(control *c)
+{
+    if (c->router) zmq_close(c->router);
+    if (c->zctx) zmq_ctx_term(c->zctx);
+    for (uint32_t i = 0; i < c->npending; i++) close(c->pending[i]);
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
+        if (c->sess[li].fdconn >= 0) close(c->sess[li].fdconn);
+        free(c->sess[li].held);
+        free(c->sess[li].held_seq);
+    }
+    if (c->listenfd >= 0) {
+        close(c->listenfd);
+        unlink(c->fd_path);
+    }
+    if (c->router || c->zctx) unlink(c->path);
+    if (c->sigfd >= 0) close(c->sigfd);
+    if (c->lockfd >= 0) close(c->lockfd); /* the lock file stays: removing it races */
+}
+
+int srv_control_run(srv *s)
+{
+    control c = {.s = s, .lockfd = -1, .listenfd = -1, .sigfd = -1};
+    c.start_ns = c.last_hb_ns = srv_now_ns();
+    int rc = 0;
+    for (uint32_t li = 0; li < s->cfg.nlocal && rc == 0; li++) {
+        c.sess[li].fdconn = -1;
+        c.sess[li].held = calloc(s->cfg.slots, 1);
+        c.sess[li].held_seq = calloc(s->cfg.slots, sizeof *c.sess[li].held_seq);
+        if (!c.sess[li].held || !c.sess[li].held_seq) rc = -ENOMEM;
+    }
+    if (rc == 0) rc = control_open(&c);
+    if (rc == 0) rc = srv_pipeline_start(s);
+    while (rc == 0 && !c.stop_signal && !s->failed && !all_done(&c)) {
+        poll_once(&c);
+        announce(&c);
+        heartbeat(&c);
+    }
+    if (s->failed) fail_everyone(&c, s->fail_msg);
+    else if (c.stop_signal) fail_everyone(&c, "server stopped by a signal");
+    if (c.stop_signal && !s->cfg.quiet)
+        fprintf(stderr, "lf-server: stopped by signal %d\n", c.stop_signal);
+    control_close(&c);
+    if (rc == 0 && s->failed) rc = -EIO;
+    if (rc == 0 && c.stop_signal) rc = -EINTR;
+    return rc;
+}

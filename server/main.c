@@ -1,0 +1,454 @@
+/*
+ * main.c — lf-server: flags, the dataset, the rings, and the summary at exit.
+ */
+#include "srv.h"
+
+#include "lf_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t srv_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void srv_fail(srv *s, const char *fmt, ...)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->fail_msg, sizeof s->fail_msg, fmt, ap);
+        va_end(ap);
+        s->failed = 1;
+    }
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv_plan);
+    pthread_cond_broadcast(&s->cv_read);
+    pthread_cond_broadcast(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    uint64_t one = 1;
+    ssize_t n = write(s->notify_fd, &one, sizeof one);
+    (void)n;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: lf-server --data DIR --world N (--ranks LIST | --node-rank K --ranks-per-node M)\n"
+"                 [options]\n"
+"Serves the planned batches of the local ranks of a job through shared-memory rings.\n"
+"\n"
+"job:\n"
+"  --data DIR              dataset directory (shards + manifest)\n"
+"  --world N               ranks in the job\n"
+"  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all)\n"
+"  --node-rank K --ranks-per-node M   local ranks K*M .. K*M+M-1\n"
+"  --seed S                plan seed (0)\n"
+"  --epochs E              epochs to serve (1)\n"
+"  --first-epoch E         epoch number of the first epoch (0)\n"
+"plan (as lf-plan):\n"
+"  --sampler balanced|naive|sorted     (balanced)\n"
+"  --step-budget C         balanced: global cost per step (required for balanced)\n"
+"  --batch-per-rank B      naive, sorted: samples per rank per step\n"
+"  --rank-max-tokens T     memory cap: tokens per rank per step (0: none)\n"
+"  --rank-max-padded T     memory cap: padded tokens per rank per step (0: none)\n"
+"  --lookahead N  --max-defer N  --locality-blocks N\n"
+"  --outliers delay|reject  --outlier-cost C  --outlier-group N\n"
+"  --cost-preset text|frames|images  --hidden H   cost model preset (text, 4096)\n"
+"  --cost A,B,C0,D         cost model coefficients instead of a preset\n"
+"transform:\n"
+"  --layout pad|pack       token layout (pad)\n"
+"  --seq-len L             pack: row length\n"
+"  --token-dtype i32|i64   token tensor type (i32)\n"
+"  --pad-id N              padding token id (0)\n"
+"stages and memory:\n"
+"  --readers N             reader threads (1)\n"
+"  --workers N             decode/transform/assembly threads (2)\n"
+"  --io uring|pread        force an I/O method (default: io_uring, pread if unavailable)\n"
+"  --read-depth N          reads in flight per reader (8)\n"
+"  --slots N               ring depth per rank (4)\n"
+"  --memory-limit BYTES    rings + read buffers + block cache (1G; K/M/G suffixes)\n"
+"control:\n"
+"  --endpoint PATH         ipc://PATH or PATH (default $XDG_RUNTIME_DIR/levelfeed/ctl,\n"
+"                          else /tmp/levelfeed-$UID/ctl)\n"
+"  --heartbeat-ms N        heartbeat interval (1000)\n"
+"other:\n"
+"  --print-plan            print the local ranks' plan (epoch step rank n ids) and exit\n"
+"  --quiet                 no start-up line or summary\n"
+"  --help\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *s == '-') return -1;
+    uint64_t mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
+    if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
+    *out = (uint64_t)v * mul;
+    return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+    uint64_t v;
+    if (parse_u64(s, &v) || v > UINT32_MAX) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_ranks(const char *s, srv_config *c)
+{
+    c->nlocal = 0;
+    while (*s) {
+        char *end;
+        unsigned long a = strtoul(s, &end, 10), b = a;
+        if (end == s) return -1;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtoul(s, &end, 10);
+            if (end == s || b < a) return -1;
+        }
+        for (unsigned long r = a; r <= b; r++) {
+            if (c->nlocal == SRV_MAX_RANKS || r > UINT32_MAX) return -1;
+            c->local[c->nlocal++] = (uint32_t)r;
+        }
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return -1;
+    }
+    return c->nlocal ? 0 : -1;
+}
+
+static int word(const char *s, const char *const *words, uint32_t *out)
+{
+    for (uint32_t i = 0; words[i]; i++)
+        if (strcmp(s, words[i]) == 0) { *out = i; return 0; }
+    return -1;
+}
+
+enum {
+    O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_SEED, O_EPOCHS, O_FIRST,
+    O_SAMPLER, O_BUDGET, O_BPR, O_MAXTOK, O_MAXPAD, O_LOOK, O_DEFER, O_LOCALITY,
+    O_OUTLIERS, O_OCOST, O_OGROUP, O_PRESET, O_HIDDEN, O_COST, O_LAYOUT, O_SEQLEN,
+    O_TDTYPE, O_PADID, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
+    O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"data", 1, 0, O_DATA}, {"world", 1, 0, O_WORLD}, {"ranks", 1, 0, O_RANKS},
+    {"node-rank", 1, 0, O_NODE_RANK}, {"ranks-per-node", 1, 0, O_PER_NODE},
+    {"seed", 1, 0, O_SEED}, {"epochs", 1, 0, O_EPOCHS}, {"first-epoch", 1, 0, O_FIRST},
+    {"sampler", 1, 0, O_SAMPLER}, {"step-budget", 1, 0, O_BUDGET},
+    {"batch-per-rank", 1, 0, O_BPR}, {"rank-max-tokens", 1, 0, O_MAXTOK},
+    {"rank-max-padded", 1, 0, O_MAXPAD}, {"lookahead", 1, 0, O_LOOK},
+    {"max-defer", 1, 0, O_DEFER}, {"locality-blocks", 1, 0, O_LOCALITY},
+    {"outliers", 1, 0, O_OUTLIERS}, {"outlier-cost", 1, 0, O_OCOST},
+    {"outlier-group", 1, 0, O_OGROUP}, {"cost-preset", 1, 0, O_PRESET},
+    {"hidden", 1, 0, O_HIDDEN}, {"cost", 1, 0, O_COST}, {"layout", 1, 0, O_LAYOUT},
+    {"seq-len", 1, 0, O_SEQLEN}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
+    {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
+    {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
+    {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
+    {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+static const char *const samplers[] = {"balanced", "naive", "sorted", NULL};
+static const char *const outliers[] = {"delay", "reject", NULL};
+static const char *const presets[] = {"text", "frames", "images", NULL};
+static const char *const layouts[] = {"pad", "pack", NULL};
+static const char *const ios[] = {"pread", "uring", NULL};
+
+typedef struct parse_state {
+    const char *ranks;
+    uint32_t node_rank, per_node;
+    int have_node, have_cost;
+    uint32_t preset, hidden;
+    double cost[4];
+} parse_state;
+
+static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
+{
+    lf_plan_params *p = &c->plan;
+    uint64_t v;
+    switch (opt) {
+    case O_DATA: c->data_dir = a; return 0;
+    case O_WORLD: return parse_u32(a, &c->world);
+    case O_RANKS: ps->ranks = a; return 0;
+    case O_NODE_RANK: ps->have_node = 1; return parse_u32(a, &ps->node_rank);
+    case O_PER_NODE: ps->have_node = 1; return parse_u32(a, &ps->per_node);
+    case O_SEED: return parse_u64(a, &p->seed);
+    case O_EPOCHS: return parse_u32(a, &c->epochs);
+    case O_FIRST: return parse_u32(a, &p->epoch);
+    case O_SAMPLER: return word(a, samplers, &p->sampler);
+    case O_BUDGET: return parse_u64(a, &p->step_budget);
+    case O_BPR: return parse_u32(a, &p->batch_per_rank);
+    case O_MAXTOK: return parse_u64(a, &p->rank_max_tokens);
+    case O_MAXPAD: return parse_u64(a, &p->rank_max_padded);
+    case O_LOOK: return parse_u32(a, &p->lookahead);
+    case O_DEFER: return parse_u32(a, &p->max_defer);
+    case O_LOCALITY: return parse_u32(a, &p->locality_blocks);
+    case O_OUTLIERS: return word(a, outliers, &p->outlier_policy);
+    case O_OCOST: return parse_u64(a, &p->outlier_cost);
+    case O_OGROUP: return parse_u32(a, &p->outlier_group);
+    case O_PRESET: return word(a, presets, &ps->preset);
+    case O_HIDDEN: return parse_u32(a, &ps->hidden);
+    case O_COST:
+        ps->have_cost = 1;
+        return sscanf(a, "%lf,%lf,%lf,%lf", &ps->cost[0], &ps->cost[1], &ps->cost[2],
+                      &ps->cost[3]) == 4 ? 0 : -1;
+    case O_LAYOUT: return word(a, layouts, &p->layout);
+    case O_SEQLEN: return parse_u32(a, &p->seq_len);
+    case O_TDTYPE:
+        if (strcmp(a, "i32") == 0) c->token_dtype = LF_DTYPE_I32;
+        else if (strcmp(a, "i64") == 0) c->token_dtype = LF_DTYPE_I64;
+        else return -1;
+        return 0;
+    case O_PADID:
+        if (parse_u64(a, &v) || v > INT64_MAX) return -1;
+        c->pad_id = (int64_t)v;
+        return 0;
+    case O_READERS: return parse_u32(a, &c->readers);
+    case O_WORKERS: return parse_u32(a, &c->workers);
+    case O_IO: {
+        uint32_t w;
+        if (word(a, ios, &w)) return -1;
+        c->io_uring = (int)w;
+        c->io_forced = 1;
+        return 0;
+    }
+    case O_DEPTH: return parse_u32(a, &c->read_depth);
+    case O_SLOTS: return parse_u32(a, &c->slots);
+    case O_MEM: return parse_u64(a, &c->memory_limit);
+    case O_ENDPOINT: c->endpoint = a; return 0;
+    case O_HB: return parse_u32(a, &c->heartbeat_ms);
+    case O_PRINT: c->print_plan = 1; return 0;
+    case O_QUIET: c->quiet = 1; return 0;
+    default: return -1;
+    }
+}
+
+static int finish_config(srv_config *c, parse_state *ps)
+{
+    lf_plan_params *p = &c->plan;
+    const char *why = NULL;
+    if (!c->data_dir) why = "--data is required";
+    else if (c->world == 0 || c->world > 1u << 20) why = "--world N (1..2^20) is required";
+    else if (ps->ranks && ps->have_node) why = "give --ranks or --node-rank/--ranks-per-node";
+    else if (c->epochs == 0) why = "--epochs must be at least 1";
+    else if (c->slots < 2 || c->slots > LF_RING_MAX_SLOTS) why = "--slots must be 2..1024";
+    else if (c->readers < 1 || c->readers > 64 || c->workers < 1 || c->workers > 256)
+        why = "--readers 1..64, --workers 1..256";
+    else if (c->read_depth < 1 || c->read_depth > 4096) why = "--read-depth must be 1..4096";
+    else if (c->heartbeat_ms < 10) why = "--heartbeat-ms must be at least 10";
+    if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
+    if (ps->ranks) {
+        if (parse_ranks(ps->ranks, c)) { fprintf(stderr, "lf-server: bad --ranks\n"); return -1; }
+    } else if (ps->have_node) {
+        if (ps->per_node == 0 || ps->per_node > SRV_MAX_RANKS) {
+            fprintf(stderr, "lf-server: --ranks-per-node must be 1..%d\n", SRV_MAX_RANKS);
+            return -1;
+        }
+        c->nlocal = ps->per_node;
+        for (uint32_t i = 0; i < ps->per_node; i++) c->local[i] = ps->node_rank * ps->per_node + i;
+    } else {
+        if (c->world > SRV_MAX_RANKS) { fprintf(stderr, "lf-server: give --ranks\n"); return -1; }
+        c->nlocal = c->world;
+        for (uint32_t i = 0; i < c->world; i++) c->local[i] = i;
+    }
+    for (uint32_t i = 0; i < c->nlocal; i++)
+        if (c->local[i] >= c->world || (i && c->local[i] <= c->local[i - 1])) {
+            fprintf(stderr, "lf-server: local ranks must be ascending and < --world\n");
+            return -1;
+        }
+    p->world = c->world;
+    int rc = ps->have_cost ? lf_plan_cost_set(&p->cost, ps->cost[0], ps->cost[1], ps->cost[2],
+                                              ps->cost[3])
+                           : lf_plan_cost_preset(&p->cost, (int)ps->preset, ps->hidden);
+    if (rc < 0) { fprintf(stderr, "lf-server: cost model: %s\n", lf_plan_strerror(rc)); return -1; }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    lf_plan_params_default(&c->plan);
+    c->epochs = 1;
+    c->token_dtype = LF_DTYPE_I32;
+    c->readers = 1;
+    c->workers = 2;
+    c->io_uring = 1;
+    c->read_depth = 8;
+    c->slots = 4;
+    c->memory_limit = 1ull << 30;
+    c->heartbeat_ms = 1000;
+    parse_state ps = {0};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        if (opt == 'h' || opt == O_HELP) { usage(stdout); exit(0); }
+        if (opt == '?' || parse_opt(opt, optarg, c, &ps) != 0) {
+            if (opt != '?') fprintf(stderr, "lf-server: bad value for --%s: %s\n",
+                                    long_opts[opt - O_DATA].name, optarg);
+            fprintf(stderr, "see lf-server --help\n");
+            return -1;
+        }
+    }
+    if (optind < argc) { fprintf(stderr, "lf-server: unexpected argument %s\n", argv[optind]); return -1; }
+    return finish_config(c, &ps);
+}
+
+/* Picks the token field: the schema's cost field must be a token array. */
+static int pick_token_field(srv *s)
+{
+    const lf_schema *sc = lf_dataset_schema(s->ds);
+    const lf_field_def *f = &sc->fields[sc->cost_field];
+    if (f->type == LF_FIELD_TOKENS_U16) s->token_in_dtype = LF_DTYPE_U16;
+    else if (f->type == LF_FIELD_TOKENS_U32) s->token_in_dtype = LF_DTYPE_U32;
+    else {
+        fprintf(stderr, "lf-server: cost field '%s' is %s: this server serves token datasets\n",
+                f->name, lf_field_type_name(f->type));
+        return -1;
+    }
+    s->token_field = sc->cost_field;
+    return 0;
+}
+
+static int create_ring(srv *s, srv_rank *r)
+{
+    char name[48];
+    snprintf(name, sizeof name, "levelfeed-rank-%u", r->rank);
+    r->seg_size = lf_ring_segment_size(s->cfg.slots, s->slot_size);
+    r->memfd = memfd_create(name, MFD_CLOEXEC);
+    if (r->memfd < 0) return -errno;
+    if (fchmod(r->memfd, 0600) != 0) return -errno;
+    /* Reserve the memory now: a full tmpfs fails here, not as SIGBUS later. */
+    int rc = posix_fallocate(r->memfd, 0, (off_t)r->seg_size);
+    if (rc != 0) return -rc;
+    void *p = mmap(NULL, r->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd, 0);
+    if (p == MAP_FAILED) return -errno;
+    r->seg = p;
+    lf_ring_header_write(r->seg, r->rank, s->cfg.slots, s->slot_size, (uint32_t)getpid());
+    r->free_slots = malloc(s->cfg.slots * sizeof *r->free_slots);
+    if (!r->free_slots) return -ENOMEM;
+    for (uint32_t i = s->cfg.slots; i-- > 0;) r->free_slots[r->nfree++] = i;
+    return 0;
+}
+
+static void destroy_rings(srv *s)
+{
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        srv_rank *r = &s->ranks[li];
+        if (r->seg) munmap(r->seg, r->seg_size);
+        if (r->memfd > 0) close(r->memfd);
+        free(r->free_slots);
+    }
+}
+
+/* Splits the memory limit: rings and read buffers first, the rest caches. */
+static int budget_memory(srv *s)
+{
+    uint64_t rings = (uint64_t)s->cfg.nlocal * lf_ring_segment_size(s->cfg.slots, s->slot_size);
+    uint64_t bufs = (uint64_t)s->cfg.readers * s->cfg.read_depth *
+                    ((lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u);
+    uint64_t min_cache = 2ull * lf_dataset_max_block_raw(s->ds);
+    if (rings + bufs + min_cache > s->cfg.memory_limit) {
+        fprintf(stderr, "lf-server: --memory-limit %" PRIu64 " is below rings %" PRIu64
+                " + read buffers %" PRIu64 " + two blocks %" PRIu64 "\n",
+                s->cfg.memory_limit, rings, bufs, min_cache);
+        return -1;
+    }
+    s->cache_limit = s->cfg.memory_limit - rings - bufs;
+    return 0;
+}
+
+static void print_summary(srv *s, uint64_t elapsed_ns)
+{
+    const srv_metrics *m = &s->m;
+    double secs = (double)elapsed_ns / 1e9;
+    fprintf(stderr, "lf-server: %" PRIu64 " batches, %" PRIu64 " samples in %.2f s; read %"
+            PRIu64 " bytes in %" PRIu64 " blocks, decoded %" PRIu64 ", cache %" PRIu64
+            " hits / %" PRIu64 " misses / %" PRIu64 " evictions\n",
+            m->batches, m->samples, secs, m->bytes_read, m->blocks_read, m->blocks_decoded,
+            m->cache_hits, m->cache_misses, m->evictions);
+    fprintf(stderr, "lf-server: busy: plan %.3f s, read %.3f s, decode %.3f s, assemble %.3f s\n",
+            (double)m->plan_busy_ns / 1e9, (double)m->read_busy_ns / 1e9,
+            (double)m->decode_busy_ns / 1e9, (double)m->assemble_busy_ns / 1e9);
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        const srv_rank *r = &s->ranks[li];
+        fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
+                " tokens, cost %" PRIu64 ", data wait %.3f s, compute %.3f s%s\n", r->rank,
+                r->m.batches, r->m.samples, r->m.tokens, r->m.cost, (double)r->m.wait_ns / 1e9,
+                (double)r->m.compute_ns / 1e9, r->gone && !r->ended ? " (left early)" : "");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static srv s; /* large: ranks[] */
+    if (parse_args(argc, argv, &s.cfg) != 0) return 2;
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* the control thread reads them */
+    lf_shard_error err;
+    if (lf_dataset_open(s.cfg.data_dir, &s.ds, &err) < 0) {
+        fprintf(stderr, "lf-server: %s\n", err.msg);
+        return 1;
+    }
+    int rc = pick_token_field(&s);
+    if (rc == 0 && s.cfg.print_plan) {
+        rc = srv_print_plan(&s);
+        if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+        lf_dataset_close(s.ds);
+        return rc < 0 ? 1 : 0;
+    }
+    if (rc == 0 && (rc = srv_plan_prepass(&s)) < 0)
+        fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+    if (rc == 0) rc = budget_memory(&s);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv_plan, NULL);
+    pthread_cond_init(&s.cv_read, NULL);
+    pthread_cond_init(&s.cv_work, NULL);
+    s.notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (rc == 0 && s.notify_fd < 0) rc = -errno;
+    for (uint32_t li = 0; li < s.cfg.nlocal; li++) s.ranks[li].rank = s.cfg.local[li];
+    for (uint32_t li = 0; rc == 0 && li < s.cfg.nlocal; li++)
+        if ((rc = create_ring(&s, &s.ranks[li])) < 0)
+            fprintf(stderr, "lf-server: ring for rank %u: %s\n", s.cfg.local[li], strerror(-rc));
+    if (rc == 0 && (rc = srv_pipeline_init(&s)) < 0)
+        fprintf(stderr, "lf-server: pipeline: %s\n", rc > -4096 ? strerror(-rc) : "error");
+    uint64_t t0 = srv_now_ns();
+    if (rc == 0) rc = srv_control_run(&s);
+    srv_pipeline_stop(&s);
+    if (s.failed) fprintf(stderr, "lf-server: error: %s\n", s.fail_msg);
+    else if (rc < 0 && rc != -EINTR && rc > -4096)
+        fprintf(stderr, "lf-server: %s\n", strerror(-rc));
+    if (!s.cfg.quiet && rc != -EADDRINUSE) print_summary(&s, srv_now_ns() - t0);
+    destroy_rings(&s);
+    if (s.notify_fd >= 0) close(s.notify_fd);
+    lf_dataset_close(s.ds);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,820 @@
+/*
+ * pipeline.c — planner, readers and workers of lf-server.
+ *
+ * A job is one local rank's batch of one step. The planner makes jobs in
+ * plan order, and before it makes one it waits for a free slot in that
+ * rank's ring: that is the backpressure from the trainers. Making a job pins
+ * the decompressed blocks its samples live in: a block already in the cache
+ * is a hit; a missing one gets a cache entry and goes to the read queue.
+ *
+ * Readers take queued entries, read their stored bytes into buffers they
+ * own (registered with their io_uring, or plain pread) and pass them to the
+ * workers. Workers verify and decompress a block (lf_block_decode) straight
+ * into its cache entry, then count it off every job that waits for it; a
+ * job with nothing missing goes to the assembly queue, and a worker lays it
+ * out directly in the rank's ring slot (lf_tf token pad/pack). The control
+ * thread announces finished jobs in sequence order.
+ *
+ * The cache holds pinned blocks (some job still needs them) plus unpinned
+ * ones in LRU order up to cfg.memory_limit's share; the planner waits when
+ * a new job would push the pinned bytes past the limit while other jobs are
+ * still in flight, so memory stays bounded whatever the dataset.
+ *
+ * Locking: srv.mu guards every list, queue, count and cache field; the
+ * reads, the decompression and the assembly run without it, on memory that
+ * the state machine hands to exactly one thread at a time (a QUEUED entry
+ * to one reader, a DECODING entry to one worker, a job to one assembler).
+ */
+#include "srv.h"
+
+#include "lf_ring.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+enum { CE_QUEUED, CE_READING, CE_DECODING, CE_READY };
+
+struct cache_entry {
+    uint64_t block;
+    unsigned char *raw;          /* decompressed bytes (CE_READY) */
+    uint32_t raw_size;
+    int state;
+    uint32_t pins;               /* jobs that still need this block */
+    cache_entry *hnext;          /* hash chain */
+    cache_entry *qnext;          /* read or decode queue */
+    cache_entry *lru_prev, *lru_next; /* unpinned and ready: eviction order */
+    struct reader *owner;        /* reader whose buffer holds the stored bytes */
+    uint32_t buf;                /* that buffer's index */
+};
+
+typedef struct reader {
+    srv *s;
+    pthread_t thread;
+    struct io_uring ring;
+    int use_uring;
+    uint32_t nbufs;
+    size_t buf_size;
+    unsigned char **bufs;
+    uint32_t *free_bufs, nfree;
+} reader;
+
+typedef struct queue {
+    cache_entry *head, *tail;
+    uint32_t len;
+} queue;
+
+typedef struct srv_pipeline {
+    lf_plan *plan;
+    pthread_t planner;
+    int planner_started;
+    reader *readers;
+    uint32_t nreaders_started;
+    pthread_t *workers;
+    uint32_t nworkers_started;
+    int *shard_fds;
+    uint32_t nshards;
+    cache_entry **buckets;
+    uint64_t nbuckets;           /* a power of two */
+    uint64_t cache_bytes;        /* raw bytes of every entry */
+    cache_entry *lru_head, *lru_tail;
+    queue read_q, decode_q;
+    srv_job **asm_q;             /* jobs ready to assemble (ring of cap entries) */
+    uint32_t asm_head, asm_len, asm_cap;
+    uint32_t jobs_in_flight;
+} srv_pipeline;
+
+static void notify_control(srv *s)
+{
+    uint64_t one = 1;
+    ssize_t n = write(s->notify_fd, &one, sizeof one);
+    (void)n; /* an eventfd at its limit is still readable: nothing is lost */
+}
+
+/* ---- queues and cache (all under s->mu) ------------------------------- */
+
+static void q_push(queue *q, cache_entry *e)
+{
+    e->qnext = NULL;
+    if (q->tail) q->tail->qnext = e;
+    else q->head = e;
+    q->tail = e;
+    q->len++;
+}
+
+static cache_entry *q_pop(queue *q)
+{
+    cache_entry *e = q->head;
+    if (!e) return NULL;
+    q->head = e->qnext;
+    if (!q->head) q->tail = NULL;
+    q->len--;
+    return e;
+}
+
+static uint64_t hash_block(uint64_t b)
+{
+    b ^= b >> 33;
+    b *= 0xff51afd7ed558ccdull;
+    return b ^ (b >> 33);
+}
+
+static cache_entry *cache_find(srv_pipeline *p, uint64_t block)
+{
+    cache_entry *e = p->buckets[hash_block(block) & (p->nbuckets - 1)];
+    while (e && e->block != block) e = e->hnext;
+    return e;
+}
+
+static void lru_remove(srv_pipeline *p, cache_entry *e)
+{
+    if (e->lru_prev) e->lru_prev->lru_next = e->lru_next;
+    else p->lru_head = e->lru_next;
+    if (e->lru_next) e->lru_next->lru_prev = e->lru_prev;
+    else p->lru_tail = e->lru_prev;
+    e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_append(srv_pipeline *p, cache_entry *e)
+{
+    e->lru_prev = p->lru_tail;
+    e->lru_next = NULL;
+    if (p->lru_tail) p->lru_tail->lru_next = e;
+    else p->lru_head = e;
+    p->lru_tail = e;
+}
+
+static void cache_drop(srv_pipeline *p, cache_entry *e)
+{
+    cache_entry **pp = &p->buckets[hash_block(e->block) & (p->nbuckets - 1)];
+    while (*pp != e) pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    p->cache_bytes -= e->raw_size;
+    free(e->raw);
+    free(e);
+}
+
+/* Evicts unpinned blocks, oldest first, until `need` more bytes fit. */
+static void cache_make_room(srv *s, uint64_t need)
+{
+    srv_pipeline *p = s->pl;
+    while (p->lru_head && p->cache_bytes + need > s->cache_limit) {
+        cache_entry *e = p->lru_head;
+        lru_remove(p, e);
+        cache_drop(p, e);
+        s->m.evictions++;
+    }
+}
+
+static void unpin(srv *s, cache_entry *e)
+{
+    if (--e->pins == 0 && e->state == CE_READY) {
+        lru_append(s->pl, e);
+        cache_make_room(s, 0);
+    }
+}
+
+/* Pins `block` for a job: returns the entry and whether it is ready. */
+static cache_entry *pin_block(srv *s, uint64_t block, int *ready)
+{
+    srv_pipeline *p = s->pl;
+    cache_entry *e = cache_find(p, block);
+    if (e) {
+        if (e->pins++ == 0 && e->state == CE_READY) lru_remove(p, e);
+        *ready = e->state == CE_READY;
+        s->m.cache_hits += *ready;
+        return e;
+    }
+    const lf_block_info *bi = lf_dataset_block(s->ds, block);
+    e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->block = block;
+    e->raw_size = bi->raw_size;
+    e->pins = 1;
+    e->state = CE_QUEUED;
+    uint64_t h = hash_block(block) & (p->nbuckets - 1);
+    e->hnext = p->buckets[h];
+    p->buckets[h] = e;
+    p->cache_bytes += e->raw_size;
+    s->m.cache_misses++;
+    q_push(&p->read_q, e);
+    pthread_cond_signal(&s->cv_read);
+    *ready = 0;
+    return e;
+}
+
+static void asm_push(srv *s, srv_job *j)
+{
+    srv_pipeline *p = s->pl;
+    p->asm_q[(p->asm_head + p->asm_len++) % p->asm_cap] = j;
+    pthread_cond_signal(&s->cv_work);
+}
+
+/* ---- planner ------------------------------------------------------------ */
+
+void srv_job_free(srv_job *j)
+{
+    if (!j) return;
+    free(j->ids);
+    free(j->lengths);
+    free(j->row_of);
+    free(j->blocks);
+    free(j);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Copies one rank's plan batch into a new job (no lock needed). */
+static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
+                               const lf_plan_batch *b, uint64_t **scratch_blocks)
+{
+    srv_job *j = calloc(1, sizeof *j);
+    uint32_t n = b->nsamples, alloc = n ? n : 1;
+    if (!j) return NULL;
+    j->li = li;
+    j->epoch = st->epoch;
+    j->step = st->step;
+    j->n = n;
+    j->rows = b->rows;
+    j->row_len = b->row_len;
+    j->cost = b->cost;
+    j->tokens = b->tokens;
+    j->ids = malloc(alloc * sizeof *j->ids);
+    j->lengths = malloc(alloc * sizeof *j->lengths);
+    j->row_of = malloc(alloc * sizeof *j->row_of);
+    uint64_t *blk = realloc(*scratch_blocks, alloc * sizeof *blk);
+    if (blk) *scratch_blocks = blk;
+    if (!j->ids || !j->lengths || !j->row_of || !blk) {
+        srv_job_free(j);
+        return NULL;
+    }
+    memcpy(j->ids, b->ids, n * sizeof *j->ids);
+    memcpy(j->lengths, b->lengths, n * sizeof *j->lengths);
+    for (uint32_t r = 0; r < b->rows; r++)
+        for (uint32_t i = b->row_start[r]; i < b->row_start[r + 1] && i < n; i++)
+            j->row_of[i] = r;
+    for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
+    qsort(blk, n, sizeof *blk, cmp_u64);
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (nb == 0 || blk[nb - 1] != blk[i]) blk[nb++] = blk[i];
+    j->nblocks = nb;
+    j->blocks = calloc(nb ? nb : 1, sizeof *j->blocks);
+    if (!j->blocks) {
+        srv_job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+static uint64_t job_raw_bytes(srv *s, const uint64_t *blocks, uint32_t nb)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < nb; i++)
+        if (!cache_find(s->pl, blocks[i])) sum += lf_dataset_block(s->ds, blocks[i])->raw_size;
+    return sum;
+}
+
+/* Waits (under mu) until rank li has a free slot and the job's new blocks
+ * fit the cache. Returns 0, 1 when the rank is gone, -1 on stop. */
+static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t nb)
+{
+    srv_rank *r = &s->ranks[li];
+    for (;;) {
+        if (s->stop) return -1;
+        if (r->gone) return 1;
+        if (r->nfree > 0) {
+            uint64_t need = job_raw_bytes(s, blocks, nb);
+            cache_make_room(s, need);
+            /* Over the limit only when nothing else is in flight: one
+             * job must always be able to run. */
+            if (s->pl->cache_bytes + need <= s->cache_limit || s->pl->jobs_in_flight == 0)
+                return 0;
+        }
+        pthread_cond_wait(&s->cv_plan, &s->mu);
+    }
+}
+
+/* Places job j (its blocks in `blocks`) into rank li's ring. Under mu. */
+static int submit_job(srv *s, srv_job *j, const uint64_t *blocks)
+{
+    srv_rank *r = &s->ranks[j->li];
+    j->slot = r->free_slots[--r->nfree];
+    j->seq = r->next_seq++;
+    for (uint32_t i = 0; i < j->nblocks; i++) {
+        int ready = 0;
+        j->blocks[i] = pin_block(s, blocks[i], &ready);
+        if (!j->blocks[i]) {
+            for (uint32_t k = 0; k < i; k++) unpin(s, j->blocks[k]);
+            j->nblocks = 0;
+            return -ENOMEM;
+        }
+        j->missing += !ready;
+    }
+    if (r->jobs_tail) r->jobs_tail->next = j;
+    else r->jobs_head = j;
+    r->jobs_tail = j;
+    s->pl->jobs_in_flight++;
+    if (j->missing == 0) asm_push(s, j);
+    return 0;
+}
+
+static int before_start(const srv *s, const lf_plan_step *st)
+{
+    if (st->epoch != s->start_epoch) return st->epoch < s->start_epoch;
+    return st->step < s->start_step;
+}
+
+/* Plans one step: a job per live local rank. Returns 0, or <0 to stop. */
+static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
+{
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        lf_plan_batch b;
+        int rc = lf_plan_rank_batch(s->pl->plan, s->cfg.local[li], &b);
+        if (rc < 0) {
+            srv_fail(s, "plan: rank batch: %s", lf_plan_strerror(rc));
+            return rc;
+        }
+        srv_job *j = job_from_batch(s, li, st, &b, scratch);
+        if (!j) {
+            srv_fail(s, "plan: out of memory");
+            return -ENOMEM;
+        }
+        pthread_mutex_lock(&s->mu);
+        rc = wait_for_room(s, li, *scratch, j->nblocks);
+        if (rc == 0) rc = submit_job(s, j, *scratch);
+        pthread_mutex_unlock(&s->mu);
+        if (rc != 0) srv_job_free(j);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+static void *planner_main(void *arg)
+{
+    srv *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop && !s->all_started) pthread_cond_wait(&s->cv_plan, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    uint64_t *scratch = NULL;
+    int rc = 0;
+    for (uint32_t e = 0; e < s->cfg.epochs && rc >= 0; e++) {
+        lf_plan_step st;
+        for (;;) {
+            uint64_t t0 = srv_now_ns();
+            rc = lf_plan_next_step(s->pl->plan, &st);
+            __atomic_fetch_add(&s->m.plan_busy_ns, srv_now_ns() - t0, __ATOMIC_RELAXED);
+            if (rc <= 0) break;
+            if (before_start(s, &st)) continue;
+            if ((rc = plan_step(s, &st, &scratch)) < 0) break;
+        }
+        if (rc < 0 && !s->stop) srv_fail(s, "plan: %s", lf_plan_strerror(rc));
+    }
+    free(scratch);
+    pthread_mutex_lock(&s->mu);
+    s->planner_done = 1;
+    pthread_mutex_unlock(&s->mu);
+    notify_control(s);
+    return NULL;
+}
+
+/* ---- readers ------------------------------------------------------------ */
+
+static int pread_full(int fd, unsigned char *buf, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return -EIO; /* the file is shorter than its index says */
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads the batch with io_uring: one fixed-buffer read per entry, submitted
+ * together; a short read is finished with pread. */
+static int read_batch_uring(reader *rd, cache_entry **v, uint32_t n)
+{
+    srv *s = rd->s;
+    for (uint32_t i = 0; i < n; i++) {
+        const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
+        if (!sqe) return -EBUSY; /* cannot happen: depth == nbufs */
+        io_uring_prep_read_fixed(sqe, s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf],
+                                 bi->stored_size, bi->file_offset, (int)v[i]->buf);
+        io_uring_sqe_set_data64(sqe, i);
+    }
+    int rc = io_uring_submit_and_wait(&rd->ring, n);
+    if (rc < 0) return rc;
+    int err = 0;
+    for (uint32_t done = 0; done < n; done++) {
+        struct io_uring_cqe *cqe;
+        if ((rc = io_uring_wait_cqe(&rd->ring, &cqe)) < 0) return rc;
+        uint64_t i = io_uring_cqe_get_data64(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(&rd->ring, cqe);
+        if (i >= n) { err = -EIO; continue; }
+        const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
+        if (res < 0) err = res;
+        else if ((uint32_t)res < bi->stored_size)
+            err = pread_full(s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf] + res,
+                             bi->stored_size - (uint32_t)res, bi->file_offset + (uint64_t)res);
+    }
+    return err;
+}
+
+static int read_batch_pread(reader *rd, cache_entry **v, uint32_t n)
+{
+    srv *s = rd->s;
+    for (uint32_t i = 0; i < n; i++) {
+        const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
+        int rc = pread_full(s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf],
+                            bi->stored_size, bi->file_offset);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+static void *reader_main(void *arg)
+{
+    reader *rd = arg;
+    srv *s = rd->s;
+    cache_entry **v = calloc(rd->nbufs, sizeof *v);
+    if (!v) { srv_fail(s, "reader: out of memory"); return NULL; }
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && (s->pl->read_q.len == 0 || rd->nfree == 0))
+            pthread_cond_wait(&s->cv_read, &s->mu);
+        if (s->stop) { pthread_mutex_unlock(&s->mu); break; }
+        uint32_t n = 0;
+        while (n < rd->nfree && s->pl->read_q.len > 0) {
+            cache_entry *e = q_pop(&s->pl->read_q);
+            e->state = CE_READING;
+            e->owner = rd;
+            e->buf = rd->free_bufs[--rd->nfree];
+            v[n++] = e;
+        }
+        pthread_mutex_unlock(&s->mu);
+        uint64_t t0 = srv_now_ns(), bytes = 0;
+        int rc = rd->use_uring ? read_batch_uring(rd, v, n) : read_batch_pread(rd, v, n);
+        for (uint32_t i = 0; i < n; i++) bytes += lf_dataset_block(s->ds, v[i]->block)->stored_size;
+        pthread_mutex_lock(&s->mu);
+        s->m.read_busy_ns += srv_now_ns() - t0;
+        s->m.bytes_read += bytes;
+        s->m.blocks_read += n;
+        for (uint32_t i = 0; i < n; i++) {
+            v[i]->state = CE_DECODING;
+            q_push(&s->pl->decode_q, v[i]);
+        }
+        pthread_cond_broadcast(&s->cv_work);
+        pthread_mutex_unlock(&s->mu);
+        if (rc < 0) {
+            srv_fail(s, "read: %s", strerror(-rc));
+            break;
+        }
+    }
+    free(v);
+    return NULL;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+typedef struct worker_ctx {
+    lf_block_decoder *dec;
+    lf_tf_seq *seqs;
+    uint32_t seqs_cap;
+} worker_ctx;
+
+/* Counts a decoded block off every job waiting for it. Under mu. */
+static void block_ready(srv *s, cache_entry *e)
+{
+    e->state = CE_READY;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
+        for (srv_job *j = s->ranks[li].jobs_head; j; j = j->next) {
+            if (j->done || j->missing == 0) continue;
+            for (uint32_t i = 0; i < j->nblocks; i++)
+                if (j->blocks[i] == e && --j->missing == 0) asm_push(s, j);
+        }
+    if (e->pins == 0) {
+        lru_append(s->pl, e);
+        cache_make_room(s, 0);
+    }
+}
+
+static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
+{
+    const lf_block_info *bi = lf_dataset_block(s->ds, e->block);
+    lf_shard_error err;
+    e->raw = malloc(e->raw_size ? e->raw_size : 1);
+    if (!e->raw) return -ENOMEM;
+    long n = lf_block_decode(w->dec, s->ds, e->block, e->owner->bufs[e->buf],
+                             bi->stored_size, e->raw, e->raw_size, &err);
+    if (n != (long)e->raw_size) {
+        srv_fail(s, "block %" PRIu64 ": %s", e->block,
+                 n < 0 ? err.msg : "decoded size differs from the index");
+        return -EIO;
+    }
+    return 0;
+}
+
+static cache_entry *job_block_of(const srv *s, const srv_job *j, uint64_t sample)
+{
+    uint64_t b = lf_dataset_sample_block(s->ds, sample);
+    for (uint32_t i = 0; i < j->nblocks; i++)
+        if (j->blocks[i]->block == b) return j->blocks[i];
+    return NULL;
+}
+
+/* Gathers the token views of a job's samples, checked against the index. */
+static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
+{
+    if (j->n > w->seqs_cap) {
+        lf_tf_seq *v = realloc(w->seqs, j->n * sizeof *v);
+        if (!v) return -ENOMEM;
+        w->seqs = v;
+        w->seqs_cap = j->n;
+    }
+    for (uint32_t i = 0; i < j->n; i++) {
+        cache_entry *e = job_block_of(s, j, j->ids[i]);
+        lf_field_view views[LF_MAX_FIELDS];
+        lf_shard_error err;
+        if (!e) return -EINVAL;
+        if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
+            srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
+            return -EIO;
+        }
+        const lf_field_view *v = &views[s->token_field];
+        if (v->count != j->lengths[i]) {
+            srv_fail(s, "sample %" PRIu64 ": %u tokens, index says %" PRIu64,
+                     j->ids[i], v->count, j->lengths[i]);
+            return -EIO;
+        }
+        w->seqs[i] = (lf_tf_seq){.tokens = v->data, .count = v->count,
+                                 .dtype = s->token_in_dtype, .row = j->row_of[i]};
+    }
+    return 0;
+}
+
+/* Writes a token job's tensors and header into its slot. */
+static int assemble(srv *s, worker_ctx *w, const srv_job *j)
+{
+    srv_rank *r = &s->ranks[j->li];
+    unsigned char *slot = r->seg + lf_ring_slot_offset(j->slot, s->slot_size);
+    lf_layout l;
+    int rc = srv_job_layout(s, j, &l);
+    if (rc < 0 || l.end > s->slot_size) {
+        srv_fail(s, "job layout does not fit its slot (%d)", rc);
+        return -EOVERFLOW;
+    }
+    if ((rc = gather_tokens(s, w, j)) < 0) return rc;
+    const lf_tensor_desc *t = &l.tensors[0];
+    lf_tf_tokens_out out = {.dtype = s->cfg.token_dtype, .tokens = slot + t->offset,
+                            .tokens_cap = t->size};
+    if (s->cfg.plan.layout == LF_PLAN_PACK) {
+        out.positions = slot + l.tensors[1].offset;
+        out.positions_cap = l.tensors[1].size;
+        out.cu_seqlens = slot + l.tensors[2].offset;
+        out.cu_seqlens_cap = l.tensors[2].size;
+        long n = lf_tf_tokens_pack(&out, j->rows, j->row_len, s->cfg.pad_id, w->seqs, j->n);
+        rc = n < 0 ? (int)n : 0;
+    } else {
+        out.lengths = slot + l.tensors[1].offset;
+        out.lengths_cap = l.tensors[1].size;
+        rc = lf_tf_tokens_pad(&out, j->row_len, s->cfg.pad_id, w->seqs, j->n);
+    }
+    if (rc < 0) {
+        srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
+        return rc;
+    }
+    const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
+    memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
+    lf_msg_ready ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq};
+    return lf_slot_write_header(slot, s->slot_size, r->rank, &ready, j->n, &l);
+}
+
+static void finish_job(srv *s, srv_job *j)
+{
+    for (uint32_t i = 0; i < j->nblocks; i++) unpin(s, j->blocks[i]);
+    j->done = 1;
+    s->pl->jobs_in_flight--;
+    pthread_cond_broadcast(&s->cv_plan);
+}
+
+static void run_assembly(srv *s, worker_ctx *w, srv_job *j)
+{
+    if (!j->discard) {
+        uint64_t t0 = srv_now_ns();
+        int rc = assemble(s, w, j);
+        if (rc < 0 && !s->failed) srv_fail(s, "assembly: %s", strerror(-rc));
+        __atomic_fetch_add(&s->m.assemble_busy_ns, srv_now_ns() - t0, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_lock(&s->mu);
+    finish_job(s, j);
+    pthread_mutex_unlock(&s->mu);
+    notify_control(s);
+}
+
+static void run_decode(srv *s, worker_ctx *w, cache_entry *e)
+{
+    uint64_t t0 = srv_now_ns();
+    int rc = decode_entry(s, w, e);
+    pthread_mutex_lock(&s->mu);
+    s->m.decode_busy_ns += srv_now_ns() - t0;
+    reader *rd = e->owner;
+    rd->free_bufs[rd->nfree++] = e->buf;
+    pthread_cond_broadcast(&s->cv_read);
+    if (rc == 0) {
+        s->m.blocks_decoded++;
+        block_ready(s, e);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    srv *s = arg;
+    srv_pipeline *p = s->pl;
+    worker_ctx w = {0};
+    if (lf_block_decoder_create(&w.dec) < 0) {
+        srv_fail(s, "worker: cannot create a block decoder");
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && p->asm_len == 0 && p->decode_q.len == 0)
+            pthread_cond_wait(&s->cv_work, &s->mu);
+        if (s->stop) { pthread_mutex_unlock(&s->mu); break; }
+        if (p->asm_len > 0) {
+            /* Assembly first: it frees slots and pins, decoding adds work. */
+            srv_job *j = p->asm_q[p->asm_head];
+            p->asm_head = (p->asm_head + 1) % p->asm_cap;
+            p->asm_len--;
+            pthread_mutex_unlock(&s->mu);
+            run_assembly(s, &w, j);
+        } else {
+            cache_entry *e = q_pop(&p->decode_q);
+            pthread_mutex_unlock(&s->mu);
+            run_decode(s, &w, e);
+        }
+    }
+    free(w.seqs);
+    lf_block_decoder_free(w.dec);
+    return NULL;
+}
+
+/* ---- set-up and tear-down ----------------------------------------------- */
+
+static int reader_init(srv *s, reader *rd, uint32_t depth, size_t buf_size)
+{
+    rd->s = s;
+    rd->nbufs = depth;
+    rd->buf_size = buf_size;
+    rd->bufs = calloc(depth, sizeof *rd->bufs);
+    rd->free_bufs = calloc(depth, sizeof *rd->free_bufs);
+    if (!rd->bufs || !rd->free_bufs) return -ENOMEM;
+    for (uint32_t i = 0; i < depth; i++) {
+        if (posix_memalign((void **)&rd->bufs[i], 4096, buf_size) != 0) return -ENOMEM;
+        rd->free_bufs[rd->nfree++] = i;
+    }
+    if (!s->cfg.io_uring) return 0;
+    int rc = io_uring_queue_init(depth, &rd->ring, 0);
+    if (rc == 0) {
+        struct iovec *iov = calloc(depth, sizeof *iov);
+        if (!iov) rc = -ENOMEM;
+        for (uint32_t i = 0; iov && i < depth; i++)
+            iov[i] = (struct iovec){.iov_base = rd->bufs[i], .iov_len = buf_size};
+        if (iov) rc = io_uring_register_buffers(&rd->ring, iov, depth);
+        free(iov);
+        if (rc < 0) io_uring_queue_exit(&rd->ring);
+    }
+    if (rc < 0 && s->cfg.io_forced) return rc;
+    if (rc < 0 && !s->cfg.quiet)
+        fprintf(stderr, "lf-server: io_uring unavailable (%s): reading with pread\n",
+                strerror(-rc));
+    rd->use_uring = rc == 0;
+    return 0;
+}
+
+static void reader_exit(reader *rd)
+{
+    if (rd->use_uring) io_uring_queue_exit(&rd->ring);
+    for (uint32_t i = 0; rd->bufs && i < rd->nbufs; i++) free(rd->bufs[i]);
+    free(rd->bufs);
+    free(rd->free_bufs);
+}
+
+int srv_pipeline_init(srv *s)
+{
+    srv_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return -ENOMEM;
+    s->pl = p;
+    p->nshards = lf_dataset_shards(s->ds);
+    p->shard_fds = malloc((p->nshards ? p->nshards : 1) * sizeof *p->shard_fds);
+    if (!p->shard_fds) return -ENOMEM;
+    for (uint32_t i = 0; i < p->nshards; i++) p->shard_fds[i] = -1;
+    for (uint32_t i = 0; i < p->nshards; i++) {
+        p->shard_fds[i] = open(lf_dataset_shard_path(s->ds, i), O_RDONLY | O_CLOEXEC);
+        if (p->shard_fds[i] < 0) return -errno;
+    }
+    p->nbuckets = 1024;
+    while (p->nbuckets < lf_dataset_blocks(s->ds) && p->nbuckets < (1u << 22)) p->nbuckets <<= 1;
+    p->buckets = calloc(p->nbuckets, sizeof *p->buckets);
+    p->asm_cap = s->cfg.nlocal * s->cfg.slots;
+    p->asm_q = calloc(p->asm_cap, sizeof *p->asm_q);
+    p->readers = calloc(s->cfg.readers, sizeof *p->readers);
+    p->workers = calloc(s->cfg.workers, sizeof *p->workers);
+    if (!p->buckets || !p->asm_q || !p->readers || !p->workers) return -ENOMEM;
+    size_t buf_size = (lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u;
+    for (uint32_t i = 0; i < s->cfg.readers; i++) {
+        int rc = reader_init(s, &p->readers[i], s->cfg.read_depth, buf_size ? buf_size : 4096);
+        if (rc < 0) return rc;
+    }
+    return srv_plan_create(s, &p->plan);
+}
+
+int srv_pipeline_start(srv *s)
+{
+    srv_pipeline *p = s->pl;
+    for (uint32_t i = 0; i < s->cfg.readers; i++, p->nreaders_started++)
+        if (pthread_create(&p->readers[i].thread, NULL, reader_main, &p->readers[i]) != 0)
+            return -EAGAIN;
+    for (uint32_t i = 0; i < s->cfg.workers; i++, p->nworkers_started++)
+        if (pthread_create(&p->workers[i], NULL, worker_main, s) != 0) return -EAGAIN;
+    if (pthread_create(&p->planner, NULL, planner_main, s) != 0) return -EAGAIN;
+    p->planner_started = 1;
+    return 0;
+}
+
+void srv_pipeline_stop(srv *s)
+{
+    srv_pipeline *p = s->pl;
+    if (!p) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv_plan);
+    pthread_cond_broadcast(&s->cv_read);
+    pthread_cond_broadcast(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    if (p->planner_started) pthread_join(p->planner, NULL);
+    for (uint32_t i = 0; i < p->nworkers_started; i++) pthread_join(p->workers[i], NULL);
+    for (uint32_t i = 0; i < p->nreaders_started; i++) pthread_join(p->readers[i].thread, NULL);
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        srv_job *j = s->ranks[li].jobs_head;
+        while (j) {
+            srv_job *next = j->next;
+            srv_job_free(j);
+            j = next;
+        }
+        s->ranks[li].jobs_head = s->ranks[li].jobs_tail = NULL;
+    }
+    for (uint64_t b = 0; p->buckets && b < p->nbuckets; b++)
+        while (p->buckets[b]) cache_drop(p, p->buckets[b]);
+    for (uint32_t i = 0; p->readers && i < s->cfg.readers; i++) reader_exit(&p->readers[i]);
+    for (uint32_t i = 0; p->shard_fds && i < p->nshards; i++)
+        if (p->shard_fds[i] >= 0) close(p->shard_fds[i]);
+    lf_plan_free(p->plan);
+    free(p->shard_fds);
+    free(p->buckets);
+    free(p->asm_q);
+    free(p->readers);
+    free(p->workers);
+    free(p);
+    s->pl = NULL;
+}
+
+void srv_pipeline_depths(const srv *s, srv_depths *d)
+{
+    const srv_pipeline *p = s->pl;
+    d->read_q = p->read_q.len;
+    d->decode_q = p->decode_q.len;
+    d->assemble_q = p->asm_len;
+    d->jobs_in_flight = p->jobs_in_flight;
+    d->cache_bytes = p->cache_bytes;
+}
+
+void srv_free_slot(srv *s, uint32_t li, uint32_t slot)
+{
+    srv_rank *r = &s->ranks[li];
+    r->free_slots[r->nfree++] = slot;
+    pthread_cond_broadcast(&s->cv_plan);
+}
+
+void srv_rank_gone(srv *s, uint32_t li)
+{
+    srv_rank *r = &s->ranks[li];
+    r->gone = 1;
+    for (srv_job *j = r->jobs_head; j; j = j->next) j->discard = 1;
+    pthread_cond_broadcast(&s->cv_plan);
+}

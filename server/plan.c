@@ -1,0 +1,139 @@
+/*
+ * plan.c — what lf-server asks of the balancer: the plan over the dataset
+ * index, a pre-pass over every epoch to size the ring slots from the
+ * largest batch any local rank will get, the plan id clients keep in their
+ * saved states, and the batch layout of a job (which tensors, what shapes).
+ */
+#include "srv.h"
+
+#include "lf_ring.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+int srv_plan_create(const srv *s, lf_plan **out)
+{
+    uint64_t n = lf_dataset_samples(s->ds);
+    lf_plan_sample *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return -ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        const lf_sample_info *si = lf_dataset_sample(s->ds, i);
+        v[i] = (lf_plan_sample){.id = i, .length = si->length,
+                                .block = lf_dataset_sample_block(s->ds, i)};
+    }
+    int rc = lf_plan_create(&s->cfg.plan, v, n, out);
+    free(v);
+    return rc;
+}
+
+/* The tensors of a token batch of n samples in `rows` rows of row_len. */
+static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_len,
+                        lf_layout *l)
+{
+    int pack = s->cfg.plan.layout == LF_PLAN_PACK;
+    uint32_t dt = s->cfg.token_dtype;
+    uint32_t ntensors = pack ? 4 : 3;
+    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
+                            LF_LAYOUT_MIN_ALIGN);
+    uint64_t grid[2] = {rows, row_len}, ids[1] = {n}, cu[1] = {(uint64_t)n + rows + 1};
+    if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 2, grid);
+    if (rc >= 0 && pack) rc = lf_layout_add(l, "positions", dt, 2, grid);
+    if (rc >= 0 && pack) rc = lf_layout_add(l, "cu_seqlens", dt, 1, cu);
+    if (rc >= 0 && !pack) rc = lf_layout_add(l, "lengths", dt, 1, ids);
+    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    return rc < 0 ? rc : 0;
+}
+
+int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
+{
+    return token_layout(s, j->n, j->rows, j->row_len, l);
+}
+
+/* Calls fn for every local rank's batch of every step of every epoch. */
+typedef int (*batch_fn)(srv *s, const lf_plan_step *st, const lf_plan_batch *b);
+
+static int walk_plan(srv *s, batch_fn fn)
+{
+    lf_plan *p;
+    int rc = srv_plan_create(s, &p);
+    if (rc < 0) return rc;
+    for (uint32_t e = 0; e < s->cfg.epochs && rc >= 0; e++) {
+        lf_plan_step st;
+        while (rc >= 0 && (rc = lf_plan_next_step(p, &st)) == 1) {
+            for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
+                lf_plan_batch b;
+                rc = lf_plan_rank_batch(p, s->cfg.local[li], &b);
+                if (rc >= 0) rc = fn(s, &st, &b);
+            }
+        }
+    }
+    lf_plan_free(p);
+    return rc < 0 ? rc : 0;
+}
+
+static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
+{
+    (void)st;
+    lf_layout l;
+    int rc = token_layout(s, b->nsamples, b->rows, b->row_len, &l);
+    if (rc < 0) return rc;
+    uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
+    if (need > s->slot_size) s->slot_size = need;
+    return 0;
+}
+
+/* The plan id: the plan's own hash of samples and sequence parameters (in
+ * its initial state) plus everything else that shapes a rank's stream. */
+static int compute_plan_id(srv *s)
+{
+    lf_plan *p;
+    int rc = srv_plan_create(s, &p);
+    if (rc < 0) return rc;
+    long n = lf_plan_state_save(p, NULL, 0);
+    unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
+    if (blob) n = lf_plan_state_save(p, blob, (size_t)n);
+    lf_plan_free(p);
+    if (!blob || n < 0) {
+        free(blob);
+        return n < 0 ? (int)n : -ENOMEM;
+    }
+    const lf_plan_params *pp = &s->cfg.plan;
+    uint64_t extra[] = {pp->world, pp->layout, pp->seq_len, pp->rank_max_tokens,
+                        pp->rank_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id};
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    XXH3_64bits_update(&h, blob, (size_t)n);
+    XXH3_64bits_update(&h, extra, sizeof extra);
+    s->plan_id = XXH3_64bits_digest(&h) | 1; /* never 0: 0 means "no state" */
+    free(blob);
+    return 0;
+}
+
+int srv_plan_prepass(srv *s)
+{
+    s->slot_size = LF_SLOT_ALIGN;
+    int rc = walk_plan(s, grow_slot);
+    if (rc == 0) rc = compute_plan_id(s);
+    return rc;
+}
+
+static int print_batch(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
+{
+    (void)s;
+    printf("%u %" PRIu64 " %u %u", st->epoch, st->step, b->rank, b->nsamples);
+    for (uint32_t i = 0; i < b->nsamples; i++)
+        printf("%c%" PRIu64, i ? ',' : ' ', b->ids[i]);
+    printf("\n");
+    return 0;
+}
+
+int srv_print_plan(srv *s)
+{
+    return walk_plan(s, print_batch);
+}

@@ -1,0 +1,156 @@
+/*
+ * srv.h — lf-server internals shared by its source files (not a library
+ * header: nothing outside server/ includes it).
+ *
+ * Threads and what they own:
+ *   control   (control.c)  the ZeroMQ ROUTER, the fd socket, client sessions,
+ *                          READY/END sending, metrics replies
+ *   planner   (pipeline.c) steps of lf_plan -> one job per local rank,
+ *                          waits for a free slot, pins the job's blocks
+ *   readers   (pipeline.c) stored block bytes via io_uring or pread
+ *   workers   (pipeline.c) verify + decompress blocks into the cache, and
+ *                          assemble complete jobs straight into ring slots
+ * Everything shared is guarded by srv.mu; the heavy work (I/O, zstd,
+ * transforms) runs with it released. The control thread learns about
+ * finished jobs through an eventfd.
+ */
+#ifndef LF_SRV_H
+#define LF_SRV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "lf_layout.h"
+#include "lf_plan.h"
+#include "lf_shard.h"
+#include "lf_tf.h"
+#include "lf_wire.h"
+
+#define SRV_MAX_RANKS 256
+
+typedef struct srv_config {
+    const char *data_dir;
+    const char *endpoint;        /* NULL: default */
+    uint32_t world;
+    uint32_t nlocal;             /* local ranks */
+    uint32_t local[SRV_MAX_RANKS]; /* their global ranks, ascending */
+    uint32_t epochs;             /* epochs to serve */
+    lf_plan_params plan;         /* plan.epoch = first epoch */
+    uint32_t token_dtype;        /* LF_DTYPE_I32 or LF_DTYPE_I64 */
+    int64_t pad_id;
+    uint32_t readers, workers;   /* threads per stage */
+    int io_uring;                /* 1: io_uring (fallback to pread), 0: pread */
+    int io_forced;               /* --io given: no silent fallback */
+    uint32_t slots;              /* ring depth per rank */
+    uint32_t read_depth;         /* reads in flight per reader */
+    uint64_t memory_limit;       /* rings + cache + read buffers, bytes */
+    uint32_t heartbeat_ms;
+    int print_plan;              /* dry run: print the local ranks' plan, exit */
+    int quiet;
+} srv_config;
+
+/* Counters: written under srv.mu or by their one owner thread with atomics. */
+typedef struct srv_metrics {
+    uint64_t bytes_read, blocks_read, blocks_decoded, cache_hits, cache_misses;
+    uint64_t evictions;
+    uint64_t read_busy_ns, decode_busy_ns, assemble_busy_ns, plan_busy_ns;
+    uint64_t batches, samples;
+} srv_metrics;
+
+typedef struct srv_rank_metrics {
+    uint64_t batches, samples, tokens, cost;
+    uint64_t wait_ns, compute_ns, steps_reported;
+} srv_rank_metrics;
+
+typedef struct cache_entry cache_entry;
+
+typedef struct srv_job {
+    uint32_t li;                 /* local rank index */
+    uint32_t epoch;
+    uint64_t step, seq;
+    uint32_t slot;
+    uint32_t n;                  /* samples, in layout order */
+    uint64_t *ids, *lengths;
+    uint32_t *row_of;            /* pack: each sample's row */
+    uint32_t rows, row_len;
+    uint64_t cost, tokens;
+    uint32_t nblocks;            /* distinct blocks */
+    cache_entry **blocks;
+    uint32_t missing;            /* blocks not decoded yet */
+    int done;                    /* assembled into its slot */
+    int discard;                 /* its rank is gone: assemble nothing */
+    struct srv_job *next;        /* in-flight list of its rank, seq order */
+} srv_job;
+
+typedef struct srv_rank {
+    uint32_t rank;
+    int memfd;
+    unsigned char *seg;          /* mapped segment */
+    uint64_t seg_size;
+    uint32_t *free_slots;        /* stack of free slot numbers */
+    uint32_t nfree;
+    srv_job *jobs_head, *jobs_tail; /* in flight or waiting to be announced */
+    uint64_t next_seq;           /* planner: seq of the next job */
+    int started, gone, ended;    /* START seen; client left or died; END sent */
+    uint32_t start_epoch;
+    uint64_t start_step, start_plan;
+    srv_rank_metrics m;
+} srv_rank;
+
+typedef struct srv srv;
+
+struct srv {
+    srv_config cfg;
+    lf_dataset *ds;
+    uint32_t token_field;        /* schema field index used for tokens */
+    uint32_t token_in_dtype;     /* LF_DTYPE_U16 / U32 */
+    uint64_t slot_size;
+    uint64_t plan_id;
+    uint64_t cache_limit;        /* bytes of decompressed blocks */
+    srv_rank ranks[SRV_MAX_RANKS];
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_plan;      /* planner: a slot or cache room freed, start */
+    pthread_cond_t cv_read;      /* readers: work or a buffer freed */
+    pthread_cond_t cv_work;      /* workers: a block to decode or a job to assemble */
+    int notify_fd;               /* eventfd: wakes the control thread */
+    int stop;                    /* shutting down */
+    int failed;                  /* a fatal pipeline error happened */
+    char fail_msg[600];
+    int all_started;             /* every local rank sent START */
+    int planner_done;            /* every epoch planned */
+    uint32_t start_epoch;        /* agreed resume position */
+    uint64_t start_step;
+
+    struct srv_pipeline *pl;     /* pipeline.c's private state */
+    srv_metrics m;
+};
+
+/* pipeline.c */
+int srv_pipeline_init(srv *s);
+int srv_pipeline_start(srv *s);
+void srv_pipeline_stop(srv *s);  /* joins threads, frees everything */
+void srv_free_slot(srv *s, uint32_t li, uint32_t slot); /* under mu */
+void srv_job_free(srv_job *j);   /* accepts NULL */
+
+typedef struct srv_depths {
+    uint32_t read_q, decode_q, assemble_q, jobs_in_flight;
+    uint64_t cache_bytes;
+} srv_depths;
+void srv_pipeline_depths(const srv *s, srv_depths *d); /* under mu */
+void srv_rank_gone(srv *s, uint32_t li);                /* under mu */
+
+/* plan.c */
+int srv_plan_create(const srv *s, lf_plan **out);
+int srv_plan_prepass(srv *s);    /* slot size and plan id */
+int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l);
+int srv_print_plan(srv *s);
+
+/* control.c */
+int srv_control_run(srv *s);
+
+/* time */
+uint64_t srv_now_ns(void);
+void srv_fail(srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

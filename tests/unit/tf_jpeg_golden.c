@@ -17,6 +17,7 @@
  *     whole pixels, the same thing at the full-size scale PIL works at.
  *   - f32/f16 CHW: the u8 tolerance divided by 255*std (plus f16 rounding).
  * A planted fault (the mirrored reference) must fail the same check.
+ * Also: lf_tf_jpeg_augment equals lf_tf_jpeg_crop_resize of the planned box.
  */
 #include "lf_tf.h"
 #include "test.h"
@@ -159,6 +160,38 @@ static void run_case(lf_tf_ws *ws, const char *line)
     free(jpg);
 }
 
+/* augment = plan + crop_resize, the same bytes from two workspaces. */
+static void test_augment_matches_plan(void)
+{
+    size_t n;
+    unsigned char *jpg = load("large.jpg", &n);
+    lf_tf_ws *a = NULL, *b = NULL;
+    ASSERT_EQ(lf_tf_ws_create(NULL, &a), 0);
+    ASSERT_EQ(lf_tf_ws_create(NULL, &b), 0);
+    lf_tf_image_params p;
+    lf_tf_image_params_default(&p, 64, 64);
+    p.seed = 77;
+    size_t sz = lf_tf_image_out_size(&p);
+    ASSERT_EQ(sz, 64 * 64 * 3 * 4);
+    float *o1 = malloc(sz), *o2 = malloc(sz);
+    ASSERT_TRUE(o1 && o2);
+    for (uint64_t id = 0; id < 20; id++) {
+        lf_tf_jpeg_info info;
+        ASSERT_EQ(lf_tf_jpeg_augment(a, o1, sz, jpg, n, &p, 1, id, &info), (long)sz);
+        ASSERT_EQ(info.width, 480);
+        ASSERT_EQ(info.height, 360);
+        lf_tf_box box;
+        ASSERT_EQ(lf_tf_image_plan(&p, 480, 360, 1, id, &box), 0);
+        ASSERT_EQ(lf_tf_jpeg_crop_resize(b, o2, sz, jpg, n, &p, &box), (long)sz);
+        ASSERT_MEM_EQ(o1, o2, sz);
+    }
+    free(o2);
+    free(o1);
+    lf_tf_ws_free(b);
+    lf_tf_ws_free(a);
+    free(jpg);
+}
+
 int main(void)
 {
     lf_tf_ws *ws = NULL;
@@ -176,6 +209,7 @@ int main(void)
     ASSERT_GE(cases, 10);
     lf_tf_ws_free(ws);
     lf_tf_ws_free(NULL);
+    test_augment_matches_plan();
     printf("tf_jpeg_golden: %d cases ok\n", cases);
     return 0;
 }

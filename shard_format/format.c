@@ -262,7 +262,7 @@ int footer_decode(const uint8_t in[FOOTER_SIZE], bool skip_hash, shard_footer *f
 {
     uint64_t self = get_u64(in + 56);
     if (!skip_hash && shard_hash(in, FOOTER_SIZE - 8) != self) {
-        *why = "footer checksum mismatch";
+        *why = "checksum mismatch";
         return LF_SHARD_E_CHECKSUM;
     }
     if (memcmp(in, FOOTER_MAGIC, MAGIC_LEN) != 0 || get_u32(in + 12) != 0) {

@@ -47,41 +47,16 @@ static bool bad_kind(int rc)
            rc == LF_SHARD_E_VERSION || rc == LF_SHARD_E_DECOMPRESS;
 }
 
-/* Runs the reader over the dataset. Returns 0 if everything read back
- * intact, else the first failure's status (err filled). Fails the test on
- * any wrong data returned or a wrong kind of status. */
+/* Runs the reader over the whole dataset: 0 if it all reads back intact,
+ * else the first failure's status (err filled). */
 static int read_everything(lf_shard_error *err)
 {
     lf_dataset *ds;
     int rc = lf_dataset_open(g_dir, &ds, err);
     if (rc != 0) return rc;
-    lf_block_decoder *d;
-    ASSERT_EQ(lf_block_decoder_create(&d), 0);
-    size_t scap = lf_dataset_max_block_stored(ds), rcap = lf_dataset_max_block_raw(ds);
-    uint8_t *stored = malloc(scap + 1), *raw = malloc(rcap + 1);
-    int first = 0;
-    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
-        const lf_block_info *bi = lf_dataset_block(ds, b);
-        lf_shard_error e = {0};
-        long n = lf_dataset_read_block(ds, b, stored, scap, &e);
-        if (n >= 0) n = lf_block_decode(d, ds, b, stored, (size_t)n, raw, rcap, &e);
-        for (uint64_t i = bi->first_sample; n >= 0 && i < bi->first_sample + bi->nsamples; i++) {
-            lf_field_view v[LF_MAX_FIELDS];
-            int r = lf_sample_fields(ds, i, raw, (size_t)n, v, &e);
-            if (r == 0 && gen_compare(&g_schema, i, v) != 0)
-                TEST_FAIL_("wrong data returned for sample %" PRIu64, i);
-            if (r != 0) n = r;
-        }
-        if (n < 0 && first == 0) {
-            first = (int)n;
-            *err = e;
-        }
-    }
-    free(raw);
-    free(stored);
-    lf_block_decoder_free(d);
+    rc = gen_read_all(ds, &g_schema, err);
     lf_dataset_close(ds);
-    return first;
+    return rc;
 }
 
 static void expect_detected(const file *f, const char *what, size_t pos)

@@ -121,4 +121,40 @@ static inline int gen_compare(const lf_schema *s, uint64_t id, const lf_field_vi
     return rc;
 }
 
+/* Reads, decodes and locates every sample of ds, comparing each with the
+ * generator. Returns 0 when all of it reads back, else the first failure's
+ * status (err filled). Wrong data returned by the reader fails the test. */
+static inline int gen_read_all(const lf_dataset *ds, const lf_schema *s, lf_shard_error *err)
+{
+    lf_block_decoder *d;
+    ASSERT_EQ(lf_block_decoder_create(&d), 0);
+    size_t scap = lf_dataset_max_block_stored(ds), rcap = lf_dataset_max_block_raw(ds);
+    uint8_t *stored = malloc(scap + 1), *raw = malloc(rcap + 1);
+    ASSERT_TRUE(stored && raw);
+    int first = 0;
+    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
+        const lf_block_info *bi = lf_dataset_block(ds, b);
+        lf_shard_error e = {0};
+        long n = lf_dataset_read_block(ds, b, stored, scap, &e);
+        if (n >= 0 && n != (long)bi->stored_size) TEST_FAIL_("block %" PRIu64 ": size %ld", b, n);
+        if (n >= 0) n = lf_block_decode(d, ds, b, stored, (size_t)n, raw, rcap, &e);
+        if (n >= 0 && n != (long)bi->raw_size) TEST_FAIL_("block %" PRIu64 ": raw %ld", b, n);
+        for (uint64_t i = bi->first_sample; n >= 0 && i < bi->first_sample + bi->nsamples; i++) {
+            lf_field_view v[LF_MAX_FIELDS];
+            int r = lf_sample_fields(ds, i, raw, (size_t)n, v, &e);
+            if (r == 0 && gen_compare(s, i, v) != 0)
+                TEST_FAIL_("wrong data returned for sample %" PRIu64, i);
+            if (r != 0) n = r;
+        }
+        if (n < 0 && first == 0) {
+            first = (int)n;
+            *err = e;
+        }
+    }
+    free(raw);
+    free(stored);
+    lf_block_decoder_free(d);
+    return first;
+}
+
 #endif

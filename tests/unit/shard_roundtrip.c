@@ -57,34 +57,6 @@ static void check_index(const lf_dataset *ds, const lf_schema *s)
     ASSERT_TRUE(lf_dataset_shard_path(ds, lf_dataset_shards(ds)) == NULL);
 }
 
-/* Reads every block and compares every field of every sample. */
-static void check_data(const lf_dataset *ds, const lf_schema *s)
-{
-    lf_block_decoder *d;
-    lf_shard_error err = {0};
-    ASSERT_EQ(lf_block_decoder_create(&d), 0);
-    size_t scap = lf_dataset_max_block_stored(ds), rcap = lf_dataset_max_block_raw(ds);
-    uint8_t *stored = malloc(scap + 1), *raw = malloc(rcap + 1);
-    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
-        const lf_block_info *bi = lf_dataset_block(ds, b);
-        long n = lf_dataset_read_block(ds, b, stored, scap, &err);
-        if (n < 0) TEST_FAIL_("read block %" PRIu64 ": %s", b, err.msg);
-        ASSERT_EQ(n, bi->stored_size);
-        long r = lf_block_decode(d, ds, b, stored, (size_t)n, raw, rcap, &err);
-        if (r < 0) TEST_FAIL_("decode block %" PRIu64 ": %s", b, err.msg);
-        ASSERT_EQ(r, bi->raw_size);
-        for (uint64_t i = bi->first_sample; i < bi->first_sample + bi->nsamples; i++) {
-            lf_field_view v[LF_MAX_FIELDS];
-            if (lf_sample_fields(ds, i, raw, (size_t)r, v, &err) != 0)
-                TEST_FAIL_("fields of sample %" PRIu64 ": %s", i, err.msg);
-            if (gen_compare(s, i, v) != 0) TEST_FAIL_("sample %" PRIu64 " differs", i);
-        }
-    }
-    free(raw);
-    free(stored);
-    lf_block_decoder_free(d);
-}
-
 /* No temporary file may remain once a writer has finished or aborted. */
 static int count_temps(const char *dir)
 {
@@ -115,7 +87,7 @@ static void run_config(const config *c, int no)
     ASSERT_MEM_EQ(lf_dataset_schema(ds), &s, sizeof s);
     if (c->opt.block_bytes == 0) ASSERT_EQ(lf_dataset_blocks(ds), c->samples);
     check_index(ds, &s);
-    check_data(ds, &s);
+    if (gen_read_all(ds, &s, &err) != 0) TEST_FAIL_("%s: read: %s", c->name, err.msg);
     uint64_t file_bytes = 0;
     for (uint32_t i = 0; i < lf_dataset_shards(ds); i++) {
         struct stat sb;

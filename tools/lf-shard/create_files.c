@@ -203,7 +203,7 @@ static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_inp
         return -1;
     }
     if (w <= 0 || h <= 0) {
-        snprintf(why, why_len, "JPEG header gives size %dx%d", w, h);
+        snprintf(why, why_len, "not a readable JPEG (header gives size %dx%d)", w, h);
         return -1;
     }
     *in = (lf_field_input){.data = buf, .size = size, .width = (uint32_t)w,

@@ -128,7 +128,7 @@ static int take_array(line_ctx *l, cli_out *o, json_t *arr)
 static int take_line(line_ctx *l, cli_out *o, const char *line, size_t len)
 {
     json_error_t jerr;
-    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root && jerr.column > 0)
         line_fail(l, o, "invalid JSON at column %d: %s", jerr.column, jerr.text);
     if (!root)

@@ -246,7 +246,7 @@ static void stats_json(const char *dir, const lf_schema *s, const cost_stats *st
                                               "hi", (json_int_t)st->lo[k + 1] - 1, "count",
                                               (json_int_t)st->count[k]));
     json_object_set_new(o, "histogram", hist);
-    if (json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER) < 0)
+    if (json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) < 0)
         cli_die("cannot write JSON");
     putchar('\n');
     json_decref(o);

@@ -130,14 +130,7 @@ static void load(file *f, const char *dir, const char *name)
 {
     snprintf(f->path, sizeof f->path, "%s/%s", dir, name);
     f->name = strrchr(f->path, '/') + 1;
-    FILE *fp = fopen(f->path, "rb");
-    ASSERT_TRUE(fp != NULL);
-    struct stat st;
-    ASSERT_EQ(fstat(fileno(fp), &st), 0);
-    f->size = (size_t)st.st_size;
-    f->orig = malloc(f->size);
-    ASSERT_EQ(fread(f->orig, 1, f->size, fp), f->size);
-    fclose(fp);
+    f->orig = gen_slurp(f->path, &f->size);
 }
 
 /* Flips over every region of one shard file, using the dataset's index for

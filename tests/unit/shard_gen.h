@@ -121,6 +121,21 @@ static inline int gen_compare(const lf_schema *s, uint64_t id, const lf_field_vi
     return rc;
 }
 
+/* A whole file, malloc'd; fails the test if it cannot be read. */
+static inline uint8_t *gen_slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) TEST_FAIL_("cannot open %s", path);
+    struct stat st;
+    ASSERT_EQ(fstat(fileno(f), &st), 0);
+    *size = (size_t)st.st_size;
+    uint8_t *p = malloc(*size + 1);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(fread(p, 1, *size, f), *size);
+    fclose(f);
+    return p;
+}
+
 /* Reads, decodes and locates every sample of ds, comparing each with the
  * generator. Returns 0 when all of it reads back, else the first failure's
  * status (err filled). Wrong data returned by the reader fails the test. */

@@ -46,19 +46,6 @@ static const seed seeds[] = {
 };
 #define NSEEDS (sizeof seeds / sizeof seeds[0])
 
-static uint8_t *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) TEST_FAIL_("cannot open %s", path);
-    struct stat st;
-    ASSERT_EQ(fstat(fileno(f), &st), 0);
-    *size = (size_t)st.st_size;
-    uint8_t *p = malloc(*size + 1);
-    ASSERT_EQ(fread(p, 1, *size, f), *size);
-    fclose(f);
-    return p;
-}
-
 static void write_datasets(const char *root)
 {
     static const struct { const char *dir; uint32_t cost; uint64_t n; lf_writer_options o; } d[] = {
@@ -81,7 +68,7 @@ static uint8_t *make_seed(const char *root, const seed *sd, size_t *size)
     char path[4300];
     snprintf(path, sizeof path, "%s/%s/%s", root, sd->dataset, sd->file);
     size_t n;
-    uint8_t *file = slurp(path, &n);
+    uint8_t *file = gen_slurp(path, &n);
     uint8_t *out = malloc(n + 1);
     out[0] = sd->mode;
     memcpy(out + 1, file, n);
@@ -132,7 +119,7 @@ static void check_seed(const char *dir, const seed *sd)
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, sd->name);
     size_t n;
-    uint8_t *p = slurp(path, &n);
+    uint8_t *p = gen_slurp(path, &n);
     ASSERT_GT(n, 1);
     ASSERT_EQ(p[0], sd->mode);
     lf_shard_error err = {0};

@@ -15,19 +15,6 @@ static char *path_in(const char *dir, const char *name)
     return buf;
 }
 
-static uint8_t *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) TEST_FAIL_("cannot open %s", path);
-    struct stat st;
-    ASSERT_EQ(fstat(fileno(f), &st), 0);
-    *size = (size_t)st.st_size;
-    uint8_t *p = malloc(*size + 1);
-    ASSERT_EQ(fread(p, 1, *size, f), *size);
-    fclose(f);
-    return p;
-}
-
 static int count_entries(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -54,8 +41,8 @@ static void test_deterministic(const char *root, const lf_schema *s)
     const char *names[] = {LF_MANIFEST_NAME, "shard-00000.lfs", "shard-00001.lfs"};
     for (size_t i = 0; i < 3; i++) {
         size_t na, nb;
-        uint8_t *pa = slurp(path_in(a, names[i]), &na);
-        uint8_t *pb = slurp(path_in(b, names[i]), &nb);
+        uint8_t *pa = gen_slurp(path_in(a, names[i]), &na);
+        uint8_t *pb = gen_slurp(path_in(b, names[i]), &nb);
         ASSERT_EQ(na, nb);
         ASSERT_MEM_EQ(pa, pb, na);
         free(pa);

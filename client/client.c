@@ -323,6 +323,8 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
         if (!c->slots || !c->fifo) rc = -ENOMEM;
     }
     if (rc < 0) {
+        if (o->error && o->error_size)
+            snprintf(o->error, o->error_size, "%s", c->err[0] ? c->err : lf_strerror(rc));
         lf_client_close(c);
         return rc;
     }

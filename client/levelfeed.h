@@ -75,6 +75,8 @@ typedef struct lf_client_options {
     int local_rank;              /* -1: from LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / ... */
     int device;                  /* -1: local_rank (kept for the GPU path) */
     int connect_timeout_ms;      /* how long open waits for the server (0: 10 s) */
+    char *error;                 /* optional: gets the reason when open fails */
+    size_t error_size;
 } lf_client_options;
 
 /* Fills *o with defaults read from the environment (see fields). */

@@ -231,9 +231,12 @@ int main(int argc, char **argv)
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
     lf_client *c;
+    char why[256] = "";
+    a.o.error = why;
+    a.o.error_size = sizeof why;
     int rc = lf_client_open(&a.o, &c);
     if (rc < 0) {
-        fprintf(stderr, "rank-loop %d: open: %s\n", a.o.rank, lf_strerror(rc));
+        fprintf(stderr, "rank-loop %d: open: %s: %s\n", a.o.rank, lf_strerror(rc), why);
         return 1;
     }
     if (a.restore) {
@@ -254,9 +257,9 @@ int main(int argc, char **argv)
             if (out) print_batch(out, &b, a.o.rank, ids);
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
             if (a.verify && (pack ? verify_pack(&v, &b, ids) : verify_pad(&v, &b, ids)) < 0) {
-                fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes differ "
-                        "from the shards\n", a.o.rank, b.epoch, b.step);
-                bad++;
+                if (bad++ < 5)
+                    fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes "
+                            "differ from the shards\n", a.o.rank, b.epoch, b.step);
             }
         }
         digest_batch(&h, &b);

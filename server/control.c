@@ -104,6 +104,8 @@ static int local_index(const srv *s, uint32_t rank)
     return -1;
 }
 
+static void maybe_start_all(control *c);
+
 static void rank_gone(control *c, uint32_t li)
 {
     srv *s = c->s;
@@ -113,6 +115,7 @@ static void rank_gone(control *c, uint32_t li)
     pthread_mutex_lock(&s->mu);
     if (!s->ranks[li].gone) srv_rank_gone(s, li);
     pthread_mutex_unlock(&s->mu);
+    maybe_start_all(c);
 }
 
 static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf_msg_hello *h)
@@ -159,11 +162,16 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
 static void maybe_start_all(control *c)
 {
     srv *s = c->s;
-    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
+    const srv_rank *r0 = NULL;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        if (s->ranks[li].gone) continue; /* left before START: not waited for */
         if (!s->ranks[li].started) return;
-    const srv_rank *r0 = &s->ranks[0];
+        if (!r0) r0 = &s->ranks[li];
+    }
+    if (!r0 || s->all_started) return;
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];
+        if (r->gone) continue;
         if (r->start_epoch != r0->start_epoch || r->start_step != r0->start_step ||
             r->start_plan != r0->start_plan) {
             srv_fail(s, "ranks %u and %u start at different positions (%u:%" PRIu64
@@ -441,13 +449,17 @@ static char *stats_json(control *c)
 
 /* ---- the loop ----------------------------------------------------------- */
 
-static int all_done(const control *c)
+/* Done when every rank is gone (BYE or closed): a rank cannot come back,
+ * so there is nobody left to serve, whether the plan is finished or not. */
+static int all_done(control *c)
 {
-    const srv *s = c->s;
-    if (!s->planner_done) return 0;
+    srv *s = c->s;
+    int done = 1;
+    pthread_mutex_lock(&s->mu);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++)
-        if (!s->ranks[li].gone) return 0;
-    return 1;
+        if (!s->ranks[li].gone) done = 0;
+    pthread_mutex_unlock(&s->mu);
+    return done;
 }
 
 static void fail_everyone(control *c, const char *why)

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Helpers for the lf-server end-to-end tests (sourced by tests/e2e/server_*.sh).
+# Run directly, it is itself a test of the control plane: a second server on
+# the same endpoint refuses to start, lf-stat answers, a rank the server
+# does not serve is refused, an unsafe runtime directory is refused.
+set -euo pipefail
+
+LF_BIN=${LF_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/default/bin}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/lf-e2e.XXXXXX")
+RT="$WORK/rt"                 # the runtime directory (0700)
+EP="$RT/ctl"                  # the control endpoint
+mkdir -m 700 "$RT"
+SHM_BEFORE=$(ls /dev/shm | sort)
+PIDS=()
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cleanup() {
+  local rc=$?
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [[ -n "${LF_KEEP_TMP:-}" ]] || rm -rf "$WORK"
+  exit $rc
+}
+trap cleanup EXIT
+
+# A small token dataset (2000 samples, 65 blocks) shared by the scenarios.
+make_dataset() {   # DIR [extra lf-shard synth args]
+  local dir=$1; shift
+  "$LF_BIN/lf-shard" synth tokens --out "$dir" --samples 2000 --seed 7 --threads 1 "$@" >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
+}
+
+# Starts lf-server in the background; its pid in SERVER_PID.
+start_server() {   # ARGS...
+  "$LF_BIN/lf-server" --endpoint "$EP" "$@" >"$WORK/server.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  for _ in $(seq 100); do [[ -S "$EP" ]] && return 0; sleep 0.05; done
+  cat "$WORK/server.log" >&2
+  fail "server did not start"
+}
+
+wait_server() {    # waits for the server; fails unless it exits 0
+  local rc=0
+  wait "$SERVER_PID" || rc=$?
+  [[ $rc -eq 0 ]] || { cat "$WORK/server.log" >&2; fail "server exited $rc"; }
+}
+
+# Runs N clients (ranks 0..N-1) to completion: outputs in $WORK/TAG.rR.txt.
+run_clients() {    # TAG N [rank-loop args...]
+  local tag=$1 n=$2; shift 2
+  local cpids=() r rc=0
+  for ((r = 0; r < n; r++)); do
+    "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world "$n" \
+      --out "$WORK/$tag.r$r.txt" "$@" >"$WORK/$tag.r$r.log" 2>&1 &
+    cpids+=($!)
+  done
+  for ((r = 0; r < n; r++)); do
+    wait "${cpids[$r]}" || { rc=1; cat "$WORK/$tag.r$r.log" >&2; }
+  done
+  [[ $rc -eq 0 ]] || fail "a client of run $tag failed"
+}
+
+# Sorted batch lines of every rank of a run.
+stream_of() {      # TAG
+  cat "$WORK/$1".r*.txt | sort -k1,1n -k2,2n -k3,3n
+}
+
+digests_of() {     # TAG: "rank R: ... digest D" lines
+  grep -h digest "$WORK/$1".r*.log | sort
+}
+
+# Every sample once per epoch: the ids of each epoch are distinct and, with
+# nothing rejected by the plan, as many as the dataset holds.
+check_exactly_once() {   # TAG SAMPLES
+  local tag=$1 want=$2 e ids uniq
+  for e in $(stream_of "$tag" | cut -d' ' -f1 | sort -u); do
+    ids=$(stream_of "$tag" | awk -v e="$e" '$1 == e && $4 > 0 {print $5}' | tr , '\n' | wc -l)
+    uniq=$(stream_of "$tag" | awk -v e="$e" '$1 == e && $4 > 0 {print $5}' | tr , '\n' | sort -u | wc -l)
+    [[ $ids -eq $uniq ]] || fail "$tag: epoch $e delivered $ids ids, $uniq distinct"
+    [[ $uniq -eq $want ]] || fail "$tag: epoch $e delivered $uniq of $want samples"
+  done
+}
+
+check_no_leftovers() {
+  local now
+  now=$(ls /dev/shm | sort)
+  [[ "$now" == "$SHM_BEFORE" ]] || fail "/dev/shm changed: $(comm -13 <(echo "$SHM_BEFORE") <(echo "$now"))"
+  # Only the lock file may stay in the runtime directory.
+  local left
+  left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
+  [[ -z "$left" ]] || fail "left in the runtime directory: $left"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  make_dataset "$WORK/ds"
+  start_server --data "$WORK/ds" --world 2 --step-budget 400000
+  # A second server on the same endpoint must refuse, and leave the first alone.
+  if "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/ds" --world 2 --step-budget 400000 \
+      >"$WORK/second.log" 2>&1; then fail "a second server started on $EP"; fi
+  grep -q "another server" "$WORK/second.log" || fail "second server: $(cat "$WORK/second.log")"
+  # lf-stat answers with the documented fields.
+  "$LF_BIN/lf-stat" "$EP" --json >"$WORK/stat.json" || fail "lf-stat --json"
+  for k in bytes_read blocks_decoded cache_hits queue_depth busy_ns ranks data_wait_ns; do
+    grep -q "\"$k\"" "$WORK/stat.json" || fail "lf-stat --json lacks $k"
+  done
+  "$LF_BIN/lf-stat" "$EP" --count 2 --interval-ms 100 | grep -c "samples/s" | grep -q 2 ||
+    fail "lf-stat live lines"
+  # A rank this server does not serve is refused with the server's reason.
+  if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 5 --world 2 >"$WORK/bad.log" 2>&1; then
+    fail "rank 5 was served"; fi
+  grep -q "not served" "$WORK/bad.log" || fail "rank 5: $(cat "$WORK/bad.log")"
+  run_clients smoke 2
+  wait_server
+  # A runtime directory others can enter is refused.
+  mkdir -m 755 "$WORK/open"
+  if "$LF_BIN/lf-server" --endpoint "$WORK/open/ctl" --data "$WORK/ds" --world 1 \
+      --step-budget 400000 >"$WORK/open.log" 2>&1; then fail "served from a 0755 directory"; fi
+  grep -q "not private" "$WORK/open.log" || fail "open dir: $(cat "$WORK/open.log")"
+  check_no_leftovers
+  echo "control plane ok"
+fi

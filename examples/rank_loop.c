@@ -4,13 +4,15 @@
  *
  *   lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
- *                [--restore FILE] [--compute-us N] [--timeout-ms N]
+ *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
  *
  * Each batch becomes a line "epoch step rank n id,id,..." in --out (the
  * format of `lf-server --print-plan`). --verify re-reads every sample
  * straight from the shards (its own read, checksum and decompression) and
  * compares it with the tensor bytes. At the end it prints a digest of every
- * tensor byte it received, so two runs can be compared byte for byte.
+ * tensor byte it received, so two runs can be compared byte for byte;
+ * --digests writes one per batch ("epoch step rank digest"), so the pieces
+ * of a resumed run can be compared with an uninterrupted one.
  */
 #include "levelfeed.h"
 #include "lf_shard.h"
@@ -182,7 +184,7 @@ static long read_file(const char *path, void *p, size_t cap)
 
 typedef struct args {
     lf_client_options o;
-    const char *out, *verify, *save, *restore;
+    const char *out, *verify, *save, *restore, *digests;
     long max_batches, compute_us;
     int timeout_ms;
     int64_t pad_id;
@@ -194,7 +196,8 @@ static int parse(int argc, char **argv, args *a)
         {"endpoint", 1, 0, 'e'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'},
         {"out", 1, 0, 'o'}, {"verify", 1, 0, 'v'}, {"pad-id", 1, 0, 'p'},
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
-        {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {0, 0, 0, 0}};
+        {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
+        {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
     a->timeout_ms = 30000;
@@ -212,6 +215,7 @@ static int parse(int argc, char **argv, args *a)
         case 'R': a->restore = optarg; break;
         case 'c': a->compute_us = atol(optarg); break;
         case 't': a->timeout_ms = atoi(optarg); break;
+        case 'd': a->digests = optarg; break;
         default: return -1;
         }
     }
@@ -224,12 +228,13 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &a) != 0) {
         fprintf(stderr, "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]\n"
                         "  [--verify DATASET] [--pad-id N] [--max-batches K --save FILE]\n"
-                        "  [--restore FILE] [--compute-us N] [--timeout-ms N]\n");
+                        "  [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]\n");
         return 2;
     }
     verifier v = {0};
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
+    FILE *dig = a.digests ? fopen(a.digests, "w") : NULL;
     lf_client *c;
     char why[256] = "";
     a.o.error = why;
@@ -263,6 +268,13 @@ int main(int argc, char **argv)
             }
         }
         digest_batch(&h, &b);
+        if (dig) {
+            XXH3_state_t one;
+            XXH3_64bits_reset(&one);
+            digest_batch(&one, &b);
+            fprintf(dig, "%u %" PRIu64 " %d %016llx\n", b.epoch, b.step, a.o.rank,
+                    (unsigned long long)XXH3_64bits_digest(&one));
+        }
         batches++;
         samples += b.nsamples;
         if (a.compute_us > 0) {
@@ -282,6 +294,7 @@ int main(int argc, char **argv)
     }
     lf_client_close(c);
     if (out) fclose(out);
+    if (dig) fclose(dig);
     printf("rank %d: %ld batches, %ld samples, digest %016llx%s\n", a.o.rank, batches, samples,
            (unsigned long long)XXH3_64bits_digest(&h), bad ? ", MISMATCHES" : "");
     lf_block_decoder_free(v.dec);

@@ -46,13 +46,15 @@ wait_server() {    # waits for the server; fails unless it exits 0
   [[ $rc -eq 0 ]] || { cat "$WORK/server.log" >&2; fail "server exited $rc"; }
 }
 
-# Runs N clients (ranks 0..N-1) to completion: outputs in $WORK/TAG.rR.txt.
+# Runs N clients (ranks 0..N-1) to completion: outputs in $WORK/TAG.rR.txt,
+# per-batch digests in $WORK/TAG.rR.dig; "{r}" in an argument becomes the rank.
 run_clients() {    # TAG N [rank-loop args...]
   local tag=$1 n=$2; shift 2
   local cpids=() r rc=0
   for ((r = 0; r < n; r++)); do
     "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world "$n" \
-      --out "$WORK/$tag.r$r.txt" "$@" >"$WORK/$tag.r$r.log" 2>&1 &
+      --out "$WORK/$tag.r$r.txt" --digests "$WORK/$tag.r$r.dig" "${@//\{r\}/$r}" \
+      >"$WORK/$tag.r$r.log" 2>&1 &
     cpids+=($!)
   done
   for ((r = 0; r < n; r++)); do
@@ -66,8 +68,8 @@ stream_of() {      # TAG
   cat "$WORK/$1".r*.txt | sort -k1,1n -k2,2n -k3,3n
 }
 
-digests_of() {     # TAG: "rank R: ... digest D" lines
-  grep -h digest "$WORK/$1".r*.log | sort
+digests_of() {     # TAG: per-batch digests of every rank, sorted
+  cat "$WORK/$1".r*.dig | sort -k1,1n -k2,2n -k3,3n
 }
 
 # Every sample once per epoch: the ids of each epoch are distinct and, with

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# kill -9 of either side. A killed client costs only itself: the other rank
+# still gets its whole planned stream and the server ends normally. A
+# killed server makes the clients fail promptly (not hang), and a new
+# server on the same endpoint starts and serves. The rings are memfds of
+# mode 0600, and nothing is left in /dev/shm at any point.
+source "$(dirname "$0")/server_lib.sh"
+
+make_dataset "$WORK/ds"
+SRV=(--data "$WORK/ds" --world 2 --seed 9 --step-budget 400000 --slots 2)
+"$LF_BIN/lf-server" "${SRV[@]}" --print-plan >"$WORK/plan.txt"
+
+# --- a client killed mid-run --------------------------------------------
+start_server "${SRV[@]}"
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --out "$WORK/k0.txt" \
+  --compute-us 20000 >"$WORK/k0.log" 2>&1 &
+c0=$!
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --compute-us 20000 >/dev/null 2>&1 &
+c1=$!
+PIDS+=("$c0" "$c1")
+sleep 0.3
+# The rings: memfds, mode 0600, nothing with a name in /dev/shm.
+n=0
+for fd in /proc/"$SERVER_PID"/fd/*; do
+  [[ "$(readlink "$fd")" == /memfd:levelfeed-rank-* ]] || continue
+  [[ "$(stat -L -c %a "$fd")" == 600 ]] || fail "ring $(readlink "$fd") has mode $(stat -L -c %a "$fd")"
+  n=$((n + 1))
+done
+[[ $n -eq 2 ]] || fail "expected 2 ring memfds in the server, found $n"
+kill -9 "$c1"
+wait "$c0" || { cat "$WORK/k0.log" >&2; fail "rank 0 failed after rank 1 was killed"; }
+wait_server
+grep -q "rank 1: .*(left early)" "$WORK/server.log" || fail "summary: $(cat "$WORK/server.log")"
+diff <(awk '$3 == 0' "$WORK/plan.txt") "$WORK/k0.txt" >/dev/null ||
+  fail "rank 0's stream is not its plan after rank 1 died"
+check_no_leftovers
+echo "client killed: the other rank got its whole plan: ok"
+
+# --- the server killed mid-run ------------------------------------------
+start_server "${SRV[@]}"
+for r in 0 1; do
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 2 --compute-us 20000 \
+    --timeout-ms 20000 >"$WORK/s$r.log" 2>&1 &
+  eval "s$r=\$!"
+done
+PIDS+=("$s0" "$s1")
+sleep 0.3
+kill -9 "$SERVER_PID"
+start=$(date +%s)
+for p in "$s0" "$s1"; do
+  if wait "$p"; then fail "a client did not notice the server's death"; fi
+done
+[[ $(($(date +%s) - start)) -lt 10 ]] || fail "clients took too long to notice"
+grep -q "went away" "$WORK/s0.log" || fail "client 0 said: $(cat "$WORK/s0.log")"
+[[ "$(ls /dev/shm | sort)" == "$SHM_BEFORE" ]] || fail "/dev/shm changed after kill -9"
+# A new server takes over the endpoint and serves a full run.
+start_server "${SRV[@]}"
+run_clients after 2 --verify "$WORK/ds"
+wait_server
+diff <(stream_of after) <(sort -k1,1n -k2,2n -k3,3n "$WORK/plan.txt") >/dev/null ||
+  fail "the server after the kill served another stream"
+check_no_leftovers
+echo "server killed: clients failed promptly, a new server took over: ok"

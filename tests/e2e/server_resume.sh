@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Resume: two ranks save their state after K batches, clients and server
+# stop, a new server and new clients restore; the two pieces, end to end,
+# equal an uninterrupted run batch for batch and byte for byte. K is taken
+# mid-epoch, exactly at the first epoch's end, and inside the second epoch.
+# A state restored against another plan (another seed) is refused.
+source "$(dirname "$0")/server_lib.sh"
+
+make_dataset "$WORK/ds"
+SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --step-budget 400000 --slots 3)
+
+start_server "${SRV[@]}"
+run_clients full 2 --verify "$WORK/ds"
+wait_server
+steps0=$(awk '$1 == 0' "$WORK/full.r0.txt" | wc -l)
+total=$(wc -l <"$WORK/full.r0.txt")
+[[ $steps0 -gt 20 && $total -gt $steps0 ]] || fail "unexpected plan: $steps0 of $total steps in epoch 0"
+
+for k in 17 "$steps0" $((steps0 + 9)); do
+  start_server "${SRV[@]}"
+  run_clients "a$k" 2 --max-batches "$k" --save "$WORK/state.$k.{r}"
+  wait_server
+  start_server "${SRV[@]}"
+  run_clients "b$k" 2 --restore "$WORK/state.$k.{r}" --verify "$WORK/ds"
+  wait_server
+  for r in 0 1; do
+    [[ $(wc -l <"$WORK/a$k.r$r.txt") -eq $k ]] || fail "k=$k: rank $r first piece length"
+    cmp -s <(cat "$WORK/a$k.r$r.txt" "$WORK/b$k.r$r.txt") "$WORK/full.r$r.txt" ||
+      fail "k=$k: rank $r resumed batches differ from the uninterrupted run"
+    cmp -s <(cat "$WORK/a$k.r$r.dig" "$WORK/b$k.r$r.dig") "$WORK/full.r$r.dig" ||
+      fail "k=$k: rank $r resumed tensor bytes differ from the uninterrupted run"
+  done
+  check_no_leftovers
+  echo "resume after $k batches: ok"
+done
+
+# A saved state belongs to its plan: another seed refuses it.
+start_server "${SRV[@]}" --seed 6
+if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --restore "$WORK/state.17.0" \
+    >"$WORK/other.log" 2>&1; then fail "a state of another plan was accepted"; fi
+grep -q "saved state" "$WORK/other.log" || fail "other plan: $(cat "$WORK/other.log")"
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+check_no_leftovers
+echo "state of another plan refused: ok"

@@ -363,8 +363,10 @@ static int write_oldest(lf_writer *w, lf_shard_error *err)
     b->done = false;
     w->seq_written = seq + 1;
     if (w->progress) w->progress(w->progress_arg, &w->stats);
-    /* u32 block numbers inside a shard bound its block count too */
-    if (w->shard_off - HEADER_SIZE >= w->shard_bytes || w->nblocks == UINT32_MAX)
+    /* shard-local block and sample numbers are u32: close before they could
+     * overflow (a block holds fewer than MAX_BLOCK_RAW / 4 records) */
+    if (w->shard_off - HEADER_SIZE >= w->shard_bytes || w->nblocks == UINT32_MAX ||
+        w->nsamples > UINT32_MAX - MAX_BLOCK_RAW / 4)
         return close_shard(w, err);
     return 0;
 }

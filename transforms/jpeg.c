@@ -13,9 +13,11 @@
  *     it without IDCT, and we stop after its last row (jpeg_abort), so the
  *     part below the crop is never decoded. The other side of that coin:
  *     damage below the crop goes unnoticed for this crop.
- * The resize is separable with PIL's filters (triangle for bilinear, box for
- * area, both widened by the shrink factor), in float, horizontal pass first
- * into the workspace, then vertical pass straight into the caller's layout.
+ * The resize is separable with PIL's filters (triangle for bilinear, exact
+ * coverage box for area, both widened by the shrink factor), in float: per
+ * output row a vertical pass over the region's columns (contiguous, 4 lanes
+ * at a time) into one scratch row, then a horizontal pass with one RGB(x)
+ * pixel per vector straight into the caller's layout.
  *
  * Hostile input: libjpeg reports errors through error_exit and warnings
  * through emit_message(-1); both long-jump back to guarded() with a reason,
@@ -38,6 +40,10 @@
 
 #define MAX_JPEG_SIDE 65535u
 #define ROWS_PER_READ 16
+#define VEC_SLACK 16             /* the scratch row may be read up to 4 lanes past the end */
+
+/* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
+typedef float v4f __attribute__((vector_size(16)));
 
 struct tf_error_mgr {
     struct jpeg_error_mgr pub;   /* libjpeg's part; must come first */
@@ -62,9 +68,8 @@ struct lf_tf_ws {
     char reason[256];
     unsigned char *region;       /* decoded crop region, u8, 3 or 4 channels */
     size_t region_cap;
-    float *tmp;                  /* horizontally resized rows: rows x out_w x 3 */
-    size_t tmp_cap;              /* floats */
-    float *acc;                  /* one output row being summed: max_out_side x 3 */
+    float *tmp;                  /* one vertically resized region row: width x 3 (+4) */
+    v4f *hrow;                   /* one resized output row: max_out_side RGB(x) vectors */
     axis_coeffs ax, ay;
 };
 
@@ -175,7 +180,7 @@ static void free_buffers(lf_tf_ws *ws)
 {
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
-    free(ws->acc);
+    free(ws->hrow);
     free(ws->tmp);
     free(ws->region);
     free(ws);
@@ -208,11 +213,10 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     if (!ws) return LF_TF_E_NOMEM;
     ws->lim = l;
     ws->region_cap = (size_t)l.max_region_pixels * 4;
-    ws->tmp_cap = (size_t)l.max_region_pixels * 3;
     ws->region = malloc(ws->region_cap);
-    ws->tmp = malloc(ws->tmp_cap * sizeof *ws->tmp);
-    ws->acc = malloc((size_t)l.max_out_side * 3 * sizeof *ws->acc);
-    if (!ws->region || !ws->tmp || !ws->acc || coeffs_alloc(&ws->ax, l.max_out_side) ||
+    ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
+    ws->hrow = aligned_alloc(sizeof(v4f), (size_t)l.max_out_side * sizeof *ws->hrow);
+    if (!ws->region || !ws->tmp || !ws->hrow || coeffs_alloc(&ws->ax, l.max_out_side) ||
         coeffs_alloc(&ws->ay, l.max_out_side))
         goto fail_alloc;
 
@@ -408,15 +412,18 @@ static double tap_weight(long x, double center, double support, double fscale, i
  * fractional) onto `out` pixels: each output pixel's center maps into the
  * input, the filter widens by the shrink factor, taps are clipped to
  * [0, in_size) and normalized (PIL's scheme, with an exact-coverage box for
- * area). Returns 0 or LF_TF_E_LIMIT when the weight table would overflow. */
+ * area). Every output gets the same tap count (the largest, windows shifted
+ * to stay inside the input, extra taps weighted 0) so the resize loops run a
+ * constant trip count that the branch predictor learns. Returns 0 or
+ * LF_TF_E_LIMIT when the weight table would overflow. */
 static int coeffs_build(axis_coeffs *a, double in0, double in_len, uint32_t in_size,
                         uint32_t out, int box)
 {
     double scale = in_len / out;
     double fscale = scale > 1.0 ? scale : 1.0;
     double support = (box ? 0.5 : 1.0) * fscale;
-    size_t used = 0;
-    for (uint32_t i = 0; i < out; i++) {
+    int32_t taps = 1;
+    for (uint32_t i = 0; i < out; i++) {        /* pass 1: each output's taps */
         double center = in0 + (i + 0.5) * scale;
         long lo = (long)floor(center - support), hi = (long)ceil(center + support);
         if (lo < 0) lo = 0;
@@ -425,23 +432,30 @@ static int coeffs_build(axis_coeffs *a, double in0, double in_len, uint32_t in_s
             lo = center < 0 ? 0 : (long)in_size - 1 < (long)center ? (long)in_size - 1 : (long)center;
             hi = lo + 1;
         }
-        if (used + (size_t)(hi - lo) > a->wcap) return LF_TF_E_LIMIT;
-        float *w = a->w + used;
-        double sum = 0;
-        for (long x = lo; x < hi; x++) {
-            double k = tap_weight(x, center, support, fscale, box);
-            w[x - lo] = (float)k;
-            sum += k;
-        }
-        if (sum <= 0) {            /* no tap under the filter: take them evenly */
-            for (long x = lo; x < hi; x++) w[x - lo] = 1.0f;
-            sum = (double)(hi - lo);
-        }
-        for (long x = lo; x < hi; x++) w[x - lo] = (float)(w[x - lo] / sum);
         a->start[i] = (int32_t)lo;
         a->count[i] = (int32_t)(hi - lo);
-        a->woff[i] = (int32_t)used;
-        used += (size_t)(hi - lo);
+        if (a->count[i] > taps) taps = a->count[i];
+    }
+    if ((size_t)taps * out > a->wcap) return LF_TF_E_LIMIT;
+    for (uint32_t i = 0; i < out; i++) {        /* pass 2: weights in a fixed window */
+        double center = in0 + (i + 0.5) * scale;
+        long lo = a->start[i], hi = lo + a->count[i];
+        long first = lo + taps > (long)in_size ? (long)in_size - taps : lo;
+        float *w = a->w + (size_t)i * (size_t)taps;
+        double sum = 0;
+        for (long x = first; x < first + taps; x++) {
+            double k = x >= lo && x < hi ? tap_weight(x, center, support, fscale, box) : 0.0;
+            w[x - first] = (float)k;
+            sum += k;
+        }
+        if (sum <= 0) {            /* no tap under the filter: take the real ones evenly */
+            for (long x = lo; x < hi; x++) w[x - first] = 1.0f;
+            sum = (double)(hi - lo);
+        }
+        for (int32_t k = 0; k < taps; k++) w[k] = (float)(w[k] / sum);
+        a->start[i] = (int32_t)first;
+        a->count[i] = taps;
+        a->woff[i] = (int32_t)((size_t)i * (size_t)taps);
     }
     return 0;
 }
@@ -459,6 +473,11 @@ static void coeffs_span(const axis_coeffs *a, uint32_t out, uint32_t *lo, uint32
 
 /* ---- crop + resize ------------------------------------------------------- */
 
+static unsigned char to_u8(float v)
+{
+    return v <= 0.f ? 0 : v >= 255.f ? 255 : (unsigned char)(v + 0.5f);
+}
+
 /* Smallest n (scale n/8) that keeps the box at least out_w x out_h. */
 static int pick_scale(const lf_tf_box *b, uint32_t out_w, uint32_t out_h)
 {
@@ -467,71 +486,68 @@ static int pick_scale(const lf_tf_box *b, uint32_t out_w, uint32_t out_h)
     return 8;
 }
 
-/* Horizontal pass: region rows (3-channel, region-relative x from x0) into
- * tmp rows of out_w x 3 floats, output order already flipped if asked. */
-static void resize_rows(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
-                        uint32_t nrows, uint32_t x0, uint32_t out_w, int flip)
+static v4f load_f32x4(const float *p)
 {
-    const axis_coeffs *a = &ws->ax;
-    for (uint32_t r = 0; r < nrows; r++) {
-        const unsigned char *in = region + r * stride;
-        float *o = ws->tmp + (size_t)r * out_w * 3;
-        for (uint32_t i = 0; i < out_w; i++) {
-            uint32_t s = flip ? out_w - 1 - i : i;
-            const unsigned char *p = in + (size_t)(a->start[s] - (int32_t)x0) * 3;
-            const float *w = a->w + a->woff[s];
-            float r0 = 0, g0 = 0, b0 = 0;
-            for (int32_t k = 0; k < a->count[s]; k++, p += 3) {
-                r0 += w[k] * p[0];
-                g0 += w[k] * p[1];
-                b0 += w[k] * p[2];
-            }
-            o[3 * i] = r0;
-            o[3 * i + 1] = g0;
-            o[3 * i + 2] = b0;
-        }
-    }
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
 
-static unsigned char to_u8(float v)
-{
-    return v <= 0.f ? 0 : v >= 255.f ? 255 : (unsigned char)(v + 0.5f);
-}
-
-/* Vertical pass into dst in the output layout. tmp row 0 is input row y0. */
-static void resize_cols_store(const lf_tf_ws *ws, void *dst, uint32_t y0,
-                              const lf_tf_image_params *p)
+/* Vertical pass for output row y: the taps' region rows, weighted, into
+ * ws->tmp (n = width x 3 floats). Row 0 is input row y0. Plain loops over
+ * contiguous bytes, so the compiler vectorizes them (module.mk: -O3). */
+static void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
+                            size_t n, uint32_t y, uint32_t y0)
 {
     const axis_coeffs *a = &ws->ay;
-    uint32_t W = p->out_w, H = p->out_h;
-    size_t plane = (size_t)W * H;
-    float scale[3], bias[3];
-    for (int c = 0; c < 3; c++) {
-        scale[c] = 1.0f / (255.0f * p->std[c]);
-        bias[c] = -p->mean[c] / p->std[c];
+    const unsigned char *src = region + (size_t)(a->start[y] - (int32_t)y0) * stride;
+    const float *w = a->w + a->woff[y];
+    float *restrict t = ws->tmp;
+    for (size_t x = 0; x < n; x++) t[x] = w[0] * src[x];
+    for (int32_t k = 1; k < a->count[y]; k++) {
+        const unsigned char *restrict r = src + (size_t)k * stride;
+        float wk = w[k];
+        for (size_t x = 0; x < n; x++) t[x] += wk * r[x];
     }
-    float *row = ws->acc;
-    for (uint32_t y = 0; y < H; y++) {
-        size_t first = (size_t)(a->start[y] - (int32_t)y0);
-        const float *w = a->w + a->woff[y];
-        for (uint32_t x = 0; x < 3 * W; x++) row[x] = 0;
-        for (int32_t k = 0; k < a->count[y]; k++) {
-            const float *t = ws->tmp + (first + (size_t)k) * W * 3;
-            for (uint32_t x = 0; x < 3 * W; x++) row[x] += w[k] * t[x];
-        }
-        if (p->out_dtype == LF_DTYPE_U8) {
-            unsigned char *o = (unsigned char *)dst + (size_t)y * W * 3;
-            for (uint32_t x = 0; x < 3 * W; x++) o[x] = to_u8(row[x]);
-        } else if (p->out_dtype == LF_DTYPE_F32) {
-            float *o = (float *)dst + (size_t)y * W;
-            for (int c = 0; c < 3; c++)
-                for (uint32_t x = 0; x < W; x++)
-                    o[c * plane + x] = row[3 * x + (uint32_t)c] * scale[c] + bias[c];
+    t[n] = 0;                    /* the 4th lane of the last pixel's load */
+}
+
+/* Horizontal pass of ws->tmp (region columns from x0) into ws->hrow, one
+ * RGB(x) vector per output pixel, mirrored if flip. */
+static void resize_horizontal(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip)
+{
+    const axis_coeffs *a = &ws->ax;
+    v4f *out = ws->hrow;
+    for (uint32_t i = 0; i < W; i++) {
+        uint32_t s = flip ? W - 1 - i : i;
+        const float *t = ws->tmp + (size_t)(a->start[s] - (int32_t)x0) * 3;
+        const float *w = a->w + a->woff[s];
+        v4f acc = {0, 0, 0, 0};
+        for (int32_t k = 0; k < a->count[s]; k++) acc += w[k] * load_f32x4(t + 3 * k);
+        out[i] = acc;
+    }
+}
+
+/* ws->hrow into output row y in the output dtype and layout. */
+static void store_row(const lf_tf_ws *ws, void *dst, uint32_t y, const lf_tf_image_params *p)
+{
+    uint32_t W = p->out_w;
+    size_t plane = (size_t)W * p->out_h, row = (size_t)y * W;
+    const v4f *in = ws->hrow;
+    if (p->out_dtype == LF_DTYPE_U8) {
+        unsigned char *o = (unsigned char *)dst + row * 3;
+        for (uint32_t i = 0; i < W; i++)
+            for (int c = 0; c < 3; c++) o[3 * i + (uint32_t)c] = to_u8(in[i][c]);
+        return;
+    }
+    for (int c = 0; c < 3; c++) {
+        float scale = 1.0f / (255.0f * p->std[c]), bias = -p->mean[c] / p->std[c];
+        if (p->out_dtype == LF_DTYPE_F32) {
+            float *o = (float *)dst + (size_t)c * plane + row;
+            for (uint32_t i = 0; i < W; i++) o[i] = in[i][c] * scale + bias;
         } else {
-            uint16_t *o = (uint16_t *)dst + (size_t)y * W;
-            for (int c = 0; c < 3; c++)
-                for (uint32_t x = 0; x < W; x++)
-                    o[c * plane + x] = tf_f32_to_f16(row[3 * x + (uint32_t)c] * scale[c] + bias[c]);
+            uint16_t *o = (uint16_t *)dst + (size_t)c * plane + row;
+            for (uint32_t i = 0; i < W; i++) o[i] = tf_f32_to_f16(in[i][c] * scale + bias);
         }
     }
 }
@@ -573,9 +589,6 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
     coeffs_span(&ws->ax, p->out_w, &x0, &x1);
     coeffs_span(&ws->ay, p->out_h, &y0, &y1);
     uint64_t rows = y1 - y0;
-    if (rows * p->out_w * 3 > ws->tmp_cap)
-        return fail(ws, LF_TF_E_LIMIT, "crop needs %llu rows at scale %d/8, more than the "
-                    "workspace holds", (unsigned long long)rows, n);
 
     jpeg_start_decompress(c);
     JDIMENSION xoff = x0, cw = x1 - x0;
@@ -588,8 +601,11 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
         return fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", y0);
     size_t stride = (size_t)cw * comps;
     read_rows(ws, ws->region, stride, (uint32_t)rows, cw);
-    resize_rows(ws, ws->region, stride, (uint32_t)rows, xoff, p->out_w, b->flip);
-    resize_cols_store(ws, j->dst, y0, p);
+    for (uint32_t y = 0; y < p->out_h; y++) {
+        resize_vertical(ws, ws->region, stride, (size_t)cw * 3, y, y0);
+        resize_horizontal(ws, p->out_w, xoff, b->flip);
+        store_row(ws, j->dst, y, p);
+    }
     return (long)lf_tf_image_out_size(p);
 }
 

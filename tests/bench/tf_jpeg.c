@@ -1,0 +1,238 @@
+/*
+ * tf_jpeg.c — JPEG transform throughput, single thread (images/s per core).
+ *
+ *   tf_jpeg make DIR N SEED   writes N synthetic photo-like JPEGs (q90, 4:2:0,
+ *                             sides 300..1200, varied aspect) with TurboJPEG
+ *   tf_jpeg run DIR [BADDIR]  measures on those files, in this one run:
+ *     - tjDecompress2 full-size decode to RGB (libjpeg-turbo's own rate),
+ *     - lf_tf_jpeg_decode full-size (decode only),
+ *     - lf_tf_jpeg_augment: random-resized crop 224 + flip + f32 CHW normalize,
+ *   for all files and for those whose shorter side is > 2 x 224, and prints
+ *   the ratios (rates per CPU second, best of 3 interleaved rounds); then the time to reject each file in BADDIR (the <= 50 ms
+ *   goal). Figures only: nothing here passes or fails on a time.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <turbojpeg.h>
+
+#include "lf_tf.h"
+
+#define MAX_FILES 512
+#define CROP 224
+#define MIN_SECONDS 0.5          /* CPU seconds per round */
+#define ROUNDS 3
+
+typedef struct file { unsigned char *data; size_t size; int w, h; char name[256]; } file;
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Rates use this process's CPU time: images per second per core, and not
+ * skewed when the machine is shared. */
+static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
+static uint64_t rng_state;
+static uint64_t next_rand(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return rng_state >> 33;
+}
+
+/* Smooth gradients, soft blobs and mild noise: compresses like a photo. */
+static void paint(unsigned char *px, int w, int h)
+{
+    double fx = 2 + (double)(next_rand() % 50) / 10, fy = 2 + (double)(next_rand() % 50) / 10;
+    int bx = (int)(next_rand() % (unsigned)w), by = (int)(next_rand() % (unsigned)h);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            double d = hypot(x - bx, y - by) / (w / 4.0);
+            double v[3] = {128 + 90 * sin(x * fx / w * 3.1) * cos(y * fy / h * 2.3),
+                           110 + 80 * cos((x + y) * 5.0 / (w + h)) + 40 / (1 + d * d),
+                           90 + 60 * sin(hypot(x - w / 3.0, y - h / 2.0) / 9.0)};
+            for (int c = 0; c < 3; c++) {
+                double n = (double)(next_rand() % 9) - 4;
+                double t = v[c] + n;
+                px[((size_t)y * w + x) * 3 + c] = (unsigned char)(t < 0 ? 0 : t > 255 ? 255 : t);
+            }
+        }
+}
+
+static int make(const char *dir, int n, unsigned seed)
+{
+    rng_state = seed;
+    tjhandle tj = tjInitCompress();
+    unsigned char *px = malloc(1200 * 1200 * 3);
+    if (!tj || !px) return 1;
+    for (int i = 0; i < n; i++) {
+        int w = 300 + (int)(next_rand() % 901), h = 300 + (int)(next_rand() % 901);
+        paint(px, w, h);
+        unsigned char *jpg = NULL;
+        unsigned long size = 0;
+        if (tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jpg, &size, TJSAMP_420, 90, 0) != 0) {
+            fprintf(stderr, "tjCompress2: %s\n", tjGetErrorStr2(tj));
+            return 1;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/img%03d.jpg", dir, i);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(jpg, 1, size, f) != size || fclose(f) != 0) {
+            fprintf(stderr, "cannot write %s\n", path);
+            return 1;
+        }
+        tjFree(jpg);
+    }
+    free(px);
+    tjDestroy(tj);
+    return 0;
+}
+
+static int load_dir(const char *dir, file *files, int max)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort), count = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        FILE *f = names[i]->d_name[0] != '.' && count < max ? fopen(path, "rb") : NULL;
+        if (f) {
+            file *fl = &files[count++];
+            fseek(f, 0, SEEK_END);
+            fl->size = (size_t)ftell(f);
+            rewind(f);
+            fl->data = malloc(fl->size + 1);
+            if (!fl->data || fread(fl->data, 1, fl->size, f) != fl->size) exit(1);
+            fclose(f);
+            snprintf(fl->name, sizeof fl->name, "%s", names[i]->d_name);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return count;
+}
+
+typedef int (*work_fn)(const file *f, void *ctx);
+
+/* Images per CPU second of fn over the files selected by `large_only`,
+ * repeating passes until MIN_SECONDS of CPU time have gone by. */
+static double rate(file *files, int n, int large_only, work_fn fn, void *ctx)
+{
+    long done = 0;
+    double t0 = cpu_s(), t;
+    do {
+        for (int i = 0; i < n; i++) {
+            if (large_only && (files[i].w < 2 * CROP + 1 || files[i].h < 2 * CROP + 1)) continue;
+            if (fn(&files[i], ctx) != 0) { fprintf(stderr, "failed on %s\n", files[i].name); exit(1); }
+            done++;
+        }
+        t = cpu_s() - t0;
+    } while (t < MIN_SECONDS);
+    return done / t;
+}
+
+struct tj_ctx { tjhandle tj; unsigned char *out; };
+
+static int run_tj(const file *f, void *ctx)
+{
+    struct tj_ctx *c = ctx;
+    return tjDecompress2(c->tj, f->data, f->size, c->out, f->w, 0, f->h, TJPF_RGB, 0);
+}
+
+struct lf_ctx { lf_tf_ws *ws; void *out; size_t cap; lf_tf_image_params p; uint64_t id; };
+
+static int run_decode(const file *f, void *ctx)
+{
+    struct lf_ctx *c = ctx;
+    return lf_tf_jpeg_decode(c->ws, c->out, c->cap, f->data, f->size, NULL) < 0;
+}
+
+static int run_augment(const file *f, void *ctx)
+{
+    struct lf_ctx *c = ctx;
+    return lf_tf_jpeg_augment(c->ws, c->out, c->cap, f->data, f->size, &c->p, 0, c->id++, NULL) < 0;
+}
+
+static void bad_inputs(lf_tf_ws *ws, const char *dir, void *out, size_t cap)
+{
+    static file bad[64];
+    int n = load_dir(dir, bad, 64);
+    lf_tf_image_params p;
+    lf_tf_image_params_default(&p, CROP, CROP);
+    p.crop = LF_TF_CROP_FULL;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double t0 = now_s();
+        long rc = lf_tf_jpeg_augment(ws, out, cap, bad[i].data, bad[i].size, &p, 0, 0, NULL);
+        double ms = (now_s() - t0) * 1e3;
+        if (rc < 0 && ms > worst) worst = ms;
+        printf("  %-28s %-8s %8.3f ms  %s\n", bad[i].name, rc < 0 ? "rejected" : "decoded", ms,
+               rc < 0 ? lf_tf_reason(ws) : "");
+        free(bad[i].data);
+    }
+    printf("slowest rejection: %.3f ms = %.3f x the 50 ms limit\n", worst, worst / 50.0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "make") == 0)
+        return make(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]));
+    if (argc < 3 || strcmp(argv[1], "run") != 0) {
+        fprintf(stderr, "usage: tf_jpeg make DIR N SEED | tf_jpeg run DIR [BADDIR]\n");
+        return 2;
+    }
+    static file files[MAX_FILES];
+    int n = load_dir(argv[2], files, MAX_FILES), large = 0;
+    tjhandle tj = tjInitDecompress();
+    size_t cap = 1200 * 1200 * 3;
+    unsigned char *out = malloc(cap);
+    lf_tf_ws *ws = NULL;
+    if (!n || !tj || !out || lf_tf_ws_create(NULL, &ws) != 0) { fprintf(stderr, "setup failed\n"); return 1; }
+    double px = 0;
+    for (int i = 0; i < n; i++) {
+        int ss, cs;
+        if (tjDecompressHeader3(tj, files[i].data, files[i].size, &files[i].w, &files[i].h, &ss, &cs))
+            return 1;
+        large += files[i].w > 2 * CROP && files[i].h > 2 * CROP;
+        px += (double)files[i].w * files[i].h;
+    }
+    printf("%d images (%d with both sides > %d), mean %.0f kpixels\n", n, large, 2 * CROP, px / n / 1e3);
+
+    struct tj_ctx tc = {tj, out};
+    struct lf_ctx dc = {ws, out, cap, {0}, 0};
+    struct lf_ctx ac = {ws, out, cap, {0}, 0};
+    lf_tf_image_params_default(&ac.p, CROP, CROP);
+    for (int sel = 0; sel < 2; sel++) {
+        /* Rounds interleave the three so drift hits them alike; best round counts. */
+        double r_tj = 0, r_dec = 0, r_aug = 0;
+        for (int r = 0; r < ROUNDS; r++) {
+            r_tj = fmax(r_tj, rate(files, n, sel, run_tj, &tc));
+            r_dec = fmax(r_dec, rate(files, n, sel, run_decode, &dc));
+            r_aug = fmax(r_aug, rate(files, n, sel, run_augment, &ac));
+        }
+        printf("%s:\n", sel ? "images with both sides > 2 x crop" : "all images");
+        printf("  tjDecompress2 full-size RGB      %8.1f images/s\n", r_tj);
+        printf("  lf_tf decode full-size           %8.1f images/s  (%.2f x tjDecompress2)\n", r_dec, r_dec / r_tj);
+        printf("  lf_tf rrc224+flip+f32 normalize  %8.1f images/s  (%.2f x tjDecompress2, target >= 1.5 on > 2 x crop)\n",
+               r_aug, r_aug / r_tj);
+        if (sel) printf("augment_large_ips %.1f\nfull_decode_large_ips %.1f\n", r_aug, r_tj);
+        else printf("augment_all_ips %.1f\n", r_aug);
+    }
+    if (argc > 3) {
+        printf("rejection times (augment, full crop):\n");
+        bad_inputs(ws, argv[3], out, cap);
+    }
+    for (int i = 0; i < n; i++) free(files[i].data);
+    lf_tf_ws_free(ws);
+    free(out);
+    tjDestroy(tj);
+    return 0;
+}

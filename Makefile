@@ -129,9 +129,10 @@ bench: deps
 
 # libFuzzer needs clang and coverage instrumentation in every object, so the
 # fuzz build is its own configuration.
+FUZZ_B ?= build/fuzz
 fuzz: deps
-	@$(MAKE) --no-print-directory CC=clang SANITIZE=address,undefined FUZZ_BUILD=1 fuzzers
-	@tests/fuzz/run.sh build/san-address-undefined-fuzz $(FUZZ_SECONDS)
+	@$(MAKE) --no-print-directory CC=clang SANITIZE=address,undefined FUZZ_BUILD=1 B=$(FUZZ_B) fuzzers
+	@tests/fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS)
 
 fuzzers: config $(LIBS) $(FUZZ_BINS)
 

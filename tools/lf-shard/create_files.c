@@ -113,9 +113,10 @@ static void list_dir(const char *dir, name_list *dirs, name_list *files)
     if (errno)
         cli_die("cannot read directory %s: %s", dir, strerror(errno));
     closedir(d);
-    if (dirs)
+    if (dirs && dirs->n)
         qsort(dirs->v, dirs->n, sizeof *dirs->v, by_name);
-    qsort(files->v, files->n, sizeof *files->v, by_name);
+    if (files->n)
+        qsort(files->v, files->n, sizeof *files->v, by_name);
 }
 
 static void tree_add(input_tree *t, const char *dir, const name_list *files, int64_t label)

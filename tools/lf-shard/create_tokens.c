@@ -59,8 +59,8 @@ typedef struct tokens_args {
     int dtype;                   /* 0 auto, 2 or 4 bytes per id */
 } tokens_args;
 
-/* How one pass over the input ended. */
-enum { PASS_DONE, PASS_NEED_U32 };
+/* How one line or one pass over the input ended. */
+enum { PASS_BAD = -1, PASS_DONE, PASS_NEED_U32 };
 
 typedef struct line_ctx {
     const tokens_args *a;
@@ -69,31 +69,26 @@ typedef struct line_ctx {
     size_t cap;
     size_t count;
     char where[600];             /* "FILE:LINE" */
+    char msg[512];               /* what is wrong with the line (PASS_BAD) */
 } line_ctx;
 
-static void line_fail(line_ctx *l, cli_out *o, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Prints "FILE:LINE: <problem>", abandons the output, exits 1. */
-static void line_fail(line_ctx *l, cli_out *o, const char *fmt, ...)
+static int bad(line_ctx *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(line_ctx *l, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(l->msg, sizeof l->msg, fmt, ap);
     va_end(ap);
-    cli_progress_clear(&o->prog);
-    cli_warn("%s: %s", l->where, msg);
-    cli_out_fail(o, CLI_EXIT_FAIL);
+    return PASS_BAD;
 }
 
-static void push_id(line_ctx *l, cli_out *o, uint32_t id)
+static int push_id(line_ctx *l, uint32_t id)
 {
     if ((l->count + 1) * l->width > l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4096;
         uint8_t *p = realloc(l->buf, cap);
         if (!p)
-            line_fail(l, o, "out of memory");
+            return bad(l, "out of memory");
         l->buf = p;
         l->cap = cap;
     }
@@ -101,56 +96,64 @@ static void push_id(line_ctx *l, cli_out *o, uint32_t id)
     for (size_t b = 0; b < l->width; b++)
         d[b] = (uint8_t)(id >> (8 * b));
     l->count++;
+    return PASS_DONE;
 }
 
-/* Fills l->buf from the array; returns PASS_NEED_U32 when an id needs u32
- * and the width was only guessed. */
-static int take_array(line_ctx *l, cli_out *o, json_t *arr)
+/* Fills l->buf from the array; PASS_NEED_U32 when an id needs u32 and the
+ * width was only guessed. */
+static int take_array(line_ctx *l, json_t *arr)
 {
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v) {
         json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
         if (id < 0 || id > (json_int_t)UINT32_MAX)
-            line_fail(l, o, "'%s'[%zu]: expected an integer token id in 0..4294967295",
-                      l->a->field, i);
+            return bad(l, "'%s'[%zu]: expected an integer token id in 0..4294967295",
+                       l->a->field, i);
         if (id > 65535 && l->width == 2) {
             if (!l->a->dtype)
                 return PASS_NEED_U32;
-            line_fail(l, o, "'%s'[%zu] = %" JSON_INTEGER_FORMAT " does not fit u16 "
-                      "(use --dtype u32)", l->a->field, i, id);
+            return bad(l, "'%s'[%zu] = %" JSON_INTEGER_FORMAT " does not fit u16 "
+                       "(use --dtype u32)", l->a->field, i, id);
         }
-        push_id(l, o, (uint32_t)id);
+        if (push_id(l, (uint32_t)id) < 0)
+            return PASS_BAD;
     }
     return PASS_DONE;
 }
 
-static int take_line(line_ctx *l, cli_out *o, const char *line, size_t len)
+static int take_text(line_ctx *l, json_t *str)
+{
+    const unsigned char *s = (const unsigned char *)json_string_value(str);
+    for (size_t i = 0, n = json_string_length(str); i < n; i++)
+        if (push_id(l, s[i]) < 0)
+            return PASS_BAD;
+    return PASS_DONE;
+}
+
+/* Parses one line into l->buf: PASS_DONE, PASS_NEED_U32, or PASS_BAD with
+ * l->msg saying why. */
+static int take_line(line_ctx *l, const char *line, size_t len)
 {
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root && jerr.column > 0)
-        line_fail(l, o, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+        return bad(l, "invalid JSON at column %d: %s", jerr.column, jerr.text);
     if (!root)
-        line_fail(l, o, "invalid JSON at the end of the line: %s", jerr.text);
-    if (!json_is_object(root))
-        line_fail(l, o, "expected a JSON object");
-    json_t *v = json_object_get(root, l->a->field);
-    if (!v)
-        line_fail(l, o, "no field '%s'", l->a->field);
+        return bad(l, "invalid JSON at the end of the line: %s", jerr.text);
+    json_t *v = json_is_object(root) ? json_object_get(root, l->a->field) : NULL;
+    int rc;
     l->count = 0;
-    int rc = PASS_DONE;
-    if (l->a->text) {
-        if (!json_is_string(v))
-            line_fail(l, o, "field '%s' is not a string", l->a->field);
-        const unsigned char *s = (const unsigned char *)json_string_value(v);
-        for (size_t i = 0, n = json_string_length(v); i < n; i++)
-            push_id(l, o, s[i]);
-    } else {
-        if (!json_is_array(v))
-            line_fail(l, o, "field '%s' is not an array of token ids", l->a->field);
-        rc = take_array(l, o, v);
-    }
+    if (!json_is_object(root))
+        rc = bad(l, "expected a JSON object");
+    else if (!v)
+        rc = bad(l, "no field '%s'", l->a->field);
+    else if (l->a->text)
+        rc = json_is_string(v) ? take_text(l, v)
+                               : bad(l, "field '%s' is not a string", l->a->field);
+    else
+        rc = json_is_array(v) ? take_array(l, v)
+                              : bad(l, "field '%s' is not an array of token ids", l->a->field);
     json_decref(root);
     return rc;
 }
@@ -191,8 +194,16 @@ static int run_pass(const tokens_args *a, size_t width)
         if (blank(line, (size_t)n))
             continue;
         snprintf(l.where, sizeof l.where, "%s:%" PRIu64, a->in, lineno);
-        if ((rc = take_line(&l, &o, line, (size_t)n)) == PASS_NEED_U32)
+        if ((rc = take_line(&l, line, (size_t)n)) == PASS_NEED_U32)
             break;
+        if (rc == PASS_BAD) {
+            cli_progress_clear(&o.prog);
+            cli_warn("%s: %s", l.where, l.msg);
+            free(line);
+            free(l.buf);
+            fclose(f);
+            cli_out_fail(&o, CLI_EXIT_FAIL);
+        }
         lf_field_input in = {.data = l.buf, .size = l.count * width};
         cli_out_add(&o, &in, (uint64_t)n, consumed, l.where);
     }

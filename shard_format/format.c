@@ -12,14 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-uint64_t shard_hash(const void *data, size_t size)
-{
-    return XXH3_64bits(data, size);
-}
-
 int shard_fail(lf_shard_error *err, int status, const char *fmt, ...)
 {
     if (err) {

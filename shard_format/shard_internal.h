@@ -69,8 +69,16 @@ static inline void put_u64(uint8_t *p, uint64_t v)
     put_u32(p + 4, (uint32_t)(v >> 32));
 }
 
-/* xxh3-64 with seed 0, the only checksum of the format. */
+/* xxh3-64 with seed 0, the only checksum of the format (hash.c). */
 uint64_t shard_hash(const void *data, size_t size);
+
+/* GCC on x86-64 also builds an AVX2 copy, used when the CPU has AVX2. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SHARD_HASH_AVX2 1
+uint64_t shard_hash_avx2(const void *data, size_t size);
+#else
+#define SHARD_HASH_AVX2 0
+#endif
 
 /* ---- errors ------------------------------------------------------------ */
 

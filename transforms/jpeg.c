@@ -42,6 +42,14 @@
 #define ROWS_PER_READ 16
 #define VEC_SLACK 16             /* the scratch row may be read up to 4 lanes past the end */
 
+/* The resize loops get an AVX2+FMA copy picked at load time where the
+ * compiler and libc support it (x86-64 with ifunc). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(LF_FUZZING)
+#define RESIZE_CLONES
+#else
+#define RESIZE_CLONES
+#endif
+
 /* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
 typedef float v4f __attribute__((vector_size(16)));
 
@@ -52,9 +60,10 @@ struct tf_error_mgr {
 };
 
 /* One axis of the separable resize: for output index i, taps
- * [start[i], start[i] + count[i]) of the input with weights w + woff[i]. */
+ * [start[i], start[i] + count[i]) of the input with weights w + i * count[i]
+ * (every output has the same count; see coeffs_build). */
 typedef struct axis_coeffs {
-    int32_t *start, *count, *woff;
+    int32_t *start, *count;
     float *w;
     size_t wcap;                 /* floats in w */
 } axis_coeffs;
@@ -162,15 +171,13 @@ static int coeffs_alloc(axis_coeffs *a, uint32_t max_out)
     a->wcap = 2 * (size_t)MAX_JPEG_SIDE + 2 * (size_t)max_out + 64;
     a->start = malloc(max_out * sizeof *a->start);
     a->count = malloc(max_out * sizeof *a->count);
-    a->woff = malloc(max_out * sizeof *a->woff);
     a->w = malloc(a->wcap * sizeof *a->w);
-    return a->start && a->count && a->woff && a->w ? 0 : LF_TF_E_NOMEM;
+    return a->start && a->count && a->w ? 0 : LF_TF_E_NOMEM;
 }
 
 static void coeffs_free(axis_coeffs *a)
 {
     free(a->w);
-    free(a->woff);
     free(a->count);
     free(a->start);
 }
@@ -455,7 +462,6 @@ static int coeffs_build(axis_coeffs *a, double in0, double in_len, uint32_t in_s
         for (int32_t k = 0; k < taps; k++) w[k] = (float)(w[k] / sum);
         a->start[i] = (int32_t)first;
         a->count[i] = taps;
-        a->woff[i] = (int32_t)((size_t)i * (size_t)taps);
     }
     return 0;
 }
@@ -494,37 +500,63 @@ static v4f load_f32x4(const float *p)
 }
 
 /* Vertical pass for output row y: the taps' region rows, weighted, into
- * ws->tmp (n = width x 3 floats). Row 0 is input row y0. Plain loops over
- * contiguous bytes, so the compiler vectorizes them (module.mk: -O3). */
-static void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
-                            size_t n, uint32_t y, uint32_t y0)
+ * ws->tmp (n = width x 3 floats). Row 0 is input row y0. A plain loop over
+ * contiguous bytes with the taps inside, so with a constant tap count the
+ * compiler unrolls the taps and vectorizes the columns (module.mk: -O3). */
+static inline void resize_vertical_k(const lf_tf_ws *ws, const unsigned char *region,
+                                     size_t stride, size_t n, uint32_t y, uint32_t y0,
+                                     int32_t taps)
 {
     const axis_coeffs *a = &ws->ay;
     const unsigned char *src = region + (size_t)(a->start[y] - (int32_t)y0) * stride;
-    const float *w = a->w + a->woff[y];
+    const float *w = a->w + (size_t)y * (size_t)taps;
     float *restrict t = ws->tmp;
-    for (size_t x = 0; x < n; x++) t[x] = w[0] * src[x];
-    for (int32_t k = 1; k < a->count[y]; k++) {
-        const unsigned char *restrict r = src + (size_t)k * stride;
-        float wk = w[k];
-        for (size_t x = 0; x < n; x++) t[x] += wk * r[x];
+    for (size_t x = 0; x < n; x++) {
+        float acc = 0;
+        for (int32_t k = 0; k < taps; k++) acc += w[k] * src[(size_t)k * stride + x];
+        t[x] = acc;
     }
     t[n] = 0;                    /* the 4th lane of the last pixel's load */
 }
 
+static void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
+                            size_t n, uint32_t y, uint32_t y0)
+{
+    switch (ws->ay.count[0]) {   /* the common tap counts, as constants */
+    case 2: resize_vertical_k(ws, region, stride, n, y, y0, 2); break;
+    case 3: resize_vertical_k(ws, region, stride, n, y, y0, 3); break;
+    case 4: resize_vertical_k(ws, region, stride, n, y, y0, 4); break;
+    case 5: resize_vertical_k(ws, region, stride, n, y, y0, 5); break;
+    default: resize_vertical_k(ws, region, stride, n, y, y0, ws->ay.count[0]); break;
+    }
+}
+
 /* Horizontal pass of ws->tmp (region columns from x0) into ws->hrow, one
- * RGB(x) vector per output pixel, mirrored if flip. */
-static void resize_horizontal(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip)
+ * RGB(x) vector per output pixel, mirrored if flip. All outputs have `taps`
+ * taps (coeffs_build); called with a constant it unrolls completely. */
+static inline void resize_horizontal_k(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip,
+                                       int32_t taps)
 {
     const axis_coeffs *a = &ws->ax;
     v4f *out = ws->hrow;
     for (uint32_t i = 0; i < W; i++) {
         uint32_t s = flip ? W - 1 - i : i;
         const float *t = ws->tmp + (size_t)(a->start[s] - (int32_t)x0) * 3;
-        const float *w = a->w + a->woff[s];
+        const float *w = a->w + (size_t)s * (size_t)taps;
         v4f acc = {0, 0, 0, 0};
-        for (int32_t k = 0; k < a->count[s]; k++) acc += w[k] * load_f32x4(t + 3 * k);
+        for (int32_t k = 0; k < taps; k++) acc += w[k] * load_f32x4(t + 3 * k);
         out[i] = acc;
+    }
+}
+
+RESIZE_CLONES static void resize_horizontal(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip)
+{
+    switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
+    case 2: resize_horizontal_k(ws, W, x0, flip, 2); break;
+    case 3: resize_horizontal_k(ws, W, x0, flip, 3); break;
+    case 4: resize_horizontal_k(ws, W, x0, flip, 4); break;
+    case 5: resize_horizontal_k(ws, W, x0, flip, 5); break;
+    default: resize_horizontal_k(ws, W, x0, flip, ws->ax.count[0]); break;
     }
 }
 

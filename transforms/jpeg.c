@@ -42,14 +42,6 @@
 #define ROWS_PER_READ 16
 #define VEC_SLACK 16             /* the scratch row may be read up to 4 lanes past the end */
 
-/* The resize loops get an AVX2+FMA copy picked at load time where the
- * compiler and libc support it (x86-64 with ifunc). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(LF_FUZZING)
-#define RESIZE_CLONES
-#else
-#define RESIZE_CLONES
-#endif
-
 /* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
 typedef float v4f __attribute__((vector_size(16)));
 
@@ -549,7 +541,7 @@ static inline void resize_horizontal_k(const lf_tf_ws *ws, uint32_t W, uint32_t 
     }
 }
 
-RESIZE_CLONES static void resize_horizontal(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip)
+static void resize_horizontal(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip)
 {
     switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
     case 2: resize_horizontal_k(ws, W, x0, flip, 2); break;

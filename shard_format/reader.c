@@ -377,6 +377,19 @@ int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
     return 0;
 }
 
+/* The lone shard of a memory dataset: its header is the schema's only source. */
+static int open_lone_shard(lf_dataset *ds, lf_shard_error *err)
+{
+    shard_expect ex = {.have_manifest = false};
+    shard_header h;
+    shard_footer f;
+    int rc = read_meta(ds, &ds->shards[0], &ex, &h, &f, err);
+    if (rc != 0) return rc;
+    ds->schema = h.schema;
+    rc = alloc_tables(ds, h.nblocks, h.nsamples, err);
+    return rc != 0 ? rc : read_index(ds, 0, &h, f.index_hash, err);
+}
+
 int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
                            lf_dataset **out, lf_shard_error *err)
 {
@@ -384,21 +397,15 @@ int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
     if (!ds) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
     ds->skip_checksums = (flags & SHARD_OPEN_SKIP_CHECKSUMS) != 0;
     ds->shards = calloc(1, sizeof *ds->shards);
-    int rc = LF_SHARD_E_NOMEM;
-    if (ds->shards && (ds->shards[0].path = strdup("<memory>"))) {
+    char *path = strdup("<memory>");
+    int rc;
+    if (ds->shards && path) {
+        ds->shards[0] = (ds_shard){.path = path, .fd = -1, .mem = data, .size = size};
         ds->nshards = 1;
-        ds->shards[0] = (ds_shard){.path = ds->shards[0].path, .fd = -1, .mem = data, .size = size};
-        shard_expect ex = {.have_manifest = false};
-        shard_header h;
-        shard_footer f;
-        rc = read_meta(ds, &ds->shards[0], &ex, &h, &f, err);
-        if (rc == 0) {
-            ds->schema = h.schema;   /* a lone shard's header is its schema's only source */
-            rc = alloc_tables(ds, h.nblocks, h.nsamples, err);
-        }
-        if (rc == 0) rc = read_index(ds, 0, &h, f.index_hash, err);
+        rc = open_lone_shard(ds, err);
     } else {
-        shard_fail(err, rc, "out of memory");
+        free(path);
+        rc = shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
     }
     if (rc != 0) {
         lf_dataset_close(ds);
@@ -498,7 +505,8 @@ long lf_block_decode(lf_block_decoder *d, const lf_dataset *ds, uint64_t block,
                           b->first_sample + b->nsamples - 1);
     size_t n = ZSTD_decompressDCtx(d->dctx, dst, b->raw_size, stored, stored_size);
     if (ZSTD_isError(n) || n != b->raw_size)
-        return shard_fail(err, LF_SHARD_E_DECOMPRESS, "%s: block %" PRIu64 ": %s", path, block,
+        return shard_fail(err, LF_SHARD_E_DECOMPRESS, "%s: block %" PRIu64 " (dataset block %"
+                          PRIu64 "): %s", path, local, block,
                           ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong decompressed size");
     return (long)n;
 }

@@ -262,39 +262,53 @@ static int open_shard(lf_writer *w, lf_shard_error *err)
     return 0;
 }
 
-/* Writes index, footer and header of the open shard, syncs and closes it. */
-static int close_shard(lf_writer *w, lf_shard_error *err)
+/* Encodes the open shard's header, and its index followed by its footer
+ * into a new buffer (*tail_size bytes); NULL when out of memory. */
+static uint8_t *encode_shard_meta(const lf_writer *w, uint8_t header[HEADER_SIZE],
+                                  shard_footer *f, size_t *tail_size)
 {
-    char name[MANIFEST_NAME_MAX];
-    shard_file_name(w, w->nshards, name, sizeof name);
-    if (grow(&w->shards, &w->shards_cap, w->nshards + 1, sizeof *w->shards) != 0)
-        return writer_fail(w, err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
     size_t index_size = (size_t)(w->nblocks * BLOCK_ENTRY_SIZE + w->nsamples * SAMPLE_ENTRY_SIZE);
     uint8_t *buf = malloc(index_size + FOOTER_SIZE);
-    if (!buf) return writer_fail(w, err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
+    if (!buf) return NULL;
     for (uint64_t i = 0; i < w->nblocks; i++)
         block_entry_encode(&w->blocks[i], buf + i * BLOCK_ENTRY_SIZE);
+    uint8_t *samples = buf + w->nblocks * BLOCK_ENTRY_SIZE;
     for (uint64_t i = 0; i < w->nsamples; i++)
-        sample_entry_encode(&w->samples[i], buf + w->nblocks * BLOCK_ENTRY_SIZE +
-                                                i * SAMPLE_ENTRY_SIZE);
+        sample_entry_encode(&w->samples[i], samples + i * SAMPLE_ENTRY_SIZE);
     shard_header h = {
         .shard_no = w->nshards, .first_sample = w->shard_first_sample,
         .nsamples = w->nsamples, .nblocks = w->nblocks, .index_offset = w->shard_off,
         .index_size = index_size, .raw_bytes = w->shard_raw, .schema = w->schema,
     };
-    uint8_t header[HEADER_SIZE];
     header_encode(&h, header);
-    shard_footer f = {
+    *f = (shard_footer){
         .index_offset = w->shard_off, .index_size = index_size,
         .header_hash = shard_hash(header, HEADER_SIZE),
         .index_hash = shard_hash(buf, index_size),
         .file_size = w->shard_off + index_size + FOOTER_SIZE,
     };
-    footer_encode(&f, buf + index_size);
-    int rc = write_all(w->fd, buf, index_size + FOOTER_SIZE, w->shard_off);
+    footer_encode(f, buf + index_size);
+    *tail_size = index_size + FOOTER_SIZE;
+    return buf;
+}
+
+/* Writes index, footer and header of the open shard, syncs and closes it,
+ * and lists it for the manifest. */
+static int close_shard(lf_writer *w, lf_shard_error *err)
+{
+    char name[MANIFEST_NAME_MAX];
+    shard_file_name(w, w->nshards, name, sizeof name);
+    uint8_t header[HEADER_SIZE];
+    shard_footer f;
+    size_t tail_size;
+    uint8_t *tail = NULL;
+    if (grow(&w->shards, &w->shards_cap, w->nshards + 1, sizeof *w->shards) != 0 ||
+        !(tail = encode_shard_meta(w, header, &f, &tail_size)))
+        return writer_fail(w, err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
+    int rc = write_all(w->fd, tail, tail_size, w->shard_off);
     if (rc == 0) rc = write_all(w->fd, header, HEADER_SIZE, 0);
     if (rc == 0 && fsync(w->fd) != 0) rc = -errno;
-    free(buf);
+    free(tail);
     if (close(w->fd) != 0 && rc == 0) rc = -errno;
     w->fd = -1;
     if (rc != 0)
@@ -306,7 +320,7 @@ static int close_shard(lf_writer *w, lf_shard_error *err)
     s->blocks = w->nblocks;
     s->file_size = f.file_size;
     s->footer_hash = f.self_hash;
-    w->stats.stored_bytes += index_size + FOOTER_SIZE;
+    w->stats.stored_bytes += tail_size;
     w->raw_total += w->shard_raw;
     return 0;
 }

@@ -150,6 +150,21 @@ static void damage_shard(const lf_dataset *ds, uint32_t shard, const file *f, ta
     flip_range(f, f->size - 64, f->size, 64, t, R_FOOTER);
 }
 
+/* A shard file that is gone: open fails with an I/O status naming it. */
+static void missing_shard(void)
+{
+    char from[4300], to[4300];
+    snprintf(from, sizeof from, "%s/shard-00001.lfs", g_dir);
+    snprintf(to, sizeof to, "%s/moved", g_dir);
+    ASSERT_EQ(rename(from, to), 0);
+    lf_shard_error err = {0};
+    lf_dataset *ds;
+    ASSERT_EQ(lf_dataset_open(g_dir, &ds, &err), LF_SHARD_E_IO);
+    ASSERT_TRUE(strstr(err.msg, "shard-00001.lfs") != NULL);
+    ASSERT_EQ(lf_dataset_verify(g_dir, NULL, NULL, &err), LF_SHARD_E_IO);
+    ASSERT_EQ(rename(to, from), 0);
+}
+
 int main(void)
 {
     g_dir = test_tmpdir();
@@ -182,6 +197,7 @@ int main(void)
 
     /* the dataset is whole again after all the restores */
     ASSERT_EQ(read_everything(&err), 0);
+    missing_shard();
     printf("%ld flips (", t.flips);
     for (int r = 0; r < 5; r++) printf("%s%s %ld", r ? ", " : "", region_names[r], t.by_region[r]);
     printf("), %ld truncations: all detected\n", t.truncations);

@@ -130,6 +130,7 @@ static int read_meta(const lf_dataset *ds, const ds_shard *sh, const shard_expec
     free(hbuf);
     if (rc != 0) return rc;
     if (h->index_offset != f.index_offset || h->index_size != f.index_size || h->nblocks == 0 ||
+        h->nsamples > UINT32_MAX ||
         h->nblocks > h->index_size / BLOCK_ENTRY_SIZE ||
         h->nsamples > h->index_size / SAMPLE_ENTRY_SIZE ||
         h->nblocks * BLOCK_ENTRY_SIZE + h->nsamples * SAMPLE_ENTRY_SIZE != h->index_size)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,52 @@ void cli_writer_check(const cli_cmd *c, const cli_writer_args *w)
 {
     if (!w->out)
         cli_usage_error(c, "--out DIR is required");
+}
+
+/* ---- threads ---------------------------------------------------------------- */
+
+unsigned cli_thread_count(const cli_writer_args *w)
+{
+    if (w->opts.threads > 0)
+        return (unsigned)w->opts.threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+typedef struct job_share {
+    cli_job_fn fn;
+    void *arg;
+    size_t count;
+    unsigned tid, threads;
+    pthread_t thread;
+} job_share;
+
+static void *run_share(void *p)
+{
+    job_share *s = p;
+    for (size_t i = s->tid; i < s->count; i += s->threads)
+        s->fn(s->arg, i, s->tid);
+    return NULL;
+}
+
+void cli_parallel(size_t count, unsigned threads, cli_job_fn fn, void *arg)
+{
+    job_share shares[64];
+    if (threads > 64)
+        threads = 64;
+    if (threads > count)
+        threads = count ? (unsigned)count : 1;
+    for (unsigned t = 0; t < threads; t++)
+        shares[t] = (job_share){fn, arg, count, t, threads, 0};
+    unsigned started = 1;
+    for (; started < threads; started++)
+        if (pthread_create(&shares[started].thread, NULL, run_share, &shares[started]) != 0)
+            break;
+    run_share(&shares[0]);
+    for (unsigned t = started; t < threads; t++)   /* threads that did not start */
+        run_share(&shares[t]);
+    for (unsigned t = 1; t < started; t++)
+        pthread_join(shares[t].thread, NULL);
 }
 
 /* ---- interruption ---------------------------------------------------------- */

@@ -93,6 +93,18 @@ int cli_writer_option(const cli_cmd *c, int id, const char *arg, cli_writer_args
 /* A usage error when --out is missing. */
 void cli_writer_check(const cli_cmd *c, const cli_writer_args *w);
 
+/* ---- threads ---------------------------------------------------------------- */
+
+/* --threads, or the online CPUs when it was not given. */
+unsigned cli_thread_count(const cli_writer_args *w);
+
+/* Runs fn(arg, i, tid) for every i in [0, count) on `threads` threads, the
+ * caller's among them (tid 0): thread tid takes i = tid, tid + threads, ...
+ * Returns when all are done. Work is striped, not queued: callers give it
+ * items of similar cost (one sample each). */
+typedef void (*cli_job_fn)(void *arg, size_t index, unsigned tid);
+void cli_parallel(size_t count, unsigned threads, cli_job_fn fn, void *arg);
+
 /* ---- interruption ---------------------------------------------------------- */
 
 /* Set by SIGINT/SIGTERM once cli_catch_signals ran: long loops check it,

@@ -7,7 +7,8 @@
  * "tokens". Without --dtype the ids are stored as u16; if a later line holds
  * an id above 65535 the partial output is abandoned and the file is written
  * again as u32, so the common case reads the input once and the result never
- * depends on guessing.
+ * depends on guessing. Lines are parsed in batches on --threads threads and
+ * added in line order, so the first bad line in the file is the one named.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -62,15 +63,25 @@ typedef struct tokens_args {
 /* How one line or one pass over the input ended. */
 enum { PASS_BAD = -1, PASS_DONE, PASS_NEED_U32 };
 
+/* One input line and what it parses to; a batch of these is parsed in
+ * parallel, then handed to the writer in line order. */
 typedef struct line_ctx {
     const tokens_args *a;
     size_t width;                /* bytes per id in this pass */
+    char *text;                  /* the line, from getline */
+    size_t text_cap;
+    size_t len;
+    uint64_t lineno;             /* 1-based */
+    uint64_t end;                /* input bytes consumed up to the line's end */
     uint8_t *buf;                /* the sample's ids, little-endian */
     size_t cap;
     size_t count;
-    char where[600];             /* "FILE:LINE" */
+    int rc;                      /* take_line's result */
     char msg[512];               /* what is wrong with the line (PASS_BAD) */
 } line_ctx;
+
+#define BATCH_LINES 1024
+#define BATCH_BYTES (32u << 20)  /* bounds the text held per batch */
 
 static int bad(line_ctx *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(line_ctx *l, const char *fmt, ...)
@@ -166,6 +177,48 @@ static int blank(const char *s, size_t n)
     return 1;
 }
 
+static void parse_one(void *arg, size_t i, unsigned tid)
+{
+    (void)tid;
+    line_ctx *l = (line_ctx *)arg + i;
+    l->rc = take_line(l, l->text, l->len);
+}
+
+/* Reads up to BATCH_LINES non-blank lines into l[]; returns how many, and
+ * sets *eof at the end of the input. */
+static size_t read_batch(FILE *f, line_ctx *l, uint64_t *lineno, uint64_t *consumed, int *eof)
+{
+    size_t n = 0, bytes = 0;
+    while (n < BATCH_LINES && bytes < BATCH_BYTES) {
+        ssize_t r = getline(&l[n].text, &l[n].text_cap, f);
+        if (r <= 0) {
+            *eof = 1;
+            break;
+        }
+        ++*lineno;
+        *consumed += (uint64_t)r;
+        if (blank(l[n].text, (size_t)r))
+            continue;
+        l[n].len = (size_t)r;
+        l[n].lineno = *lineno;
+        l[n].end = *consumed;
+        bytes += (size_t)r;
+        n++;
+    }
+    return n;
+}
+
+static void free_lines(line_ctx *l)
+{
+    for (size_t i = 0; i < BATCH_LINES; i++) {
+        free(l[i].text);
+        free(l[i].buf);
+    }
+    free(l);
+}
+
+/* One pass over the input with ids `width` bytes wide: PASS_DONE, or
+ * PASS_NEED_U32 (nothing left behind) when u16 was a guess that failed. */
 static int run_pass(const tokens_args *a, size_t width)
 {
     FILE *f = fopen(a->in, "rb");
@@ -173,6 +226,11 @@ static int run_pass(const tokens_args *a, size_t width)
         cli_die("cannot open %s: %s", a->in, strerror(errno));
     struct stat st;
     uint64_t total = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    line_ctx *l = calloc(BATCH_LINES, sizeof *l);
+    if (!l)
+        cli_die("out of memory");
+    for (size_t i = 0; i < BATCH_LINES; i++)
+        l[i] = (line_ctx){.a = a, .width = width};
 
     lf_schema schema;
     memset(&schema, 0, sizeof schema);
@@ -182,43 +240,35 @@ static int run_pass(const tokens_args *a, size_t width)
     cli_out o;
     cli_out_open(&o, &a->wa, &schema, "create", total);
 
-    line_ctx l = {.a = a, .width = width};
-    char *line = NULL;
-    size_t line_cap = 0;
-    uint64_t lineno = 0, consumed = 0;
-    ssize_t n;
-    int rc = PASS_DONE;
-    while ((n = getline(&line, &line_cap, f)) > 0) {
-        lineno++;
-        consumed += (uint64_t)n;
-        if (blank(line, (size_t)n))
-            continue;
-        snprintf(l.where, sizeof l.where, "%s:%" PRIu64, a->in, lineno);
-        if ((rc = take_line(&l, line, (size_t)n)) == PASS_NEED_U32)
-            break;
-        if (rc == PASS_BAD) {
-            cli_progress_clear(&o.prog);
-            cli_warn("%s: %s", l.where, l.msg);
-            free(line);
-            free(l.buf);
-            fclose(f);
-            cli_out_fail(&o, CLI_EXIT_FAIL);
+    unsigned threads = cli_thread_count(&a->wa);
+    uint64_t lineno = 0, consumed = 0, prev_end = 0;
+    int eof = 0, rc = PASS_DONE;
+    while (!eof && rc == PASS_DONE) {
+        size_t n = read_batch(f, l, &lineno, &consumed, &eof);
+        cli_parallel(n, threads, parse_one, l);
+        for (size_t i = 0; i < n && rc == PASS_DONE; i++) {
+            char where[600];
+            snprintf(where, sizeof where, "%s:%" PRIu64, a->in, l[i].lineno);
+            if ((rc = l[i].rc) == PASS_NEED_U32) {
+                cli_out_abandon(&o);
+                cli_warn("%s: token id above 65535; writing again with u32 ids", where);
+            } else if (rc == PASS_BAD) {
+                cli_warn("%s: %s", where, l[i].msg);
+                cli_out_fail(&o, CLI_EXIT_FAIL);
+            } else {
+                lf_field_input in = {.data = l[i].buf, .size = l[i].count * width};
+                cli_out_add(&o, &in, l[i].end - prev_end, l[i].end, where);
+                prev_end = l[i].end;
+            }
         }
-        lf_field_input in = {.data = l.buf, .size = l.count * width};
-        cli_out_add(&o, &in, (uint64_t)n, consumed, l.where);
     }
-    if (rc == PASS_DONE && ferror(f)) {
+    if (ferror(f)) {
         cli_warn("cannot read %s: %s", a->in, strerror(errno));
         cli_out_fail(&o, CLI_EXIT_FAIL);
     }
-    if (rc == PASS_NEED_U32) {
-        cli_out_abandon(&o);
-        cli_warn("%s: token id above 65535; writing again with u32 ids", l.where);
-    } else {
+    if (rc == PASS_DONE)
         cli_out_finish(&o, "create");
-    }
-    free(line);
-    free(l.buf);
+    free_lines(l);
     fclose(f);
     return rc;
 }

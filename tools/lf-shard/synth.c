@@ -2,17 +2,15 @@
  * synth.c — `lf-shard synth tokens|images|frames`: deterministic synthetic
  * datasets.
  *
- * Samples are made in batches by --threads generator threads (sample i on
- * thread i mod T: each sample has its own random stream, so the split does
- * not change the bytes), then handed to the writer in id order; the writer's
- * own threads compress while the next batch is generated.
+ * Samples are made in batches on --threads threads (cli_parallel; each
+ * sample has its own random stream, so the split does not change the bytes),
+ * then handed to the writer in id order; the writer's own threads compress
+ * while the next batch is generated.
  */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "synth.h"
@@ -172,94 +170,62 @@ static void parse_args(const cli_cmd *c, const synth_kind *k, int argc, char **a
 
 /* ---- batch generation --------------------------------------------------------- */
 
-typedef struct gen_worker {
+typedef struct gen_batch {
     const synth_kind *kind;
     const synth_params *p;
-    void *state;                 /* the kind's per-thread state */
+    void **state;                /* the kind's per-thread state, by tid */
     synth_slot *slots;
     uint64_t base;               /* id of slots[0] */
-    uint32_t count;              /* slots in this batch */
-    uint32_t tid, nthreads;
-    pthread_t thread;
-} gen_worker;
+} gen_batch;
 
-static void *gen_run(void *arg)
+static void gen_one(void *arg, size_t j, unsigned tid)
 {
-    gen_worker *g = arg;
-    for (uint32_t j = g->tid; j < g->count; j += g->nthreads) {
-        g->slots[j].err[0] = '\0';
-        if (g->kind->gen(g->p, g->state, g->base + j, &g->slots[j]) < 0 && !g->slots[j].err[0])
-            snprintf(g->slots[j].err, sizeof g->slots[j].err, "generator failed");
-    }
-    return NULL;
-}
-
-/* Fills slots[0..count) with samples base..base+count-1 on every worker. */
-static void gen_batch(gen_worker *g, uint32_t n, uint64_t base, uint32_t count)
-{
-    for (uint32_t t = 0; t < n; t++) {
-        g[t].base = base;
-        g[t].count = count;
-    }
-    uint32_t started = 1;
-    for (; started < n; started++)
-        if (pthread_create(&g[started].thread, NULL, gen_run, &g[started]) != 0)
-            break;
-    gen_run(&g[0]);
-    /* Workers that could not start: their share runs here, same result. */
-    for (uint32_t t = started; t < n; t++)
-        gen_run(&g[t]);
-    for (uint32_t t = 1; t < started; t++)
-        pthread_join(g[t].thread, NULL);
-}
-
-static uint32_t thread_count(const cli_writer_args *wa)
-{
-    if (wa->opts.threads > 0)
-        return (uint32_t)wa->opts.threads;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (uint32_t)n : 1;
+    gen_batch *g = arg;
+    synth_slot *s = &g->slots[j];
+    s->err[0] = '\0';
+    if (g->kind->gen(g->p, g->state[tid], g->base + j, s) < 0 && !s->err[0])
+        snprintf(s->err, sizeof s->err, "generator failed");
 }
 
 static void synth_run(const synth_kind *k, const synth_params *p, const cli_writer_args *wa)
 {
-    uint32_t n = thread_count(wa);
-    gen_worker *g = calloc(n, sizeof *g);
+    unsigned n = cli_thread_count(wa);
+    void **state = calloc(n, sizeof *state);
     synth_slot *slots = calloc(k->batch, sizeof *slots);
-    if (!g || !slots)
+    if (!state || !slots)
         cli_die("out of memory");
-    for (uint32_t t = 0; t < n; t++) {
-        g[t] = (gen_worker){.kind = k, .p = p, .slots = slots, .tid = t, .nthreads = n};
-        if (k->thread_new && !(g[t].state = k->thread_new(p)))
+    for (unsigned t = 0; t < n; t++)
+        if (k->thread_new && !(state[t] = k->thread_new(p)))
             cli_die("out of memory");
-    }
 
     lf_schema schema;
     k->schema(p, &schema);
     cli_out out;
     cli_out_open(&out, wa, &schema, "synth", p->samples);
-    for (uint64_t base = 0; base < p->samples; base += k->batch) {
-        uint32_t count = (uint32_t)(p->samples - base < k->batch ? p->samples - base : k->batch);
-        gen_batch(g, n, base, count);
+    gen_batch g = {.kind = k, .p = p, .state = state, .slots = slots};
+    for (g.base = 0; g.base < p->samples; g.base += k->batch) {
+        uint64_t left = p->samples - g.base;
+        uint32_t count = (uint32_t)(left < k->batch ? left : k->batch);
+        cli_parallel(count, n, gen_one, &g);
         for (uint32_t j = 0; j < count; j++) {
             char where[48];
-            snprintf(where, sizeof where, "sample %" PRIu64, base + j);
+            snprintf(where, sizeof where, "sample %" PRIu64, g.base + j);
             if (slots[j].err[0]) {
                 cli_warn("%s: %s", where, slots[j].err);
                 cli_out_fail(&out, CLI_EXIT_FAIL);
             }
-            cli_out_add(&out, slots[j].in, slots[j].bytes, base + j + 1, where);
+            cli_out_add(&out, slots[j].in, slots[j].bytes, g.base + j + 1, where);
         }
     }
     cli_out_finish(&out, "synth");
 
-    for (uint32_t t = 0; t < n; t++)
+    for (unsigned t = 0; t < n; t++)
         if (k->thread_free)
-            k->thread_free(g[t].state);
+            k->thread_free(state[t]);
     for (uint32_t j = 0; j < k->batch; j++)
         free(slots[j].data);
     free(slots);
-    free(g);
+    free(state);
 }
 
 int cmd_synth(int argc, char **argv)

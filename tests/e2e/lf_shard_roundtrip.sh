@@ -43,7 +43,11 @@ def fields_of(ds, i):
 def expect_eq(what, got, want):
     global checked
     if got != want:
-        fail("%s: got %r, want %r" % (what, got[:300], want[:300]))
+        if isinstance(got, int):
+            fail("%s: got %r, want %r" % (what, got, want))
+        at = next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want)))
+        fail("%s: differs at %d of %d/%d: got %r, want %r" % (what, at, len(got), len(want),
+             got[max(0, at - 20):at + 20], want[max(0, at - 20):at + 20]))
     checked += 1
 
 # ---- tokens -------------------------------------------------------------------

@@ -7,13 +7,14 @@
  * of up to `lookahead` samples, refilled from the epoch's order. Each step:
  *   1. outliers (cost > outlier_cost) are held aside; once outlier_group of
  *      them wait (or the epoch's order is used up) they are released
- *      together, first in the step, and the step's budget grows to
+ *      together, first in the step, and the step's budget grows by
  *      outlier_group * (costliest of them) so the other ranks are filled to
  *      the same level instead of idling;
  *   2. pending samples passed over max_defer times are taken first;
  *   3. the window is scanned in order and every sample that still fits the
- *      budget is taken (first fit). A sample left behind while a later one
- *      was taken has been passed over: its delay grows by one.
+ *      budget is taken (first fit), until the step is 99.95% full. A sample
+ *      left behind while a later one was taken has been passed over: its
+ *      delay grows by one.
  * The split (split.c) then spreads the step across ranks. Samples the
  * memory caps leave no room for go back to the front of the window.
  *
@@ -231,7 +232,9 @@ static void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, uint64_t *f
     *fill += p->cost[s];
 }
 
-/* Releases a group of held outliers; returns the step's budget. */
+/* Releases a group of held outliers; returns the step's budget: a normal
+ * step's plus room to bring every rank to the costliest outlier's level, so
+ * the split has small samples to even the ranks out with. */
 static uint64_t release_outliers(lf_plan *p, uint64_t *fill)
 {
     uint64_t budget = p->prm.step_budget;
@@ -247,9 +250,12 @@ static uint64_t release_outliers(lf_plan *p, uint64_t *fill)
     memmove(p->owait, p->owait + k, (p->no - k) * sizeof(uint32_t));
     p->no -= k;
     p->nout = k;
-    uint64_t grown = cmax * p->prm.outlier_group;
-    return grown > budget ? grown : budget;
+    return budget + cmax * p->prm.outlier_group;
 }
+
+/* The scan stops once the step is this full (1 - 2^-11, 99.95%): looking
+ * further only finds tiny samples and passes over every sample on the way. */
+#define FULL_SHIFT 11
 
 static void select_balanced(lf_plan *p)
 {
@@ -267,7 +273,8 @@ static void select_balanced(lf_plan *p)
         }
     }
     size_t last = 0;
-    for (size_t i = 0; i < p->np; i++) {
+    uint64_t enough = budget - (budget >> FULL_SHIFT);
+    for (size_t i = 0; i < p->np && fill < enough; i++) {
         uint32_t s = p->pidx[i];
         if (!p->ptaken[i] && fill + p->cost[s] <= budget) {
             take(p, s, p->page[i], 0, &fill);

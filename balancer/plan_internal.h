@@ -44,7 +44,7 @@ typedef struct lfp_split {
     size_t heap_len, ntup;
     uint32_t *next;              /* per item: next item in its subset */
     uint64_t *tmp_sum;           /* W-sized scratch for a merge */
-    uint32_t *tmp_head, *tmp_tail, *tmp_ord;
+    uint32_t *tmp_head, *tmp_tail, *tmp_ord, *tmp_aux;
     /* per rank after the split */
     uint32_t *assign;            /* per item: rank */
     uint64_t *cost, *tokens;     /* per rank */

@@ -53,6 +53,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->tmp_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->tmp_tail = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->tmp_ord = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->tmp_aux = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->assign = malloc(nt * sizeof(uint32_t));
     s->cost = malloc(((size_t)world + 1) * sizeof(uint64_t));
     s->tokens = malloc(((size_t)world + 1) * sizeof(uint64_t));
@@ -64,7 +65,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     for (int i = 0; i < 2; i++)
         if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
-        !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord ||
+        !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->count || !s->members ||
         !s->rank_start || !s->scratch || !s->room)
         goto fail;
@@ -83,7 +84,7 @@ void lfp_split_free(lfp_split *s)
     }
     free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
     free(s->heap); free(s->next);
-    free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord);
+    free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->count);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room);
     memset(s, 0, sizeof *s);
@@ -147,26 +148,55 @@ static void arena_compact(lfp_split *s)
     s->arena_used = used;
 }
 
-/* Sorts the merge result (tmp_*) by sum, largest first; stable, so equal sums
- * keep their pairing order. Shell sort: merges hold at most k entries. */
-static void sort_tmp(lfp_split *s, uint32_t m)
+/* Merges two runs of tmp entries, each by sum largest first, from src into
+ * dst (ties: the first run's entry first). */
+static void merge_runs(const uint64_t *sum, const uint32_t *x, uint32_t nx,
+                       const uint32_t *y, uint32_t ny, uint32_t *dst)
 {
-    static const uint32_t gaps[] = {57, 23, 10, 4, 1};
-    uint32_t *ord = s->tmp_ord;
-    for (uint32_t i = 0; i < m; i++) ord[i] = i;
-    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
-        uint32_t gap = gaps[g];
-        for (uint32_t i = gap; i < m; i++) {
-            uint32_t v = ord[i], j = i;
-            while (j >= gap && (s->tmp_sum[ord[j - gap]] < s->tmp_sum[v] ||
-                                (s->tmp_sum[ord[j - gap]] == s->tmp_sum[v] &&
-                                 ord[j - gap] > v))) {
-                ord[j] = ord[j - gap];
-                j -= gap;
-            }
-            ord[j] = v;
-        }
+    uint32_t i = 0, j = 0, m = 0;
+    while (i < nx || j < ny)
+        dst[m++] = (j >= ny || (i < nx && sum[x[i]] >= sum[y[j]])) ? x[i++] : y[j++];
+}
+
+/* Orders the merge result by sum, largest first. tmp entries come as three
+ * runs: [0, na) a's subsets alone (descending), [na, na + nb) b's alone
+ * (ascending), the rest a's and b's paired (nearly descending, since a's
+ * spread is the larger). Each run is put in order, then they are merged. */
+static void sort_tmp(lfp_split *s, uint32_t na, uint32_t nb, uint32_t m)
+{
+    uint32_t *ord = s->tmp_ord, *aux = s->tmp_aux;
+    const uint64_t *sum = s->tmp_sum;
+    for (uint32_t i = 0; i < na; i++) aux[i] = i;
+    for (uint32_t i = 0; i < nb; i++) aux[na + i] = na + nb - 1 - i;
+    for (uint32_t i = na + nb; i < m; i++) {
+        uint32_t j = i;
+        for (; j > na + nb && sum[aux[j - 1]] < sum[i]; j--) aux[j] = aux[j - 1];
+        aux[j] = i;
     }
+    merge_runs(sum, aux, na, aux + na, nb, ord);
+    memcpy(aux, ord, (na + nb) * sizeof(uint32_t));
+    merge_runs(sum, aux, na + nb, aux + na + nb, m - na - nb, ord);
+}
+
+/* Appends a subset (a's slot ia and/or b's slot ib, NONE for absent) to tmp. */
+static void tmp_add(lfp_split *s, uint32_t *m, uint32_t ia, uint32_t ib)
+{
+    int cur = s->arena_cur;
+    uint64_t sum = 0;
+    uint32_t head = NONE, tail = NONE;
+    if (ia != NONE) {
+        sum = s->sub_sum[cur][ia];
+        head = s->sub_head[cur][ia];
+        tail = s->sub_tail[cur][ia];
+    }
+    if (ib != NONE) {
+        sum += s->sub_sum[cur][ib];
+        uint32_t bh = s->sub_head[cur][ib], bt = s->sub_tail[cur][ib];
+        if (head == NONE) head = bh; else s->next[tail] = bh;
+        tail = bt;
+    }
+    s->tmp_sum[*m] = sum; s->tmp_head[*m] = head; s->tmp_tail[*m] = tail;
+    (*m)++;
 }
 
 static void set_spread(lfp_split *s, uint32_t t)
@@ -184,27 +214,15 @@ static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
     int cur = s->arena_cur;
     uint32_t la = s->tup_len[a], lb = s->tup_len[b];
     uint32_t oa = s->tup_off[a], ob = s->tup_off[b];
-    for (uint32_t j = 0; j < k; j++) {
-        uint32_t jb = k - 1 - j;          /* b's index, counting from its largest */
-        int has_a = j < la, has_b = jb < lb;
-        if (!has_a && !has_b) continue;
-        uint64_t sum = 0;
-        uint32_t head = NONE, tail = NONE;
-        if (has_a) {
-            sum = s->sub_sum[cur][oa + j];
-            head = s->sub_head[cur][oa + j];
-            tail = s->sub_tail[cur][oa + j];
-        }
-        if (has_b) {
-            sum += s->sub_sum[cur][ob + jb];
-            uint32_t bh = s->sub_head[cur][ob + jb], bt = s->sub_tail[cur][ob + jb];
-            if (head == NONE) head = bh; else s->next[tail] = bh;
-            tail = bt;
-        }
-        s->tmp_sum[m] = sum; s->tmp_head[m] = head; s->tmp_tail[m] = tail;
-        m++;
-    }
-    sort_tmp(s, m);
+    /* Slot j of the result pairs a's j-th largest with b's (k-1-j)-th largest;
+     * only the ends where one side is empty, and the overlap, hold anything. */
+    uint32_t a_alone = la < k - lb ? la : k - lb;        /* j < k - lb: no b */
+    uint32_t b_alone = lb < k - la ? lb : k - la;        /* j >= la: no a */
+    for (uint32_t j = 0; j < a_alone; j++) tmp_add(s, &m, oa + j, NONE);
+    for (uint32_t j = k - b_alone; j < k; j++) tmp_add(s, &m, NONE, ob + (k - 1 - j));
+    for (uint32_t j = a_alone; la + lb > k && j < k - b_alone; j++)
+        tmp_add(s, &m, oa + j, ob + (k - 1 - j));
+    sort_tmp(s, a_alone, b_alone, m);
     uint64_t base = m == k ? s->tmp_sum[s->tmp_ord[m - 1]] : 0;
     if (s->arena_used + m > s->arena_cap) {
         arena_compact(s);
@@ -340,6 +358,25 @@ static void move_item(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t to
     rank_totals(s, it);
 }
 
+/* Swaps x and y between their ranks; the members array stays grouped by
+ * rank by trading the two entries' places. */
+static void swap_items(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t y)
+{
+    uint32_t rx = s->assign[x], ry = s->assign[y], px = NONE, py = NONE;
+    for (uint32_t p = s->rank_start[rx]; p < s->rank_start[rx + 1]; p++)
+        if (s->members[p] == x) px = p;
+    for (uint32_t p = s->rank_start[ry]; p < s->rank_start[ry + 1]; p++)
+        if (s->members[p] == y) py = p;
+    s->members[px] = y;
+    s->members[py] = x;
+    s->assign[x] = ry;
+    s->assign[y] = rx;
+    s->cost[rx] += it->cost[y] - it->cost[x];
+    s->cost[ry] += it->cost[x] - it->cost[y];
+    s->tokens[rx] += it->len[y] - it->len[x];
+    s->tokens[ry] += it->len[x] - it->len[y];
+}
+
 /* Item a is a better pick than b: longer, then smaller id. */
 static int longer(const lfp_items *it, uint32_t a, uint32_t b)
 {
@@ -380,6 +417,8 @@ static size_t repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *cap
 
 /* ---- local search -------------------------------------------------------- */
 
+#define LOCAL_TRIES 8u            /* partner ranks tried per improvement */
+
 typedef struct change {
     uint32_t x, y;               /* x leaves hi; y (or NONE) leaves lo */
     uint64_t delta;              /* cost moved from hi to lo */
@@ -407,7 +446,6 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
     uint64_t gap = s->cost[hi] - s->cost[lo];
     for (uint32_t p = s->rank_start[hi]; p < s->rank_start[hi + 1]; p++) {
         uint32_t x = s->members[p];
-        if (it->cost[x] >= gap) continue;
         if (better(it, gap, it->cost[x], x, NONE, &best) &&
             rank_fits(s, it, caps, lo, x, NONE))
             best = (change){x, NONE, it->cost[x]};
@@ -423,21 +461,43 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
     return best;
 }
 
+/* The costliest rank (lowest number on ties). */
+static uint32_t costliest(const lfp_split *s)
+{
+    uint32_t hi = 0;
+    for (uint32_t r = 1; r < s->world; r++)
+        if (s->cost[r] > s->cost[hi]) hi = r;
+    return hi;
+}
+
+/* Improves the costliest rank against the cheapest rank that allows a
+ * change, trying ranks cheapest first (ties by rank number). */
+static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+{
+    uint32_t k = s->world, hi = costliest(s);
+    uint32_t *ord = s->tmp_ord;
+    uint32_t m = 0;
+    for (uint32_t r = 0; r < k; r++)
+        if (s->cost[r] < s->cost[hi]) ord[m++] = r;
+    for (uint32_t i = 1; i < m; i++) {
+        uint32_t v = ord[i], j = i;
+        for (; j > 0 && s->cost[ord[j - 1]] > s->cost[v]; j--) ord[j] = ord[j - 1];
+        ord[j] = v;
+    }
+    for (uint32_t i = 0; i < m && i < LOCAL_TRIES; i++) {
+        uint32_t lo = ord[i];
+        change c = best_change(s, it, caps, hi, lo);
+        if (c.x == NONE) continue;
+        if (c.y == NONE) move_item(s, it, c.x, lo);
+        else swap_items(s, it, c.x, c.y);
+        return 1;
+    }
+    return 0;
+}
+
 static void local_search(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
-    uint32_t k = s->world;
-    for (uint32_t iter = 0; iter < 8 * k; iter++) {
-        uint32_t hi = 0, lo = 0;
-        for (uint32_t r = 1; r < k; r++) {
-            if (s->cost[r] > s->cost[hi]) hi = r;
-            if (s->cost[r] < s->cost[lo]) lo = r;
-        }
-        if (s->cost[hi] == s->cost[lo]) return;
-        change c = best_change(s, it, caps, hi, lo);
-        if (c.x == NONE) return;
-        s->assign[c.x] = lo;
-        if (c.y != NONE) s->assign[c.y] = hi;
-        rank_totals(s, it);
+    for (uint32_t iter = 0; iter < 4 * s->world && improve_once(s, it, caps); iter++) {
     }
 }
 

@@ -1,0 +1,38 @@
+/*
+ * score.h — lf-plan's scoring: runs one sampler over an epoch and measures
+ * what the balancer promises (balance, padding, budget fill, deferral,
+ * planner time). balancer/README.md defines each figure.
+ */
+#ifndef LF_PLAN_SCORE_H
+#define LF_PLAN_SCORE_H
+
+#include "lf_plan.h"
+
+typedef struct plan_pcts {
+    double p50, p99, max;        /* nearest-rank percentiles */
+} plan_pcts;
+
+typedef struct plan_score {
+    const char *name;            /* balanced, naive, sorted */
+    uint64_t steps;              /* steps planned */
+    uint64_t samples;            /* samples placed */
+    uint64_t rejected, rejected_cap;
+    uint64_t outliers;           /* samples released as outliers */
+    uint64_t tail_steps;         /* epoch-final steps, left out of balance and fill */
+    plan_pcts max_over_mean;     /* per step: max rank cost / mean rank cost */
+    double padding_fraction;     /* (padded - tokens) / padded, over every rank-step */
+    double budget_fill;          /* sum step cost / sum step budget */
+    plan_pcts delay;             /* per non-outlier sample: steps passed over */
+    plan_pcts outlier_delay;     /* per outlier: steps waited */
+    double plan_ms_per_step;     /* next_step + every rank's layout */
+    double create_s, epoch_s;    /* lf_plan_create; create + every step */
+    double samples_per_step;     /* mean over non-tail steps */
+    uint32_t batch_per_rank;     /* baselines: what they ran with */
+} plan_score;
+
+/* Plans up to max_steps steps (0: one epoch) and scores them. Returns 0 or
+ * a negative lf_plan_status. */
+int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
+                   size_t n, uint64_t max_steps, plan_score *out);
+
+#endif

@@ -5,7 +5,8 @@
  * rank) law, so low ids dominate, and about a quarter of the "phrases" repeat
  * an earlier span of the same sample, so LZ matching has work to do. Frames
  * are smooth per-column profiles plus a drifting offset and small noise,
- * quantized to 1/64 so the low mantissa bits compress like real features.
+ * quantized to 1/1024 (exact in i16 fixed point; f16 must round) so the low
+ * mantissa bits compress like real features.
  */
 #include <math.h>
 #include <stdio.h>
@@ -244,7 +245,7 @@ static int frames_gen(const synth_params *p, void *t, uint64_t index, synth_slot
             if (c % 8 == 0)
                 bits = synth_rng_next(&r);
             float noise = (float)((int)((bits >> (8 * (c % 8))) & 15) - 8) / 64.0f;
-            float v = floorf((profile[c] + drift + noise) * 64.0f) / 64.0f;
+            float v = floorf((profile[c] + drift + noise) * 1024.0f) / 1024.0f;
             put_value(dst, v, p->frame_type);
             dst += vsize;
         }

@@ -148,7 +148,7 @@ static void on_progress(j_common_ptr c)
 void lf_tf_limits_default(lf_tf_limits *lim)
 {
     lim->max_pixels = 50000000;
-    lim->max_scans = 256;
+    lim->max_scans = 64;
     lim->max_memory = 256u << 20;
     lim->max_out_side = 1024;
     lim->max_region_pixels = 0;  /* derived in lf_tf_ws_create */

@@ -44,7 +44,8 @@ const char *lf_tf_strerror(int status);
 
 typedef struct lf_tf_limits {
     uint64_t max_pixels;         /* width*height from the header; default 50e6 */
-    uint32_t max_scans;          /* progressive scans; default 256 */
+    uint32_t max_scans;          /* scans of a multi-scan file; default 64 (common
+                                  * progressive files have about 10) */
     uint64_t max_memory;         /* libjpeg's max_memory_to_use, bytes; default 256 MiB */
     uint32_t max_out_side;       /* largest out_w / out_h; default 1024 */
     uint64_t max_region_pixels;  /* largest decoded crop region (after DCT

@@ -168,17 +168,21 @@ static void bad_inputs(lf_tf_ws *ws, const char *dir, void *out, size_t cap)
     lf_tf_image_params p;
     lf_tf_image_params_default(&p, CROP, CROP);
     p.crop = LF_TF_CROP_FULL;
-    double worst = 0;
+    double worst = 0, worst_cpu = 0;
     for (int i = 0; i < n; i++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         long rc = lf_tf_jpeg_augment(ws, out, cap, bad[i].data, bad[i].size, &p, 0, 0, NULL);
-        double ms = (now_s() - t0) * 1e3;
-        if (rc < 0 && ms > worst) worst = ms;
-        printf("  %-28s %-8s %8.3f ms  %s\n", bad[i].name, rc < 0 ? "rejected" : "decoded", ms,
-               rc < 0 ? lf_tf_reason(ws) : "");
+        double ms = (now_s() - t0) * 1e3, cpu_ms = (cpu_s() - c0) * 1e3;
+        if (rc < 0) {
+            worst = fmax(worst, ms);
+            worst_cpu = fmax(worst_cpu, cpu_ms);
+        }
+        printf("  %-30s %-8s %8.3f ms (cpu %8.3f)  %s\n", bad[i].name,
+               rc < 0 ? "rejected" : "DECODED", ms, cpu_ms, rc < 0 ? lf_tf_reason(ws) : "");
         free(bad[i].data);
     }
-    printf("slowest rejection: %.3f ms = %.3f x the 50 ms limit\n", worst, worst / 50.0);
+    printf("slowest rejection: %.3f ms wall = %.3f x the 50 ms limit (cpu %.3f ms)\n", worst,
+           worst / 50.0, worst_cpu);
 }
 
 int main(int argc, char **argv)
@@ -227,7 +231,7 @@ int main(int argc, char **argv)
         else printf("augment_all_ips %.1f\n", r_aug);
     }
     if (argc > 3) {
-        printf("rejection times (augment, full crop):\n");
+        printf("rejection times (augment, full crop, default limits):\n");
         bad_inputs(ws, argv[3], out, cap);
     }
     for (int i = 0; i < n; i++) free(files[i].data);

@@ -9,11 +9,13 @@
  * script: every coefficient band refined bit by bit, 2090 scans, a valid
  * file that the scan limit must stop (and that decodes with the limit off).
  * The other inputs are a baseline 173x131 image made the same way, damaged.
- * With --write DIR the generated inputs are written out (fuzz corpus seeds).
+ * With --write DIR the generated inputs are written out (fuzz corpus seeds,
+ * and the hostile set tests/bench/tf.sh times).
  */
 #include "lf_tf.h"
 #include "test.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -76,7 +78,7 @@ static unsigned char *make_jpeg(uint32_t w, uint32_t h, int components, int subs
     ASSERT_TRUE(row != NULL);
     for (uint32_t y = 0; y < h; y++) {
         for (uint32_t x = 0; x < w * (uint32_t)components; x++)
-            row[x] = (unsigned char)((x * 7 + y * 13) ^ (x * y));
+            row[x] = (unsigned char)(x / 2 + y / 3 + ((x ^ y) & 7));   /* smooth + texture */
         JSAMPROW r = row;
         jpeg_write_scanlines(&cc, &r, 1);
     }
@@ -105,11 +107,26 @@ static unsigned char *dup_bytes(const unsigned char *b, size_t n)
 }
 
 static unsigned char out[1024 * 1024 * 3];
+static const char *write_dir;    /* --write DIR: keep the inputs rejected under the */
+static lf_tf_ws *default_ws;     /* default limits (this workspace) there */
+
+static void write_file(const char *name, const unsigned char *b, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/", write_dir);
+    size_t at = strlen(path);
+    for (const char *c = name; *c && at + 5 < sizeof path; c++)   /* "a, b %" -> "a--b-" */
+        path[at++] = isalnum((unsigned char)*c) ? (char)tolower((unsigned char)*c) : '-';
+    memcpy(path + at, ".jpg", 5);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, n, f) != n || fclose(f) != 0) TEST_FAIL_("cannot write %s", path);
+}
 
 /* Both entry points must reject with `want` and a reason, quickly or not. */
 static void expect_rejected(lf_tf_ws *ws, const char *what, const unsigned char *b, size_t n,
                             int want)
 {
+    if (write_dir && ws == default_ws) write_file(what, b, n);
     lf_tf_image_params p;
     lf_tf_image_params_default(&p, 224, 224);
     p.crop = LF_TF_CROP_FULL;
@@ -136,19 +153,12 @@ static void expect_good(lf_tf_ws *ws, const unsigned char *b, size_t n)
     ASSERT_STR_EQ(lf_tf_reason(ws), "");
 }
 
-static void write_file(const char *dir, const char *name, const unsigned char *b, size_t n)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(b, 1, n, f) != n || fclose(f) != 0) TEST_FAIL_("cannot write %s", path);
-}
-
 int main(int argc, char **argv)
 {
-    const char *write_dir = argc == 3 && strcmp(argv[1], "--write") == 0 ? argv[2] : NULL;
+    write_dir = argc == 3 && strcmp(argv[1], "--write") == 0 ? argv[2] : NULL;
     lf_tf_ws *ws = NULL;
     ASSERT_EQ(lf_tf_ws_create(NULL, &ws), 0);
+    default_ws = ws;
     size_t gn;
     int one;
     unsigned char *good = make_jpeg(173, 131, 3, 1, 0, &gn, &one);
@@ -198,8 +208,6 @@ int main(int argc, char **argv)
     b[sof + 5] = 0xFF; b[sof + 6] = 0xDC;               /* height 65500 */
     b[sof + 7] = 0xFF; b[sof + 8] = 0xDC;               /* width 65500 */
     expect_rejected(ws, "declared 65500x65500", b, gn, LF_TF_E_LIMIT);
-    if (write_dir) write_file(write_dir, "declared-65500x65500.jpg", b, gn);
-    if (write_dir) write_file(write_dir, "truncated-half.jpg", good, gn / 2);
     free(b);
 
     /* The scan bomb: rejected by the scan limit, decodable without it. */
@@ -208,7 +216,7 @@ int main(int argc, char **argv)
     unsigned char *bomb = make_jpeg(64, 48, 3, 1, 1, &bn, &nscans);
     printf("scan bomb: %d scans, %zu bytes\n", nscans, bn);
     ASSERT_GE(nscans, 2000);
-    expect_rejected(ws, "progressive, 2090 scans", bomb, bn, LF_TF_E_LIMIT);
+    expect_rejected(ws, "64x48, 2090 scans", bomb, bn, LF_TF_E_LIMIT);
     ASSERT_TRUE(strstr(lf_tf_reason(ws), "scans") != NULL);
     lf_tf_limits lim;
     lf_tf_limits_default(&lim);
@@ -217,7 +225,13 @@ int main(int argc, char **argv)
     ASSERT_EQ(lf_tf_ws_create(&lim, &lax), 0);
     expect_good(lax, bomb, bn);
     lf_tf_ws_free(lax);
-    if (write_dir) write_file(write_dir, "scan-bomb-2090.jpg", bomb, bn);
+    free(bomb);
+
+    /* The same at 1024x1024: each scan walks 16k blocks, so the limit is
+     * what keeps the rejection short. */
+    bomb = make_jpeg(1024, 1024, 3, 1, 1, &bn, &nscans);
+    printf("large scan bomb: %d scans, %zu bytes\n", nscans, bn);
+    expect_rejected(ws, "1024x1024, 2090 scans", bomb, bn, LF_TF_E_LIMIT);
     free(bomb);
 
     /* Memory bound: a progressive 4:4:4 image needs a whole-image

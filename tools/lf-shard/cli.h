@@ -75,13 +75,16 @@ enum {
     {"level", required_argument, NULL, CLI_OPT_LEVEL},                         \
     {"threads", required_argument, NULL, CLI_OPT_THREADS}
 
-/* The same options' help lines, for the subcommands' help texts. */
-#define CLI_WRITER_HELP                                                        \
+/* The same options' help lines, for the subcommands' help texts, with the
+ * command's default block size (a string literal). */
+#define CLI_WRITER_HELP(block_default)                                         \
     "  --out DIR          output dataset directory (required; must not hold a dataset)\n" \
     "  --shard-size SIZE  start a new shard past SIZE stored bytes (default 1G)\n" \
-    "  --block-size SIZE  raw bytes per compressed block; 0 = one record per block\n" \
+    "  --block-size SIZE  raw bytes per compressed block, 0 = one record per block\n" \
+    "                     (default " block_default ")\n"                       \
     "  --level N          zstd level 1..19 (default 3)\n"                       \
-    "  --threads N        compression threads (default: online CPUs)\n"
+    "  --threads N        worker threads: compression, and parsing or generating\n" \
+    "                     input (default: online CPUs)\n"
 
 typedef struct cli_writer_args {
     const char *out;             /* --out */

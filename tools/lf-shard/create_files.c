@@ -370,8 +370,7 @@ static const char images_help[] =
     "  --in DIR           input folder (required)\n"
     "  --skip-bad         skip (and count) files that are not readable JPEGs instead\n"
     "                     of stopping at the first one\n"
-    CLI_WRITER_HELP
-    "                     (default 0: one image per block)\n"
+    CLI_WRITER_HELP("0: one image per block")
     "\n"
     "Example:\n"
     "  lf-shard create images --in /data/imagenet/train --out /data/in1k-train --skip-bad\n";
@@ -386,8 +385,7 @@ static const char frames_help[] =
     "\n"
     "  --in DIR           input folder (required)\n"
     "  --skip-bad         skip (and count) unusable files instead of stopping\n"
-    CLI_WRITER_HELP
-    "                     (default 64K)\n"
+    CLI_WRITER_HELP("64K")
     "\n"
     "Example:\n"
     "  lf-shard create frames --in /data/fbank --out /data/fbank-ds --level 6\n";

@@ -32,8 +32,7 @@ static const char tokens_help[] =
     "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
     "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255)\n"
     "  --dtype u16|u32    id width (default: u16 when every id fits, else u32)\n"
-    CLI_WRITER_HELP
-    "                     (default 64K)\n"
+    CLI_WRITER_HELP("64K")
     "\n"
     "Example:\n"
     "  echo '{\"tokens\": [17, 4, 9000]}' > a.jsonl\n"

@@ -23,8 +23,7 @@ static const char synth_help[] =
     "\n"
     "  --samples N        number of samples (required)\n"
     "  --seed S           random seed (default 0)\n"
-    CLI_WRITER_HELP
-    "                     (default 64K for tokens and frames, 0 for images)\n"
+    CLI_WRITER_HELP("64K for tokens and frames, 0 for images")
     "\n"
     "tokens: one field 'tokens' (u16 ids, u32 when --vocab > 65536), Zipf-like ids\n"
     "with repeated phrases; lengths are lognormal:\n"

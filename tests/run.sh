@@ -47,7 +47,7 @@ for r in "$B"/fuzz/*-replay; do
   run_one "fuzz/$name" "$r" "$root/tests/fuzz/corpus/$name"
 done
 for s in "$root"/tests/e2e/*.sh; do
-  [[ -f "$s" ]] || continue
+  [[ -f "$s" && "$s" != *_lib.sh ]] || continue   # *_lib.sh are sourced helpers
   run_one "e2e/$(basename "$s" .sh)" bash "$s"
 done
 

@@ -119,8 +119,10 @@ typedef struct lf_plan_params {
     uint64_t rank_max_tokens;    /* memory cap: sum of L per rank per step (0: none) */
     uint64_t rank_max_padded;    /* memory cap: padded tokens per rank per step,
                                     pad: count*max L, pack: rows*seq_len (0: none) */
-    uint32_t lookahead;          /* samples the selection may look at (0: 4096) */
-    uint32_t max_defer;          /* steps a sample may be passed over (0: 4) */
+    uint32_t lookahead;          /* samples the selection may look at (0: four
+                                    steps' worth, at least 4096) */
+    uint32_t max_defer;          /* steps past its due step after which a sample
+                                    goes first (0: 4); see README.md */
     uint32_t outlier_policy;     /* lf_plan_outlier */
     uint64_t outlier_cost;       /* a sample costlier than this is an outlier
                                     (0: step_budget / world) */
@@ -162,8 +164,8 @@ typedef struct lf_plan_step {
     uint32_t noutliers;          /* the first noutliers ids are released outliers */
     const uint64_t *ids;         /* the global sequence: nsamples ids in selection
                                     order, independent of world size */
-    const uint32_t *delay;       /* per ids[i]: steps it was passed over (an
-                                    outlier: steps it waited for its group) */
+    const uint32_t *delay;       /* per ids[i]: steps placed after its due step
+                                    (an outlier: steps it waited for its group) */
     const uint32_t *rank_start;  /* world+1 offsets into rank_ids */
     const uint64_t *rank_ids;    /* each rank's samples, rank by rank, each in
                                     selection order */

@@ -10,11 +10,14 @@
  *      together, first in the step, and the step's budget grows by
  *      outlier_group * (costliest of them) so the other ranks are filled to
  *      the same level instead of idling;
- *   2. pending samples passed over max_defer times are taken first;
+ *   2. each pending sample has a due step: the step a plan taking the order
+ *      strictly in sequence, one budget after another, would place it in
+ *      (its cost-weighted position in the order divided by the budget).
+ *      Samples max_defer or more steps past due are taken first;
  *   3. the window is scanned in order and every sample that still fits the
- *      budget is taken (first fit), until the step is 99.95% full. A sample
- *      left behind while a later one was taken has been passed over: its
- *      delay grows by one.
+ *      budget is taken (first fit), until the step is 99.95% full.
+ * A sample's delay is how many steps after its due step it is placed
+ * (0 when placed early, as gap fillers from deep in the window are).
  * The split (split.c) then spreads the step across ranks. Samples the
  * memory caps leave no room for go back to the front of the window.
  *
@@ -39,7 +42,8 @@ void lf_plan_params_default(lf_plan_params *p)
 #define MAX_WORLD 65536u
 #define SORTED_MEGA 50u
 
-static int resolve(lf_plan_params *p)
+/* Fills the defaults; mean_cost is the samples' mean cost (0 if none). */
+static int resolve(lf_plan_params *p, uint64_t mean_cost)
 {
     if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
         p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK)
@@ -53,7 +57,12 @@ static int resolve(lf_plan_params *p)
     } else if (p->batch_per_rank == 0 || p->batch_per_rank > (1u << 20)) {
         return LF_PLAN_E_ARG;
     }
-    if (p->lookahead == 0) p->lookahead = 4096;
+    if (p->lookahead == 0) {
+        /* four steps' worth of samples, so a step can be filled from it */
+        uint64_t per_step = mean_cost ? p->step_budget / mean_cost : 0;
+        p->lookahead = per_step > 1024 ? (uint32_t)(per_step < (1u << 22) ? 4 * per_step : 1u << 24)
+                                       : 4096;
+    }
     if (p->max_defer == 0) p->max_defer = 4;
     if (p->outlier_group == 0) p->outlier_group = p->world;
     if (p->outlier_cost == 0) p->outlier_cost = p->step_budget / p->world;
@@ -166,7 +175,9 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
 {
     if (!params || !out || (n && !samples) || n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
     lf_plan_params prm = *params;
-    int rc = resolve(&prm);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += lf_plan_cost(&prm.cost, samples[i].length);
+    int rc = resolve(&prm, n ? total / n : 0);
     if (rc) return rc;
     lf_plan *p = calloc(1, sizeof *p);
     if (!p) return LF_PLAN_E_NOMEM;
@@ -201,6 +212,7 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
     p->epoch_done = 0;
     p->step = 0;
     p->cursor = p->np = p->no = p->nrej = 0;
+    p->due_cost = 0;
     p->emitted = 0;
     p->have_step = 0;
     lfp_order_build(p);
@@ -214,7 +226,8 @@ static void refill_window(lf_plan *p)
         uint32_t s = p->order[p->cursor++];
         if (p->cost[s] <= p->prm.outlier_cost) {
             p->pidx[p->np] = s;
-            p->page[p->np++] = 0;
+            p->page[p->np++] = (uint32_t)(p->due_cost / p->prm.step_budget);
+            p->due_cost += p->cost[s];
         } else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) {
             p->rej[p->nrej++] = s;
         } else {
@@ -253,6 +266,13 @@ static uint64_t release_outliers(lf_plan *p, uint64_t *fill)
     return budget + cmax * p->prm.outlier_group;
 }
 
+/* Steps pending entry i is behind its due step: the step a plan taking the
+ * order strictly in sequence, budget by budget, would have placed it in. */
+static uint32_t lateness(const lf_plan *p, size_t i)
+{
+    return p->step > p->page[i] ? (uint32_t)(p->step - p->page[i]) : 0;
+}
+
 /* The scan stops once the step is this full (1 - 2^-11, 99.95%): looking
  * further only finds tiny samples and passes over every sample on the way. */
 #define FULL_SHIFT 11
@@ -267,32 +287,32 @@ static void select_balanced(lf_plan *p)
     memset(p->ptaken, 0, p->np);
     for (size_t i = 0; i < p->np; i++) {
         uint32_t s = p->pidx[i];
-        if (p->page[i] >= p->prm.max_defer && fill + p->cost[s] <= budget) {
-            take(p, s, p->page[i], 0, &fill);
+        if (lateness(p, i) >= p->prm.max_defer && fill + p->cost[s] <= budget) {
+            take(p, s, lateness(p, i), 0, &fill);
             p->ptaken[i] = 1;
         }
     }
-    size_t last = 0;
     uint64_t enough = budget - (budget >> FULL_SHIFT);
     for (size_t i = 0; i < p->np && fill < enough; i++) {
         uint32_t s = p->pidx[i];
         if (!p->ptaken[i] && fill + p->cost[s] <= budget) {
-            take(p, s, p->page[i], 0, &fill);
+            take(p, s, lateness(p, i), 0, &fill);
             p->ptaken[i] = 1;
-            last = i + 1;
         }
     }
     size_t kept = 0;
     for (size_t i = 0; i < p->np; i++) {
         if (p->ptaken[i]) continue;
         p->pidx[kept] = p->pidx[i];
-        p->page[kept++] = p->page[i] + (i < last);
+        p->page[kept++] = p->page[i];
     }
     p->np = kept;
     for (size_t i = 0; i < p->no; i++) p->owait[i]++;
 }
 
-/* Puts a sample the caps left out back where it came from, at the front. */
+/* Puts a sample the caps left out back where it came from, at the front:
+ * an outlier has waited one more step; a pending sample keeps its due step
+ * (the current step, if it was taken early). */
 static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
 {
     uint32_t *idx = from_o ? p->oidx : p->pidx, *age = from_o ? p->owait : p->page;
@@ -300,7 +320,7 @@ static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
     memmove(idx + 1, idx, *cnt * sizeof(uint32_t));
     memmove(age + 1, age, *cnt * sizeof(uint32_t));
     idx[0] = s;
-    age[0] = delay + 1;
+    age[0] = from_o ? delay + 1 : (uint32_t)(p->step - delay);
     (*cnt)++;
 }
 

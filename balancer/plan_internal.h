@@ -117,7 +117,8 @@ struct lf_plan {
     uint64_t step;               /* steps done in this epoch */
     uint32_t *order;             /* this epoch's order (capfail samples left out) */
     size_t norder, cursor;
-    uint32_t *pidx, *page;       /* pending window: sample, steps passed over */
+    uint32_t *pidx, *page;       /* pending window: sample, due step */
+    uint64_t due_cost;           /* cost of the normal samples pulled so far */
     size_t np;
     uint32_t *oidx, *owait;      /* held outliers: sample, steps waited */
     size_t no, ocap;

@@ -8,7 +8,8 @@
  * Layout, all little-endian:
  *   u32 magic "LFPS", u32 version, u64 sequence hash,
  *   u32 epoch, u32 epoch_done, u64 step, u64 cursor, u32 np, u32 no,
- *   np x (u32 sample index, u32 age), no x (u32 sample index, u32 waited).
+ *   u64 due cost, np x (u32 sample index, u32 due step),
+ *   no x (u32 sample index, u32 waited).
  * Restoring checks every field against the plan before changing anything:
  * indices in range, each sample at most once, pending samples before the
  * cursor and on the right side of the outlier threshold.
@@ -20,7 +21,7 @@
 
 #define STATE_MAGIC 0x5350464cu  /* "LFPS" */
 #define STATE_VERSION 1u
-#define STATE_HEAD 48u
+#define STATE_HEAD 56u
 
 static void put32(uint8_t *b, uint32_t v)
 {
@@ -62,6 +63,7 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
     put64(b + 32, p->cursor);
     put32(b + 40, (uint32_t)p->np);
     put32(b + 44, (uint32_t)p->no);
+    put64(b + 48, p->due_cost);
     b += STATE_HEAD;
     for (size_t i = 0; i < p->np; i++, b += 8) { put32(b, p->pidx[i]); put32(b + 4, p->page[i]); }
     for (size_t i = 0; i < p->no; i++, b += 8) { put32(b, p->oidx[i]); put32(b + 4, p->owait[i]); }
@@ -115,6 +117,7 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     p->np = np;
     p->no = no;
     p->cursor = (size_t)cursor;
+    p->due_cost = get64(b + 48);
     p->step = step;
     p->epoch_done = (int)done;
     /* Rejected outliers are the ones before the cursor; the rest were placed. */

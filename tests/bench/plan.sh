@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Balancer benchmark (run by `make bench`; figures and ratios, never a verdict).
+#
+# Every figure is lf-plan's (balancer/README.md defines them); next to each is
+# its ratio to the issue's target (<= 1 meets it, except fill where >= 1
+# does). Cost model: the text preset, c(L) = 16*(L + L^2/49152) (hidden 4096).
+#   1. in memory (lf-plan --synth: lognormal lengths, median 600, sigma 1,
+#      32..16384, blocks of 64 samples), 1M samples, 8 and 64 ranks:
+#      16 samples per rank (pad and pack), 8 per rank, and the baselines;
+#   2. planner time per step at 4096 samples per step x 64 ranks;
+#   3. the same on a real `lf-shard synth tokens --samples N` dataset
+#      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard).
+# Timings depend on the machine and its load: run it on a quiet one.
+set -euo pipefail
+B=${LF_BUILD:?run through make bench}
+bin=${LF_BIN:-$B/bin}
+PY=/usr/bin/python3
+N=${LF_PLAN_BENCH_SAMPLES:-1000000}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lf_plan_bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# report LABEL LF-PLAN-ARGS...: runs lf-plan (text and JSON) and prints each
+# sampler's figures with their ratios to the targets.
+report() {
+  local label=$1; shift
+  "$bin/lf-plan" "$@" >"$tmp/text"
+  "$bin/lf-plan" "$@" --json >"$tmp/json"
+  "$PY" - "$label" "$tmp/json" "$tmp/text" <<'PYEOF'
+import json, re, sys
+label, doc, text = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3]).read()
+epoch = dict(re.findall(r"^(\w+):.*?epoch ([0-9.]+) s", text, re.M | re.S))
+layout = "pack" if "layout pack" in text else "pad"
+print("-- %s (%s)" % (label, layout))
+for name, r in doc["samplers"].items():
+    m, d = r["max_over_mean"], r["delay_steps"]
+    line = ("  %-8s max/mean p50 %.5f p99 %.5f max %.5f | padding %.3f%% | fill %.3f%% | "
+            "delay p50/p99/max %g/%g/%g | %.3f ms/step, %d steps, %d samples"
+            % (name, m["p50"], m["p99"], m["max"], 100 * r["padding_fraction"],
+               100 * r["budget_fill"], d["p50"], d["p99"], d["max"], r["plan_ms_per_step"],
+               r["steps"], r["samples"]))
+    print(line)
+    if name != "balanced":
+        continue
+    spr = r["samples"] / max(r["steps"], 1) / int(re.search(r"world (\d+)", text).group(1))
+    p99_target = 1.002 if spr >= 16 else 1.005
+    pad_target = 0.003 if layout == "pack" else 0.05
+    ratios = [("p99/%.3f" % p99_target, (m["p99"] - 1) / (p99_target - 1))]
+    if spr >= 16:
+        ratios.append(("max/1.01", (m["max"] - 1) / 0.01))
+    ratios += [("padding/%g" % pad_target, r["padding_fraction"] / pad_target),
+               ("fill/0.999", r["budget_fill"] / 0.999),
+               ("delay max/4", d["max"] / 4)]
+    if "balanced" in epoch:
+        ratios.append(("epoch %.2fs/2s" % float(epoch["balanced"]), float(epoch["balanced"]) / 2))
+    print("           ratios to targets (imbalance as excess over 1): " +
+          ", ".join("%s %.3f" % kv for kv in ratios))
+PYEOF
+}
+
+for w in 8 64; do
+  report "synth $N, world $w, 16/rank" --synth "$N" --world "$w" --samples-per-rank 16
+  report "synth $N, world $w, 16/rank" --synth "$N" --world "$w" --samples-per-rank 16 \
+    --sampler balanced --layout pack --seq-len 16384
+  report "synth $N, world $w, 8/rank" --synth "$N" --world "$w" --samples-per-rank 8
+done
+report "synth 1000000, 4096 samples/step x 64 ranks" --synth 1000000 --world 64 \
+  --samples-per-rank 64 --sampler balanced
+echo "   target: <= 1 ms planner time per step at 4096 samples x 64 ranks (see ms/step above)"
+
+if [[ ! -x "$bin/lf-shard" ]]; then
+  echo "-- lf-shard is not built: the dataset run is skipped"
+  exit 0
+fi
+t0=$(date +%s.%N)
+"$bin/lf-shard" synth tokens --out "$tmp/ds" --samples "$N" --seed 1 >/dev/null 2>&1
+t1=$(date +%s.%N)
+echo "-- lf-shard synth tokens --samples $N: $(echo "$t1 - $t0" | bc) s"
+for w in 8 64; do
+  report "dataset $N, world $w, 16/rank" "$tmp/ds" --world "$w" --samples-per-rank 16
+  report "dataset $N, world $w, 16/rank" "$tmp/ds" --world "$w" --samples-per-rank 16 \
+    --sampler balanced --layout pack --seq-len 16384
+  report "dataset $N, world $w, 8/rank" "$tmp/ds" --world "$w" --samples-per-rank 8
+done

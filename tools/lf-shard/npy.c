@@ -16,6 +16,10 @@
 
 #include "lf_shard.h"
 
+/* numpy refuses longer headers by default too (max_header_size); a frame
+ * array's header needs about a hundred bytes. */
+#define NPY_MAX_HEADER 10000
+
 typedef struct cursor {
     const char *base, *p, *end;  /* header text: start, position, end */
     char *why;
@@ -59,6 +63,8 @@ static int parse_string(cursor *c, char *out, size_t cap)
     while (c->p < c->end && *c->p != q) {
         if (*c->p == '\\' || n + 1 >= cap)
             return fail(c, "header: string too long or escaped");
+        if (*c->p < 0x20 || *c->p > 0x7e)   /* keeps messages printable, too */
+            return fail(c, "header: control or non-ASCII byte in a string");
         out[n++] = *c->p++;
     }
     if (c->p >= c->end)
@@ -214,6 +220,8 @@ int npy_parse(const uint8_t *buf, size_t size, npy_array *out, char *why, size_t
     }
     if (hlen > size - start)
         return fail(&c, "header (%zu bytes) runs past the end of the file", hlen);
+    if (hlen > NPY_MAX_HEADER)
+        return fail(&c, "header of %zu bytes is longer than %d", hlen, NPY_MAX_HEADER);
     npy_array a;
     size_t vsize = 0;
     c.base = c.p = (const char *)buf + start;

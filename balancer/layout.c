@@ -7,7 +7,6 @@
  * new row), with cu_seqlens boundaries per row for variable-length attention;
  * padding is rows * seq_len - tokens. Ties go to the smaller sample id.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "plan_internal.h"
@@ -56,7 +55,7 @@ int lf_plan_rank_batch(lf_plan *p, uint32_t rank, lf_plan_batch *b)
         uint32_t s = p->rank_idx[lo + i];
         p->b_keys[i] = (lfp_key){p->len[s], p->id[s], s};
     }
-    qsort(p->b_keys, m, sizeof *p->b_keys, lfp_cmp_longest);
+    lfp_sort_keys(p->b_keys, m, p->b_keys + m);
     uint64_t tokens = 0;
     for (size_t i = 0; i < m; i++) {
         p->b_ids[i] = p->b_keys[i].id;

@@ -16,7 +16,7 @@
  * sorted: the same shuffle, then each mega-batch of 50 global batches sorted
  * longest first (HF group_by_length).
  */
-#include <stdlib.h>
+#include <string.h>
 
 #include "plan_internal.h"
 
@@ -85,11 +85,27 @@ static void order_shuffle(lf_plan *p)
     }
 }
 
-int lfp_cmp_longest(const void *x, const void *y)
+static int key_before(const lfp_key *a, const lfp_key *b)
 {
-    const lfp_key *a = x, *b = y;
-    if (a->len != b->len) return a->len < b->len ? 1 : -1;
-    return (a->id > b->id) - (a->id < b->id);
+    return a->len != b->len ? a->len > b->len : a->id < b->id;
+}
+
+void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)
+{
+    /* Bottom-up merge sort: runs of 1, 2, 4, ... merged between the two
+     * buffers; the comparison is inlined, which qsort's is not. */
+    lfp_key *src = keys, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) dst[o++] = key_before(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+        }
+        lfp_key *t = src; src = dst; dst = t;
+    }
+    if (src != keys) memcpy(keys, src, n * sizeof *keys);
 }
 
 static void order_sorted(lf_plan *p)
@@ -102,7 +118,7 @@ static void order_sorted(lf_plan *p)
             uint32_t s = p->order[lo + i];
             p->keys[i] = (lfp_key){p->len[s], p->id[s], s};
         }
-        qsort(p->keys, m, sizeof *p->keys, lfp_cmp_longest);
+        lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
         for (size_t i = 0; i < m; i++) p->order[lo + i] = p->keys[i].idx;
     }
 }

@@ -155,7 +155,7 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->id, n); ALLOC(p->len, n); ALLOC(p->cost, n); ALLOC(p->capfail, n);
     ALLOC(p->mark, n); ALLOC(p->group_of, n); ALLOC(p->group_start, n + 1);
     ALLOC(p->group_members, n); ALLOC(p->gperm, n); ALLOC(p->grem, n);
-    ALLOC(p->pool, n); ALLOC(p->keys, p->sort_cap + 1); ALLOC(p->order, n);
+    ALLOC(p->pool, n); ALLOC(p->keys, 2 * p->sort_cap + 1); ALLOC(p->order, n);
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
     ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1); ALLOC(p->rej, n);
@@ -164,7 +164,7 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->rank_tokens, w); ALLOC(p->item_cost, ms); ALLOC(p->item_len, ms);
     ALLOC(p->item_id, ms); ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
     ALLOC(p->b_row_of, ms); ALLOC(p->b_row_start, ms + 1); ALLOC(p->b_cu, 2 * ms + 1);
-    ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, ms);
+    ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, 2 * ms);
 #undef ALLOC
     if (fail) return LF_PLAN_E_NOMEM;
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);

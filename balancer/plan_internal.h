@@ -28,6 +28,16 @@ static inline uint64_t lfp_below(uint64_t key, uint64_t counter, uint64_t n)
     return (uint64_t)(((lfp_u128)r * n) >> 64);
 }
 
+/* A sort key: longest first, then smaller id. */
+typedef struct lfp_key {
+    uint64_t len;
+    uint64_t id;
+    uint32_t idx;
+} lfp_key;
+
+/* Sorts keys longest first, then smaller id; tmp has room for n keys. */
+void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp);
+
 /* Split scratch, sized for the largest step at create time. */
 typedef struct lfp_split {
     uint32_t world;
@@ -52,6 +62,7 @@ typedef struct lfp_split {
     uint32_t *members;           /* items grouped by rank (rank_start) */
     uint32_t *rank_start;        /* world + 1 */
     uint64_t *scratch, *room;    /* item-sized scratch for cap checks */
+    lfp_key *keys;               /* items by cost, costliest first; 2 * maxn */
 } lfp_split;
 
 /* One split instance: item costs, lengths and ids (for ties). */
@@ -84,15 +95,6 @@ size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
 uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
                        uint64_t *room, uint32_t *row_of);
 
-/* A sort key: longest first, then smaller id. */
-typedef struct lfp_key {
-    uint64_t len;
-    uint64_t id;
-    uint32_t idx;
-} lfp_key;
-
-/* qsort order for lfp_key: longest first, then smaller id. */
-int lfp_cmp_longest(const void *x, const void *y);
 
 struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
@@ -107,7 +109,7 @@ struct lf_plan {
     uint32_t *group_members;     /* samples by (block, id) */
     uint32_t *gperm, *grem;      /* per group: shuffled order, samples pending */
     uint32_t *pool;              /* n: open-window samples while building an order */
-    lfp_key *keys;               /* sort_cap entries of sort scratch */
+    lfp_key *keys;               /* 2 * sort_cap entries of sort scratch */
     size_t sort_cap;             /* sorted: mega-batch size; else the largest step */
     uint64_t hash;               /* of the samples and the sequence parameters */
 
@@ -143,7 +145,7 @@ struct lf_plan {
 
     /* one rank's layout */
     uint64_t *b_ids, *b_lens, *b_room;
-    lfp_key *b_keys;
+    lfp_key *b_keys;             /* 2 * maxstep: sort keys and scratch */
     uint32_t *b_row_of, *b_row_start, *b_cu, *b_fill;
 };
 

@@ -9,12 +9,15 @@
 
 #include "score.h"
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -84,11 +87,11 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     if (rc) goto done;
     double t0 = now_s();
     if ((rc = lf_plan_create(prm, samples, n, &plan))) goto done;
-    double t1 = now_s(), in_steps = 0;
+    double t1 = now_s(), in_steps = 0, cpu_steps = 0;
     lf_plan_step st;
     uint64_t steps = 0, placed = 0, placed_full = 0;
     while (!max_steps || steps < max_steps) {
-        double a = now_s();
+        double a = now_s(), ca = cpu_s();
         rc = lf_plan_next_step(plan, &st);
         for (uint32_t r = 0; rc == 1 && r < st.world; r++) {
             lf_plan_batch b;
@@ -98,6 +101,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
             }
         }
         in_steps += now_s() - a;
+        cpu_steps += cpu_s() - ca;
         if (rc <= 0) break;
         tally_step(&t, &st);
         steps++;
@@ -121,6 +125,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->delay = percentiles(t.delay, t.ndelay);
     out->outlier_delay = percentiles(t.odelay, t.nodelay);
     out->plan_ms_per_step = steps ? in_steps * 1e3 / (double)steps : 0;
+    out->plan_cpu_ms_per_step = steps ? cpu_steps * 1e3 / (double)steps : 0;
     out->create_s = t1 - t0;
     out->epoch_s = out->create_s + in_steps;
     out->samples_per_step = t.nbalance ? (double)placed_full / (double)t.nbalance : 0;

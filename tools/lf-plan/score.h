@@ -24,7 +24,8 @@ typedef struct plan_score {
     double budget_fill;          /* sum step cost / sum step budget */
     plan_pcts delay;             /* per non-outlier sample: steps passed over */
     plan_pcts outlier_delay;     /* per outlier: steps waited */
-    double plan_ms_per_step;     /* next_step + every rank's layout */
+    double plan_ms_per_step;     /* next_step + every rank's layout, wall clock */
+    double plan_cpu_ms_per_step; /* the same in process CPU time (a loaded machine) */
     double create_s, epoch_s;    /* lf_plan_create; create + every step */
     double samples_per_step;     /* mean over non-tail steps */
     uint32_t batch_per_rank;     /* baselines: what they ran with */

@@ -1,7 +1,8 @@
 /*
  * plan_split_diff.c — the rank split against the exhaustive-search optimum.
  *
- * Small random instances (up to 10 samples, 2..4 ranks) are planned as one
+ * Small random instances (up to 10 samples on 2..4 ranks, and some of 17-18
+ * on 2, past the part KK places, so LPT's part is checked too) are planned as one
  * step holding every sample; the checker recomputes each rank's cost from
  * the sample list, checks each sample is placed exactly once, that the split
  * is no better than the optimum (else the search is wrong), that no single
@@ -16,7 +17,7 @@
 #include "lf_plan.h"
 #include "test.h"
 
-#define MAXN 10
+#define MAXN 18
 #define MAXK 4
 
 typedef struct instance {
@@ -97,11 +98,13 @@ static const char *check_split(const instance *in, const split *sp, uint64_t opt
     return NULL;
 }
 
-static void random_instance(instance *in)
+/* Every 50th instance has 17 or 18 samples on 2 ranks: more than the
+ * 8 per rank that KK places, so LPT places the rest. */
+static void random_instance(instance *in, int big)
 {
-    in->k = 2 + (uint32_t)(rng() % (MAXK - 1));
+    in->k = big ? 2 : 2 + (uint32_t)(rng() % (MAXK - 1));
     uint32_t maxn = in->k == 2 ? 10 : in->k == 3 ? 8 : 7;
-    in->n = 3 + (uint32_t)(rng() % (maxn - 2));
+    in->n = big ? 17 + (uint32_t)(rng() % 2) : 3 + (uint32_t)(rng() % (maxn - 2));
     for (uint32_t i = 0; i < in->n; i++)   /* long-tailed: mostly small, some large */
         in->cost[i] = rng() % 4 == 0 ? 200 + rng() % 800 : 50 + rng() % 150;
 }
@@ -178,7 +181,7 @@ int main(void)
     for (uint32_t t = 0; t < trials; t++) {
         instance in;
         split sp;
-        random_instance(&in);
+        random_instance(&in, t % 50 == 49);
         plan_split(&in, &sp);
         uint64_t opt = optimum(&in);
         int optimal = 0;

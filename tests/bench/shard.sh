@@ -43,22 +43,23 @@ echo "machine: $threads CPUs ($(uname -m)); zstd $(zstd --version | grep -o 'v[0
 
 # ---- create ------------------------------------------------------------------
 echo "-- create"
-"$lf" synth tokens --out "$tmp/tok" --samples 100000 --seed 1 2>&1 | summary
+synth_line=$("$lf" synth tokens --out "$tmp/tok" --samples 100000 --seed 1 2>&1 | summary)
+echo "$synth_line"
 "$lf" synth tokens --out "$tmp/tok1" --samples 20000 --seed 1 --block-size 0 2>&1 | summary
 
 /usr/bin/python3 - "$tmp/in.jsonl" <<'EOF'
 import random, sys
 rng = random.Random(1)
 with open(sys.argv[1], "w") as f:
-    for i in range(10000):
+    for i in range(5000):
         n = min(16384, max(32, int(rng.lognormvariate(6.4, 1.0))))
         f.write('{"id": %d, "tokens": [%s]}\n' % (i, ",".join(str(int(rng.paretovariate(1.0)) % 32000) for _ in range(n))))
 EOF
 "$lf" create tokens --in "$tmp/in.jsonl" --out "$tmp/jsonl" 2>&1 | summary
 
-"$lf" synth images --out "$tmp/synimg" --samples 400 --seed 1 --max-side 640 2>/dev/null
+"$lf" synth images --out "$tmp/synimg" --samples 200 --seed 1 2>/dev/null
 mkdir -p "$tmp/jpegs/a" "$tmp/jpegs/b"
-for i in $(seq 0 399); do
+for i in $(seq 0 199); do
   "$lf" cat "$tmp/synimg" "$i" --raw image >"$tmp/jpegs/$([[ $((i % 2)) -eq 0 ]] && echo a || echo b)/$i.jpg"
 done
 "$lf" create images --in "$tmp/jpegs" --out "$tmp/img" 2>&1 | summary
@@ -67,8 +68,11 @@ raw_tok=$(record_bytes "$tmp/tok")
 "$reader" "$tmp/tok" 1 "$tmp/tok.zst" >/dev/null          # writes the stored bytes
 zstd -q -d -c "$tmp/tok.zst" >"$tmp/tok.raw"
 read -r w c <<<"$(best_of_3 zstd -q -3 -T"$threads" -c "$tmp/tok.raw")"
-awk -v b="$raw_tok" -v w="$w" -v t="$threads" \
-  'BEGIN { printf "limit: zstd -3 -T%d on the same %.1f MB raw: %.1f MB/s\n", t, b / 1e6, b / w / 1e6 }'
+synth_rate=$(grep -o '[0-9.]* MB/s$' <<<"$synth_line" | cut -d' ' -f1)
+awk -v b="$raw_tok" -v w="$w" -v t="$threads" -v s="$synth_rate" 'BEGIN {
+  z = b / w / 1e6
+  printf "limit: zstd -3 -T%d on the same %.1f MB raw: %.1f MB/s\n", t, b / 1e6, z
+  printf "synth tokens (generation + compression) / zstd -3: %.3f\n", s / z }'
 
 # ---- read --------------------------------------------------------------------
 echo "-- read (64 KiB blocks, token ids)"

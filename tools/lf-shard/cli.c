@@ -20,6 +20,8 @@
 /* ---- messages ------------------------------------------------------------ */
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void vmessage(const char *prefix, const char *fmt, va_list ap)
 {
     fflush(stdout);
     fprintf(stderr, "%s: ", prefix);

@@ -15,9 +15,10 @@
  *     damage below the crop goes unnoticed for this crop.
  * The resize is separable with PIL's filters (triangle for bilinear, exact
  * coverage box for area, both widened by the shrink factor), in float: per
- * output row a vertical pass over the region's columns (contiguous, 4 lanes
- * at a time) into one scratch row, then a horizontal pass with one RGB(x)
- * pixel per vector straight into the caller's layout.
+ * output row a vertical pass over the region's columns (a contiguous loop the
+ * compiler vectorizes) into one scratch row, then a horizontal pass with one
+ * RGB(x) pixel per vector, normalized and stored straight into the caller's
+ * layout.
  *
  * Hostile input: libjpeg reports errors through error_exit and warnings
  * through emit_message(-1); both long-jump back to guarded() with a reason,
@@ -70,7 +71,6 @@ struct lf_tf_ws {
     unsigned char *region;       /* decoded crop region, u8, 3 or 4 channels */
     size_t region_cap;
     float *tmp;                  /* one vertically resized region row: width x 3 (+4) */
-    v4f *hrow;                   /* one resized output row: max_out_side RGB(x) vectors */
     axis_coeffs ax, ay;
 };
 
@@ -179,7 +179,6 @@ static void free_buffers(lf_tf_ws *ws)
 {
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
-    free(ws->hrow);
     free(ws->tmp);
     free(ws->region);
     free(ws);
@@ -214,8 +213,7 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     ws->region_cap = (size_t)l.max_region_pixels * 4;
     ws->region = malloc(ws->region_cap);
     ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
-    ws->hrow = aligned_alloc(sizeof(v4f), (size_t)l.max_out_side * sizeof *ws->hrow);
-    if (!ws->region || !ws->tmp || !ws->hrow || coeffs_alloc(&ws->ax, l.max_out_side) ||
+    if (!ws->region || !ws->tmp || coeffs_alloc(&ws->ax, l.max_out_side) ||
         coeffs_alloc(&ws->ay, l.max_out_side))
         goto fail_alloc;
 
@@ -523,56 +521,52 @@ static void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, siz
     }
 }
 
-/* Horizontal pass of ws->tmp (region columns from x0) into ws->hrow, one
- * RGB(x) vector per output pixel, mirrored if flip. All outputs have `taps`
- * taps (coeffs_build); called with a constant it unrolls completely. */
-static inline void resize_horizontal_k(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip,
+/* Writes output pixel (x, y) from its RGB(x) vector in the output dtype and
+ * layout: u8 HWC, or normalized f32/f16 CHW. */
+static inline void store_pixel(void *dst, const lf_tf_image_params *p, const v4f *norm,
+                               size_t plane, size_t at, v4f v)
+{
+    if (p->out_dtype == LF_DTYPE_U8) {
+        unsigned char *o = (unsigned char *)dst + at * 3;
+        for (int c = 0; c < 3; c++) o[c] = to_u8(v[c]);
+        return;
+    }
+    v = v * norm[0] + norm[1];
+    for (int c = 0; c < 3; c++) {
+        if (p->out_dtype == LF_DTYPE_F32) ((float *)dst)[(size_t)c * plane + at] = v[c];
+        else ((uint16_t *)dst)[(size_t)c * plane + at] = tf_f32_to_f16(v[c]);
+    }
+}
+
+/* Horizontal pass of ws->tmp (region columns from x0) into output row y,
+ * one RGB(x) vector per output pixel, mirrored if flip. All outputs have
+ * `taps` taps (coeffs_build); called with a constant it unrolls completely. */
+static inline void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t x0,
+                                       int flip, const lf_tf_image_params *p, const v4f *norm,
                                        int32_t taps)
 {
     const axis_coeffs *a = &ws->ax;
-    v4f *out = ws->hrow;
+    uint32_t W = p->out_w;
+    size_t plane = (size_t)W * p->out_h, row = (size_t)y * W;
     for (uint32_t i = 0; i < W; i++) {
         uint32_t s = flip ? W - 1 - i : i;
         const float *t = ws->tmp + (size_t)(a->start[s] - (int32_t)x0) * 3;
         const float *w = a->w + (size_t)s * (size_t)taps;
         v4f acc = {0, 0, 0, 0};
         for (int32_t k = 0; k < taps; k++) acc += w[k] * load_f32x4(t + 3 * k);
-        out[i] = acc;
+        store_pixel(dst, p, norm, plane, row + i, acc);
     }
 }
 
-static void resize_horizontal(const lf_tf_ws *ws, uint32_t W, uint32_t x0, int flip)
+static void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t x0, int flip,
+                              const lf_tf_image_params *p, const v4f *norm)
 {
     switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
-    case 2: resize_horizontal_k(ws, W, x0, flip, 2); break;
-    case 3: resize_horizontal_k(ws, W, x0, flip, 3); break;
-    case 4: resize_horizontal_k(ws, W, x0, flip, 4); break;
-    case 5: resize_horizontal_k(ws, W, x0, flip, 5); break;
-    default: resize_horizontal_k(ws, W, x0, flip, ws->ax.count[0]); break;
-    }
-}
-
-/* ws->hrow into output row y in the output dtype and layout. */
-static void store_row(const lf_tf_ws *ws, void *dst, uint32_t y, const lf_tf_image_params *p)
-{
-    uint32_t W = p->out_w;
-    size_t plane = (size_t)W * p->out_h, row = (size_t)y * W;
-    const v4f *in = ws->hrow;
-    if (p->out_dtype == LF_DTYPE_U8) {
-        unsigned char *o = (unsigned char *)dst + row * 3;
-        for (uint32_t i = 0; i < W; i++)
-            for (int c = 0; c < 3; c++) o[3 * i + (uint32_t)c] = to_u8(in[i][c]);
-        return;
-    }
-    for (int c = 0; c < 3; c++) {
-        float scale = 1.0f / (255.0f * p->std[c]), bias = -p->mean[c] / p->std[c];
-        if (p->out_dtype == LF_DTYPE_F32) {
-            float *o = (float *)dst + (size_t)c * plane + row;
-            for (uint32_t i = 0; i < W; i++) o[i] = in[i][c] * scale + bias;
-        } else {
-            uint16_t *o = (uint16_t *)dst + (size_t)c * plane + row;
-            for (uint32_t i = 0; i < W; i++) o[i] = tf_f32_to_f16(in[i][c] * scale + bias);
-        }
+    case 2: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 2); break;
+    case 3: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 3); break;
+    case 4: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 4); break;
+    case 5: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 5); break;
+    default: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, ws->ax.count[0]); break;
     }
 }
 
@@ -625,10 +619,14 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
         return fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", y0);
     size_t stride = (size_t)cw * comps;
     read_rows(ws, ws->region, stride, (uint32_t)rows, cw);
+    v4f norm[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};   /* x * norm[0] + norm[1] */
+    for (int ch = 0; ch < 3; ch++) {
+        norm[0][ch] = 1.0f / (255.0f * p->std[ch]);
+        norm[1][ch] = -p->mean[ch] / p->std[ch];
+    }
     for (uint32_t y = 0; y < p->out_h; y++) {
         resize_vertical(ws, ws->region, stride, (size_t)cw * 3, y, y0);
-        resize_horizontal(ws, p->out_w, xoff, b->flip);
-        store_row(ws, j->dst, y, p);
+        resize_horizontal(ws, j->dst, y, xoff, b->flip, p, norm);
     }
     return (long)lf_tf_image_out_size(p);
 }

@@ -18,7 +18,8 @@
 
 typedef struct image_thread {
     tjhandle tj;
-    uint8_t *pixels;             /* RGB, max_side^2 * 3 */
+    uint8_t *pixels;             /* RGB, grown to the largest image so far */
+    size_t cap;
 } image_thread;
 
 static void images_schema(const synth_params *p, lf_schema *s)
@@ -49,9 +50,9 @@ static void *images_thread_new(const synth_params *p)
     image_thread *it = calloc(1, sizeof *it);
     if (!it)
         return NULL;
+    (void)p;
     it->tj = tjInitCompress();
-    it->pixels = malloc((size_t)p->max_side * p->max_side * 3);
-    if (!it->tj || !it->pixels) {
+    if (!it->tj) {
         images_thread_free(it);
         return NULL;
     }
@@ -123,6 +124,16 @@ static int images_gen(const synth_params *p, void *t, uint64_t index, synth_slot
     double aspect = exp((synth_rng_unit(&r) - 0.5) * 2.0 * log(2.0));
     uint32_t h = (uint32_t)lround(w * aspect);
     h = h < p->min_side ? p->min_side : h > p->max_side ? p->max_side : h;
+    size_t need = (size_t)w * h * 3;
+    if (need > it->cap) {
+        uint8_t *px = realloc(it->pixels, need);
+        if (!px) {
+            snprintf(s->err, sizeof s->err, "out of memory (%zu bytes)", need);
+            return -1;
+        }
+        it->pixels = px;
+        it->cap = need;
+    }
 
     gradient(it->pixels, w, h, &r);
     for (uint64_t k = 1 + synth_rng_below(&r, 5); k > 0; k--)

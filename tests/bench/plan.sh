@@ -6,7 +6,10 @@
 # does). Cost model: the text preset, c(L) = 16*(L + L^2/49152) (hidden 4096).
 #   1. in memory (lf-plan --synth: lognormal lengths, median 600, sigma 1,
 #      32..16384, blocks of 64 samples), 1M samples, 8 and 64 ranks:
-#      16 samples per rank (pad and pack), 8 per rank, and the baselines;
+#      16 samples per rank (pad and pack), 8 per rank (outliers: samples
+#      costlier than the rank budget, the default; and then half of it, so
+#      more of the long tail is deferred and released in groups), and the
+#      baselines;
 #   2. planner time per step at 4096 samples per step x 64 ranks;
 #   3. the same on a real `lf-shard synth tokens --samples N` dataset
 #      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard).
@@ -29,15 +32,16 @@ report() {
 import json, re, sys
 label, doc, text = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3]).read()
 epoch = dict(re.findall(r"^(\w+):.*?epoch ([0-9.]+) s", text, re.M | re.S))
+cpu = dict(re.findall(r"^(\w+):.*?\(CPU ([0-9.]+)\)", text, re.M | re.S))
 layout = "pack" if "layout pack" in text else "pad"
 print("-- %s (%s)" % (label, layout))
 for name, r in doc["samplers"].items():
     m, d = r["max_over_mean"], r["delay_steps"]
     line = ("  %-8s max/mean p50 %.5f p99 %.5f max %.5f | padding %.3f%% | fill %.3f%% | "
-            "delay p50/p99/max %g/%g/%g | %.3f ms/step, %d steps, %d samples"
+            "delay p50/p99/max %g/%g/%g | %.3f ms/step (CPU %s), %d steps, %d samples"
             % (name, m["p50"], m["p99"], m["max"], 100 * r["padding_fraction"],
                100 * r["budget_fill"], d["p50"], d["p99"], d["max"], r["plan_ms_per_step"],
-               r["steps"], r["samples"]))
+               cpu.get(name, "?"), r["steps"], r["samples"]))
     print(line)
     if name != "balanced":
         continue
@@ -50,6 +54,7 @@ for name, r in doc["samplers"].items():
     ratios += [("padding/%g" % pad_target, r["padding_fraction"] / pad_target),
                ("fill/0.999", r["budget_fill"] / 0.999),
                ("delay max/4", d["max"] / 4)]
+    ratios.append(("CPU ms/step / 1 ms", float(cpu.get(name, "nan"))))
     if "balanced" in epoch:
         ratios.append(("epoch %.2fs/2s" % float(epoch["balanced"]), float(epoch["balanced"]) / 2))
     print("           ratios to targets (imbalance as excess over 1): " +
@@ -57,11 +62,19 @@ for name, r in doc["samplers"].items():
 PYEOF
 }
 
+# budget LF-PLAN-ARGS...: the global step budget lf-plan derives.
+budget() {
+  "$bin/lf-plan" "$@" --sampler balanced --steps 1 | sed -n 's/.*budget \([0-9]*\) per step.*/\1/p'
+}
+
 for w in 8 64; do
   report "synth $N, world $w, 16/rank" --synth "$N" --world "$w" --samples-per-rank 16
   report "synth $N, world $w, 16/rank" --synth "$N" --world "$w" --samples-per-rank 16 \
     --sampler balanced --layout pack --seq-len 16384
   report "synth $N, world $w, 8/rank" --synth "$N" --world "$w" --samples-per-rank 8
+  half=$(( $(budget --synth "$N" --world "$w" --samples-per-rank 8) / w / 2 ))
+  report "synth $N, world $w, 8/rank, outliers > rank budget / 2" --synth "$N" --world "$w" \
+    --samples-per-rank 8 --sampler balanced --outlier-cost "$half"
 done
 report "synth 1000000, 4096 samples/step x 64 ranks" --synth 1000000 --world 64 \
   --samples-per-rank 64 --sampler balanced
@@ -80,4 +93,7 @@ for w in 8 64; do
   report "dataset $N, world $w, 16/rank" "$tmp/ds" --world "$w" --samples-per-rank 16 \
     --sampler balanced --layout pack --seq-len 16384
   report "dataset $N, world $w, 8/rank" "$tmp/ds" --world "$w" --samples-per-rank 8
+  half=$(( $(budget "$tmp/ds" --world "$w" --samples-per-rank 8) / w / 2 ))
+  report "dataset $N, world $w, 8/rank, outliers > rank budget / 2" "$tmp/ds" --world "$w" \
+    --samples-per-rank 8 --sampler balanced --outlier-cost "$half"
 done

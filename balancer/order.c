@@ -90,10 +90,10 @@ static int key_before(const lfp_key *a, const lfp_key *b)
     return a->len != b->len ? a->len > b->len : a->id < b->id;
 }
 
-void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)
+/* Bottom-up merge sort: runs of 1, 2, 4, ... merged between the two
+ * buffers; the comparison is inlined, which qsort's is not. */
+static void merge_sort(lfp_key *keys, size_t n, lfp_key *tmp)
 {
-    /* Bottom-up merge sort: runs of 1, 2, 4, ... merged between the two
-     * buffers; the comparison is inlined, which qsort's is not. */
     lfp_key *src = keys, *dst = tmp;
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
@@ -106,6 +106,64 @@ void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)
         lfp_key *t = src; src = dst; dst = t;
     }
     if (src != keys) memcpy(keys, src, n * sizeof *keys);
+}
+
+#define RADIX_BITS 11
+#define RADIX_SIZE (1u << RADIX_BITS)
+
+/* One stable counting pass on the digit of `field` (0: id, 1: len, taken
+ * as ~len so longer sorts first) at `shift`, from src to dst. */
+static void radix_pass(const lfp_key *src, lfp_key *dst, size_t n, int field, unsigned shift)
+{
+    uint32_t count[RADIX_SIZE + 1];
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = field ? ~src[i].len : src[i].id;
+        count[((v >> shift) & (RADIX_SIZE - 1)) + 1]++;
+    }
+    for (uint32_t d = 0; d < RADIX_SIZE; d++) count[d + 1] += count[d];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = field ? ~src[i].len : src[i].id;
+        dst[count[(v >> shift) & (RADIX_SIZE - 1)]++] = src[i];
+    }
+}
+
+static unsigned bits_of(uint64_t v)
+{
+    unsigned b = 0;
+    while (v) { b++; v >>= 1; }
+    return b;
+}
+
+/* LSD radix sort: by id first, then (stably) by length, over only the bits
+ * the values use, so a step's few thousand keys take a few passes. */
+static void radix_sort(lfp_key *keys, size_t n, lfp_key *tmp)
+{
+    uint64_t max_id = 0, min_len = UINT64_MAX, max_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].id > max_id) max_id = keys[i].id;
+        if (keys[i].len < min_len) min_len = keys[i].len;
+        if (keys[i].len > max_len) max_len = keys[i].len;
+    }
+    lfp_key *src = keys, *dst = tmp;
+    unsigned id_bits = bits_of(max_id);
+    /* ~len differs from ~max_len only in the bits below max_len's top bit */
+    unsigned len_bits = bits_of(max_len ^ min_len) ? bits_of(max_len) : 0;
+    for (unsigned sh = 0; sh < id_bits; sh += RADIX_BITS) {
+        radix_pass(src, dst, n, 0, sh);
+        lfp_key *t = src; src = dst; dst = t;
+    }
+    for (unsigned sh = 0; sh < len_bits; sh += RADIX_BITS) {
+        radix_pass(src, dst, n, 1, sh);
+        lfp_key *t = src; src = dst; dst = t;
+    }
+    if (src != keys) memcpy(keys, src, n * sizeof *keys);
+}
+
+void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)
+{
+    if (n > 512) radix_sort(keys, n, tmp);
+    else merge_sort(keys, n, tmp);
 }
 
 static void order_sorted(lf_plan *p)

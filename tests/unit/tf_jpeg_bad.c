@@ -269,6 +269,9 @@ int main(int argc, char **argv)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("peak RSS %ld KiB\n", ru.ru_maxrss);
+    /* Bounded memory: a decoder that believed the 65500x65500 header would
+     * need 12 GiB; everything here fits in far less than 256 MiB (ASan too). */
+    ASSERT_LT(ru.ru_maxrss, 256 * 1024);
     free(good);
     lf_tf_ws_free(ws);
     printf("tf_jpeg_bad: ok\n");

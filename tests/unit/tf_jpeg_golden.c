@@ -17,12 +17,14 @@
  *     whole pixels, the same thing at the full-size scale PIL works at.
  *   - f32/f16 CHW: the u8 tolerance divided by 255*std (plus f16 rounding).
  * A planted fault (the mirrored reference) must fail the same check.
- * Also: lf_tf_jpeg_augment equals lf_tf_jpeg_crop_resize of the planned box.
+ * Also: lf_tf_jpeg_augment equals lf_tf_jpeg_crop_resize of the planned box,
+ * and three threads give the same bytes as one.
  */
 #include "lf_tf.h"
 #include "test.h"
 
 #include <math.h>
+#include <pthread.h>
 
 #define DATA "tests/data/tf/"
 
@@ -192,6 +194,66 @@ static void test_augment_matches_plan(void)
     free(jpg);
 }
 
+/* Threads with their own workspaces, each taking every third id in
+ * descending order, give the same bytes as one workspace taking the ids in
+ * ascending order: the output depends on (seed, epoch, id) only. */
+enum { NTHREADS = 3, NSAMPLES = 24, SIDE = 32 };
+
+struct thread_job {
+    const unsigned char *jpg;
+    size_t size;
+    int first;                   /* this thread takes ids first, first+N, ... */
+    float (*out)[SIDE * SIDE * 3];
+    long rc;
+};
+
+static void thread_params(lf_tf_image_params *p)
+{
+    lf_tf_image_params_default(p, SIDE, SIDE);
+    p->seed = 5;
+}
+
+static void *augment_some(void *arg)
+{
+    struct thread_job *t = arg;
+    lf_tf_ws *ws = NULL;
+    lf_tf_image_params p;
+    thread_params(&p);
+    t->rc = lf_tf_ws_create(NULL, &ws);
+    for (int id = NSAMPLES - 1 - t->first; id >= 0 && t->rc >= 0; id -= NTHREADS)
+        t->rc = lf_tf_jpeg_augment(ws, t->out[id], sizeof t->out[id], t->jpg, t->size, &p, 3,
+                                   (uint64_t)id, NULL);
+    lf_tf_ws_free(ws);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    size_t n;
+    unsigned char *jpg = load("progressive.jpg", &n);
+    static float seq[NSAMPLES][SIDE * SIDE * 3], par[NSAMPLES][SIDE * SIDE * 3];
+    lf_tf_ws *ws = NULL;                                /* one workspace, ascending ids */
+    lf_tf_image_params p;
+    thread_params(&p);
+    ASSERT_EQ(lf_tf_ws_create(NULL, &ws), 0);
+    for (int id = 0; id < NSAMPLES; id++)
+        ASSERT_EQ(lf_tf_jpeg_augment(ws, seq[id], sizeof seq[id], jpg, n, &p, 3, (uint64_t)id, NULL),
+                  (long)sizeof seq[id]);
+    lf_tf_ws_free(ws);
+    pthread_t th[NTHREADS];
+    struct thread_job jobs[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        jobs[i] = (struct thread_job){jpg, n, i, par, 0};
+        ASSERT_EQ(pthread_create(&th[i], NULL, augment_some, &jobs[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        ASSERT_EQ(pthread_join(th[i], NULL), 0);
+        ASSERT_GE(jobs[i].rc, 0);
+    }
+    ASSERT_MEM_EQ(seq, par, sizeof seq);
+    free(jpg);
+}
+
 int main(void)
 {
     lf_tf_ws *ws = NULL;
@@ -210,6 +272,7 @@ int main(void)
     lf_tf_ws_free(ws);
     lf_tf_ws_free(NULL);
     test_augment_matches_plan();
+    test_threads();
     printf("tf_jpeg_golden: %d cases ok\n", cases);
     return 0;
 }

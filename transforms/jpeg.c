@@ -641,6 +641,11 @@ static long crop_job(lf_tf_ws *ws, void *ctx)
                     ws->lim.max_out_side);
     size_t need = lf_tf_image_out_size(p);
     if (!need) return fail(ws, LF_TF_E_ARG, "bad output dtype %u", p->out_dtype);
+    if (p->resize != LF_TF_RESIZE_BILINEAR && p->resize != LF_TF_RESIZE_AREA)
+        return fail(ws, LF_TF_E_ARG, "bad resize mode %u", p->resize);
+    for (int c = 0; c < 3 && p->out_dtype != LF_DTYPE_U8; c++)
+        if (!(p->std[c] > 0 && p->std[c] < INFINITY && fabsf(p->mean[c]) < INFINITY))
+            return fail(ws, LF_TF_E_ARG, "mean/std of channel %d not usable", c);
     if (j->dst_cap < need) return fail(ws, LF_TF_E_BUFFER, "need %zu bytes, have %zu", need, j->dst_cap);
     lf_tf_jpeg_info info;
     int rc = read_header(ws, j->src, j->src_size, &info);

@@ -8,7 +8,8 @@
  * The scan bomb is made here with libjpeg's compressor and a custom scan
  * script: every coefficient band refined bit by bit, 2090 scans, a valid
  * file that the scan limit must stop (and that decodes with the limit off).
- * The other inputs are a baseline 173x131 image made the same way, damaged.
+ * The other inputs are a baseline 173x131 image made the same way, damaged;
+ * degenerate valid sizes (1x1, 1x300, 300x1) must decode.
  * With --write DIR the generated inputs are written out (fuzz corpus seeds,
  * and the hostile set tests/bench/tf.sh times).
  */
@@ -261,10 +262,29 @@ int main(int argc, char **argv)
     lf_tf_image_params_default(&p, 224, 224);
     ASSERT_EQ(lf_tf_jpeg_augment(ws, out, 100, good, gn, &p, 0, 0, NULL), LF_TF_E_BUFFER);
     ASSERT_EQ(lf_tf_jpeg_decode(ws, out, 100, good, gn, NULL), LF_TF_E_BUFFER);
+    p.std[1] = 0;                                        /* would divide by zero */
+    ASSERT_EQ(lf_tf_jpeg_augment(ws, out, sizeof out, good, gn, &p, 0, 0, NULL), LF_TF_E_ARG);
+    lf_tf_image_params_default(&p, 224, 224);
+    p.resize = 9;
+    ASSERT_EQ(lf_tf_jpeg_augment(ws, out, sizeof out, good, gn, &p, 0, 0, NULL), LF_TF_E_ARG);
+    lf_tf_image_params_default(&p, 224, 224);
     lf_tf_box box = {100, 0, 100, 10, 0};                /* past the right edge */
     ASSERT_EQ(lf_tf_jpeg_crop_resize(ws, out, sizeof out, good, gn, &p, &box), LF_TF_E_ARG);
     ASSERT_TRUE(strstr(lf_tf_reason(ws), "outside") != NULL);
     expect_good(ws, good, gn);
+
+    /* Degenerate but valid sizes decode: 1x1 and 1x300 (the fallback crop),
+     * every output pixel of the 1x1 image the same. */
+    static const uint32_t sizes[3][2] = {{1, 1}, {1, 300}, {300, 1}};
+    for (int i = 0; i < 3; i++) {
+        size_t tn;
+        unsigned char *tiny = make_jpeg(sizes[i][0], sizes[i][1], 3, 1, 0, &tn, &one);
+        lf_tf_image_params_default(&p, 16, 16);
+        p.out_dtype = LF_DTYPE_U8;
+        ASSERT_EQ(lf_tf_jpeg_augment(ws, out, sizeof out, tiny, tn, &p, 0, 3, NULL), 16 * 16 * 3);
+        for (int k = 3; i == 0 && k < 16 * 16 * 3; k++) ASSERT_EQ(out[k], out[k % 3]);
+        free(tiny);
+    }
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -9,7 +9,7 @@ packages=(
   liburing-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev
   libzmq3-dev libxxhash-dev libjansson-dev
   libopenmpi-dev openmpi-bin
-  python3-pil python3-numpy
+  python3-pil python3-numpy python3-torch
 )
 
 missing=()

@@ -11,7 +11,8 @@
  * fills a global budget (independent of world size), drawing from a
  * locality-aware shuffle through a lookahead window with bounded deferral;
  * (2) splits that set across ranks (k-way Karmarkar–Karp with free per-rank
- * counts, then a local search under the per-rank memory cap); (3) on request,
+ * counts over the costliest samples, LPT for the rest, then a move/swap local
+ * search under the per-rank memory caps); (3) on request,
  * lays out one rank's samples (pad: sorted by length; pack: best-fit
  * decreasing rows of seq_len with cu_seqlens). Step (3) is per rank, so a
  * server computes the global steps but lays out only its local ranks.
@@ -19,8 +20,8 @@
  * Conventions: functions return 0 (or a count) on success and a negative
  * lf_plan_status on failure; out-parameters are untouched on failure.
  * Nothing here prints, exits, aborts, does I/O or starts threads. Memory is
- * allocated at lf_plan_create (and at each epoch start, for the epoch's order);
- * stepping allocates nothing. A plan belongs to one thread at a time.
+ * allocated at lf_plan_create only; stepping, new epochs and restores write
+ * into it. A plan belongs to one thread at a time.
  * README.md beside this file defines every reported metric.
  */
 #ifndef LF_PLAN_H

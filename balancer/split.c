@@ -16,13 +16,20 @@
  * arena; when it fills, the live tuples (never more slots than items) are
  * copied to the other half, so the arena is bounded by 2n + k slots.
  *
- * Then a local search: while moving one item, or swapping two, between the
- * costliest and the cheapest rank lowers the larger of the two, do the best
- * such change. Memory caps (tokens, padded tokens) are enforced here: ranks
- * over a cap first hand their longest items to the cheapest rank with room,
- * and items no rank has room for are left unplaced for the caller to defer.
- * Every choice breaks ties by item cost, then sample id, then rank number,
- * so the result depends on nothing but the input.
+ * KK runs over the world * 8 costliest items only: past those, the rest are
+ * small next to a rank's load, and LPT (costliest first, each to the
+ * cheapest rank) places them in O(n log k) where KK's merges of full k-tuples
+ * would cost O(n k). The small items going last is what evens the ranks out.
+ *
+ * Then a local search: the costliest rank tries, with up to 8 of the
+ * cheapest ranks, the single move that best halves their gap, else the best
+ * swap (a move is O(m), a swap O(m^2)); it stops when nothing helps or the
+ * costliest rank is within 2^-13 of the mean. Memory caps (tokens, padded
+ * tokens) are enforced here: ranks over a cap first hand their longest items
+ * to the cheapest rank with room, and items no rank has room for are left
+ * unplaced for the caller to defer. Every choice breaks ties by item cost,
+ * then sample id, then rank number, so the result depends on nothing but the
+ * input.
  */
 #include <stdlib.h>
 #include <string.h>

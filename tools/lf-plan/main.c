@@ -347,8 +347,9 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
             printf("  outliers          %" PRIu64 " released in groups, waited p50 %.0f "
                    "p99 %.0f max %.0f steps\n", s->outliers, s->outlier_delay.p50,
                    s->outlier_delay.p99, s->outlier_delay.max);
-        printf("  planner           %.4f ms/step (CPU %.4f), epoch %.3f s (create %.3f s)\n",
-               s->plan_ms_per_step, s->plan_cpu_ms_per_step, s->epoch_s, s->create_s);
+        printf("  planner           %.4f ms/step (CPU %.4f), epoch %.3f s (create %.3f s, "
+               "CPU %.3f s)\n", s->plan_ms_per_step, s->plan_cpu_ms_per_step, s->epoch_s,
+               s->create_s, s->epoch_cpu_s);
     }
 }
 

@@ -85,9 +85,9 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     lf_plan *plan = NULL;
     int rc = tally_init(&t, n);
     if (rc) goto done;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if ((rc = lf_plan_create(prm, samples, n, &plan))) goto done;
-    double t1 = now_s(), in_steps = 0, cpu_steps = 0;
+    double t1 = now_s(), c1 = cpu_s(), in_steps = 0, cpu_steps = 0;
     lf_plan_step st;
     uint64_t steps = 0, placed = 0, placed_full = 0;
     while (!max_steps || steps < max_steps) {
@@ -128,6 +128,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->plan_cpu_ms_per_step = steps ? cpu_steps * 1e3 / (double)steps : 0;
     out->create_s = t1 - t0;
     out->epoch_s = out->create_s + in_steps;
+    out->epoch_cpu_s = c1 - c0 + cpu_steps;
     out->samples_per_step = t.nbalance ? (double)placed_full / (double)t.nbalance : 0;
     out->batch_per_rank = prm->batch_per_rank;
 done:

@@ -27,6 +27,7 @@ typedef struct plan_score {
     double plan_ms_per_step;     /* next_step + every rank's layout, wall clock */
     double plan_cpu_ms_per_step; /* the same in process CPU time (a loaded machine) */
     double create_s, epoch_s;    /* lf_plan_create; create + every step */
+    double epoch_cpu_s;          /* epoch_s in process CPU time */
     double samples_per_step;     /* mean over non-tail steps */
     uint32_t batch_per_rank;     /* baselines: what they ran with */
 } plan_score;

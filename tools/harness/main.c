@@ -1,0 +1,386 @@
+/*
+ * lf-train — the reference DDP trainer (see tools/harness/README.md).
+ *
+ *   mpirun -np N lf-train --data DIR [--sampler S | --compare] [options] [-- lf-server args]
+ *   mpirun -np N lf-train --endpoint EP --sampler S [options]
+ *
+ * With --data, rank 0 starts one lf-server per sampler run (the sampler,
+ * seed, epochs, cost model and pad id come from lf-train's own options, so
+ * the plan and the labels cannot disagree) in a private runtime directory,
+ * every rank connects to it, and rank 0 reaps it when the plan is done.
+ * With --endpoint the server is the caller's, and --sampler is only a label
+ * that must match how that server was started.
+ */
+#include "harness.h"
+
+#include <mpi.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *const samplers[] = {"balanced", "naive", "sorted"};
+#define NSAMPLERS 3
+
+typedef struct opts {
+    lt_train_opts t;
+    const char *data, *server, *sampler, *report, *trace, *chart, *batches;
+    int compare, calibrate, epochs;
+    long seed;
+    char **server_args;          /* after "--" */
+    int nserver_args;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: mpirun -np N lf-train --data DIR [--sampler S | --compare] [options] [-- SERVER ARGS]\n"
+"       mpirun -np N lf-train --endpoint EP --sampler S [options]\n"
+"Trains a small causal transformer on batches from lf-server, one rank per process\n"
+"(GPU with --device cuda), and reports per-rank data wait, compute and sync wait.\n\n"
+"data:\n"
+"  --data DIR          start lf-server on DIR for each run (rank 0 spawns it)\n"
+"  --server PATH       the lf-server binary (default: beside lf-train)\n"
+"  -- ARGS             more lf-server arguments (--budget, --layout, --max-tokens, ...)\n"
+"  --endpoint EP       use a running lf-server instead of --data\n"
+"  --sampler S         balanced, naive or sorted (default balanced)\n"
+"  --compare           run all three samplers back to back and print a table (--data)\n"
+"  --epochs E, --seed S   plan epochs and seed given to lf-server (1, 0)\n"
+"  --cost A,B,C0,D     cost model for lf-server and the planned cost column\n"
+"                      (default: lf-server's text preset, hidden 4096)\n"
+"  --pad-id N          padding id, as lf-server's (0)\n"
+"model and training:\n"
+"  --device cpu|cuda   (cpu)\n"
+"  --vocab N --dim N --hidden N --window N   model size (512, 32, 64, 1024);\n"
+"                      token ids are taken modulo --vocab, attention spans --window\n"
+"  --lr X              SGD learning rate (0.5)\n"
+"  --log-every N       print the loss every N steps (25; 0: never)\n"
+"outputs (rank 0; with --compare the sampler name goes before the extension):\n"
+"  --report FILE.json  summary; --trace FILE.json  Chrome trace; --chart FILE.svg  chart\n"
+"  --batches PREFIX    each rank writes PREFIX.rR.txt: \"epoch step rank n ids\"\n"
+"  --calibrate         fit (a, b, c0) to measured compute, print R^2 and flags\n"
+"checks:\n"
+"  --fault-step N --fault-rank R   perturb a parameter of rank R after step N\n"
+"                      (the cross-rank parameter check must then fail the run)\n");
+}
+
+enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
+       O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
+       O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_HELP };
+
+static int parse_cost(const char *s, double c[4])
+{
+    char tail;
+    return sscanf(s, "%lf,%lf,%lf,%lf%c", &c[0], &c[1], &c[2], &c[3], &tail) == 4 ? 0 : -1;
+}
+
+static int positive(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v <= 0 || v > 1 << 20) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int option(opts *o, int c, const char *a)
+{
+    lt_config *m = &o->t.model;
+    switch (c) {
+    case O_DATA: o->data = a; return 0;
+    case O_SERVER: o->server = a; return 0;
+    case O_ENDPOINT: o->t.endpoint = a; return 0;
+    case O_SAMPLER: o->sampler = a; return 0;
+    case O_COMPARE: o->compare = 1; return 0;
+    case O_EPOCHS: return positive(a, &o->epochs);
+    case O_SEED: o->seed = atol(a); return 0;
+    case O_COST: return parse_cost(a, o->t.cost);
+    case O_PADID: o->t.pad_id = strtoll(a, NULL, 10); return 0;
+    case O_DEVICE:
+        o->t.cuda = strcmp(a, "cuda") == 0;
+        return o->t.cuda || strcmp(a, "cpu") == 0 ? 0 : -1;
+    case O_VOCAB: return positive(a, &m->vocab);
+    case O_DIM: return positive(a, &m->dim);
+    case O_HIDDEN: return positive(a, &m->hidden);
+    case O_WINDOW: return positive(a, &m->window) || m->window < 2 ? -1 : 0;
+    case O_LR: o->t.lr = strtof(a, NULL); return o->t.lr > 0 ? 0 : -1;
+    case O_LOG: o->t.log_every = atoi(a); return 0;
+    case O_REPORT: o->report = a; return 0;
+    case O_TRACE: o->trace = a; return 0;
+    case O_CHART: o->chart = a; return 0;
+    case O_BATCHES: o->batches = a; return 0;
+    case O_CALIBRATE: o->calibrate = 1; return 0;
+    case O_FSTEP: o->t.fault_step = atol(a); return 0;
+    case O_FRANK: o->t.fault_rank = atoi(a); return 0;
+    default: return -1;
+    }
+}
+
+/* Returns 0, 1 (--help) or -1 (usage error, message printed). */
+static int parse(int argc, char **argv, opts *o)
+{
+    static const struct option lo[] = {
+        {"data", 1, 0, O_DATA}, {"server", 1, 0, O_SERVER}, {"endpoint", 1, 0, O_ENDPOINT},
+        {"sampler", 1, 0, O_SAMPLER}, {"compare", 0, 0, O_COMPARE}, {"epochs", 1, 0, O_EPOCHS},
+        {"seed", 1, 0, O_SEED}, {"cost", 1, 0, O_COST}, {"pad-id", 1, 0, O_PADID},
+        {"device", 1, 0, O_DEVICE}, {"vocab", 1, 0, O_VOCAB}, {"dim", 1, 0, O_DIM},
+        {"hidden", 1, 0, O_HIDDEN}, {"window", 1, 0, O_WINDOW}, {"lr", 1, 0, O_LR},
+        {"log-every", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT}, {"trace", 1, 0, O_TRACE},
+        {"chart", 1, 0, O_CHART}, {"batches", 1, 0, O_BATCHES},
+        {"calibrate", 0, 0, O_CALIBRATE}, {"fault-step", 1, 0, O_FSTEP},
+        {"fault-rank", 1, 0, O_FRANK}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    *o = (opts){.sampler = "balanced", .epochs = 1};
+    o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
+                           .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
+                           .cost = {16, 16.0 / (12.0 * 4096), 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == O_HELP) return 1;
+        if (option(o, c, optarg) < 0) {
+            if (c != '?') fprintf(stderr, "lf-train: bad value for an option: %s\n",
+                                  optarg ? optarg : "");
+            return -1;
+        }
+    }
+    o->server_args = argv + optind;
+    o->nserver_args = argc - optind;
+    int known = 0;
+    for (int i = 0; i < NSAMPLERS; i++) known |= strcmp(o->sampler, samplers[i]) == 0;
+    const char *err = !known ? "--sampler must be balanced, naive or sorted"
+                    : !o->data == !o->t.endpoint ? "give exactly one of --data and --endpoint"
+                    : o->compare && !o->data ? "--compare needs --data"
+                    : o->nserver_args && !o->data ? "server arguments need --data"
+                    : NULL;
+    if (err) fprintf(stderr, "lf-train: %s\n", err);
+    return err ? -1 : 0;
+}
+
+/* ---- the server of one run (rank 0) ------------------------------------- */
+
+typedef struct server {
+    pid_t pid;
+    char dir[64];                /* private runtime directory */
+    char endpoint[96];
+} server;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void default_server(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 16);
+    char *slash = n > 0 ? memrchr(buf, '/', (size_t)n) : NULL;
+    if (slash) strcpy(slash + 1, "lf-server");
+    else snprintf(buf, size, "lf-server");
+}
+
+static int server_start(const opts *o, const char *sampler, int world, server *s)
+{
+    char bin[4096], sw[16], se[16], sseed[32], scost[128], spad[32];
+    if (o->server) snprintf(bin, sizeof bin, "%s", o->server);
+    else default_server(bin, sizeof bin);
+    snprintf(s->dir, sizeof s->dir, "/tmp/lf-train.XXXXXX");
+    if (!mkdtemp(s->dir)) return -errno;
+    snprintf(s->endpoint, sizeof s->endpoint, "%s/ctl", s->dir);
+    snprintf(sw, sizeof sw, "%d", world);
+    snprintf(se, sizeof se, "%d", o->epochs);
+    snprintf(sseed, sizeof sseed, "%ld", o->seed);
+    snprintf(scost, sizeof scost, "%.17g,%.17g,%.17g,%.17g", o->t.cost[0], o->t.cost[1],
+             o->t.cost[2], o->t.cost[3]);
+    snprintf(spad, sizeof spad, "%lld", (long long)o->t.pad_id);
+    const char *fixed[] = {bin, "--data", o->data, "--world", sw, "--sampler", sampler,
+                           "--epochs", se, "--seed", sseed, "--cost", scost, "--pad-id", spad,
+                           "--endpoint", s->endpoint, "--quiet"};
+    size_t nf = sizeof fixed / sizeof *fixed, n = nf + (size_t)o->nserver_args;
+    char **argv = calloc(n + 1, sizeof *argv);
+    if (!argv) return -ENOMEM;
+    memcpy(argv, fixed, sizeof fixed);
+    memcpy(argv + nf, o->server_args, (size_t)o->nserver_args * sizeof *argv);
+    int rc = posix_spawn(&s->pid, bin, NULL, NULL, argv, environ);
+    free(argv);
+    if (rc != 0) {
+        fprintf(stderr, "lf-train: cannot start %s: %s\n", bin, strerror(rc));
+        return -rc;
+    }
+    /* Wait for the control socket, or for the server to give up. */
+    struct stat st;
+    for (int i = 0; i < 400; i++) {
+        if (stat(s->endpoint, &st) == 0) return 0;
+        int status;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            fprintf(stderr, "lf-train: lf-server exited at start (status %d)\n", status);
+            s->pid = 0;
+            return -1;
+        }
+        sleep_ms(50);
+    }
+    fprintf(stderr, "lf-train: lf-server did not open %s\n", s->endpoint);
+    return -1;
+}
+
+/* Reaps the server (it exits once every rank has its plan), killing it if
+ * it lingers or the run failed, and removes the runtime directory. */
+static int server_stop(server *s, int failed)
+{
+    int status = 0, rc = 0;
+    if (s->pid > 0) {
+        if (failed) kill(s->pid, SIGTERM);
+        int i = 0;
+        while (waitpid(s->pid, &status, WNOHANG) == 0 && i++ < 200) sleep_ms(50);
+        if (i > 200) {
+            fprintf(stderr, "lf-train: lf-server did not exit; killing it\n");
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+        }
+        rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+        if (rc < 0 && !failed) fprintf(stderr, "lf-train: lf-server failed (status %d)\n",
+                                       status);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/ctl.lock", s->dir);
+    unlink(path);
+    unlink(s->endpoint);
+    rmdir(s->dir);
+    return rc;
+}
+
+/* ---- runs ------------------------------------------------------------- */
+
+/* path with ".SAMPLER" before its extension (compare mode). */
+static const char *named(const opts *o, const char *path, const char *sampler, char *buf,
+                         size_t size)
+{
+    if (!path || !o->compare) return path;
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash)) dot = path + strlen(path);
+    snprintf(buf, size, "%.*s.%s%s", (int)(dot - path), path, sampler, dot);
+    return buf;
+}
+
+static int write_outputs(const opts *o, const lt_run *run, const lt_summary *s)
+{
+    char b1[4096], b2[4096], b3[4096];
+    const char *rp = named(o, o->report, run->sampler, b1, sizeof b1);
+    const char *tp = named(o, o->trace, run->sampler, b2, sizeof b2);
+    const char *cp = named(o, o->chart, run->sampler, b3, sizeof b3);
+    int rc = 0;
+    if (rp && lt_write_report(run, s, rp) < 0) rc = -1, fprintf(stderr, "lf-train: %s\n", rp);
+    if (tp && lt_write_trace(run, tp) < 0) rc = -1, fprintf(stderr, "lf-train: %s\n", tp);
+    if (cp && lt_write_chart(run, cp) < 0) rc = -1, fprintf(stderr, "lf-train: %s\n", cp);
+    if (rc == 0 && (rp || tp || cp))
+        printf("%s:%s%s%s%s%s%s\n", run->sampler, rp ? " report " : "", rp ? rp : "",
+               tp ? " trace " : "", tp ? tp : "", cp ? " chart " : "", cp ? cp : "");
+    return rc;
+}
+
+/* One sampler: server up (with --data), train, outputs. Collective. */
+static int run_one(const opts *o, const char *sampler, const char *device, int rank, int world,
+                   lt_summary *s)
+{
+    server srv = {0};
+    char endpoint[96] = "", b[4096];
+    int rc = 0;
+    if (o->data && rank == 0) {
+        rc = server_start(o, sampler, world, &srv);
+        snprintf(endpoint, sizeof endpoint, "%s", srv.endpoint);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(endpoint, sizeof endpoint, MPI_CHAR, 0, MPI_COMM_WORLD);
+    lt_train_opts t = o->t;
+    if (o->data) t.endpoint = endpoint;
+    t.batches = o->compare ? named(o, o->batches, sampler, b, sizeof b) : o->batches;
+    if (rank == 0) printf("== sampler %s, %d ranks, %s\n", sampler, world, device);
+    lt_run run = {.sampler = sampler, .device = device};
+    if (rc == 0) rc = lt_train(&t, &run);
+    if (o->data && rank == 0 && server_stop(&srv, rc < 0) < 0) rc = -1;
+    if (rank == 0 && rc == 0) {
+        rc = lt_summarize(&run, s);
+        if (rc == 0) rc = write_outputs(o, &run, s);
+        if (rc == 0 && o->calibrate) lt_calibrate(&run);
+        if (rc == 0)
+            printf("%s: %llu steps, %.0f tokens/s, step p50 %.2f ms, sync wait %.1f%%, "
+                   "data wait %.1f%%, loss %.3f -> %.3f\n", sampler,
+                   (unsigned long long)run.steps, s->tokens_per_s, s->step_p50_ms,
+                   100 * s->sync_wait_fraction, 100 * s->data_wait_fraction, s->loss_first,
+                   s->loss_last);
+    }
+    free(run.rec);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}
+
+static void print_table(const lt_summary *s)
+{
+    printf("\n%-24s %12s %12s %12s\n", "", samplers[0], samplers[1], samplers[2]);
+#define ROW(label, fmt, expr)                                                     \
+    do {                                                                          \
+        printf("%-24s", label);                                                   \
+        for (int i = 0; i < NSAMPLERS; i++) printf(" %12" fmt, (expr));           \
+        printf("\n");                                                             \
+    } while (0)
+    ROW("tokens/s", ".0f", s[i].tokens_per_s);
+    ROW("step ms p50", ".2f", s[i].step_p50_ms);
+    ROW("step ms p99", ".2f", s[i].step_p99_ms);
+    ROW("sync wait %", ".1f", 100 * s[i].sync_wait_fraction);
+    ROW("data wait %", ".1f", 100 * s[i].data_wait_fraction);
+    ROW("compute max/mean p50", ".3f", s[i].imbalance_p50);
+    ROW("compute max/mean p99", ".3f", s[i].imbalance_p99);
+    ROW("loss first 10%", ".3f", s[i].loss_first);
+    ROW("loss last 10%", ".3f", s[i].loss_last);
+#undef ROW
+    if (s[1].tokens_per_s > 0 && s[2].tokens_per_s > 0)
+        printf("balanced tokens/s vs naive: %+.1f%%, vs sorted: %+.1f%%\n",
+               100 * (s[0].tokens_per_s / s[1].tokens_per_s - 1),
+               100 * (s[0].tokens_per_s / s[2].tokens_per_s - 1));
+}
+
+static void device_name(const opts *o, char *buf, size_t size)
+{
+    snprintf(buf, size, "cpu");
+#if LT_CUDA
+    if (o->t.cuda) lt_gpu_name(0, buf, size);
+#else
+    (void)o;
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    int p = parse(argc, argv, &o);
+    if (p != 0) {
+        usage(p > 0 ? stdout : stderr);
+        return p > 0 ? 0 : 2;
+    }
+    MPI_Init(&argc, &argv);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    char device[256];
+    device_name(&o, device, sizeof device);
+    lt_summary s[NSAMPLERS] = {{0}};
+    int rc = 0;
+    if (o.compare) {
+        for (int i = 0; i < NSAMPLERS && rc == 0; i++)
+            rc = run_one(&o, samplers[i], device, rank, world, &s[i]);
+        if (rc == 0 && rank == 0) print_table(s);
+    } else {
+        rc = run_one(&o, o.sampler, device, rank, world, &s[0]);
+    }
+    MPI_Finalize();
+    return rc == 0 ? 0 : 1;
+}

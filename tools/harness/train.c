@@ -1,0 +1,402 @@
+/*
+ * train.c — one rank's training loop, collective over MPI_COMM_WORLD.
+ *
+ * Per step: lf_next (data wait), convert the batch to model ids and
+ * sequences and release the slot, forward + backward (compute), one
+ * all-reduce of the gradients with three trailing counters (loss sum,
+ * targets, ranks that had a batch), SGD, then a check that every rank holds
+ * the same parameters: each hashes its parameter bytes and the hashes are
+ * all-gathered; any difference fails every rank at once.
+ *
+ * The loop ends at the first all-reduce where no rank had a batch, so ranks
+ * whose plan ends early keep joining the collectives with zero gradients
+ * and every rank leaves at the same step.
+ *
+ * Sync wait is not measured here: each rank records its time inside the
+ * all-reduce, and the report subtracts the fastest rank's time at the same
+ * step (lt_sync_wait), which leaves the waiting for slower ranks.
+ */
+#include "harness.h"
+#include "levelfeed.h"
+#include "lf_plan.h"
+
+#include <mpi.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A rank's state for one run. */
+typedef struct rank_ctx {
+    const lt_train_opts *o;
+    int rank, world;
+    lf_client *client;
+    lf_plan_cost_model cost;
+    size_t nparams;
+    float *params, *grads;       /* host: CPU model, or the GPU model's copy */
+    lt_cpu *cpu;
+    lt_gpu *gpu;
+    int32_t *ids;                /* the batch's tokens as model ids */
+    size_t ids_cap;
+    lt_seq *seqs;
+    size_t seqs_cap;
+    lt_record *rec;              /* this rank's steps */
+    size_t nrec, rec_cap;
+    FILE *log;                   /* batch log, or NULL */
+} rank_ctx;
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Element i of an integer tensor; -1 for a type the harness does not read. */
+static int64_t int_at(const lf_tensor *t, uint64_t i)
+{
+    const char *p = t->host;
+    switch (t->dtype) {
+    case 3: { uint16_t x; memcpy(&x, p + 2 * i, 2); return x; }
+    case 5: { uint32_t x; memcpy(&x, p + 4 * i, 4); return x; }
+    case 6: { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
+    case 7:
+    case 8: { int64_t x; memcpy(&x, p + 8 * i, 8); return x; }
+    default: return -1;
+    }
+}
+
+static uint64_t elems(const lf_tensor *t)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+static int add_seq(rank_ctx *x, size_t *n, uint64_t start, uint64_t len)
+{
+    if (grow((void **)&x->seqs, &x->seqs_cap, *n + 1, sizeof *x->seqs) < 0) return -1;
+    x->seqs[(*n)++] = (lt_seq){start, (uint32_t)len};
+    return 0;
+}
+
+/* Pad layout: row i holds lengths[i] real tokens. */
+static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t *n)
+{
+    const lf_tensor *len = lf_batch_tensor(b, "lengths");
+    if (!len || tok->ndim != 2 || tok->shape[0] != b->nsamples || elems(len) < b->nsamples)
+        return -1;
+    for (uint32_t i = 0; i < b->nsamples; i++) {
+        int64_t L = int_at(len, i);
+        if (L < 0 || (uint64_t)L > tok->shape[1]) return -1;
+        if (add_seq(x, n, i * tok->shape[1], (uint64_t)L) < 0) return -1;
+    }
+    return 0;
+}
+
+static int all_pad(const lf_tensor *tok, uint64_t a, uint64_t e, int64_t pad_id)
+{
+    for (uint64_t i = a; i < e; i++)
+        if (int_at(tok, i) != pad_id) return 0;
+    return 1;
+}
+
+/* Pack layout: cu_seqlens cuts the flattened rows into segments; a row's
+ * padding is a segment of its own that ends the row and holds only pad ids
+ * (a sample of pad ids only, ending a row, would be taken for padding: the
+ * count check below then fails the batch rather than train on a guess). */
+static int seqs_pack(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
+                     const lf_tensor *cu, size_t *n)
+{
+    uint64_t row = tok->ndim == 2 ? tok->shape[1] : 0, cells = elems(tok), ncu = elems(cu);
+    if (row == 0) return -1;
+    for (uint64_t s = 0; s + 1 < ncu; s++) {
+        int64_t a = int_at(cu, s), e = int_at(cu, s + 1);
+        if (a < 0 || e < a || (uint64_t)e > cells) return -1;
+        if (e == a) continue;
+        int padding = (uint64_t)e % row == 0 && all_pad(tok, (uint64_t)a, (uint64_t)e,
+                                                         x->o->pad_id);
+        if (!padding && add_seq(x, n, (uint64_t)a, (uint64_t)(e - a)) < 0) return -1;
+    }
+    return *n == b->nsamples ? 0 : -1;
+}
+
+/* Turns the batch into model ids and sequences and fills the record's
+ * token, cost and length sums. Returns the sequence count or -1. */
+static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
+{
+    const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *cu = lf_batch_tensor(b, "cu_seqlens");
+    size_t n = 0;
+    if (!tok) return -1;
+    uint64_t cells = elems(tok);
+    if (grow((void **)&x->ids, &x->ids_cap, cells + 1, sizeof *x->ids) < 0) return -1;
+    for (uint64_t i = 0; i < cells; i++) {
+        int64_t v = int_at(tok, i);
+        if (v < 0) return -1;
+        x->ids[i] = (int32_t)(v % x->o->model.vocab);
+    }
+    if ((cu ? seqs_pack(x, b, tok, cu, &n) : seqs_pad(x, b, tok, &n)) < 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        double L = x->seqs[i].len;
+        r->tokens += x->seqs[i].len;
+        r->planned_cost += lf_plan_cost(&x->cost, x->seqs[i].len);
+        r->sum_len += L;
+        r->sum_len2 += L * L;
+    }
+    if (n) r->planned_cost += x->cost.d * (cu ? tok->shape[0] : 1);
+    r->nsamples = (uint32_t)n;
+    return (long)n;
+}
+
+static void log_batch(rank_ctx *x, const lf_batch *b)
+{
+    const lf_tensor *ids = lf_batch_tensor(b, "sample_ids");
+    if (!x->log) return;
+    fprintf(x->log, "%u %" PRIu64 " %d %u", b->epoch, b->step, x->rank, b->nsamples);
+    for (uint32_t i = 0; ids && i < b->nsamples && i < elems(ids); i++)
+        fprintf(x->log, "%c%" PRId64, i ? ',' : ' ', int_at(ids, i));
+    fputc('\n', x->log);
+}
+
+/* Fetches the next batch into the model's input. Returns 1 (batch), 0
+ * (plan ended) or -1. */
+static int next_batch(rank_ctx *x, lt_record *r, lt_batch *mb)
+{
+    lf_batch b;
+    int rc = lf_next(x->client, &b, x->o->timeout_ms);
+    if (rc == LF_E_END) return 0;
+    if (rc < 0) {
+        fprintf(stderr, "lf-train rank %d: lf_next: %s (%s)\n", x->rank, lf_strerror(rc),
+                lf_client_error(x->client));
+        return -1;
+    }
+    long n = take_batch(x, &b, r);
+    r->epoch = b.epoch;
+    r->step = b.step;
+    log_batch(x, &b);
+    lf_release(x->client, &b);
+    if (n < 0) {
+        fprintf(stderr, "lf-train rank %d: malformed batch at epoch %u step %" PRIu64 "\n",
+                x->rank, b.epoch, b.step);
+        return -1;
+    }
+    *mb = (lt_batch){x->ids, x->seqs, (uint32_t)n};
+    return 1;
+}
+
+/* Every rank's parameter hash must be the same. */
+static int check_params(rank_ctx *x, uint64_t step)
+{
+    unsigned long long h = XXH3_64bits(x->params, x->nparams * sizeof *x->params);
+    unsigned long long *all = malloc((size_t)x->world * sizeof *all);
+    if (!all) return -1;
+    MPI_Allgather(&h, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    int bad = -1;
+    for (int r = 1; r < x->world && bad < 0; r++)
+        if (all[r] != all[0]) bad = r;
+    if (bad >= 0 && x->rank == 0)
+        fprintf(stderr, "lf-train: parameters differ after step %" PRIu64 ": rank %d hash "
+                "%016llx, rank 0 %016llx\n", step, bad, all[bad], all[0]);
+    free(all);
+    return bad >= 0 ? -1 : 0;
+}
+
+/* Compute, all-reduce and update for one step. Returns the number of ranks
+ * that had a batch (0: the run is over), or -1. */
+static int train_step(rank_ctx *x, const lt_batch *mb, int active, lt_record *r)
+{
+    uint64_t t0 = now_ns();
+    float extra[LT_EXTRA] = {0};
+    size_t n = x->nparams;
+    char why[256] = "";
+    int rc = 0;
+    if (x->gpu) {
+#if LT_CUDA
+        rc = lt_gpu_step(x->gpu, mb, (float)active, why, sizeof why);
+        uint64_t t1 = now_ns();
+        r->compute_ns = t1 - t0;
+        if (rc == 0) rc = lt_gpu_allreduce(x->gpu, extra, why, sizeof why);
+        r->reduce_ns = now_ns() - t1;
+        if (rc == 0 && extra[2] > 0)
+            rc = lt_gpu_sgd(x->gpu, x->o->lr, x->params, why, sizeof why);
+#endif
+    } else {
+        memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
+        if (active) lt_cpu_step(x->cpu, mb, x->grads);
+        x->grads[n + 2] = (float)active;
+        uint64_t t1 = now_ns();
+        r->compute_ns = t1 - t0;
+        MPI_Allreduce(MPI_IN_PLACE, x->grads, (int)(n + LT_EXTRA), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+        r->reduce_ns = now_ns() - t1;
+        memcpy(extra, x->grads + n, sizeof extra);
+        if (extra[2] > 0) lt_sgd(x->params, x->grads, n, x->o->lr);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "lf-train rank %d: %s\n", x->rank, why);
+        return -1;
+    }
+    r->loss = extra[1] > 0 ? extra[0] / extra[1] : 0;
+    return (int)(extra[2] + 0.5f);
+}
+
+static int run_steps(rank_ctx *x, uint64_t zero)
+{
+    for (uint64_t step = 0;; step++) {
+        if (grow((void **)&x->rec, &x->rec_cap, x->nrec + 1, sizeof *x->rec) < 0) return -1;
+        lt_record *r = &x->rec[x->nrec];
+        memset(r, 0, sizeof *r);
+        uint64_t t0 = now_ns();
+        r->t_start = t0 - zero;
+        lt_batch mb = {0};
+        int active = next_batch(x, r, &mb);
+        r->data_ns = now_ns() - t0;
+        if (active < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        int ranks = train_step(x, &mb, active, r);
+        if (ranks < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (ranks == 0) return 0;
+        r->step_ns = now_ns() - t0;
+        if (active) lf_report_step(x->client, r->compute_ns);
+        if ((long)step == x->o->fault_step && x->rank == x->o->fault_rank) x->params[0] += 1e-3f;
+        if (check_params(x, step) < 0) return -1;
+        if (x->rank == 0 && x->o->log_every > 0 && step % (uint64_t)x->o->log_every == 0)
+            printf("step %5" PRIu64 "  loss %.4f\n", step, r->loss);
+        x->nrec++;
+    }
+}
+
+/* Rank 0 receives every rank's records: run->rec[step * world + rank]. */
+static int gather(rank_ctx *x, lt_run *run)
+{
+    int bytes = (int)(x->nrec * sizeof(lt_record));
+    lt_record *all = x->rank == 0 ? malloc((x->nrec ? x->nrec : 1) * (size_t)x->world *
+                                           sizeof *all) : NULL;
+    lt_record *byrank = x->rank == 0 ? malloc((x->nrec ? x->nrec : 1) * (size_t)x->world *
+                                              sizeof *all) : NULL;
+    int ok = x->rank != 0 || (all && byrank);
+    MPI_Gather(x->rec, bytes, MPI_BYTE, byrank, ok ? bytes : 0, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (x->rank == 0 && ok) {
+        for (size_t s = 0; s < x->nrec; s++)
+            for (int r = 0; r < x->world; r++)
+                all[s * (size_t)x->world + (size_t)r] = byrank[(size_t)r * x->nrec + s];
+        run->rec = all;
+        run->steps = x->nrec;
+        run->ranks = x->world;
+        all = NULL;
+    }
+    free(all);
+    free(byrank);
+    return ok ? 0 : -1;
+}
+
+static int open_client(rank_ctx *x)
+{
+    lf_client_options co;
+    char why[256] = "";
+    lf_client_options_default(&co);
+    co.endpoint = x->o->endpoint;
+    co.rank = x->rank;
+    co.world_size = x->world;
+    co.connect_timeout_ms = 20000;
+    co.error = why;
+    co.error_size = sizeof why;
+    int rc = lf_client_open(&co, &x->client);
+    if (rc < 0)
+        fprintf(stderr, "lf-train rank %d: cannot reach lf-server at %s: %s %s\n", x->rank,
+                x->o->endpoint ? x->o->endpoint : "(default)", lf_strerror(rc), why);
+    return rc < 0 ? -1 : 0;
+}
+
+static int model_open(rank_ctx *x)
+{
+    x->nparams = lt_param_count(&x->o->model);
+    x->grads = malloc((x->nparams + LT_EXTRA) * sizeof *x->grads);
+    if (!x->grads) return -1;
+    if (!x->o->cuda) {
+        if (lt_cpu_create(&x->o->model, &x->cpu) < 0) return -1;
+        x->params = lt_cpu_params(x->cpu);
+        return 0;
+    }
+#if LT_CUDA
+    char why[256] = "", id[256];
+    size_t idn = lt_gpu_nccl_id_size();
+    int rc = x->rank == 0 ? lt_gpu_nccl_id(id, why, sizeof why) : 0;
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc == 0) MPI_Bcast(id, (int)idn, MPI_BYTE, 0, MPI_COMM_WORLD);
+    x->params = x->grads;        /* host copy of the parameters for the check */
+    if (rc == 0) {
+        lf_client_options co;
+        lf_client_options_default(&co);
+        rc = lt_gpu_create(&x->o->model, co.local_rank < 0 ? 0 : co.local_rank, x->rank,
+                           x->world, id, &x->gpu, why, sizeof why);
+    }
+    if (rc < 0) fprintf(stderr, "lf-train rank %d: --device cuda: %s\n", x->rank, why);
+    return rc;
+#else
+    fprintf(stderr, "lf-train: --device cuda: this lf-train was built without CUDA "
+                    "(make CUDA=1 MPI=1)\n");
+    return -1;
+#endif
+}
+
+static void rank_close(rank_ctx *x)
+{
+    if (x->log) fclose(x->log);
+    lf_client_close(x->client);
+#if LT_CUDA
+    lt_gpu_free(x->gpu);
+#endif
+    lt_cpu_free(x->cpu);
+    free(x->grads);
+    free(x->ids);
+    free(x->seqs);
+    free(x->rec);
+}
+
+/* All ranks agree on whether every rank succeeded. */
+static int all_ok(int ok)
+{
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return all;
+}
+
+int lt_train(const lt_train_opts *o, lt_run *run)
+{
+    rank_ctx x = {.o = o};
+    MPI_Comm_rank(MPI_COMM_WORLD, &x.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &x.world);
+    int ok = lf_plan_cost_set(&x.cost, o->cost[0], o->cost[1], o->cost[2], o->cost[3]) == 0;
+    if (ok && o->batches) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.r%d.txt", o->batches, x.rank);
+        if (!(x.log = fopen(path, "w"))) fprintf(stderr, "lf-train: cannot write %s\n", path);
+        ok = x.log != NULL;
+    }
+    ok = ok && model_open(&x) == 0 && open_client(&x) == 0;
+    int rc = -1;
+    if (all_ok(ok)) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        rc = run_steps(&x, now_ns());
+        if (rc == 0) rc = gather(&x, run);
+    }
+    rank_close(&x);
+    return all_ok(rc == 0) ? 0 : -1;
+}

@@ -59,22 +59,23 @@ static void usage(FILE *f)
 "  --world N               ranks in the job\n"
 "  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all)\n"
 "  --node-rank K --ranks-per-node M   local ranks K*M .. K*M+M-1\n"
-"  --seed S                plan seed (0)\n"
 "  --epochs E              epochs to serve (1)\n"
-"  --first-epoch E         epoch number of the first epoch (0)\n"
-"plan (as lf-plan):\n"
+"plan (the parameters and defaults of lf-plan):\n"
+"  --seed S, --epoch E     plan seed and first epoch (0, 0)\n"
 "  --sampler balanced|naive|sorted     (balanced)\n"
-"  --step-budget C         balanced: global cost per step (required for balanced)\n"
-"  --batch-per-rank B      naive, sorted: samples per rank per step\n"
-"  --rank-max-tokens T     memory cap: tokens per rank per step (0: none)\n"
-"  --rank-max-padded T     memory cap: padded tokens per rank per step (0: none)\n"
+"  --budget C              balanced: global cost per step (default: --samples-per-rank\n"
+"                          x world x mean sample cost)\n"
+"  --samples-per-rank S    sets the default budget (16)\n"
+"  --batch-per-rank B      naive, sorted: samples per rank per step (16)\n"
+"  --max-tokens T          memory cap: tokens per rank per step (0: none)\n"
+"  --max-padded T          memory cap: padded tokens per rank per step (0: none)\n"
 "  --lookahead N  --max-defer N  --locality-blocks N\n"
-"  --outliers delay|reject  --outlier-cost C  --outlier-group N\n"
-"  --cost-preset text|frames|images  --hidden H   cost model preset (text, 4096)\n"
+"  --outlier delay|reject  --outlier-cost C  --outlier-group N\n"
+"  --preset text|frames|images  --hidden H   cost model preset (text, 4096)\n"
 "  --cost A,B,C0,D         cost model coefficients instead of a preset\n"
 "transform:\n"
 "  --layout pad|pack       token layout (pad)\n"
-"  --seq-len L             pack: row length\n"
+"  --seq-len L             pack: row length (default: the longest sample)\n"
 "  --token-dtype i32|i64   token tensor type (i32)\n"
 "  --pad-id N              padding token id (0)\n"
 "stages and memory:\n"
@@ -149,7 +150,7 @@ static int word(const char *s, const char *const *words, uint32_t *out)
 
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_SEED, O_EPOCHS, O_FIRST,
-    O_SAMPLER, O_BUDGET, O_BPR, O_MAXTOK, O_MAXPAD, O_LOOK, O_DEFER, O_LOCALITY,
+    O_SAMPLER, O_BUDGET, O_SPR, O_BPR, O_MAXTOK, O_MAXPAD, O_LOOK, O_DEFER, O_LOCALITY,
     O_OUTLIERS, O_OCOST, O_OGROUP, O_PRESET, O_HIDDEN, O_COST, O_LAYOUT, O_SEQLEN,
     O_TDTYPE, O_PADID, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
     O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
@@ -158,13 +159,13 @@ enum {
 static const struct option long_opts[] = {
     {"data", 1, 0, O_DATA}, {"world", 1, 0, O_WORLD}, {"ranks", 1, 0, O_RANKS},
     {"node-rank", 1, 0, O_NODE_RANK}, {"ranks-per-node", 1, 0, O_PER_NODE},
-    {"seed", 1, 0, O_SEED}, {"epochs", 1, 0, O_EPOCHS}, {"first-epoch", 1, 0, O_FIRST},
-    {"sampler", 1, 0, O_SAMPLER}, {"step-budget", 1, 0, O_BUDGET},
-    {"batch-per-rank", 1, 0, O_BPR}, {"rank-max-tokens", 1, 0, O_MAXTOK},
-    {"rank-max-padded", 1, 0, O_MAXPAD}, {"lookahead", 1, 0, O_LOOK},
+    {"seed", 1, 0, O_SEED}, {"epochs", 1, 0, O_EPOCHS}, {"epoch", 1, 0, O_FIRST},
+    {"sampler", 1, 0, O_SAMPLER}, {"budget", 1, 0, O_BUDGET}, {"samples-per-rank", 1, 0, O_SPR},
+    {"batch-per-rank", 1, 0, O_BPR}, {"max-tokens", 1, 0, O_MAXTOK},
+    {"max-padded", 1, 0, O_MAXPAD}, {"lookahead", 1, 0, O_LOOK},
     {"max-defer", 1, 0, O_DEFER}, {"locality-blocks", 1, 0, O_LOCALITY},
-    {"outliers", 1, 0, O_OUTLIERS}, {"outlier-cost", 1, 0, O_OCOST},
-    {"outlier-group", 1, 0, O_OGROUP}, {"cost-preset", 1, 0, O_PRESET},
+    {"outlier", 1, 0, O_OUTLIERS}, {"outlier-cost", 1, 0, O_OCOST},
+    {"outlier-group", 1, 0, O_OGROUP}, {"preset", 1, 0, O_PRESET},
     {"hidden", 1, 0, O_HIDDEN}, {"cost", 1, 0, O_COST}, {"layout", 1, 0, O_LAYOUT},
     {"seq-len", 1, 0, O_SEQLEN}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
     {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
@@ -203,6 +204,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     case O_FIRST: return parse_u32(a, &p->epoch);
     case O_SAMPLER: return word(a, samplers, &p->sampler);
     case O_BUDGET: return parse_u64(a, &p->step_budget);
+    case O_SPR: return parse_u32(a, &c->samples_per_rank);
     case O_BPR: return parse_u32(a, &p->batch_per_rank);
     case O_MAXTOK: return parse_u64(a, &p->rank_max_tokens);
     case O_MAXPAD: return parse_u64(a, &p->rank_max_padded);
@@ -302,6 +304,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
     c->read_depth = 8;
     c->slots = 4;
     c->memory_limit = 1ull << 30;
+    c->samples_per_rank = 16;
     c->heartbeat_ms = 1000;
     parse_state ps = {0};
     int opt;
@@ -318,6 +321,25 @@ static int parse_args(int argc, char **argv, srv_config *c)
     return finish_config(c, &ps);
 }
 
+/* Fills in what depends on the data, as lf-plan does: the budget (samples
+ * per rank x world x mean sample cost), the pack row length (the longest
+ * sample) and the baselines' batch size. */
+static void dataset_defaults(srv *s)
+{
+    lf_plan_params *p = &s->cfg.plan;
+    uint64_t n = lf_dataset_samples(s->ds), total = 0, longest = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t len = lf_dataset_sample(s->ds, i)->length;
+        total += lf_plan_cost(&p->cost, len);
+        if (len > longest) longest = len;
+    }
+    if (!p->step_budget && n)
+        p->step_budget = (uint64_t)((double)total / (double)n * s->cfg.samples_per_rank * p->world);
+    if (p->layout == LF_PLAN_PACK && !p->seq_len)
+        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
+    if (p->sampler != LF_PLAN_BALANCED && !p->batch_per_rank) p->batch_per_rank = 16;
+}
+
 /* Picks the token field: the schema's cost field must be a token array. */
 static int pick_token_field(srv *s)
 {
@@ -328,7 +350,7 @@ static int pick_token_field(srv *s)
     else {
         fprintf(stderr, "lf-server: cost field '%s' is %s: this server serves token datasets\n",
                 f->name, lf_field_type_name(f->type));
-        return -1;
+        return -ECANCELED;
     }
     s->token_field = sc->cost_field;
     return 0;
@@ -376,7 +398,7 @@ static int budget_memory(srv *s)
         fprintf(stderr, "lf-server: --memory-limit %" PRIu64 " is below rings %" PRIu64
                 " + read buffers %" PRIu64 " + two blocks %" PRIu64 "\n",
                 s->cfg.memory_limit, rings, bufs, min_cache);
-        return -1;
+        return -ECANCELED;
     }
     s->cache_limit = s->cfg.memory_limit - rings - bufs;
     return 0;
@@ -408,17 +430,13 @@ int main(int argc, char **argv)
     static srv s; /* large: ranks[] */
     if (parse_args(argc, argv, &s.cfg) != 0) return 2;
     signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* the control thread reads them */
     lf_shard_error err;
     if (lf_dataset_open(s.cfg.data_dir, &s.ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return 1;
     }
     int rc = pick_token_field(&s);
+    dataset_defaults(&s);
     if (rc == 0 && s.cfg.print_plan) {
         rc = srv_print_plan(&s);
         if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
@@ -440,13 +458,22 @@ int main(int argc, char **argv)
             fprintf(stderr, "lf-server: ring for rank %u: %s\n", s.cfg.local[li], strerror(-rc));
     if (rc == 0 && (rc = srv_pipeline_init(&s)) < 0)
         fprintf(stderr, "lf-server: pipeline: %s\n", rc > -4096 ? strerror(-rc) : "error");
+    /* From here SIGINT/SIGTERM arrive through the control thread's signalfd
+     * (every thread inherits the mask), so they end the run cleanly. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     uint64_t t0 = srv_now_ns();
+    int served = rc == 0;
     if (rc == 0) rc = srv_control_run(&s);
     srv_pipeline_stop(&s);
+    /* -ECANCELED and -EADDRINUSE were reported where they happened. */
     if (s.failed) fprintf(stderr, "lf-server: error: %s\n", s.fail_msg);
-    else if (rc < 0 && rc != -EINTR && rc > -4096)
+    else if (rc < 0 && rc != -EINTR && rc != -ECANCELED && rc != -EADDRINUSE && rc > -4096)
         fprintf(stderr, "lf-server: %s\n", strerror(-rc));
-    if (!s.cfg.quiet && rc != -EADDRINUSE) print_summary(&s, srv_now_ns() - t0);
+    if (served && !s.cfg.quiet && rc != -EADDRINUSE) print_summary(&s, srv_now_ns() - t0);
     destroy_rings(&s);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);

@@ -36,6 +36,7 @@ typedef struct srv_config {
     uint32_t local[SRV_MAX_RANKS]; /* their global ranks, ascending */
     uint32_t epochs;             /* epochs to serve */
     lf_plan_params plan;         /* plan.epoch = first epoch */
+    uint32_t samples_per_rank;   /* sets the default budget */
     uint32_t token_dtype;        /* LF_DTYPE_I32 or LF_DTYPE_I64 */
     int64_t pad_id;
     uint32_t readers, workers;   /* threads per stage */

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
-SRV=(--data "$WORK/ds" --world 2 --seed 9 --step-budget 400000 --slots 2)
+SRV=(--data "$WORK/ds" --world 2 --seed 9 --budget 400000 --slots 2)
 "$LF_BIN/lf-server" "${SRV[@]}" --print-plan >"$WORK/plan.txt"
 
 # --- a client killed mid-run --------------------------------------------

@@ -96,9 +96,9 @@ check_no_leftovers() {
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   make_dataset "$WORK/ds"
-  start_server --data "$WORK/ds" --world 2 --step-budget 400000
+  start_server --data "$WORK/ds" --world 2 --budget 400000
   # A second server on the same endpoint must refuse, and leave the first alone.
-  if "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/ds" --world 2 --step-budget 400000 \
+  if "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/ds" --world 2 --budget 400000 \
       >"$WORK/second.log" 2>&1; then fail "a second server started on $EP"; fi
   grep -q "another server" "$WORK/second.log" || fail "second server: $(cat "$WORK/second.log")"
   # lf-stat answers with the documented fields.
@@ -117,7 +117,7 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   # A runtime directory others can enter is refused.
   mkdir -m 755 "$WORK/open"
   if "$LF_BIN/lf-server" --endpoint "$WORK/open/ctl" --data "$WORK/ds" --world 1 \
-      --step-budget 400000 >"$WORK/open.log" 2>&1; then fail "served from a 0755 directory"; fi
+      --budget 400000 >"$WORK/open.log" 2>&1; then fail "served from a 0755 directory"; fi
   grep -q "not private" "$WORK/open.log" || fail "open dir: $(cat "$WORK/open.log")"
   check_no_leftovers
   echo "control plane ok"

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
-SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --step-budget 400000 --slots 3)
+SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --budget 400000 --slots 3)
 
 start_server "${SRV[@]}"
 run_clients full 2 --verify "$WORK/ds"

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
-PLAN=(--data "$WORK/ds" --seed 3 --epochs 2 --step-budget 400000)
+PLAN=(--data "$WORK/ds" --seed 3 --epochs 2 --budget 400000)
 CLIENT_ARGS=(--pad-id 0)
 
 run_one() {   # TAG N IO [server args...]
@@ -36,7 +36,7 @@ done
 # hold the epoch's blocks, so eviction and re-reads are exercised.
 CLIENT_ARGS=(--pad-id 7)
 run_one pack2 2 uring --layout pack --seq-len 16384 --token-dtype i64 --pad-id 7 \
-  --memory-limit 3M
+  --memory-limit 5M
 ev=$(sed -n "s/.* \([0-9]*\) evictions.*/\1/p" "$WORK/server.log")
 [[ -n "$ev" && $ev -gt 0 ]] || fail "the small cache evicted nothing: $(cat "$WORK/server.log")"
 echo "pack layout with a small cache: ok"

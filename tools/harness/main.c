@@ -169,8 +169,8 @@ static int parse(int argc, char **argv, opts *o)
 
 typedef struct server {
     pid_t pid;
-    char dir[64];                /* private runtime directory */
-    char endpoint[96];
+    char dir[96];                /* private runtime directory, under $TMPDIR */
+    char endpoint[108];          /* dir/ctl: fits a unix socket address */
 } server;
 
 static void sleep_ms(long ms)
@@ -192,8 +192,16 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     char bin[4096], sw[16], se[16], sseed[32], scost[128], spad[32];
     if (o->server) snprintf(bin, sizeof bin, "%s", o->server);
     else default_server(bin, sizeof bin);
-    snprintf(s->dir, sizeof s->dir, "/tmp/lf-train.XXXXXX");
-    if (!mkdtemp(s->dir)) return -errno;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if ((size_t)snprintf(s->dir, sizeof s->dir, "%s/lf-train.XXXXXX", tmp) >= sizeof s->dir) {
+        fprintf(stderr, "lf-train: TMPDIR is too long for a socket path: %s\n", tmp);
+        return -ENAMETOOLONG;
+    }
+    if (!mkdtemp(s->dir)) {
+        int e = errno;
+        fprintf(stderr, "lf-train: mkdtemp %s: %s\n", s->dir, strerror(e));
+        return -e;
+    }
     snprintf(s->endpoint, sizeof s->endpoint, "%s/ctl", s->dir);
     snprintf(sw, sizeof sw, "%d", world);
     snprintf(se, sizeof se, "%d", o->epochs);
@@ -291,7 +299,7 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
                    lt_summary *s)
 {
     server srv = {0};
-    char endpoint[96] = "", b[4096];
+    char endpoint[108] = "", b[4096];
     int rc = 0;
     if (o->data && rank == 0) {
         rc = server_start(o, sampler, world, &srv);

@@ -21,9 +21,9 @@
  * cheapest rank) places them in O(n log k) where KK's merges of full k-tuples
  * would cost O(n k). The small items going last is what evens the ranks out.
  *
- * Then a local search: the costliest rank tries, with up to 8 of the
- * cheapest ranks, the single move that best halves their gap, else the best
- * swap (a move is O(m), a swap O(m^2)); it stops when nothing helps or the
+ * Then a local search: the costliest rank tries, with the cheapest ranks
+ * first, the single move that best halves their gap, else the best swap (a
+ * move is O(m), a swap O(m^2)); it stops when nothing helps or the
  * costliest rank is within 2^-13 of the mean. Memory caps (tokens, padded
  * tokens) are enforced here: ranks over a cap first hand their longest items
  * to the cheapest rank with room, and items no rank has room for are left
@@ -426,7 +426,6 @@ static size_t repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *cap
 /* ---- local search -------------------------------------------------------- */
 
 #define LOCAL_GOOD_SHIFT 13
-#define LOCAL_TRIES 8u            /* partner ranks tried per improvement */
 
 typedef struct change {
     uint32_t x, y;               /* x leaves hi; y (or NONE) leaves lo */
@@ -503,7 +502,7 @@ static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
         for (; j > 0 && s->cost[ord[j - 1]] > s->cost[v]; j--) ord[j] = ord[j - 1];
         ord[j] = v;
     }
-    for (uint32_t i = 0; i < m && i < LOCAL_TRIES; i++) {
+    for (uint32_t i = 0; i < m; i++) {
         uint32_t lo = ord[i];
         change c = best_change(s, it, caps, hi, lo);
         if (c.x == NONE) continue;

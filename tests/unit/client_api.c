@@ -1,0 +1,234 @@
+/*
+ * client_api.c — liblevelfeed against a scripted fake server (a thread
+ * here): a good batch comes through with the right tensors; a slot whose
+ * bytes were changed, a READY naming a slot out of range or out of
+ * sequence, make lf_next fail with LF_E_PROTOCOL instead of handing out a
+ * pointer; END ends; START carries a restored position; and the argument
+ * and order checks of open, release and state restore hold.
+ */
+#include "levelfeed.h"
+#include "lf_ipc.h"
+#include "lf_ring.h"
+#include "lf_wire.h"
+#include "test.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <zmq.h>
+
+#define NSLOTS 2
+#define SLOT 8192u
+
+enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END };
+
+typedef struct fake {
+    int mode;
+    char ep[200], fd_path[208];
+    void *ctx, *router;
+    int listenfd;
+    unsigned char id[256];
+    size_t idlen;
+    lf_msg_position start;       /* what START said */
+    unsigned char *seg;
+} fake;
+
+static void fsend(fake *f, const lf_msg *m)
+{
+    unsigned char buf[512];
+    int n = lf_wire_encode(m, buf, sizeof buf);
+    if (n < 0) TEST_FAIL_("encode");
+    zmq_send(f->router, f->id, f->idlen, ZMQ_SNDMORE);
+    zmq_send(f->router, buf, (size_t)n, 0);
+}
+
+static uint16_t frecv(fake *f, lf_msg *m, unsigned char *buf)
+{
+    int idn = zmq_recv(f->router, f->id, sizeof f->id, 0);
+    int n = zmq_recv(f->router, buf, 512, 0);
+    if (idn < 0 || n < 0 || lf_wire_decode(buf, (size_t)n, m) != 0) TEST_FAIL_("fake recv");
+    f->idlen = (size_t)idn;
+    return m->type;
+}
+
+/* Writes a valid batch of `rows` samples into slot s, for READY r. */
+static void write_batch(fake *f, const lf_msg_ready *r, uint64_t rows)
+{
+    unsigned char *slot = f->seg + lf_ring_slot_offset(r->slot, SLOT);
+    lf_layout l;
+    uint64_t grid[2] = {rows, 4}, ids[1] = {rows};
+    lf_layout_init(&l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(2), 64);
+    lf_layout_add(&l, "tokens", LF_DTYPE_I32, 2, grid);
+    lf_layout_add(&l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    int32_t *tok = (int32_t *)(slot + l.tensors[0].offset);
+    for (uint64_t i = 0; i < rows * 4; i++) tok[i] = (int32_t)(i + 100 * r->seq);
+    if (lf_slot_write_header(slot, SLOT, 0, r, (uint32_t)rows, &l) != 0) TEST_FAIL_("slot");
+}
+
+static void hand_over_ring(fake *f)
+{
+    int c = accept(f->listenfd, NULL, NULL);
+    unsigned char hello[12];
+    if (c < 0 || recv(c, hello, sizeof hello, MSG_WAITALL) != 12) TEST_FAIL_("fd hello");
+    int mfd = memfd_create("fake", MFD_CLOEXEC);
+    uint64_t size = lf_ring_segment_size(NSLOTS, SLOT);
+    if (mfd < 0 || ftruncate(mfd, (off_t)size) != 0) TEST_FAIL_("memfd");
+    f->seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    lf_ring_header_write(f->seg, 0, NSLOTS, SLOT, 1);
+    if (lf_ipc_send_fd(c, mfd, "OK\n", 4) != 0) TEST_FAIL_("send fd");
+    close(mfd);
+    /* c stays open for the session: closing it would mean "server gone". */
+}
+
+static void *fake_main(void *arg)
+{
+    fake *f = arg;
+    unsigned char buf[512];
+    lf_msg m;
+    if (frecv(f, &m, buf) != LF_MSG_HELLO) TEST_FAIL_("expected HELLO");
+    lf_msg w = {.type = LF_MSG_WELCOME};
+    w.u.welcome = (lf_msg_welcome){.rank = 0, .nslots = NSLOTS, .slot_size = SLOT,
+                                   .segment_size = lf_ring_segment_size(NSLOTS, SLOT),
+                                   .token = 1, .heartbeat_ms = 50, .plan_id = 77};
+    strcpy(w.u.welcome.fd_path, f->fd_path);
+    fsend(f, &w);
+    hand_over_ring(f);
+    if (frecv(f, &m, buf) != LF_MSG_START) TEST_FAIL_("expected START");
+    f->start = m.u.start;
+    lf_msg r = {.type = LF_MSG_READY, .u.ready = {.slot = 0, .epoch = 0, .step = 0, .seq = 0}};
+    write_batch(f, &r.u.ready, 3);
+    if (f->mode == SLOT_OUT_OF_RANGE) r.u.ready.slot = NSLOTS;
+    if (f->mode == OUT_OF_SEQUENCE) r.u.ready.seq = 1;
+    fsend(f, &r);
+    if (f->mode == GOOD_THEN_CORRUPT) {
+        lf_msg r2 = {.type = LF_MSG_READY, .u.ready = {.slot = 1, .epoch = 0, .step = 1, .seq = 1}};
+        write_batch(f, &r2.u.ready, 2);
+        f->seg[lf_ring_slot_offset(1, SLOT) + LF_SLOT_HEADER_SIZE + 40] ^= 1; /* layout byte */
+        fsend(f, &r2);
+    }
+    if (f->mode == GOOD_THEN_END) {
+        lf_msg e = {.type = LF_MSG_END};
+        fsend(f, &e);
+    }
+    return NULL;
+}
+
+static void fake_start(fake *f, int mode, pthread_t *th)
+{
+    memset(f, 0, sizeof *f);
+    f->mode = mode;
+    snprintf(f->ep, sizeof f->ep, "%.150s/ctl%d", test_tmpdir(), mode);
+    snprintf(f->fd_path, sizeof f->fd_path, "%s.fd", f->ep);
+    char url[220];
+    snprintf(url, sizeof url, "ipc://%s", f->ep);
+    f->ctx = zmq_ctx_new();
+    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
+    ASSERT_EQ(zmq_bind(f->router, url), 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, f->fd_path);
+    f->listenfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_EQ(bind(f->listenfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ASSERT_EQ(listen(f->listenfd, 4), 0);
+    ASSERT_EQ(pthread_create(th, NULL, fake_main, f), 0);
+}
+
+static lf_client *open_client(fake *f)
+{
+    lf_client_options o;
+    lf_client_options_default(&o);
+    o.rank = 0;
+    o.world_size = 1;
+    o.endpoint = f->ep;
+    lf_client *c = NULL;
+    ASSERT_EQ(lf_client_open(&o, &c), 0);
+    return c;
+}
+
+static void check_good_batch(lf_client *c, lf_batch *b)
+{
+    ASSERT_EQ(lf_next(c, b, 5000), 0);
+    ASSERT_EQ(b->nsamples, 3);
+    const lf_tensor *t = lf_batch_tensor(b, "tokens");
+    ASSERT_TRUE(t != NULL);
+    ASSERT_EQ(t->ndim, 2);
+    ASSERT_EQ(t->shape[0], 3);
+    ASSERT_EQ(t->shape[1], 4);
+    ASSERT_EQ(((const int32_t *)t->host)[11], 11);
+    ASSERT_TRUE(lf_batch_tensor(b, "nope") == NULL);
+}
+
+int main(void)
+{
+    /* Arguments and the absent server. */
+    lf_client_options o;
+    lf_client_options_default(&o);
+    lf_client *c = NULL;
+    o.rank = -1;
+    ASSERT_EQ(lf_client_open(&o, &c), -EINVAL);
+    char ep[256], why[128] = "";
+    snprintf(ep, sizeof ep, "%.200s/none/ctl", test_tmpdir());
+    o = (lf_client_options){.endpoint = ep, .rank = 0, .world_size = 1,
+                            .connect_timeout_ms = 200, .error = why, .error_size = sizeof why};
+    ASSERT_EQ(lf_client_open(&o, &c), LF_E_TIMEOUT);
+    ASSERT_TRUE(strstr(why, "WELCOME") != NULL);
+    setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+    setenv("LOCAL_RANK", "1", 1);
+    lf_client_options_default(&o);
+    ASSERT_EQ(o.rank, 3);
+    ASSERT_EQ(o.world_size, 8);
+    ASSERT_EQ(o.device, 1);
+    setenv("RANK", "5", 1); /* RANK wins over MPI's variable */
+    lf_client_options_default(&o);
+    ASSERT_EQ(o.rank, 5);
+    for (int code = LF_E_ORDER; code <= LF_E_END; code++)
+        ASSERT_TRUE(strcmp(lf_strerror(code), "unknown error") != 0);
+
+    /* A good batch, then a slot whose layout byte changed. */
+    fake f;
+    pthread_t th;
+    fake_start(&f, GOOD_THEN_CORRUPT, &th);
+    c = open_client(&f);
+    lf_batch b, b2;
+    check_good_batch(c, &b);
+    ASSERT_EQ(lf_release(c, &b), 0);
+    ASSERT_EQ(lf_release(c, &b), -EINVAL); /* twice */
+    ASSERT_EQ(lf_next(c, &b2, 5000), LF_E_PROTOCOL);
+    ASSERT_TRUE(strstr(lf_client_error(c), "bad slot 1") != NULL);
+    unsigned char st[LF_STATE_SIZE];
+    ASSERT_EQ(lf_state_save(c, st, sizeof st), LF_STATE_SIZE);
+    ASSERT_EQ(lf_state_restore(c, st, sizeof st), LF_E_ORDER); /* after next */
+    pthread_join(th, NULL);
+    lf_client_close(c);
+
+    /* READY naming a slot past the ring, or out of sequence. */
+    for (int mode = SLOT_OUT_OF_RANGE; mode <= OUT_OF_SEQUENCE; mode++) {
+        fake_start(&f, mode, &th);
+        c = open_client(&f);
+        ASSERT_EQ(lf_next(c, &b, 5000), LF_E_PROTOCOL);
+        pthread_join(th, NULL);
+        lf_client_close(c);
+    }
+
+    /* Restore: START carries the saved position; END ends. */
+    fake_start(&f, GOOD_THEN_END, &th);
+    c = open_client(&f);
+    unsigned char bad[LF_STATE_SIZE];
+    memcpy(bad, st, sizeof bad);
+    bad[8] ^= 1;
+    ASSERT_EQ(lf_state_restore(c, bad, sizeof bad), LF_E_STATE);
+    ASSERT_EQ(lf_state_restore(c, st, sizeof st - 1), LF_E_STATE);
+    ASSERT_EQ(lf_state_restore(c, st, sizeof st), 0);
+    check_good_batch(c, &b);
+    ASSERT_EQ(f.start.epoch, 0);
+    ASSERT_EQ(f.start.step, 1);   /* the batch after the one returned before */
+    ASSERT_EQ(f.start.plan_id, 77);
+    ASSERT_EQ(lf_report_step(c, 1000), 0);
+    ASSERT_EQ(lf_next(c, &b2, 5000), LF_E_END);
+    pthread_join(th, NULL);
+    lf_client_close(c);
+    printf("client api ok\n");
+    return 0;
+}

@@ -1,0 +1,118 @@
+/*
+ * client_wire.c — the control protocol: every message type round-trips, and
+ * the decoder refuses every truncation, trailing byte, bad header, unknown
+ * type and out-of-range length.
+ */
+#include "lf_wire.h"
+#include "test.h"
+
+#include <errno.h>
+
+static lf_msg sample_msg(unsigned type)
+{
+    lf_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = (uint16_t)type;
+    switch (type) {
+    case LF_MSG_HELLO: m.u.hello = (lf_msg_hello){3, 8, 4242}; break;
+    case LF_MSG_WELCOME:
+        m.u.welcome = (lf_msg_welcome){.rank = 3, .nslots = 4, .slot_size = 1 << 20,
+                                       .segment_size = 4096 + (4 << 20), .token = 0x1122334455667788ull,
+                                       .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99};
+        strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
+        break;
+    case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
+    case LF_MSG_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
+    case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
+    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000}; break;
+    case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
+    case LF_MSG_ERROR:
+    case LF_MSG_STATS: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
+    default: break;
+    }
+    return m;
+}
+
+static void check_same(const lf_msg *a, const lf_msg *b)
+{
+    ASSERT_EQ(a->type, b->type);
+    if (a->type == LF_MSG_ERROR || a->type == LF_MSG_STATS) {
+        ASSERT_EQ(a->u.text.code, b->u.text.code);
+        ASSERT_EQ(a->u.text.len, b->u.text.len);
+        ASSERT_MEM_EQ(a->u.text.text, b->u.text.text, a->u.text.len);
+    } else if (a->type == LF_MSG_WELCOME) {
+        ASSERT_EQ(a->u.welcome.token, b->u.welcome.token);
+        ASSERT_EQ(a->u.welcome.plan_id, b->u.welcome.plan_id);
+        ASSERT_EQ(a->u.welcome.segment_size, b->u.welcome.segment_size);
+        ASSERT_STR_EQ(a->u.welcome.fd_path, b->u.welcome.fd_path);
+    } else {
+        ASSERT_MEM_EQ(&a->u, &b->u, sizeof a->u);
+    }
+}
+
+int main(void)
+{
+    unsigned char buf[LF_WIRE_MAX + 16];
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_STATS; t++) {
+        lf_msg m = sample_msg(t), d;
+        int n = lf_wire_encode(&m, buf, sizeof buf);
+        ASSERT_GT(n, 0);
+        ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), 0);
+        check_same(&m, &d);
+        /* Every truncation and one trailing byte are refused, *d untouched. */
+        for (int cut = 0; cut < n; cut++) {
+            lf_msg keep = {.type = 999};
+            ASSERT_EQ(lf_wire_decode(buf, (size_t)cut, &keep), -EPROTO);
+            ASSERT_EQ(keep.type, 999);
+        }
+        buf[n] = 0;
+        ASSERT_EQ(lf_wire_decode(buf, (size_t)n + 1, &d), -EPROTO);
+        /* A buffer one byte short is refused by the encoder. */
+        ASSERT_EQ(lf_wire_encode(&m, buf, (size_t)n - 1), -ENOBUFS);
+        ASSERT_TRUE(strcmp(lf_wire_type_name(t), "?") != 0);
+    }
+
+    /* Header checks: magic, version, type. */
+    lf_msg m = sample_msg(LF_MSG_READY), d;
+    int n = lf_wire_encode(&m, buf, sizeof buf);
+    for (int i = 0; i < 8; i++) {
+        buf[i] ^= 0x40;
+        ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+        buf[i] ^= 0x40;
+    }
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), 0);
+    m.type = 0;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    ASSERT_EQ(lf_wire_decode(buf, LF_WIRE_MAX + 1, &d), -EMSGSIZE);
+
+    /* Text longer than the limit: refused both ways. */
+    static char big[LF_WIRE_TEXT_MAX + 1];
+    memset(big, 'x', sizeof big);
+    m = sample_msg(LF_MSG_ERROR);
+    m.u.text.text = big;
+    m.u.text.len = LF_WIRE_TEXT_MAX;
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), 0);
+    m.u.text.len = LF_WIRE_TEXT_MAX + 1;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    /* A declared text length past the message end. */
+    m.u.text.len = 5;
+    m.u.text.text = "hello";
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[12] = 6; /* len field: bytes 12..15 after the 8-byte header and code */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+
+    /* WELCOME paths: empty, too long, or holding a NUL are refused. */
+    m = sample_msg(LF_MSG_WELCOME);
+    m.u.welcome.fd_path[0] = 0;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    memset(m.u.welcome.fd_path, 'a', sizeof m.u.welcome.fd_path);
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m = sample_msg(LF_MSG_WELCOME);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[n - 3] = 0;
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    printf("wire ok\n");
+    return 0;
+}

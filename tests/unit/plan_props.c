@@ -1,8 +1,9 @@
 /*
  * plan_props.c — the balancer's promises, checked on random long-tailed data:
  * every sample exactly once per epoch (rejects counted), memory caps at every
- * step, bit-identical plans across runs, resume from >= 20 random steps, and
- * the same global sequence for world sizes 1, 2, 4, 8 and 64.
+ * step, bit-identical plans across runs, resume from >= 20 random steps, the
+ * same global sequence for world sizes 1, 2, 4, 8 and 64, and locality (a
+ * block's samples are placed within a few steps of each other).
  */
 #include <math.h>
 
@@ -247,9 +248,62 @@ static void test_world_sizes(void)
     lf_plan_free(a);
 }
 
+/* Mean over blocks of (last step - first step) in which the block's
+ * samples are placed, over one epoch (outliers, held for their group on
+ * purpose, left out). */
+static double mean_block_span(const lf_plan_params *p, uint64_t *max_span)
+{
+    static int64_t first[NSAMPLES / 16 + 1], last[NSAMPLES / 16 + 1];
+    static int32_t slot[7919993];
+    if (!slot[samples[0].id])
+        for (uint32_t i = 0; i < NSAMPLES; i++) slot[samples[i].id] = (int32_t)i + 1;
+    for (uint32_t b = 0; b <= NSAMPLES / 16; b++) first[b] = last[b] = -1;
+    lf_plan *plan = make_plan(p);
+    lf_plan_step st;
+    while (lf_plan_next_step(plan, &st) == 1)
+        for (uint32_t i = st.noutliers; i < st.nsamples; i++) {   /* outliers wait */
+            uint64_t b = samples[slot[st.ids[i]] - 1].block;
+            if (first[b] < 0) first[b] = (int64_t)st.step;
+            last[b] = (int64_t)st.step;
+        }
+    lf_plan_free(plan);
+    double sum = 0;
+    uint32_t nb = 0;
+    *max_span = 0;
+    for (uint32_t b = 0; b <= NSAMPLES / 16; b++) {
+        if (first[b] < 0) continue;
+        uint64_t span = (uint64_t)(last[b] - first[b]);
+        sum += (double)span;
+        nb++;
+        if (span > *max_span) *max_span = span;
+    }
+    return sum / nb;
+}
+
+/* A block's samples come out close together (the reader touches it about
+ * once an epoch); a plain shuffle spreads them over the whole epoch. */
+static void test_locality(void)
+{
+    lf_plan_params p;
+    base_params(&p, 8, 16);
+    p.lookahead = 512;
+    uint64_t max_local, max_naive;
+    double local = mean_block_span(&p, &max_local);
+    p.sampler = LF_PLAN_NAIVE;
+    p.batch_per_rank = 16;
+    double naive = mean_block_span(&p, &max_naive);
+    /* window: 8 blocks x 16 samples, lookahead 512, ~128 samples a step */
+    printf("block span in steps: locality mean %.1f max %" PRIu64 ", naive mean %.1f\n",
+           local, max_local, naive);
+    ASSERT_LT(local * 10, naive);
+    /* a sample waits at most lookahead / step (4) + max_defer (4) steps */
+    ASSERT_LE(max_local, 8);
+}
+
 int main(void)
 {
     make_samples();
+    test_locality();
     test_exactly_once_and_caps();
     test_identical_and_resume();
     test_world_sizes();

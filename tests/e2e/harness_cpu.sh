@@ -17,15 +17,15 @@ command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
-export TMPDIR="$WORK/tmp"     # lf-train's server runtime directories go here
-mkdir -p "$TMPDIR"
+TMP="$WORK/tmp"               # lf-train's server runtime directories go here
+mkdir -p "$TMP"
 
 "$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples 1500 --seed 7 --threads 1 \
   --vocab 256 --len-median 32 --len-max 256 --len-min 8 >"$WORK/synth.log" 2>&1 ||
   { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
 
 COST=16,0.0003,0,0
-MODEL=(--vocab 256 --dim 16 --hidden 32 --cost "$COST" --log-every 0)
+MODEL=(--vocab 256 --dim 16 --hidden 32 --cost "$COST" --log-every 0 --tmpdir "$TMP")
 
 train() {   # TAG NP [lf-train args...]; output in $WORK/TAG.out
   local tag=$1 np=$2; shift 2
@@ -87,6 +87,6 @@ grep -q "parameters differ after step 10: rank 1" "$WORK/fault.out" ||
 echo "planted fault: caught"
 
 check_no_leftovers
-[[ -z "$(ls -A "$TMPDIR")" ]] || fail "left in TMPDIR: $(ls "$TMPDIR")"
+[[ -z "$(ls -A "$TMP")" ]] || fail "runtime directories left: $(ls "$TMP")"
 ! pgrep -f "$WORK/ds" >/dev/null || fail "processes left: $(pgrep -af "$WORK/ds")"
 echo "harness cpu ok"

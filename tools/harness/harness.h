@@ -108,7 +108,8 @@ int lt_train(const lt_train_opts *o, lt_run *run);
 typedef struct lt_record {
     uint64_t t_start;            /* lf_next called */
     uint64_t data_ns;            /* in lf_next */
-    uint64_t compute_ns;         /* forward + backward */
+    uint64_t compute_ns;         /* forward + backward, wall clock */
+    uint64_t compute_cpu_ns;     /* the same in this thread's CPU time (CPU model) */
     uint64_t reduce_ns;          /* in the all-reduce (sync wait + transfer) */
     uint64_t step_ns;            /* lf_next .. parameters updated */
     uint64_t tokens;             /* real tokens */
@@ -139,6 +140,9 @@ typedef struct lt_summary {
     double step_p50_ms, step_p99_ms;
     double sync_wait_fraction, data_wait_fraction;
     double imbalance_p50, imbalance_p99;   /* compute max / mean over ranks */
+    double work_imbalance_p50;             /* the same in CPU time (CPU model) */
+    double work_total_s;                   /* compute summed over ranks and steps
+                                              (CPU time for the CPU model) */
     double loss_first, loss_last;          /* mean over the first / last 10% */
 } lt_summary;
 

@@ -34,7 +34,7 @@ static const char *const samplers[] = {"balanced", "naive", "sorted"};
 
 typedef struct opts {
     lt_train_opts t;
-    const char *data, *server, *sampler, *report, *trace, *chart, *batches;
+    const char *data, *server, *sampler, *report, *trace, *chart, *batches, *tmpdir;
     int compare, calibrate, epochs;
     long seed;
     char **server_args;          /* after "--" */
@@ -51,6 +51,7 @@ static void usage(FILE *f)
 "data:\n"
 "  --data DIR          start lf-server on DIR for each run (rank 0 spawns it)\n"
 "  --server PATH       the lf-server binary (default: beside lf-train)\n"
+"  --tmpdir DIR        parent of the servers' runtime directories ($TMPDIR or /tmp)\n"
 "  -- ARGS             more lf-server arguments (--budget, --layout, --max-tokens, ...)\n"
 "  --endpoint EP       use a running lf-server instead of --data\n"
 "  --sampler S         balanced, naive or sorted (default balanced)\n"
@@ -71,12 +72,13 @@ static void usage(FILE *f)
 "  --calibrate         fit (a, b, c0) to measured compute, print R^2 and flags\n"
 "checks:\n"
 "  --fault-step N --fault-rank R   perturb a parameter of rank R after step N\n"
-"                      (the cross-rank parameter check must then fail the run)\n");
+"                      (the cross-rank parameter check must then fail the run)\n"
+"this build: %s\n", LT_CUDA ? "CPU and CUDA (NCCL)" : "CPU only (no CUDA)");
 }
 
 enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
        O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
-       O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_HELP };
+       O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_HELP };
 
 static int parse_cost(const char *s, double c[4])
 {
@@ -99,6 +101,7 @@ static int option(opts *o, int c, const char *a)
     switch (c) {
     case O_DATA: o->data = a; return 0;
     case O_SERVER: o->server = a; return 0;
+    case O_TMPDIR: o->tmpdir = a; return 0;
     case O_ENDPOINT: o->t.endpoint = a; return 0;
     case O_SAMPLER: o->sampler = a; return 0;
     case O_COMPARE: o->compare = 1; return 0;
@@ -138,7 +141,8 @@ static int parse(int argc, char **argv, opts *o)
         {"log-every", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT}, {"trace", 1, 0, O_TRACE},
         {"chart", 1, 0, O_CHART}, {"batches", 1, 0, O_BATCHES},
         {"calibrate", 0, 0, O_CALIBRATE}, {"fault-step", 1, 0, O_FSTEP},
-        {"fault-rank", 1, 0, O_FRANK}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR}, {"help", 0, 0, O_HELP},
+        {0, 0, 0, 0}};
     *o = (opts){.sampler = "balanced", .epochs = 1};
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
                            .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
@@ -192,9 +196,9 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     char bin[4096], sw[16], se[16], sseed[32], scost[128], spad[32];
     if (o->server) snprintf(bin, sizeof bin, "%s", o->server);
     else default_server(bin, sizeof bin);
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     if ((size_t)snprintf(s->dir, sizeof s->dir, "%s/lf-train.XXXXXX", tmp) >= sizeof s->dir) {
-        fprintf(stderr, "lf-train: TMPDIR is too long for a socket path: %s\n", tmp);
+        fprintf(stderr, "lf-train: %s is too long a directory for a socket path\n", tmp);
         return -ENAMETOOLONG;
     }
     if (!mkdtemp(s->dir)) {
@@ -346,6 +350,8 @@ static void print_table(const lt_summary *s)
     ROW("data wait %", ".1f", 100 * s[i].data_wait_fraction);
     ROW("compute max/mean p50", ".3f", s[i].imbalance_p50);
     ROW("compute max/mean p99", ".3f", s[i].imbalance_p99);
+    ROW("CPU time max/mean p50", ".3f", s[i].work_imbalance_p50);
+    ROW("compute s (all ranks)", ".2f", s[i].work_total_s);
     ROW("loss first 10%", ".3f", s[i].loss_first);
     ROW("loss last 10%", ".3f", s[i].loss_last);
 #undef ROW

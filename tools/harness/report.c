@@ -26,6 +26,14 @@ uint64_t lt_sync_wait(const lt_run *run, uint64_t step, int rank)
     return at(run, step, rank)->reduce_ns - fastest;
 }
 
+/* The compute a fit or a balance figure should see: CPU time where the
+ * model ran on this CPU (immune to other processes sharing the cores),
+ * else wall time (a GPU step's time is the device's). */
+static double work_ns(const lt_record *x)
+{
+    return (double)(x->compute_cpu_ns ? x->compute_cpu_ns : x->compute_ns);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -53,15 +61,17 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     memset(s, 0, sizeof *s);
     if (run->steps == 0) return -1;
     double *step = malloc(run->steps * sizeof *step), *imb = malloc(run->steps * sizeof *imb);
-    if (!step || !imb) {
+    double *work = malloc(run->steps * sizeof *work);
+    if (!step || !imb || !work) {
         free(step);
         free(imb);
+        free(work);
         return -1;
     }
     double tokens = 0, total = 0, sync = 0, data = 0, end = 0;
     size_t nimb = 0;
     for (uint64_t i = 0; i < run->steps; i++) {
-        double slowest = 0, cmax = 0, csum = 0;
+        double slowest = 0, cmax = 0, csum = 0, wmax = 0, wsum = 0;
         for (int r = 0; r < run->ranks; r++) {
             const lt_record *x = at(run, i, r);
             tokens += (double)x->tokens;
@@ -71,10 +81,16 @@ int lt_summarize(const lt_run *run, lt_summary *s)
             slowest = fmax(slowest, (double)x->step_ns);
             cmax = fmax(cmax, (double)x->compute_ns);
             csum += (double)x->compute_ns;
+            wmax = fmax(wmax, work_ns(x));
+            wsum += work_ns(x);
+            s->work_total_s += work_ns(x) / 1e9;
             end = fmax(end, (double)(x->t_start + x->step_ns));
         }
         step[i] = slowest / 1e6;
-        if (csum > 0) imb[nimb++] = cmax / (csum / run->ranks);
+        if (csum > 0 && wsum > 0) {
+            work[nimb] = wmax / (wsum / run->ranks);
+            imb[nimb++] = cmax / (csum / run->ranks);
+        }
     }
     double start = (double)at(run, 0, 0)->t_start;
     s->tokens_per_s = end > start ? tokens / ((end - start) / 1e9) : 0;
@@ -84,11 +100,13 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     s->data_wait_fraction = total > 0 ? data / total : 0;
     s->imbalance_p50 = percentile(imb, nimb, 50);
     s->imbalance_p99 = percentile(imb, nimb, 99);
+    s->work_imbalance_p50 = percentile(work, nimb, 50);
     uint64_t w = run->steps / 10 ? run->steps / 10 : 1;
     s->loss_first = mean_loss(run, 0, w);
     s->loss_last = mean_loss(run, run->steps - w, run->steps);
     free(step);
     free(imb);
+    free(work);
     return 0;
 }
 
@@ -290,7 +308,7 @@ int lt_calibrate(const lt_run *run)
     for (uint64_t i = 0; i < run->steps; i++)
         for (int r = 0; r < run->ranks; r++) {
             const lt_record *x = at(run, i, r);
-            double f[3] = {x->sum_len, x->sum_len2, x->nsamples}, t = (double)x->compute_ns;
+            double f[3] = {x->sum_len, x->sum_len2, x->nsamples}, t = work_ns(x);
             if (!x->nsamples) continue;
             for (int a = 0; a < 3; a++) {
                 for (int b = 0; b < 3; b++) A[a][b] += f[a] * f[b];
@@ -308,13 +326,13 @@ int lt_calibrate(const lt_run *run)
         for (int r = 0; r < run->ranks; r++) {
             const lt_record *x = at(run, i, r);
             if (!x->nsamples) continue;
-            double t = (double)x->compute_ns;
+            double t = work_ns(x);
             double e = t - (coef[0] * x->sum_len + coef[1] * x->sum_len2 +
                             coef[2] * x->nsamples);
             ss_res += e * e;
             ss_tot += (t - mean) * (t - mean);
         }
-    printf("calibration over %.0f rank-steps: compute_ns = a*L + b*L^2 + c0 per sample\n"
+    printf("calibration over %.0f rank-steps: compute = a*L + b*L^2 + c0 per sample\n"
            "  a = %.4g ns/token, b = %.4g ns/token^2, c0 = %.4g ns/sample, R^2 = %.4f\n",
            n, coef[0], coef[1], coef[2], ss_tot > 0 ? 1 - ss_res / ss_tot : 0);
     if (coef[0] <= 0) {

@@ -31,11 +31,16 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* A rank's state for one run. */
@@ -238,11 +243,13 @@ static int train_step(rank_ctx *x, const lt_batch *mb, int active, lt_record *r)
             rc = lt_gpu_sgd(x->gpu, x->o->lr, x->params, why, sizeof why);
 #endif
     } else {
+        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
         if (active) lt_cpu_step(x->cpu, mb, x->grads);
         x->grads[n + 2] = (float)active;
         uint64_t t1 = now_ns();
         r->compute_ns = t1 - t0;
+        r->compute_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
         MPI_Allreduce(MPI_IN_PLACE, x->grads, (int)(n + LT_EXTRA), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
         r->reduce_ns = now_ns() - t1;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# make demo: the main job end to end on a synthetic long-tailed token set.
+#   scripts/demo.sh BUILD_DIR
+# 1. lf-shard synth tokens writes the dataset (lognormal lengths, 8..1024);
+#    lf-shard stats shows its length distribution;
+# 2. lf-plan shows what each sampler would do with it (no server);
+# 3. mpirun -np 4 lf-train --compare: for balanced, naive and sorted in turn
+#    lf-train starts an lf-server, trains one epoch on 4 ranks (GPU with
+#    NCCL when nvidia-smi sees GPUs and lf-train has CUDA, else the CPU
+#    model with MPI_Allreduce), and prints one table;
+# 4. the reports, traces (open in https://ui.perfetto.dev) and SVG charts
+#    stay in BUILD_DIR/demo; nothing else is left (checked).
+set -euo pipefail
+
+B=${1:-build/default}
+BIN="$B/bin"
+OUT="$(mkdir -p "$B" && cd "$B" && pwd)/demo"
+RANKS=4
+COST=16,0.06,0,0      # fitted by lf-train --calibrate for the CPU model below
+
+die() { echo "demo: $*" >&2; exit 1; }
+command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
+[[ -x "$BIN/lf-train" ]] || die "$BIN/lf-train was not built (it needs MPI: make MPI=1)"
+
+# Open MPI in a container: root allowed, shared memory only, ranks may
+# outnumber cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+rm -rf "$OUT"
+mkdir -p "$OUT/tmp"
+SHM_BEFORE=$(ls /dev/shm | sort)
+trap 'rm -rf "$OUT/tmp"' EXIT
+
+DEVICE=cpu
+if nvidia-smi -L >/dev/null 2>&1 && "$BIN/lf-train" --help | grep -q "this build: CPU and CUDA"; then
+  DEVICE=cuda
+fi
+
+echo "== 1. dataset: 3000 token samples, lognormal lengths (median 64, up to 1024)"
+"$BIN/lf-shard" synth tokens --out "$OUT/data" --samples 3000 --seed 11 --vocab 64 \
+  --len-median 64 --len-max 1024 --len-min 8 --threads 2
+"$BIN/lf-shard" stats "$OUT/data"
+
+echo
+echo "== 2. the plans (lf-plan, cost model --cost $COST)"
+"$BIN/lf-plan" "$OUT/data" --world "$RANKS" --cost "$COST" --samples-per-rank 4 |
+  tee "$OUT/plan.txt" | grep -E "^[a-z]+:|max/mean|lf-plan:"
+# naive and sorted take as many samples per step as balanced's mean.
+PER_RANK=$(sed -n 's/^naive:.*(\([0-9]*\) per rank).*/\1/p' "$OUT/plan.txt")
+[[ -n "$PER_RANK" ]] || die "no samples per rank in lf-plan's output"
+
+echo
+echo "== 3. mpirun -np $RANKS lf-train --compare --device $DEVICE (one lf-server per sampler)"
+mpirun -np "$RANKS" "$BIN/lf-train" --data "$OUT/data" --compare --device "$DEVICE" \
+  --vocab 64 --dim 16 --hidden 32 --cost "$COST" --log-every 0 --tmpdir "$OUT/tmp" \
+  --report "$OUT/report.json" --trace "$OUT/trace.json" --chart "$OUT/chart.svg" \
+  -- --samples-per-rank 4 --batch-per-rank "$PER_RANK" | tee "$OUT/compare.txt"
+
+echo
+echo "== 4. outputs in $OUT"
+for s in balanced naive sorted; do
+  echo "  $s: report $OUT/report.$s.json  trace $OUT/trace.$s.json  chart $OUT/chart.$s.svg"
+done
+
+# Clean shutdown: the servers are gone and left no shared memory.
+[[ "$(ls /dev/shm | sort)" == "$SHM_BEFORE" ]] || die "/dev/shm changed during the demo"
+! pgrep -f "$OUT/data" >/dev/null || die "processes left: $(pgrep -af "$OUT/data")"
+[[ -z "$(ls -A "$OUT/tmp")" ]] || die "runtime directories left in $OUT/tmp"
+echo "demo: done, nothing left running"

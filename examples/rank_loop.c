@@ -158,6 +158,21 @@ static void digest_batch(XXH3_state_t *h, const lf_batch *b)
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* p-th percentile (0..100) of n values, sorted in place. */
+static double percentile_us(uint64_t *v, size_t n, double p)
+{
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, cmp_u64);
+    size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+    return (double)v[i] / 1e3;
+}
+
 static void print_batch(FILE *f, const lf_batch *b, int rank, const uint64_t *ids)
 {
     fprintf(f, "%u %" PRIu64 " %d %u", b->epoch, b->step, rank, b->nsamples);
@@ -252,6 +267,7 @@ int main(int argc, char **argv)
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     long batches = 0, samples = 0, bad = 0;
+    uint64_t bytes = 0, first_ns = 0, *waits = NULL;
     lf_batch b;
     while (rc == 0 && batches != a.max_batches && (rc = lf_next(c, &b, a.timeout_ms)) == 0) {
         uint64_t t0 = now_ns();
@@ -268,6 +284,10 @@ int main(int argc, char **argv)
             }
         }
         digest_batch(&h, &b);
+        if (batches == 0) first_ns = now_ns();
+        uint64_t *w = realloc(waits, ((size_t)batches + 1) * sizeof *w);
+        if (w) (waits = w)[batches] = b.wait_ns;
+        for (uint32_t i = 0; i < b.ntensors; i++) bytes += b.tensors[i].size;
         if (dig) {
             XXH3_state_t one;
             XXH3_64bits_reset(&one);
@@ -295,8 +315,16 @@ int main(int argc, char **argv)
     lf_client_close(c);
     if (out) fclose(out);
     if (dig) fclose(dig);
-    printf("rank %d: %ld batches, %ld samples, digest %016llx%s\n", a.o.rank, batches, samples,
-           (unsigned long long)XXH3_64bits_digest(&h), bad ? ", MISMATCHES" : "");
+    double secs = batches ? (double)(now_ns() - first_ns) / 1e9 : 0;
+    /* lf_next latency: the first batches wait for the pipeline to fill. */
+    size_t skip = batches > 8 ? 4 : 0, nw = waits ? (size_t)batches - skip : 0;
+    double p50 = percentile_us(waits ? waits + skip : NULL, nw, 50);
+    double p99 = percentile_us(waits ? waits + skip : NULL, nw, 99);
+    printf("rank %d: %ld batches, %ld samples, %" PRIu64 " tensor bytes in %.3f s, "
+           "lf_next p50 %.1f us p99 %.1f us, digest %016llx%s\n", a.o.rank, batches, samples,
+           bytes, secs, p50, p99, (unsigned long long)XXH3_64bits_digest(&h),
+           bad ? ", MISMATCHES" : "");
+    free(waits);
     lf_block_decoder_free(v.dec);
     free(v.stored);
     free(v.raw);

@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""A small next-token model trained with DistributedDataParallel, fed by
+levelfeed or, for comparison, by a plain DataLoader + DistributedSampler.
+
+    lf-server --data DIR --world 2 --epochs 2 &
+    torchrun --nproc_per_node=2 examples/torch_ddp.py --vocab 32000
+    torchrun --nproc_per_node=2 examples/torch_ddp.py --loader torch --data DIR --epochs 2
+
+Rank, world and rendezvous come from the variables torchrun sets (RANK,
+LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); without them it runs as a
+single process. gloo on CPU, nccl when CUDA is available.
+
+--loader torch: the DataLoader needs a map-style Dataset over the same
+samples, and the shard format has no Python reader (writing one would copy
+the C reader). So each rank first reads the whole dataset once into memory
+through levelfeed itself (a private lf-server, world 1, naive sampler, one
+epoch, not timed) and then trains from an in-memory Dataset with
+DistributedSampler and a padding collate, batch size fixed. That baseline
+never touches storage during training: it is the DataLoader's best case,
+and what it shows next to levelfeed is the effect of fixed-count batches
+(unequal work per rank, waiting at the all-reduce) and of the per-step cost
+of the loader itself.
+
+Printed at the end (rank 0): tokens/s over all ranks, step time p50/p99,
+and for each rank the time spent waiting for data and waiting at the
+gradient all-reduce (a tiny all-reduce timed at the start of DDP's first
+gradient bucket: it returns once the slowest rank has finished its
+backward, so its duration is this rank's wait). A line `summary k=v ...`
+carries the same for scripts.
+
+For tests: --dump FILE writes one line per batch, "epoch step rank n
+id,id,... crc32 loss"; --stop-after K saves a checkpoint (model, optimizer,
+loader.state_dict()) to --checkpoint PREFIX.rankR.pt after K steps and
+exits; --resume loads it and continues.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import levelfeed  # noqa: E402  (from the source tree when not installed)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--loader", choices=("levelfeed", "torch"), default="levelfeed")
+    p.add_argument("--endpoint", help="lf-server control socket (default: the server's)")
+    p.add_argument("--data", help="--loader torch: the dataset directory")
+    p.add_argument("--epochs", type=int, default=1, help="--loader torch: epochs")
+    p.add_argument("--batch-size", type=int, default=16, help="--loader torch: samples per rank")
+    p.add_argument("--workers", type=int, default=0, help="--loader torch: DataLoader workers")
+    p.add_argument("--lf-server", default=None,
+                   help="--loader torch: lf-server program (default: $LF_BIN/lf-server, PATH)")
+    p.add_argument("--vocab", type=int, default=32000, help="token ids are below this")
+    p.add_argument("--max-len", type=int, default=2048, help="longer samples are truncated")
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--dump", help="per-batch lines (epoch step rank n ids crc32 loss)")
+    p.add_argument("--checkpoint", help="checkpoint prefix (PREFIX.rankR.pt)")
+    p.add_argument("--stop-after", type=int, default=0, help="save --checkpoint after K steps, exit")
+    p.add_argument("--resume", action="store_true", help="start from --checkpoint")
+    a = p.parse_args()
+    if a.loader == "torch" and not a.data:
+        p.error("--loader torch needs --data DIR")
+    if (a.stop_after or a.resume) and not a.checkpoint:
+        p.error("--stop-after and --resume need --checkpoint")
+    if a.loader == "torch" and (a.stop_after or a.resume):
+        p.error("--stop-after/--resume: only with --loader levelfeed")
+    return a
+
+
+class Block(nn.Module):
+    """Pre-norm causal self-attention and MLP. Attention is written out
+    (not nn.MultiheadAttention) so an empty batch flows through it."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        n, length, dim = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(n, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
+        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
+        att = att.masked_fill(causal, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(n, length, dim))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab, dim, heads, max_len):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(max_len, dim)
+        self.block, self.ln, self.head = Block(dim, heads), nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        return self.head(self.ln(self.block(self.tok(tokens) + self.pos(pos))))
+
+
+def next_token_loss(model, tokens, lengths):
+    """Mean cross-entropy of each real position's next token (pads after a
+    sample's length are masked; the causal mask keeps them out of attention).
+    The mean is over this rank's tokens: DDP then averages the ranks."""
+    logits = model(tokens[:, :-1])
+    targets = tokens[:, 1:]
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                         reduction="none").view(targets.shape)
+    pos = torch.arange(targets.shape[1], device=tokens.device)
+    mask = pos[None, :] < (lengths[:, None] - 1)
+    return (ce * mask).sum() / mask.sum().clamp(min=1)
+
+
+class AllreduceWait:
+    """A DDP comm hook: before the first gradient bucket's all-reduce, a tiny
+    blocking all-reduce returns only when every rank got there, i.e. once
+    the slowest rank has finished its backward; its duration is this rank's
+    wait. Then the bucket is averaged as DDP's default hook does."""
+
+    def __init__(self, world):
+        self.world, self.seconds, self.tiny = world, 0.0, torch.zeros(1)
+
+    def hook(self, _state, bucket):
+        buf = bucket.buffer()
+        if bucket.index() == 0:
+            tiny = self.tiny.to(buf.device)
+            t0 = time.perf_counter()
+            dist.all_reduce(tiny)
+            self.seconds += time.perf_counter() - t0
+        buf.div_(self.world)
+        return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
+
+
+def find_lf_server(explicit):
+    if explicit:
+        return explicit
+    if os.environ.get("LF_BIN"):
+        return os.path.join(os.environ["LF_BIN"], "lf-server")
+    return shutil.which("lf-server") or "lf-server"
+
+
+def preload(args):
+    """Every sample of the dataset in memory, by id, read once through a
+    private lf-server (see the module's note on --loader torch)."""
+    rt = tempfile.mkdtemp(prefix="lf-preload-")       # 0700, as lf-server wants
+    ep = os.path.join(rt, "ctl")
+    srv = subprocess.Popen([find_lf_server(args.lf_server), "--data", args.data, "--world", "1",
+                            "--sampler", "naive", "--batch-per-rank", "64", "--epochs", "1",
+                            "--endpoint", ep, "--quiet"])
+    samples = {}
+    try:
+        with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
+            for b in lo:
+                for i, sid in enumerate(b["sample_ids"]):
+                    samples[int(sid)] = b["tokens"][i, :b["lengths"][i]].astype(np.int64)
+        if srv.wait(timeout=30) != 0:
+            raise RuntimeError("preload: lf-server exited %d" % srv.returncode)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+        shutil.rmtree(rt, ignore_errors=True)
+    return [samples[i] for i in range(len(samples))]
+
+
+class InMemoryTokens(torch.utils.data.Dataset):
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return i, self.samples[i]
+
+
+def pad_collate(items):
+    """The batch levelfeed's pad layout gives: tokens [n, longest] padded
+    with 0, lengths, sample_ids."""
+    longest = max(len(s) for _, s in items)
+    tokens = torch.zeros(len(items), longest, dtype=torch.int32)
+    for row, (_, s) in enumerate(items):
+        tokens[row, :len(s)] = torch.from_numpy(s)
+    return {"tokens": tokens,
+            "lengths": torch.tensor([len(s) for _, s in items], dtype=torch.int32),
+            "sample_ids": torch.tensor([i for i, _ in items], dtype=torch.int64)}
+
+
+def torch_batches(args, rank, world):
+    """(epoch, step, batch) from a plain DataLoader + DistributedSampler."""
+    ds = InMemoryTokens(preload(args))
+    sampler = torch.utils.data.distributed.DistributedSampler(
+        ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
+    dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler,
+                                     collate_fn=pad_collate, num_workers=args.workers)
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for step, b in enumerate(dl):
+            yield epoch, step, b
+
+
+def levelfeed_batches(loader):
+    for b in loader:
+        yield b.epoch, b.step, b
+
+
+def percentile(xs, q):
+    return float(np.percentile(np.array(xs), q)) if xs else 0.0
+
+
+class Dump:
+    """The --dump lines of one rank (format of lf-server --print-plan, plus
+    a CRC of the token bytes and the loss)."""
+
+    def __init__(self, path, rank):
+        self.f = open(path, "w") if path else None
+        self.rank = rank
+
+    def write(self, epoch, step, b, loss):
+        if not self.f:
+            return
+        ids = ",".join(str(int(i)) for i in b["sample_ids"])
+        crc = zlib.crc32(b["tokens"].numpy().tobytes())
+        self.f.write("%d %d %d %d %s %08x %.9g\n" % (epoch, step, self.rank, len(b["sample_ids"]),
+                                                      ids, crc, loss))
+
+    def close(self):
+        if self.f:
+            self.f.close()
+
+
+def setup():
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+    cuda = torch.cuda.is_available()
+    device = torch.device("cpu")
+    if cuda:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+    return rank, world, device
+
+
+def checkpoint_path(args, rank):
+    return "%s.rank%d.pt" % (args.checkpoint, rank)
+
+
+def report(args, rank, world, device, stats):
+    """Rank 0 prints the run's figures; every rank contributes its own."""
+    mine = torch.tensor([stats["tokens"], stats["data_wait"], stats["ar_wait"], stats["wall"]],
+                        dtype=torch.float64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine)
+    if rank != 0:
+        return
+    every = [e.cpu().tolist() for e in every]
+    tokens = sum(e[0] for e in every)
+    wall = max(e[3] for e in every)
+    steps, losses = stats["step_times"], stats["losses"]
+    k = max(1, min(20, len(losses) // 4))
+    first, last = float(np.mean(losses[:k])), float(np.mean(losses[-k:]))
+    p50, p99 = percentile(steps, 50) * 1e3, percentile(steps, 99) * 1e3
+    print("%s: %d steps, %.0f tokens/s, step p50 %.2f ms p99 %.2f ms, loss %.3f -> %.3f"
+          % (args.loader, len(steps), tokens / wall, p50, p99, first, last))
+    for r, e in enumerate(every):
+        print("  rank %d: waited %.3f s for data, %.3f s at the all-reduce (of %.2f s)"
+              % (r, e[1], e[2], e[3]))
+    print("summary loader=%s steps=%d tokens_per_s=%.0f step_p50_ms=%.3f step_p99_ms=%.3f "
+          "loss_first=%.4f loss_last=%.4f data_wait_s=%s allreduce_wait_s=%s"
+          % (args.loader, len(steps), tokens / wall, p50, p99, first, last,
+             ",".join("%.3f" % e[1] for e in every), ",".join("%.3f" % e[2] for e in every)))
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    rank, world, device = setup()
+    torch.manual_seed(args.seed)
+    model = TinyLM(args.vocab, args.dim, args.heads, args.max_len).to(device)
+    ddp = nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None)
+    waits = AllreduceWait(world)
+    ddp.register_comm_hook(None, waits.hook)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+
+    loader = None
+    if args.loader == "levelfeed":
+        loader = levelfeed.Loader(endpoint=args.endpoint, rank=rank, world_size=world)
+        if args.resume:
+            ck = torch.load(checkpoint_path(args, rank))
+            model.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optimizer"])
+            loader.load_state_dict(ck["loader"])
+        batches = levelfeed_batches(loader)
+    else:
+        batches = torch_batches(args, rank, world)
+
+    dump = Dump(args.dump, rank)
+    stats = {"tokens": 0, "data_wait": 0.0, "step_times": [], "losses": []}
+    dist.barrier()
+    start = t_prev = time.perf_counter()
+    steps = 0
+    while True:
+        try:
+            epoch, step, b = next(batches)
+        except StopIteration:
+            break
+        t_got = time.perf_counter()
+        stats["data_wait"] += t_got - t_prev
+        tokens = b["tokens"].to(device, non_blocking=True)[:, :args.max_len].long()
+        lengths = b["lengths"].to(device, non_blocking=True).long().clamp(max=args.max_len)
+        loss = next_token_loss(ddp, tokens, lengths)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        value = float(loss)
+        t_done = time.perf_counter()
+        if loader:
+            loader.report_step(t_done - t_got)
+        dump.write(epoch, step, b, value)
+        stats["tokens"] += int(lengths.sum())
+        stats["losses"].append(value)
+        stats["step_times"].append(t_done - t_prev)
+        steps += 1
+        t_prev = t_done
+        if rank == 0 and args.log_every and steps % args.log_every == 0:
+            print("step %d (epoch %d): loss %.4f" % (steps, epoch, value), flush=True)
+        if args.stop_after and steps == args.stop_after:
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "loader": loader.state_dict(), "steps": steps},
+                       checkpoint_path(args, rank))
+            break
+    stats["wall"] = time.perf_counter() - start
+    stats["ar_wait"] = waits.seconds
+    dump.close()
+    if loader:
+        loader.close()
+    report(args, rank, world, device, stats)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+"""levelfeed: a training rank's batches from the node's lf-server, as
+zero-copy tensors (see python/README.md).
+
+    import levelfeed
+    loader = levelfeed.Loader()          # rank from RANK, default endpoint
+    for batch in loader:                 # dict: tokens, lengths, sample_ids
+        loss = model(batch["tokens"]) ...
+"""
+from ._capi import LevelfeedError, LevelfeedTimeout
+from .loader import Batch, Loader
+
+__all__ = ["Batch", "Loader", "LevelfeedError", "LevelfeedTimeout"]

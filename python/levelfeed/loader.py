@@ -1,0 +1,219 @@
+"""levelfeed.Loader: the batches of one training rank, as dicts of tensors
+that are views of the client's shared-memory ring (no copy).
+
+Lifetime is the one rule to know: a batch's tensors are views of a ring
+slot, and the slot goes back to the server when the next batch is taken (or
+on release()/close()). Keep a tensor longer and it shows a later batch's
+bytes; copy it (t.clone()) to keep it. The ring is mapped read-only: writing
+into a batch tensor in place kills the process with SIGSEGV.
+
+Device tensors: the API takes `device`, but this liblevelfeed has no device
+ring (lf_tensor.device is always NULL), so any device other than the CPU is
+refused at construction with a message saying so. When the client gains its
+device ring, _device_view() is where the non-NULL device pointer becomes a
+torch tensor (through __cuda_array_interface__ or DLPack), next to
+_host_view(); the rest of the Loader stays as it is.
+"""
+import ctypes
+import errno
+
+import numpy as np
+
+from . import _capi
+from ._capi import LevelfeedError, check, lib
+
+try:
+    import torch
+except ImportError:     # numpy arrays only
+    torch = None
+
+# levelfeed.h dtype codes -> numpy dtype. bf16 (10) has no numpy type: its
+# bits travel as uint16 and become torch.bfloat16 by a view.
+_NP = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32,
+       6: np.int32, 7: np.uint64, 8: np.int64, 9: np.float16, 10: np.uint16,
+       11: np.float32, 12: np.float64}
+_BF16 = 10
+
+_STATE_KEY = "levelfeed"
+_STATE_VERSION = 1
+
+
+def _is_host(device):
+    return device is None or str(device) == "cpu"
+
+
+def _host_array(t):
+    """A read-only numpy view of the tensor's bytes in the ring."""
+    if t.dtype not in _NP:
+        raise LevelfeedError(_capi.E_PROTOCOL, "tensor %r: unknown dtype %d" % (t.name, t.dtype))
+    dt = np.dtype(_NP[t.dtype])
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    if int(np.prod(shape, dtype=np.uint64)) * dt.itemsize != t.size:
+        raise LevelfeedError(_capi.E_PROTOCOL, "tensor %r: shape %s does not fill its %d bytes"
+                             % (t.name, shape, t.size))
+    if t.size == 0:
+        return np.empty(shape, dt)
+    raw = (ctypes.c_char * t.size).from_address(t.host)
+    return np.frombuffer(raw, dtype=dt).reshape(shape)
+
+
+def _host_view(t, as_torch):
+    """The tensor as numpy (read-only) or torch. torch 1.13 lacks u16/u32/u64:
+    u64 (sample ids) is viewed as int64 (same bits; exact below 2**63), u16
+    and u32 are widened to int32/int64, which copies — the layouts give
+    tokens as i32 or i64, so the token tensor itself is never copied."""
+    a = _host_array(t)
+    if not as_torch:
+        a.flags.writeable = False
+        return a
+    if t.dtype == _BF16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    if a.dtype == np.uint64:
+        return torch.from_numpy(a.view(np.int64))
+    if a.dtype == np.uint16:
+        return torch.from_numpy(a.astype(np.int32))
+    if a.dtype == np.uint32:
+        return torch.from_numpy(a.astype(np.int64))
+    # Writable as far as numpy knows (so torch does not warn); the pages are
+    # read-only all the same (see the module's note).
+    return torch.from_numpy(a)
+
+
+class Batch(dict):
+    """One batch: a dict of tensors by name ("tokens", "lengths",
+    "sample_ids", ...) with the batch's place in the plan as attributes."""
+    epoch = step = seq = nsamples = 0
+    wait_s = 0.0
+
+
+class Loader:
+    """Iterates this rank's batches from the node's lf-server, every epoch
+    the server serves in one pass (batch.epoch says which), then stops.
+
+    endpoint    the server's control socket (None: the server's default)
+    rank        global rank (None: RANK, else OMPI/PMI/SLURM variables)
+    world_size  ranks in the job (None: WORLD_SIZE etc.; the server checks it)
+    device      None or "cpu": host tensors; a GPU device is refused for now
+    timeout     seconds to wait for the server and for each batch (None: forever)
+    tensors     "torch" (default when torch imports) or "numpy"
+    """
+
+    def __init__(self, endpoint=None, rank=None, world_size=None, device=None,
+                 timeout=60.0, tensors=None):
+        self._client = None
+        self._held = None
+        if not _is_host(device):
+            raise NotImplementedError(
+                "levelfeed: device=%r: this liblevelfeed has no device ring (lf_tensor.device "
+                "is NULL), so it cannot hand out GPU tensors; use device=None and move the "
+                "batch with .to(device, non_blocking=True)" % (device,))
+        if tensors is None:
+            tensors = "torch" if torch is not None else "numpy"
+        if tensors not in ("torch", "numpy") or (tensors == "torch" and torch is None):
+            raise ValueError("levelfeed: tensors=%r: want 'numpy'%s"
+                             % (tensors, "" if torch is None else " or 'torch'"))
+        self._as_torch = tensors == "torch"
+        self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        self._yielded = 0
+        self._finished = False
+        self._client = self._open(endpoint, rank, world_size)
+
+    def _open(self, endpoint, rank, world_size):
+        o = _capi.Options()
+        lib.lf_client_options_default(ctypes.byref(o))
+        if endpoint is not None:
+            o.endpoint = str(endpoint).encode()
+        if rank is not None:
+            o.rank = int(rank)
+        if world_size is not None:
+            o.world_size = int(world_size)
+        if self._timeout_ms > 0:
+            o.connect_timeout_ms = self._timeout_ms
+        why = ctypes.create_string_buffer(512)
+        o.error = ctypes.cast(why, ctypes.c_char_p)
+        o.error_size = len(why)
+        self.rank = o.rank
+        if o.rank < 0:
+            raise LevelfeedError(-errno.EINVAL, "levelfeed: no rank: pass rank= or set RANK")
+        c = ctypes.c_void_p()
+        rc = lib.lf_client_open(ctypes.byref(o), ctypes.byref(c))
+        if rc < 0:
+            raise _capi.error(rc, detail=why.value.decode("utf-8", "replace") or None)
+        return c
+
+    def _live(self):
+        if self._client is None:
+            raise LevelfeedError(_capi.E_ORDER, "levelfeed: the loader is closed")
+        return self._client
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        c = self._live()
+        self.release()
+        b = _capi.Batch()
+        rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
+        if rc == _capi.E_END:
+            self._finished = True
+            raise StopIteration
+        check(rc, c)
+        self._held = b
+        self._yielded += 1
+        out = Batch()
+        for i in range(b.ntensors):
+            t = b.tensors[i]
+            out[t.name.decode()] = _host_view(t, self._as_torch)
+        out.epoch, out.step, out.seq, out.nsamples = b.epoch, b.step, b.seq, b.nsamples
+        out.wait_s = b.wait_ns * 1e-9
+        return out
+
+    def release(self):
+        """Gives the current batch's slot back now (its tensors go stale)."""
+        if self._held is not None:
+            b, self._held = self._held, None
+            check(lib.lf_release(self._live(), ctypes.byref(b)), self._client)
+
+    def report_step(self, compute_seconds):
+        """Tells the server how long the trainer computed on the last batch;
+        lf-stat shows it next to the time this rank waited for data."""
+        check(lib.lf_report_step(self._live(), int(max(0.0, compute_seconds) * 1e9)),
+              self._client)
+
+    def state_dict(self):
+        """This rank's position, after the last batch yielded, in the shape of
+        torchdata's StatefulDataLoader: a plain dict to put in a checkpoint."""
+        buf = ctypes.create_string_buffer(256)
+        n = check(lib.lf_state_save(self._live(), buf, len(buf)), self._client)
+        return {"_num_yielded": self._yielded, "_iterator_finished": self._finished,
+                _STATE_KEY: {"version": _STATE_VERSION, "rank": self.rank,
+                             "state": buf.raw[:n]}}
+
+    def load_state_dict(self, state_dict):
+        """Resumes from state_dict(): call it before the first batch. The
+        server refuses a state of another rank or another plan."""
+        mine = state_dict.get(_STATE_KEY) if isinstance(state_dict, dict) else None
+        if not isinstance(mine, dict) or mine.get("version") != _STATE_VERSION:
+            raise LevelfeedError(_capi.E_STATE, "levelfeed: not a levelfeed Loader state_dict")
+        raw = bytes(mine["state"])
+        check(lib.lf_state_restore(self._live(), raw, len(raw)), self._client)
+        self._yielded = int(state_dict.get("_num_yielded", 0))
+        self._finished = bool(state_dict.get("_iterator_finished", False))
+
+    def close(self):
+        """Releases the batch held, says goodbye and unmaps the ring: every
+        tensor of this loader is invalid afterwards."""
+        if self._client is not None:
+            self._held = None       # the ring goes with the client
+            lib.lf_client_close(self._client)
+            self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+

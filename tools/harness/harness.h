@@ -41,6 +41,23 @@ typedef struct lt_batch {
     uint32_t nseqs;
 } lt_batch;
 
+/* Walks the windows of a batch: each sequence is cut into windows of at
+ * most `window` (>= 2) tokens; a last piece of one token (no target) is
+ * dropped. Start with it = {0}; returns the next window's length (0: no
+ * more) and points *t at its tokens. */
+typedef struct lt_window_iter {
+    uint32_t seq;
+    size_t off;
+} lt_window_iter;
+size_t lt_next_window(const lt_batch *b, size_t window, lt_window_iter *it, const int32_t **t);
+
+/* Offsets of each tensor in the flat parameter vector (see model_cpu.c);
+ * n is the parameter count. */
+typedef struct lt_layout {
+    size_t E, Wq, Wk, Wv, Wo, W1, b1, W2, b2, U, c, n;
+} lt_layout;
+lt_layout lt_layout_of(const lt_config *c);
+
 /* Sizes of the flat parameter vector (the gradient vector has the same
  * layout plus LT_EXTRA trailing floats: loss sum, targets, active ranks). */
 size_t lt_param_count(const lt_config *c);

@@ -365,7 +365,7 @@ static void device_name(const opts *o, char *buf, size_t size)
 {
     snprintf(buf, size, "cpu");
 #if LT_CUDA
-    if (o->t.cuda) lt_gpu_name(0, buf, size);
+    if (o->t.cuda && lt_gpu_name(0, buf, size) < 0) snprintf(buf, size, "cuda");
 #else
     (void)o;
 #endif

@@ -21,15 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Offsets of each tensor in the flat parameter vector. */
-typedef struct layout {
-    size_t E, Wq, Wk, Wv, Wo, W1, b1, W2, b2, U, c, n;
-} layout;
-
-static layout layout_of(const lt_config *c)
+lt_layout lt_layout_of(const lt_config *c)
 {
     size_t V = (size_t)c->vocab, D = (size_t)c->dim, H = (size_t)c->hidden;
-    layout l;
+    lt_layout l;
     l.E = 0;
     l.Wq = l.E + V * D;
     l.Wk = l.Wq + D * D;
@@ -47,12 +42,12 @@ static layout layout_of(const lt_config *c)
 
 size_t lt_param_count(const lt_config *c)
 {
-    return layout_of(c).n;
+    return lt_layout_of(c).n;
 }
 
 struct lt_cpu {
     lt_config cfg;
-    layout l;
+    lt_layout l;
     float *params;
     /* activations of one window (W rows) */
     float *x, *q, *k, *v, *a, *h, *z, *y, *p;
@@ -72,7 +67,7 @@ static float uniform(uint64_t *s, float scale)
 static void init_params(lt_cpu *m)
 {
     const lt_config *c = &m->cfg;
-    const layout *l = &m->l;
+    const lt_layout *l = &m->l;
     uint64_t s = c->seed * 0x9E3779B97F4A7C15ull + 1;
     memset(m->params, 0, l->n * sizeof *m->params);
     float sd = sqrtf(3.0f / (float)c->dim), sh = sqrtf(3.0f / (float)c->hidden);
@@ -86,7 +81,7 @@ int lt_cpu_create(const lt_config *c, lt_cpu **out)
     lt_cpu *m = calloc(1, sizeof *m);
     if (!m) return -1;
     m->cfg = *c;
-    m->l = layout_of(c);
+    m->l = lt_layout_of(c);
     size_t W = (size_t)c->window, D = (size_t)c->dim, H = (size_t)c->hidden;
     float **bufs[] = {&m->x, &m->q, &m->k, &m->v, &m->a, &m->h, &m->y,
                       &m->dx, &m->dq, &m->dk, &m->dv, &m->da, &m->dh};
@@ -207,7 +202,7 @@ static void attention_back(lt_cpu *m, size_t L)
 /* Output layer and loss of row i: adds the loss, fills dy_i (in dh). */
 static double output_row(lt_cpu *m, const float *y, int target, float *g, float *dy)
 {
-    const layout *l = &m->l;
+    const lt_layout *l = &m->l;
     size_t D = (size_t)m->cfg.dim, V = (size_t)m->cfg.vocab;
     float *lg = m->logit, mx = -INFINITY;
     vec_mat(y, m->params + l->U, m->params + l->c, D, V, lg);
@@ -224,7 +219,7 @@ static double output_row(lt_cpu *m, const float *y, int target, float *g, float 
 /* Forward through the block for rows 0..L-1 (attention included). */
 static void forward(lt_cpu *m, const int32_t *t, size_t L)
 {
-    const layout *l = &m->l;
+    const lt_layout *l = &m->l;
     const float *P = m->params;
     size_t D = (size_t)m->cfg.dim, H = (size_t)m->cfg.hidden;
     for (size_t i = 0; i < L; i++) {
@@ -250,7 +245,7 @@ static void forward(lt_cpu *m, const int32_t *t, size_t L)
 /* Backward of the MLP and Wo for row i, from dy (in dh) to da. */
 static void block_back_row(lt_cpu *m, size_t i, float *g)
 {
-    const layout *l = &m->l;
+    const lt_layout *l = &m->l;
     const float *P = m->params;
     size_t D = (size_t)m->cfg.dim, H = (size_t)m->cfg.hidden;
     float *dh = m->dh + i * D, *dy = m->dx; /* dx row 0 as scratch */
@@ -269,7 +264,7 @@ static void block_back_row(lt_cpu *m, size_t i, float *g)
 /* One window of L >= 2 tokens: forward, loss, backward into g. */
 static double window_step(lt_cpu *m, const int32_t *t, size_t L, float *g)
 {
-    const layout *l = &m->l;
+    const lt_layout *l = &m->l;
     const float *P = m->params;
     size_t D = (size_t)m->cfg.dim;
     double loss = 0;
@@ -293,19 +288,28 @@ static double window_step(lt_cpu *m, const int32_t *t, size_t L, float *g)
     return loss;
 }
 
+size_t lt_next_window(const lt_batch *b, size_t window, lt_window_iter *it, const int32_t **t)
+{
+    for (; it->seq < b->nseqs; it->seq++, it->off = 0) {
+        size_t len = b->seqs[it->seq].len, off = it->off;
+        if (off + 1 < len) {
+            *t = b->tokens + b->seqs[it->seq].start + off;
+            it->off += window;
+            return len - off < window ? len - off : window;
+        }
+    }
+    return 0;
+}
+
 void lt_cpu_step(lt_cpu *m, const lt_batch *b, float *grads)
 {
-    size_t W = (size_t)m->cfg.window;
     double loss = 0, targets = 0;
-    for (uint32_t s = 0; s < b->nseqs; s++) {
-        const int32_t *t = b->tokens + b->seqs[s].start;
-        size_t len = b->seqs[s].len;
-        for (size_t off = 0; off + 1 < len; off += W) {
-            size_t L = len - off < W ? len - off : W;
-            if (L < 2) break;
-            loss += window_step(m, t + off, L, grads);
-            targets += (double)(L - 1);
-        }
+    lt_window_iter it = {0};
+    const int32_t *t;
+    size_t L;
+    while ((L = lt_next_window(b, (size_t)m->cfg.window, &it, &t)) > 0) {
+        loss += window_step(m, t, L, grads);
+        targets += (double)(L - 1);
     }
     grads[m->l.n] += (float)loss;
     grads[m->l.n + 1] += (float)targets;

@@ -1,5 +1,5 @@
 # lf-train, the reference DDP trainer: needs MPI (MPI=1); with CUDA=1 it
-# also carries the GPU model (model_cuda.cu, NCCL + cuBLAS). The MPI and
+# also carries the GPU model (model_cuda.cu, CUDA kernels + NCCL). The MPI and
 # CUDA flags apply to the harness's own objects and link line only.
 ifeq ($(MPI),1)
 harness_SRCS := tools/harness/main.c tools/harness/train.c tools/harness/model_cpu.c \
@@ -23,7 +23,7 @@ $(harness_CU_OBJ): tools/harness/model_cuda.cu tools/harness/harness.h
 	$(NVCC) -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Itools/harness -c -o $@ $<
 $(B)/bin/lf-train: $(harness_CU_OBJ)
 $(B)/bin/lf-train: LINK_LIBS += $(harness_CU_OBJ) -L$(harness_CUDA_HOME)/lib64 \
-  -Wl,-rpath,$(harness_CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
+  -Wl,-rpath,$(harness_CUDA_HOME)/lib64 -lnccl -lcudart -lstdc++
 else
 $(harness_OBJS): override CFLAGS += -DLT_CUDA=0
 endif

@@ -354,7 +354,7 @@ static int model_open(rank_ctx *x)
         rc = lt_gpu_create(&x->o->model, co.local_rank < 0 ? 0 : co.local_rank, x->rank,
                            x->world, id, &x->gpu, why, sizeof why);
     }
-    if (rc < 0) fprintf(stderr, "lf-train rank %d: --device cuda: %s\n", x->rank, why);
+    if (rc < 0 && why[0]) fprintf(stderr, "lf-train rank %d: --device cuda: %s\n", x->rank, why);
     return rc;
 #else
     fprintf(stderr, "lf-train: --device cuda: this lf-train was built without CUDA "

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Helpers for the lf-train end-to-end tests (sourced by tests/e2e/harness_*.sh,
+# on top of server_lib.sh): Open MPI settings for a container, a small
+# synthetic token set, a training run, and the checks the tests share.
+source "$(dirname "${BASH_SOURCE[0]}")/server_lib.sh"
+
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+[[ -x "$LF_BIN/lf-train" ]] || { echo "SKIP: lf-train not built (MPI=0)"; exit 77; }
+
+# Open MPI in a container: root allowed, shared memory only, more ranks than cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1
+TMP="$WORK/tmp"               # lf-train's server runtime directories go here
+mkdir -p "$TMP"
+
+"$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples 1500 --seed 7 --threads 1 \
+  --vocab 256 --len-median 32 --len-max 256 --len-min 8 >"$WORK/synth.log" 2>&1 ||
+  { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
+
+COST=16,0.0003,0,0
+MODEL=(--vocab 256 --dim 16 --hidden 32 --cost "$COST" --log-every 0 --tmpdir "$TMP")
+
+train() {   # TAG NP [lf-train args...]; output in $WORK/TAG.out
+  local tag=$1 np=$2; shift 2
+  mpirun -np "$np" "$LF_BIN/lf-train" --data "$WORK/ds" "${MODEL[@]}" "$@" >"$WORK/$tag.out" 2>&1
+}
+
+check_plan() {   # TAG NP SAMPLER [server args...]: batch logs == lf-server --print-plan
+  local tag=$1 np=$2 sampler=$3 r; shift 3
+  "$LF_BIN/lf-server" --data "$WORK/ds" --world "$np" --sampler "$sampler" --seed 0 \
+    --epochs 1 --cost "$COST" --pad-id 0 "$@" --print-plan | sort -k1,1n -k2,2n -k3,3n \
+    >"$WORK/$tag.plan"
+  [[ -s "$WORK/$tag.plan" ]] || fail "$tag: empty plan"
+  for ((r = 0; r < np; r++)); do [[ -s "$WORK/$tag.r$r.txt" ]] || fail "$tag: rank $r got nothing"; done
+  diff <(cat "$WORK/$tag".r*.txt | sort -k1,1n -k2,2n -k3,3n) "$WORK/$tag.plan" >/dev/null ||
+    fail "$tag: the batches the ranks received differ from the plan"
+}
+
+check_loss() {   # TAG SAMPLER MIN_STEPS: the loss of the last 10% of steps is lower
+  local tag=$1 sampler=$2 min=$3 steps first last
+  read -r steps first last < <(sed -n "s/^$sampler: \([0-9]*\) steps.*loss \([0-9.]*\) -> \([0-9.]*\)\$/\1 \2 \3/p" "$WORK/$tag.out")
+  [[ -n "${steps:-}" ]] || fail "$tag: no summary line: $(cat "$WORK/$tag.out")"
+  [[ $steps -ge $min ]] || fail "$tag: only $steps steps"
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' ||
+    fail "$tag: the loss did not fall: $first -> $last"
+  echo "$tag: $steps steps, loss $first -> $last"
+}
+
+check_report() {   # REPORT TRACE RANKS DEVICE: documented keys, one track per rank
+  /usr/bin/python3 - "$@" <<'PY' || fail "report or trace malformed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+want = ["sampler", "ranks", "steps", "tokens_per_s", "step_ms", "sync_wait_fraction",
+        "data_wait_fraction", "compute_max_over_mean", "device"]
+assert list(r) == want, list(r)
+assert r["ranks"] == int(sys.argv[3]) and (r["device"] == "cpu") == (sys.argv[4] == "cpu")
+assert set(r["step_ms"]) == {"p50", "p99"} and set(r["compute_max_over_mean"]) == {"p50", "p99"}
+assert 0 <= r["sync_wait_fraction"] < 1 and 0 <= r["data_wait_fraction"] < 1
+t = json.load(open(sys.argv[2]))["traceEvents"]
+assert {e["tid"] for e in t if e["ph"] == "X"} == set(range(int(sys.argv[3])))
+assert {"data wait", "compute", "all-reduce"} <= {e["name"] for e in t}
+PY
+}
+
+check_clean() {   # nothing left: shared memory, runtime directories, processes
+  check_no_leftovers
+  [[ -z "$(ls -A "$TMP")" ]] || fail "runtime directories left: $(ls "$TMP")"
+  ! pgrep -f "$WORK/ds" >/dev/null || fail "processes left: $(pgrep -af "$WORK/ds")"
+}

@@ -277,8 +277,8 @@ def report(args, rank, world, device, stats):
     tokens = sum(e[0] for e in every)
     wall = max(e[3] for e in every)
     steps, losses = stats["step_times"], stats["losses"]
-    k = max(1, min(20, len(losses) // 4))
-    first, last = float(np.mean(losses[:k])), float(np.mean(losses[-k:]))
+    # The first 5 steps (near the untrained loss) against the last 20.
+    first, last = float(np.mean(losses[:5])), float(np.mean(losses[-20:]))
     p50, p99 = percentile(steps, 50) * 1e3, percentile(steps, 99) * 1e3
     print("%s: %d steps, %.0f tokens/s, step p50 %.2f ms p99 %.2f ms, loss %.3f -> %.3f"
           % (args.loader, len(steps), tokens / wall, p50, p99, first, last))

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# examples/torch_ddp.py under DDP (gloo, CPU): two ranks started with the
+# variables torchrun sets (Debian's torchrun itself fails under Python 3.11),
+# fed by an lf-server over a small synthetic token set, two epochs, about 200
+# steps. Checks: the loss falls; every sample arrives exactly once per epoch
+# (the ranks dump their sample ids); a run stopped after K steps and resumed
+# from its checkpoint (model, optimizer, loader.state_dict()) gives the same
+# batches — ids, token bytes and losses — as the uninterrupted run; nothing
+# is left in /dev/shm, the runtime directory or the process table.
+# Exit 77 only when /usr/bin/python3 cannot import torch.
+source "$(dirname "$0")/server_lib.sh"
+
+PY=/usr/bin/python3
+"$PY" -c 'import torch, numpy' 2>/dev/null || { echo "skip: torch not importable by $PY"; exit 77; }
+ROOT=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+export LEVELFEED_LIB=${LF_BUILD:-$LF_BIN/..}/lib/liblevelfeed.so
+[[ -f $LEVELFEED_LIB ]] || fail "no $LEVELFEED_LIB"
+
+SAMPLES=800
+"$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples $SAMPLES --seed 7 --threads 1 \
+  --len-median 16 --len-min 4 --len-max 48 --vocab 64 >"$WORK/synth.log" 2>&1 ||
+  { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
+SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --samples-per-rank 4 --slots 3)
+MODEL=(--vocab 64 --dim 32 --heads 2 --lr 0.01 --log-every 0)
+
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Runs the two ranks of one training run to completion; rank r dumps its
+# batches to $WORK/TAG.rR.txt and logs to $WORK/TAG.rR.log.
+run_ranks() {      # TAG [torch_ddp.py args...]
+  local tag=$1 port r rc=0 rpids=()
+  shift
+  port=$(free_port)
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$PY" "$ROOT/examples/torch_ddp.py" --endpoint "$EP" "${MODEL[@]}" \
+      --dump "$WORK/$tag.r$r.txt" "$@" >"$WORK/$tag.r$r.log" 2>&1 &
+    rpids+=($!)
+    PIDS+=($!)
+  done
+  for r in 0 1; do
+    wait "${rpids[$r]}" || { rc=1; cat "$WORK/$tag.r$r.log" >&2; }
+  done
+  [[ $rc -eq 0 ]] || fail "a rank of run $tag failed"
+}
+
+summary_field() {  # TAG KEY: a value of rank 0's summary line
+  sed -n "s/^summary .*\b$2=\([^ ]*\).*/\1/p" "$WORK/$1.r0.log"
+}
+
+start_server "${SRV[@]}"
+run_ranks full
+wait_server
+check_exactly_once full $SAMPLES
+steps=$(wc -l <"$WORK/full.r0.txt")
+[[ $steps -ge 150 && $steps -eq $(wc -l <"$WORK/full.r1.txt") ]] ||
+  fail "steps: rank 0 $steps, rank 1 $(wc -l <"$WORK/full.r1.txt")"
+first=$(summary_field full loss_first) last=$(summary_field full loss_last)
+[[ -n $first && -n $last ]] || fail "no summary line: $(cat "$WORK/full.r0.log")"
+awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
+  fail "loss did not fall: $first -> $last"
+echo "ddp: $steps steps, every sample once per epoch, loss $first -> $last"
+
+K=57
+start_server "${SRV[@]}"
+run_ranks a --checkpoint "$WORK/ck" --stop-after $K
+wait_server
+start_server "${SRV[@]}"
+run_ranks b --checkpoint "$WORK/ck" --resume
+wait_server
+for r in 0 1; do
+  [[ $(wc -l <"$WORK/a.r$r.txt") -eq $K ]] || fail "rank $r stopped after $(wc -l <"$WORK/a.r$r.txt") steps, not $K"
+  cmp -s <(cat "$WORK/a.r$r.txt" "$WORK/b.r$r.txt") "$WORK/full.r$r.txt" ||
+    fail "rank $r: stopped at $K + resumed differs from the uninterrupted run:
+$(diff <(cat "$WORK/a.r$r.txt" "$WORK/b.r$r.txt") "$WORK/full.r$r.txt" | head -5)"
+done
+echo "ddp: stopped after $K steps and resumed = uninterrupted (ids, token bytes, losses)"
+
+# server_lib's check_no_leftovers, except that OpenMPI segments are other
+# jobs' (this test starts no MPI program; the machine may run some).
+new=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | sort) | grep -v '^vader_segment\.' || true)
+[[ -z $new ]] || fail "left in /dev/shm: $new"
+left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
+[[ -z $left ]] || fail "left in the runtime directory: $left"
+stray=$(pgrep -f -- "$WORK" || true)
+[[ -z $stray ]] || fail "processes left: $(ps -o pid,args -p "${stray//$'\n'/,}")"
+echo "python ddp ok"

@@ -16,14 +16,15 @@
  * arena; when it fills, the live tuples (never more slots than items) are
  * copied to the other half, so the arena is bounded by 2n + k slots.
  *
- * KK runs over the world * 8 costliest items only: past those, the rest are
+ * KK runs over the world * 4 costliest items only: past those, the rest are
  * small next to a rank's load, and LPT (costliest first, each to the
  * cheapest rank) places them in O(n log k) where KK's merges of full k-tuples
  * would cost O(n k). The small items going last is what evens the ranks out.
  *
  * Then a local search: the costliest rank tries, with the cheapest ranks
  * first, the single move that best halves their gap, else the best swap (a
- * move is O(m), a swap O(m^2)); it stops when nothing helps or the
+ * move is O(m), a swap O(m^2): swaps stop after 8192 pairs per round); it
+ * stops when nothing helps or the
  * costliest rank is within 2^-13 of the mean. Memory caps (tokens, padded
  * tokens) are enforced here: ranks over a cap first hand their longest items
  * to the cheapest rank with room, and items no rank has room for are left
@@ -37,7 +38,7 @@
 #include "plan_internal.h"
 
 #define NONE UINT32_MAX
-#define KK_PER_RANK 8u          /* KK places the world * 8 costliest items */
+#define KK_PER_RANK 4u          /* KK places the world * 4 costliest items */
 
 int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
 {
@@ -426,6 +427,7 @@ static size_t repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *cap
 /* ---- local search -------------------------------------------------------- */
 
 #define LOCAL_GOOD_SHIFT 13
+#define SWAP_WORK 8192u          /* sample pairs a swap search may look at */
 
 typedef struct change {
     uint32_t x, y;               /* x leaves hi; y (or NONE) leaves lo */
@@ -448,9 +450,9 @@ static int better(const lfp_items *it, uint64_t gap, uint64_t delta, uint32_t x,
 }
 
 /* The best change between hi and lo: a move if any helps (O(m)), else the
- * best swap (O(m^2)). */
+ * best swap (O(m^2)) while *swap_work, the pairs left to look at, lasts. */
 static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
-                          uint32_t hi, uint32_t lo)
+                          uint32_t hi, uint32_t lo, uint64_t *swap_work)
 {
     change best = {NONE, NONE, 0};
     uint64_t gap = s->cost[hi] - s->cost[lo];
@@ -460,7 +462,9 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
             rank_fits(s, it, caps, lo, x, NONE))
             best = (change){x, NONE, it->cost[x]};
     }
-    if (best.x != NONE) return best;
+    uint64_t pairs = (uint64_t)s->count[hi] * s->count[lo];
+    if (best.x != NONE || pairs > *swap_work) return best;
+    *swap_work -= pairs;
     for (uint32_t p = s->rank_start[hi]; p < s->rank_start[hi + 1]; p++) {
         uint32_t x = s->members[p];
         for (uint32_t q = s->rank_start[lo]; q < s->rank_start[lo + 1]; q++) {
@@ -485,7 +489,8 @@ static uint32_t costliest(const lfp_split *s)
 }
 
 /* Improves the costliest rank against the cheapest rank that allows a
- * change, trying ranks cheapest first (ties by rank number). */
+ * change, trying ranks cheapest first (ties by rank number); swaps only
+ * while SWAP_WORK pairs last, so a step of long rank lists stays cheap. */
 static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
     uint32_t k = s->world, hi = costliest(s);
@@ -502,9 +507,10 @@ static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
         for (; j > 0 && s->cost[ord[j - 1]] > s->cost[v]; j--) ord[j] = ord[j - 1];
         ord[j] = v;
     }
+    uint64_t swap_work = SWAP_WORK;
     for (uint32_t i = 0; i < m; i++) {
         uint32_t lo = ord[i];
-        change c = best_change(s, it, caps, hi, lo);
+        change c = best_change(s, it, caps, hi, lo, &swap_work);
         if (c.x == NONE) continue;
         if (c.y == NONE) move_item(s, it, c.x, lo);
         else swap_items(s, it, c.x, c.y);

@@ -18,16 +18,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 static const char *const samplers[] = {"balanced", "naive", "sorted"};
 #define NSAMPLERS 3
@@ -191,6 +189,18 @@ static void default_server(char *buf, size_t size)
     else snprintf(buf, size, "lf-server");
 }
 
+/* Starts bin; the child gets SIGTERM if this rank dies first (MPI_Abort,
+ * a crash), so a failed job leaves no server behind. Returns the pid or -1. */
+static pid_t spawn(const char *bin, char **argv)
+{
+    pid_t parent = getpid(), pid = fork();
+    if (pid != 0) return pid;
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent) _exit(127);
+    execv(bin, argv);
+    fprintf(stderr, "lf-train: exec %s: %s\n", bin, strerror(errno));
+    _exit(127);
+}
+
 static int server_start(const opts *o, const char *sampler, int world, server *s)
 {
     char bin[4096], sw[16], se[16], sseed[32], scost[128], spad[32];
@@ -221,11 +231,12 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     if (!argv) return -ENOMEM;
     memcpy(argv, fixed, sizeof fixed);
     memcpy(argv + nf, o->server_args, (size_t)o->nserver_args * sizeof *argv);
-    int rc = posix_spawn(&s->pid, bin, NULL, NULL, argv, environ);
+    s->pid = spawn(bin, argv);
     free(argv);
-    if (rc != 0) {
-        fprintf(stderr, "lf-train: cannot start %s: %s\n", bin, strerror(rc));
-        return -rc;
+    if (s->pid < 0) {
+        int e = errno;
+        fprintf(stderr, "lf-train: cannot start %s: %s\n", bin, strerror(e));
+        return -e;
     }
     /* Wait for the control socket, or for the server to give up. */
     struct stat st;

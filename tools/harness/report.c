@@ -134,13 +134,14 @@ int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
 
 /* ---- Chrome trace ------------------------------------------------------- */
 
+/* One slice; args (a JSON object's members, or "") show in the viewer. */
 static void trace_event(FILE *f, int *first, const char *name, int rank, uint64_t ts,
-                        uint64_t dur)
+                        uint64_t dur, const char *args)
 {
     if (dur == 0) return;
     fprintf(f, "%s\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,"
-               "\"dur\":%.3f}", *first ? "" : ",", name, rank, (double)ts / 1e3,
-            (double)dur / 1e3);
+               "\"dur\":%.3f,\"args\":{%s}}", *first ? "" : ",", name, rank, (double)ts / 1e3,
+            (double)dur / 1e3, args);
     *first = 0;
 }
 
@@ -163,12 +164,16 @@ int lt_write_trace(const lt_run *run, const char *path)
             const lt_record *x = at(run, i, r);
             uint64_t t = x->t_start, sw = lt_sync_wait(run, i, r);
             uint64_t used = x->data_ns + x->compute_ns + x->reduce_ns;
-            trace_event(f, &first, "data wait", r, t, x->data_ns);
-            trace_event(f, &first, "compute", r, t += x->data_ns, x->compute_ns);
-            trace_event(f, &first, "sync wait", r, t += x->compute_ns, sw);
-            trace_event(f, &first, "all-reduce", r, t += sw, x->reduce_ns - sw);
+            char args[160];
+            snprintf(args, sizeof args, "\"step\":%llu,\"samples\":%u,\"tokens\":%llu,"
+                     "\"planned_cost\":%llu", (unsigned long long)i, x->nsamples,
+                     (unsigned long long)x->tokens, (unsigned long long)x->planned_cost);
+            trace_event(f, &first, "data wait", r, t, x->data_ns, "");
+            trace_event(f, &first, "compute", r, t += x->data_ns, x->compute_ns, args);
+            trace_event(f, &first, "sync wait", r, t += x->compute_ns, sw, "");
+            trace_event(f, &first, "all-reduce", r, t += sw, x->reduce_ns - sw, "");
             trace_event(f, &first, "update", r, t + x->reduce_ns - sw,
-                        x->step_ns > used ? x->step_ns - used : 0);
+                        x->step_ns > used ? x->step_ns - used : 0, "");
         }
     }
     fprintf(f, "\n]}\n");

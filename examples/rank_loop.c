@@ -5,17 +5,20 @@
  *   lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
  *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
+ *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *
  * Each batch becomes a line "epoch step rank n id,id,..." in --out (the
  * format of `lf-server --print-plan`). --verify re-reads every sample
  * straight from the shards (its own read, checksum and decompression) and
- * compares it with the tensor bytes. At the end it prints a digest of every
+ * compares it with the tensor bytes (images: with the transform of the
+ * stored JPEG, given the server's image flags and seed). At the end it prints a digest of every
  * tensor byte it received, so two runs can be compared byte for byte;
  * --digests writes one per batch ("epoch step rank digest"), so the pieces
  * of a resumed run can be compared with an uninterrupted one.
  */
 #include "levelfeed.h"
 #include "lf_shard.h"
+#include "lf_tf.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -34,6 +37,9 @@ typedef struct verifier {
     unsigned char *stored, *raw;
     uint64_t block;              /* block in raw, UINT64_MAX: none */
     int64_t pad_id;
+    lf_tf_image_params image;    /* image datasets: the server's transform */
+    lf_tf_ws *ws;
+    unsigned char *expect;       /* one transformed image */
 } verifier;
 
 static uint64_t now_ns(void)
@@ -58,8 +64,8 @@ static int verifier_open(verifier *v, const char *dir, int64_t pad_id)
     return 0;
 }
 
-/* The stored tokens of `sample`, read and decoded independently. */
-static int sample_tokens(verifier *v, uint64_t sample, lf_field_view *out, size_t *elem)
+/* The fields of `sample`, read and decoded independently of the server. */
+static int sample_fields(verifier *v, uint64_t sample, lf_field_view *views)
 {
     lf_shard_error err;
     uint64_t b = lf_dataset_sample_block(v->ds, sample);
@@ -72,11 +78,42 @@ static int sample_tokens(verifier *v, uint64_t sample, lf_field_view *out, size_
         if (n < 0) { fprintf(stderr, "rank-loop: %s\n", err.msg); return -1; }
         v->block = b;
     }
+    return lf_sample_fields(v->ds, sample, v->raw, bi->raw_size, views, &err) < 0 ? -1 : 0;
+}
+
+/* The stored tokens of `sample`. */
+static int sample_tokens(verifier *v, uint64_t sample, lf_field_view *out, size_t *elem)
+{
     lf_field_view views[LF_MAX_FIELDS];
-    if (lf_sample_fields(v->ds, sample, v->raw, bi->raw_size, views, &err) < 0) return -1;
+    if (sample_fields(v, sample, views) < 0) return -1;
     const lf_schema *sc = lf_dataset_schema(v->ds);
     *out = views[sc->cost_field];
     *elem = lf_field_elem_size(&sc->fields[sc->cost_field]);
+    return 0;
+}
+
+/* Images: each one equals the transform of the stored JPEG with the same
+ * parameters, epoch and sample id; labels equal the stored labels. */
+static int verify_images(verifier *v, const lf_batch *b, const uint64_t *ids)
+{
+    const lf_tensor *img = lf_batch_tensor(b, "images"), *lab = lf_batch_tensor(b, "labels");
+    size_t each = lf_tf_image_out_size(&v->image);
+    const lf_schema *sc = lf_dataset_schema(v->ds);
+    if (!img || img->size != each * b->nsamples) return -1;
+    if (!v->ws && (lf_tf_ws_create(NULL, &v->ws) < 0 || !(v->expect = malloc(each)))) return -1;
+    for (uint32_t i = 0; i < b->nsamples; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        if (sample_fields(v, ids[i], views) < 0) return -1;
+        const lf_field_view *f = &views[sc->cost_field];
+        if (lf_tf_jpeg_augment(v->ws, v->expect, each, f->data, f->size, &v->image, b->epoch,
+                               ids[i], NULL) != (long)each ||
+            memcmp(v->expect, (const char *)img->host + i * each, each) != 0)
+            return -1;
+        for (uint32_t k = 0; lab && k < sc->nfields; k++)
+            if (sc->fields[k].type == LF_FIELD_LABEL_I64 &&
+                memcmp(views[k].data, (const char *)lab->host + 8 * i, 8) != 0)
+                return -1;
+    }
     return 0;
 }
 
@@ -200,6 +237,7 @@ static long read_file(const char *path, void *p, size_t cap)
 typedef struct args {
     lf_client_options o;
     const char *out, *verify, *save, *restore, *digests;
+    lf_tf_image_params image;
     long max_batches, compute_us;
     int timeout_ms;
     int64_t pad_id;
@@ -212,10 +250,13 @@ static int parse(int argc, char **argv, args *a)
         {"out", 1, 0, 'o'}, {"verify", 1, 0, 'v'}, {"pad-id", 1, 0, 'p'},
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
         {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
-        {0, 0, 0, 0}};
+        {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
+        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {0, 0, 0, 0}};
+    static const char *const crops[] = {"full", "center", "random"};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
     a->timeout_ms = 30000;
+    lf_tf_image_params_default(&a->image, 224, 224);
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -231,6 +272,18 @@ static int parse(int argc, char **argv, args *a)
         case 'c': a->compute_us = atol(optarg); break;
         case 't': a->timeout_ms = atoi(optarg); break;
         case 'd': a->digests = optarg; break;
+        case 'I':
+            if (sscanf(optarg, "%ux%u", &a->image.out_w, &a->image.out_h) != 2) return -1;
+            break;
+        case 'C':
+            for (uint32_t k = 0; k < 3; k++)
+                if (strcmp(optarg, crops[k]) == 0) a->image.crop = k;
+            break;
+        case 'D':
+            a->image.out_dtype = strcmp(optarg, "u8") == 0 ? 1 : strcmp(optarg, "f16") == 0 ? 9 : 11;
+            break;
+        case 'F': a->image.flip_prob = strtod(optarg, NULL); break;
+        case 'S': a->image.seed = strtoull(optarg, NULL, 10); break;
         default: return -1;
         }
     }
@@ -247,6 +300,7 @@ int main(int argc, char **argv)
         return 2;
     }
     verifier v = {0};
+    v.image = a.image;
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
     FILE *dig = a.digests ? fopen(a.digests, "w") : NULL;
@@ -277,7 +331,9 @@ int main(int argc, char **argv)
         else {
             if (out) print_batch(out, &b, a.o.rank, ids);
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
-            if (a.verify && (pack ? verify_pack(&v, &b, ids) : verify_pad(&v, &b, ids)) < 0) {
+            int images = lf_batch_tensor(&b, "images") != NULL;
+            if (a.verify && (images ? verify_images(&v, &b, ids)
+                             : pack ? verify_pack(&v, &b, ids) : verify_pad(&v, &b, ids)) < 0) {
                 if (bad++ < 5)
                     fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes "
                             "differ from the shards\n", a.o.rank, b.epoch, b.step);
@@ -326,6 +382,8 @@ int main(int argc, char **argv)
            bad ? ", MISMATCHES" : "");
     free(waits);
     lf_block_decoder_free(v.dec);
+    lf_tf_ws_free(v.ws);
+    free(v.expect);
     free(v.stored);
     free(v.raw);
     lf_dataset_close(v.ds);

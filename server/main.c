@@ -78,6 +78,13 @@ static void usage(FILE *f)
 "  --seq-len L             pack: row length (default: the longest sample)\n"
 "  --token-dtype i32|i64   token tensor type (i32)\n"
 "  --pad-id N              padding token id (0)\n"
+"  --image-size WxH        images: output size (224x224)\n"
+"  --crop random|center|full   images: random-resized crop, center crop or the whole\n"
+"                          image (random)\n"
+"  --flip P                images: horizontal flip probability (0.5)\n"
+"  --resize bilinear|area  images: resize filter (bilinear)\n"
+"  --image-dtype u8|f16|f32    images: u8 HWC, or f16/f32 CHW normalized with the\n"
+"                          ImageNet mean/std (f32)\n"
 "stages and memory:\n"
 "  --readers N             reader threads (1)\n"
 "  --workers N             decode/transform/assembly threads (2)\n"
@@ -152,7 +159,7 @@ enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_SEED, O_EPOCHS, O_FIRST,
     O_SAMPLER, O_BUDGET, O_SPR, O_BPR, O_MAXTOK, O_MAXPAD, O_LOOK, O_DEFER, O_LOCALITY,
     O_OUTLIERS, O_OCOST, O_OGROUP, O_PRESET, O_HIDDEN, O_COST, O_LAYOUT, O_SEQLEN,
-    O_TDTYPE, O_PADID, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
+    O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
     O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
 };
 
@@ -168,6 +175,8 @@ static const struct option long_opts[] = {
     {"outlier-group", 1, 0, O_OGROUP}, {"preset", 1, 0, O_PRESET},
     {"hidden", 1, 0, O_HIDDEN}, {"cost", 1, 0, O_COST}, {"layout", 1, 0, O_LAYOUT},
     {"seq-len", 1, 0, O_SEQLEN}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
+    {"image-size", 1, 0, O_ISIZE}, {"crop", 1, 0, O_CROP}, {"image-dtype", 1, 0, O_IDTYPE},
+    {"flip", 1, 0, O_FLIP}, {"resize", 1, 0, O_RESIZE},
     {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
     {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
     {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
@@ -180,6 +189,8 @@ static const char *const outliers[] = {"delay", "reject", NULL};
 static const char *const presets[] = {"text", "frames", "images", NULL};
 static const char *const layouts[] = {"pad", "pack", NULL};
 static const char *const ios[] = {"pread", "uring", NULL};
+static const char *const crops[] = {"full", "center", "random", NULL};
+static const char *const resizes[] = {"bilinear", "area", NULL};
 
 typedef struct parse_state {
     const char *ranks;
@@ -231,6 +242,21 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         if (parse_u64(a, &v) || v > INT64_MAX) return -1;
         c->pad_id = (int64_t)v;
         return 0;
+    case O_ISIZE:
+        return sscanf(a, "%ux%u", &c->image.out_w, &c->image.out_h) == 2 ? 0 : -1;
+    case O_CROP: return word(a, crops, &c->image.crop);
+    case O_IDTYPE:
+        if (strcmp(a, "u8") == 0) c->image.out_dtype = LF_DTYPE_U8;
+        else if (strcmp(a, "f16") == 0) c->image.out_dtype = LF_DTYPE_F16;
+        else if (strcmp(a, "f32") == 0) c->image.out_dtype = LF_DTYPE_F32;
+        else return -1;
+        return 0;
+    case O_FLIP: {
+        char *end;
+        c->image.flip_prob = strtod(a, &end);
+        return *end || !(c->image.flip_prob >= 0 && c->image.flip_prob <= 1) ? -1 : 0;
+    }
+    case O_RESIZE: return word(a, resizes, &c->image.resize);
     case O_READERS: return parse_u32(a, &c->readers);
     case O_WORKERS: return parse_u32(a, &c->workers);
     case O_IO: {
@@ -285,6 +311,7 @@ static int finish_config(srv_config *c, parse_state *ps)
             return -1;
         }
     p->world = c->world;
+    c->image.seed = p->seed;
     int rc = ps->have_cost ? lf_plan_cost_set(&p->cost, ps->cost[0], ps->cost[1], ps->cost[2],
                                               ps->cost[3])
                            : lf_plan_cost_preset(&p->cost, (int)ps->preset, ps->hidden);
@@ -305,6 +332,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
     c->slots = 4;
     c->memory_limit = 1ull << 30;
     c->samples_per_rank = 16;
+    lf_tf_image_params_default(&c->image, 224, 224);
     c->heartbeat_ms = 1000;
     parse_state ps = {0};
     int opt;
@@ -340,19 +368,32 @@ static void dataset_defaults(srv *s)
     if (p->sampler != LF_PLAN_BALANCED && !p->batch_per_rank) p->batch_per_rank = 16;
 }
 
-/* Picks the token field: the schema's cost field must be a token array. */
-static int pick_token_field(srv *s)
+/* The cost field says what is served: a token array (token path) or a
+ * JPEG (image path, with the first int64 label field as labels). */
+static int pick_fields(srv *s)
 {
     const lf_schema *sc = lf_dataset_schema(s->ds);
     const lf_field_def *f = &sc->fields[sc->cost_field];
+    s->token_field = sc->cost_field;
+    s->label_field = -1;
     if (f->type == LF_FIELD_TOKENS_U16) s->token_in_dtype = LF_DTYPE_U16;
     else if (f->type == LF_FIELD_TOKENS_U32) s->token_in_dtype = LF_DTYPE_U32;
+    else if (f->type == LF_FIELD_JPEG) s->images = 1;
     else {
-        fprintf(stderr, "lf-server: cost field '%s' is %s: this server serves token datasets\n",
-                f->name, lf_field_type_name(f->type));
+        fprintf(stderr, "lf-server: cost field '%s' is %s: this server serves token and "
+                "JPEG datasets\n", f->name, lf_field_type_name(f->type));
         return -ECANCELED;
     }
-    s->token_field = sc->cost_field;
+    for (uint32_t i = 0; s->images && i < sc->nfields; i++)
+        if (sc->fields[i].type == LF_FIELD_LABEL_I64 && s->label_field < 0) s->label_field = (int)i;
+    if (s->images && s->cfg.plan.layout == LF_PLAN_PACK) {
+        fprintf(stderr, "lf-server: --layout pack is for tokens; images use pad\n");
+        return -ECANCELED;
+    }
+    if (s->images && lf_tf_image_out_size(&s->cfg.image) == 0) {
+        fprintf(stderr, "lf-server: bad --image-size or --image-dtype\n");
+        return -ECANCELED;
+    }
     return 0;
 }
 
@@ -435,7 +476,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return 1;
     }
-    int rc = pick_token_field(&s);
+    int rc = pick_fields(&s);
     dataset_defaults(&s);
     if (rc == 0 && s.cfg.print_plan) {
         rc = srv_print_plan(&s);

@@ -493,6 +493,7 @@ static void *reader_main(void *arg)
 
 typedef struct worker_ctx {
     lf_block_decoder *dec;
+    lf_tf_ws *ws;                /* image path: JPEG decode workspace */
     lf_tf_seq *seqs;
     uint32_t seqs_cap;
 } worker_ctx;
@@ -537,6 +538,19 @@ static cache_entry *job_block_of(const srv *s, const srv_job *j, uint64_t sample
     return NULL;
 }
 
+/* The fields of a job's sample i, located in its pinned block. */
+static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *views)
+{
+    cache_entry *e = job_block_of(s, j, j->ids[i]);
+    lf_shard_error err;
+    if (!e) return -EINVAL;
+    if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
+        srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
+        return -EIO;
+    }
+    return 0;
+}
+
 /* Gathers the token views of a job's samples, checked against the index. */
 static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
 {
@@ -547,14 +561,9 @@ static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
         w->seqs_cap = j->n;
     }
     for (uint32_t i = 0; i < j->n; i++) {
-        cache_entry *e = job_block_of(s, j, j->ids[i]);
         lf_field_view views[LF_MAX_FIELDS];
-        lf_shard_error err;
-        if (!e) return -EINVAL;
-        if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
-            srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
-            return -EIO;
-        }
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0) return rc;
         const lf_field_view *v = &views[s->token_field];
         if (v->count != j->lengths[i]) {
             srv_fail(s, "sample %" PRIu64 ": %u tokens, index says %" PRIu64,
@@ -567,7 +576,61 @@ static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
     return 0;
 }
 
-/* Writes a token job's tensors and header into its slot. */
+/* Token batch: pad or pack straight into the slot's tensors. */
+static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+                       const lf_layout *l)
+{
+    int rc = gather_tokens(s, w, j);
+    if (rc < 0) return rc;
+    const lf_tensor_desc *t = &l->tensors[0];
+    lf_tf_tokens_out out = {.dtype = s->cfg.token_dtype, .tokens = slot + t->offset,
+                            .tokens_cap = t->size};
+    if (s->cfg.plan.layout == LF_PLAN_PACK) {
+        out.positions = slot + l->tensors[1].offset;
+        out.positions_cap = l->tensors[1].size;
+        out.cu_seqlens = slot + l->tensors[2].offset;
+        out.cu_seqlens_cap = l->tensors[2].size;
+        long n = lf_tf_tokens_pack(&out, j->rows, j->row_len, s->cfg.pad_id, w->seqs, j->n);
+        rc = n < 0 ? (int)n : 0;
+    } else {
+        out.lengths = slot + l->tensors[1].offset;
+        out.lengths_cap = l->tensors[1].size;
+        rc = lf_tf_tokens_pad(&out, j->row_len, s->cfg.pad_id, w->seqs, j->n);
+    }
+    if (rc < 0) srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
+    return rc;
+}
+
+/* Image batch: each sample's JPEG decoded, cropped, resized and normalized
+ * straight into its place in the slot; labels copied beside. */
+static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+                       const lf_layout *l)
+{
+    const lf_tensor_desc *img = lf_layout_find(l, "images"), *lab = lf_layout_find(l, "labels");
+    size_t each = lf_tf_image_out_size(&s->cfg.image);
+    if (!w->ws && lf_tf_ws_create(NULL, &w->ws) < 0) return -ENOMEM;
+    for (uint32_t i = 0; i < j->n; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0) return rc;
+        const lf_field_view *v = &views[s->token_field];
+        long n = lf_tf_jpeg_augment(w->ws, slot + img->offset + i * each, each, v->data,
+                                    v->size, &s->cfg.image, j->epoch, j->ids[i], NULL);
+        if (n < 0) {
+            srv_fail(s, "sample %" PRIu64 ": image transform: %s: %s", j->ids[i],
+                     lf_tf_strerror((int)n), lf_tf_reason(w->ws));
+            return (int)n;
+        }
+        if (lab) {
+            const lf_field_view *lv = &views[s->label_field];
+            if (lv->size != 8) return -EINVAL;
+            memcpy(slot + lab->offset + 8 * (size_t)i, lv->data, 8);
+        }
+    }
+    return 0;
+}
+
+/* Writes a job's tensors and header into its slot. */
 static int assemble(srv *s, worker_ctx *w, const srv_job *j)
 {
     srv_rank *r = &s->ranks[j->li];
@@ -578,26 +641,8 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
         srv_fail(s, "job layout does not fit its slot (%d)", rc);
         return -EOVERFLOW;
     }
-    if ((rc = gather_tokens(s, w, j)) < 0) return rc;
-    const lf_tensor_desc *t = &l.tensors[0];
-    lf_tf_tokens_out out = {.dtype = s->cfg.token_dtype, .tokens = slot + t->offset,
-                            .tokens_cap = t->size};
-    if (s->cfg.plan.layout == LF_PLAN_PACK) {
-        out.positions = slot + l.tensors[1].offset;
-        out.positions_cap = l.tensors[1].size;
-        out.cu_seqlens = slot + l.tensors[2].offset;
-        out.cu_seqlens_cap = l.tensors[2].size;
-        long n = lf_tf_tokens_pack(&out, j->rows, j->row_len, s->cfg.pad_id, w->seqs, j->n);
-        rc = n < 0 ? (int)n : 0;
-    } else {
-        out.lengths = slot + l.tensors[1].offset;
-        out.lengths_cap = l.tensors[1].size;
-        rc = lf_tf_tokens_pad(&out, j->row_len, s->cfg.pad_id, w->seqs, j->n);
-    }
-    if (rc < 0) {
-        srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
-        return rc;
-    }
+    rc = s->images ? fill_images(s, w, j, slot, &l) : fill_tokens(s, w, j, slot, &l);
+    if (rc < 0) return rc;
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
     memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
     lf_msg_ready ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq};
@@ -670,6 +715,7 @@ static void *worker_main(void *arg)
         }
     }
     free(w.seqs);
+    lf_tf_ws_free(w.ws);
     lf_block_decoder_free(w.dec);
     return NULL;
 }

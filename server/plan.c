@@ -50,9 +50,32 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
     return rc < 0 ? rc : 0;
 }
 
+/* An image batch: n images (u8 HWC, or f16/f32 CHW), labels if the schema
+ * has one, and the sample ids. */
+static int image_layout(const srv *s, uint32_t n, lf_layout *l)
+{
+    const lf_tf_image_params *p = &s->cfg.image;
+    int hwc = p->out_dtype == LF_DTYPE_U8, has_label = s->label_field >= 0;
+    uint32_t ntensors = 2 + (uint32_t)has_label;
+    uint64_t img[4] = {n, hwc ? p->out_h : 3, hwc ? p->out_w : p->out_h, hwc ? 3 : p->out_w};
+    uint64_t ids[1] = {n};
+    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
+                            LF_LAYOUT_MIN_ALIGN);
+    if (rc >= 0) rc = lf_layout_add(l, "images", p->out_dtype, 4, img);
+    if (rc >= 0 && has_label) rc = lf_layout_add(l, "labels", LF_DTYPE_I64, 1, ids);
+    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    return rc < 0 ? rc : 0;
+}
+
+static int batch_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_len,
+                        lf_layout *l)
+{
+    return s->images ? image_layout(s, n, l) : token_layout(s, n, rows, row_len, l);
+}
+
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
 {
-    return token_layout(s, j->n, j->rows, j->row_len, l);
+    return batch_layout(s, j->n, j->rows, j->row_len, l);
 }
 
 /* Calls fn for every local rank's batch of every step of every epoch. */
@@ -81,7 +104,7 @@ static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
 {
     (void)st;
     lf_layout l;
-    int rc = token_layout(s, b->nsamples, b->rows, b->row_len, &l);
+    int rc = batch_layout(s, b->nsamples, b->rows, b->row_len, &l);
     if (rc < 0) return rc;
     uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
     if (need > s->slot_size) s->slot_size = need;
@@ -104,12 +127,15 @@ static int compute_plan_id(srv *s)
         return n < 0 ? (int)n : -ENOMEM;
     }
     const lf_plan_params *pp = &s->cfg.plan;
+    const lf_tf_image_params *ip = &s->cfg.image;
     uint64_t extra[] = {pp->world, pp->layout, pp->seq_len, pp->rank_max_tokens,
-                        pp->rank_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id};
+                        pp->rank_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
+                        ip->out_w, ip->out_h, ip->crop, ip->out_dtype, ip->resize};
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     XXH3_64bits_update(&h, blob, (size_t)n);
     XXH3_64bits_update(&h, extra, sizeof extra);
+    XXH3_64bits_update(&h, &ip->flip_prob, sizeof ip->flip_prob);
     s->plan_id = XXH3_64bits_digest(&h) | 1; /* never 0: 0 means "no state" */
     free(blob);
     return 0;

@@ -39,6 +39,7 @@ typedef struct srv_config {
     uint32_t samples_per_rank;   /* sets the default budget */
     uint32_t token_dtype;        /* LF_DTYPE_I32 or LF_DTYPE_I64 */
     int64_t pad_id;
+    lf_tf_image_params image;    /* image datasets: crop/resize/normalize */
     uint32_t readers, workers;   /* threads per stage */
     int io_uring;                /* 1: io_uring (fallback to pread), 0: pread */
     int io_forced;               /* --io given: no silent fallback */
@@ -103,8 +104,10 @@ typedef struct srv srv;
 struct srv {
     srv_config cfg;
     lf_dataset *ds;
-    uint32_t token_field;        /* schema field index used for tokens */
+    int images;                  /* 1: the cost field is a JPEG (image path) */
+    uint32_t token_field;        /* schema field of the tokens or the JPEG */
     uint32_t token_in_dtype;     /* LF_DTYPE_U16 / U32 */
+    int label_field;             /* image path: an int64 label field, or -1 */
     uint64_t slot_size;
     uint64_t plan_id;
     uint64_t cache_limit;        /* bytes of decompressed blocks */

@@ -419,6 +419,7 @@ static char *stats_json(control *c)
     json_object_set_new(o, "cache_hits", json_integer((json_int_t)m.cache_hits));
     json_object_set_new(o, "cache_misses", json_integer((json_int_t)m.cache_misses));
     json_object_set_new(o, "cache_evictions", json_integer((json_int_t)m.evictions));
+    json_object_set_new(o, "cache_done", json_integer((json_int_t)m.blocks_done));
     json_object_set_new(o, "cache_bytes", json_integer((json_int_t)d.cache_bytes));
     json_object_set_new(o, "cache_limit", json_integer((json_int_t)s->cache_limit));
     json_object_set_new(o, "batches", json_integer((json_int_t)m.batches));

@@ -451,9 +451,9 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
     double secs = (double)elapsed_ns / 1e9;
     fprintf(stderr, "lf-server: %" PRIu64 " batches, %" PRIu64 " samples in %.2f s; read %"
             PRIu64 " bytes in %" PRIu64 " blocks, decoded %" PRIu64 ", cache %" PRIu64
-            " hits / %" PRIu64 " misses / %" PRIu64 " evictions\n",
+            " hits / %" PRIu64 " misses / %" PRIu64 " evictions / %" PRIu64 " done\n",
             m->batches, m->samples, secs, m->bytes_read, m->blocks_read, m->blocks_decoded,
-            m->cache_hits, m->cache_misses, m->evictions);
+            m->cache_hits, m->cache_misses, m->evictions, m->blocks_done);
     fprintf(stderr, "lf-server: busy: plan %.3f s, read %.3f s, decode %.3f s, assemble %.3f s\n",
             (double)m->plan_busy_ns / 1e9, (double)m->read_busy_ns / 1e9,
             (double)m->decode_busy_ns / 1e9, (double)m->assemble_busy_ns / 1e9);

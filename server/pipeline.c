@@ -15,10 +15,17 @@
  * out directly in the rank's ring slot (lf_tf token pad/pack). The control
  * thread announces finished jobs in sequence order.
  *
- * The cache holds pinned blocks (some job still needs them) plus unpinned
- * ones in LRU order up to cfg.memory_limit's share; the planner waits when
- * a new job would push the pinned bytes past the limit while other jobs are
- * still in flight, so memory stays bounded whatever the dataset.
+ * The cache holds decompressed blocks that still have pending samples: at
+ * each epoch start a scout copy of the plan (lf_plan_state_save/restore)
+ * runs through the epoch and counts, per block, the samples the local
+ * ranks will take from it; each assembled sample counts one off, and a
+ * block whose count reaches zero is freed as soon as no job pins it. The
+ * unpinned blocks that are still wanted stay in LRU order up to
+ * cfg.memory_limit's share; the planner waits when a new job would push
+ * the cache past it while other jobs are in flight, so memory stays bounded
+ * whatever the dataset. The counts steer only what is kept: a wrong count
+ * can cost a re-read, never a wrong byte, since pinned blocks are never
+ * freed.
  *
  * Locking: srv.mu guards every list, queue, count and cache field; the
  * reads, the decompression and the assembly run without it, on memory that
@@ -84,6 +91,7 @@ typedef struct srv_pipeline {
     uint64_t nbuckets;           /* a power of two */
     uint64_t cache_bytes;        /* raw bytes of every entry */
     cache_entry *lru_head, *lru_tail;
+    uint32_t *uses;              /* per block: local samples still to come this epoch */
     queue read_q, decode_q;
     srv_job **asm_q;             /* jobs ready to assemble (ring of cap entries) */
     uint32_t asm_head, asm_len, asm_cap;
@@ -172,12 +180,22 @@ static void cache_make_room(srv *s, uint64_t need)
     }
 }
 
+/* An unpinned, decoded block: freed if no sample of it is pending this
+ * epoch, else kept (LRU) while it fits. */
+static void park(srv *s, cache_entry *e)
+{
+    if (s->pl->uses[e->block] == 0) {
+        cache_drop(s->pl, e);
+        s->m.blocks_done++;
+        return;
+    }
+    lru_append(s->pl, e);
+    cache_make_room(s, 0);
+}
+
 static void unpin(srv *s, cache_entry *e)
 {
-    if (--e->pins == 0 && e->state == CE_READY) {
-        lru_append(s->pl, e);
-        cache_make_room(s, 0);
-    }
+    if (--e->pins == 0 && e->state == CE_READY) park(s, e);
 }
 
 /* Pins `block` for a job: returns the entry and whether it is ready. */
@@ -335,6 +353,35 @@ static int before_start(const srv *s, const lf_plan_step *st)
     return st->step < s->start_step;
 }
 
+/* Counts, per block, the samples the local ranks take from it in the epoch
+ * that the plan is about to start (a scout copy of the plan runs ahead). */
+static int count_epoch_uses(srv *s)
+{
+    srv_pipeline *p = s->pl;
+    long n = lf_plan_state_save(p->plan, NULL, 0);
+    unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
+    lf_plan *scout = NULL;
+    int rc = blob ? (int)lf_plan_state_save(p->plan, blob, (size_t)n) : -ENOMEM;
+    if (rc >= 0) rc = srv_plan_create(s, &scout);
+    if (rc >= 0) rc = lf_plan_state_restore(scout, blob, (size_t)n);
+    pthread_mutex_lock(&s->mu);
+    memset(p->uses, 0, lf_dataset_blocks(s->ds) * sizeof *p->uses);
+    lf_plan_step st;
+    while (rc >= 0 && (rc = lf_plan_next_step(scout, &st)) == 1) {
+        if (before_start(s, &st)) continue;
+        for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
+            lf_plan_batch b;
+            rc = lf_plan_rank_batch(scout, s->cfg.local[li], &b);
+            for (uint32_t i = 0; rc >= 0 && i < b.nsamples; i++)
+                p->uses[lf_dataset_sample_block(s->ds, b.ids[i])]++;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    lf_plan_free(scout);
+    free(blob);
+    return rc < 0 ? rc : 0;
+}
+
 /* Plans one step: a job per live local rank. Returns 0, or <0 to stop. */
 static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
 {
@@ -370,7 +417,10 @@ static void *planner_main(void *arg)
     int rc = 0;
     for (uint32_t e = 0; e < s->cfg.epochs && rc >= 0; e++) {
         lf_plan_step st;
-        for (;;) {
+        uint64_t scout_t0 = srv_now_ns();
+        rc = count_epoch_uses(s);
+        __atomic_fetch_add(&s->m.plan_busy_ns, srv_now_ns() - scout_t0, __ATOMIC_RELAXED);
+        for (; rc >= 0;) {
             uint64_t t0 = srv_now_ns();
             rc = lf_plan_next_step(s->pl->plan, &st);
             __atomic_fetch_add(&s->m.plan_busy_ns, srv_now_ns() - t0, __ATOMIC_RELAXED);
@@ -508,10 +558,7 @@ static void block_ready(srv *s, cache_entry *e)
             for (uint32_t i = 0; i < j->nblocks; i++)
                 if (j->blocks[i] == e && --j->missing == 0) asm_push(s, j);
         }
-    if (e->pins == 0) {
-        lru_append(s->pl, e);
-        cache_make_room(s, 0);
-    }
+    if (e->pins == 0) park(s, e);
 }
 
 static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
@@ -651,6 +698,10 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
 
 static void finish_job(srv *s, srv_job *j)
 {
+    for (uint32_t i = 0; i < j->n; i++) {
+        uint32_t *u = &s->pl->uses[lf_dataset_sample_block(s->ds, j->ids[i])];
+        if (*u > 0) (*u)--;
+    }
     for (uint32_t i = 0; i < j->nblocks; i++) unpin(s, j->blocks[i]);
     j->done = 1;
     s->pl->jobs_in_flight--;
@@ -777,11 +828,12 @@ int srv_pipeline_init(srv *s)
     p->nbuckets = 1024;
     while (p->nbuckets < lf_dataset_blocks(s->ds) && p->nbuckets < (1u << 22)) p->nbuckets <<= 1;
     p->buckets = calloc(p->nbuckets, sizeof *p->buckets);
+    p->uses = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *p->uses);
     p->asm_cap = s->cfg.nlocal * s->cfg.slots;
     p->asm_q = calloc(p->asm_cap, sizeof *p->asm_q);
     p->readers = calloc(s->cfg.readers, sizeof *p->readers);
     p->workers = calloc(s->cfg.workers, sizeof *p->workers);
-    if (!p->buckets || !p->asm_q || !p->readers || !p->workers) return -ENOMEM;
+    if (!p->buckets || !p->uses || !p->asm_q || !p->readers || !p->workers) return -ENOMEM;
     size_t buf_size = (lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u;
     for (uint32_t i = 0; i < s->cfg.readers; i++) {
         int rc = reader_init(s, &p->readers[i], s->cfg.read_depth, buf_size ? buf_size : 4096);
@@ -833,6 +885,7 @@ void srv_pipeline_stop(srv *s)
     lf_plan_free(p->plan);
     free(p->shard_fds);
     free(p->buckets);
+    free(p->uses);
     free(p->asm_q);
     free(p->readers);
     free(p->workers);

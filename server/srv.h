@@ -54,7 +54,8 @@ typedef struct srv_config {
 /* Counters: written under srv.mu or by their one owner thread with atomics. */
 typedef struct srv_metrics {
     uint64_t bytes_read, blocks_read, blocks_decoded, cache_hits, cache_misses;
-    uint64_t evictions;
+    uint64_t evictions;          /* still-wanted blocks dropped for room */
+    uint64_t blocks_done;        /* blocks freed with no sample pending */
     uint64_t read_busy_ns, decode_busy_ns, assemble_busy_ns, plan_busy_ns;
     uint64_t batches, samples;
 } srv_metrics;

@@ -5,6 +5,16 @@
 # does not serve is refused, an unsafe runtime directory is refused.
 set -euo pipefail
 
+# Where the kernel allows it (root, as in CI), each test runs in its own
+# mount namespace with a private, empty /dev/shm, so the leftover check sees
+# exactly what levelfeed left and nothing other jobs on the machine made.
+if [[ -z "${LF_SHM_PRIVATE:-}" ]] &&
+   unshare --mount --propagation private sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>/dev/null; then
+  export LF_SHM_PRIVATE=1
+  exec unshare --mount --propagation private bash -c \
+    'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec bash "$@"' bash "$0" "$@"
+fi
+
 LF_BIN=${LF_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/default/bin}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lf-e2e.XXXXXX")
 RT="$WORK/rt"                 # the runtime directory (0700)

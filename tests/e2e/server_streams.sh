@@ -32,6 +32,19 @@ for n in 1 2 4; do
   echo "N=$n: plan, exactly-once, shard bytes, uring == pread: ok"
 done
 
+# Two "nodes" of one rank each: each server serves only its local rank and
+# the two together deliver exactly the single-server plan.
+"$LF_BIN/lf-server" "${PLAN[@]}" --world 2 --print-plan | sort -k1,1n -k2,2n -k3,3n >"$WORK/nodes.plan"
+for node in 0 1; do
+  start_server "${PLAN[@]}" --world 2 --node-rank "$node" --ranks-per-node 1
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$node" --world 2 --out "$WORK/node.r$node.txt" \
+    >"$WORK/node.r$node.log" 2>&1 || fail "node $node client"
+  wait_server
+done
+diff <(stream_of node) "$WORK/nodes.plan" >/dev/null || fail "per-node servers differ from the plan"
+check_exactly_once node 2000
+echo "one server per node (--node-rank/--ranks-per-node): ok"
+
 # Pack layout (rows of 4096 tokens, cu_seqlens), with a cache too small to
 # hold the epoch's blocks, so eviction and re-reads are exercised.
 CLIENT_ARGS=(--pad-id 7)

@@ -1,0 +1,78 @@
+/*
+ * server_tf — the transforms-only rate the image path is compared with:
+ * every JPEG of a dataset, already read and decompressed, through
+ * lf_tf_jpeg_augment on one thread (random-resized crop, flip 0.5, f32).
+ * Prints images per second.
+ *
+ *   server_tf DATASET_DIR WxH
+ */
+#include "lf_shard.h"
+#include "lf_tf.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned w, h;
+    if (argc != 3 || sscanf(argv[2], "%ux%u", &w, &h) != 2) {
+        fprintf(stderr, "usage: server_tf DATASET_DIR WxH\n");
+        return 2;
+    }
+    lf_dataset *ds;
+    lf_shard_error err;
+    if (lf_dataset_open(argv[1], &ds, &err) < 0) {
+        fprintf(stderr, "server_tf: %s\n", err.msg);
+        return 1;
+    }
+    uint64_t nb = lf_dataset_blocks(ds), ns = lf_dataset_samples(ds);
+    unsigned char **raw = calloc(nb, sizeof *raw);
+    unsigned char *stored = malloc(lf_dataset_max_block_stored(ds) + 1);
+    lf_block_decoder *dec;
+    lf_tf_ws *ws;
+    if (!raw || !stored || lf_block_decoder_create(&dec) < 0 || lf_tf_ws_create(NULL, &ws) < 0)
+        return 1;
+    for (uint64_t b = 0; b < nb; b++) {
+        const lf_block_info *bi = lf_dataset_block(ds, b);
+        raw[b] = malloc(bi->raw_size + 1);
+        long n = lf_dataset_read_block(ds, b, stored, bi->stored_size, &err);
+        if (!raw[b] || n < 0 ||
+            lf_block_decode(dec, ds, b, stored, (size_t)n, raw[b], bi->raw_size, &err) < 0) {
+            fprintf(stderr, "server_tf: block %" PRIu64 ": %s\n", b, err.msg);
+            return 1;
+        }
+    }
+    lf_tf_image_params p;
+    lf_tf_image_params_default(&p, w, h);
+    size_t each = lf_tf_image_out_size(&p);
+    unsigned char *out = malloc(each);
+    uint32_t field = lf_dataset_schema(ds)->cost_field;
+    double t0 = now_s();
+    for (uint64_t i = 0; i < ns; i++) {
+        uint64_t b = lf_dataset_sample_block(ds, i);
+        lf_field_view v[LF_MAX_FIELDS];
+        if (lf_sample_fields(ds, i, raw[b], lf_dataset_block(ds, b)->raw_size, v, &err) < 0 ||
+            lf_tf_jpeg_augment(ws, out, each, v[field].data, v[field].size, &p, 0, i, NULL) < 0)
+            return 1;
+    }
+    double secs = now_s() - t0;
+    printf("%.1f\n", (double)ns / secs);
+    for (uint64_t b = 0; b < nb; b++) free(raw[b]);
+    free(raw);
+    free(stored);
+    free(out);
+    lf_tf_ws_free(ws);
+    lf_block_decoder_free(dec);
+    lf_dataset_close(ds);
+    return 0;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The control plane: a second server on the same endpoint refuses to start
+# and leaves the first alone; lf-stat answers (JSON and live lines); a rank
+# the server does not serve is refused with the server's reason; a runtime
+# directory that others can enter is refused; nothing is left behind.
+source "$(dirname "$0")/server_lib.sh"
+
+make_dataset "$WORK/ds"
+start_server --data "$WORK/ds" --world 2 --budget 400000
+# A second server on the same endpoint must refuse, and leave the first alone.
+if "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/ds" --world 2 --budget 400000 \
+    >"$WORK/second.log" 2>&1; then fail "a second server started on $EP"; fi
+grep -q "another server" "$WORK/second.log" || fail "second server: $(cat "$WORK/second.log")"
+# lf-stat answers with the documented fields.
+"$LF_BIN/lf-stat" "$EP" --json >"$WORK/stat.json" || fail "lf-stat --json"
+for k in bytes_read blocks_decoded cache_hits queue_depth busy_ns ranks data_wait_ns; do
+  grep -q "\"$k\"" "$WORK/stat.json" || fail "lf-stat --json lacks $k"
+done
+"$LF_BIN/lf-stat" "$EP" --count 2 --interval-ms 100 | grep -c "samples/s" | grep -q 2 ||
+  fail "lf-stat live lines"
+# A rank this server does not serve is refused with the server's reason.
+if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 5 --world 2 >"$WORK/bad.log" 2>&1; then
+  fail "rank 5 was served"; fi
+grep -q "not served" "$WORK/bad.log" || fail "rank 5: $(cat "$WORK/bad.log")"
+run_clients smoke 2
+wait_server
+# A runtime directory others can enter is refused.
+mkdir -m 755 "$WORK/open"
+if "$LF_BIN/lf-server" --endpoint "$WORK/open/ctl" --data "$WORK/ds" --world 1 \
+    --budget 400000 >"$WORK/open.log" 2>&1; then fail "served from a 0755 directory"; fi
+grep -q "not private" "$WORK/open.log" || fail "open dir: $(cat "$WORK/open.log")"
+check_no_leftovers
+echo "control plane ok"

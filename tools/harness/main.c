@@ -386,9 +386,13 @@ int main(int argc, char **argv)
 {
     opts o;
     int p = parse(argc, argv, &o);
-    if (p != 0) {
-        usage(p > 0 ? stdout : stderr);
-        return p > 0 ? 0 : 2;
+    if (p > 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (p < 0) {
+        fprintf(stderr, "usage: see lf-train --help\n");
+        return 2;
     }
     MPI_Init(&argc, &argv);
     int rank, world;

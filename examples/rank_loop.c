@@ -185,6 +185,28 @@ static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
     return k == b->nsamples ? 0 : -1;
 }
 
+/* Frames: each sample's stored frames, then zeros up to the longest;
+ * lengths equal the frame counts. */
+static int verify_frames(verifier *v, const lf_batch *b, const uint64_t *ids)
+{
+    const lf_tensor *fr = lf_batch_tensor(b, "frames"), *len = lf_batch_tensor(b, "lengths");
+    const lf_schema *sc = lf_dataset_schema(v->ds);
+    if (!fr || !len || fr->ndim != 3 || fr->shape[0] != b->nsamples || b->nsamples == 0)
+        return b->nsamples == 0 ? 0 : -1;
+    size_t per = (size_t)(fr->size / b->nsamples); /* bytes per padded sample */
+    const unsigned char *base = fr->host;
+    for (uint32_t i = 0; i < b->nsamples; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        if (sample_fields(v, ids[i], views) < 0) return -1;
+        const lf_field_view *f = &views[sc->cost_field];
+        if (f->size > per || memcmp(base + i * per, f->data, f->size) != 0) return -1;
+        for (size_t k = f->size; k < per; k++)
+            if (base[i * per + k] != 0) return -1;
+        if (tensor_at(len, i) != (int64_t)f->count) return -1;
+    }
+    return 0;
+}
+
 static void digest_batch(XXH3_state_t *h, const lf_batch *b)
 {
     for (uint32_t i = 0; i < b->ntensors; i++) {
@@ -332,8 +354,11 @@ int main(int argc, char **argv)
             if (out) print_batch(out, &b, a.o.rank, ids);
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
             int images = lf_batch_tensor(&b, "images") != NULL;
-            if (a.verify && (images ? verify_images(&v, &b, ids)
-                             : pack ? verify_pack(&v, &b, ids) : verify_pad(&v, &b, ids)) < 0) {
+            int frames = lf_batch_tensor(&b, "frames") != NULL;
+            if (a.verify && (images   ? verify_images(&v, &b, ids)
+                             : frames ? verify_frames(&v, &b, ids)
+                             : pack   ? verify_pack(&v, &b, ids)
+                                      : verify_pad(&v, &b, ids)) < 0) {
                 if (bad++ < 5)
                     fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes "
                             "differ from the shards\n", a.o.rank, b.epoch, b.step);

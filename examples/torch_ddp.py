@@ -34,6 +34,7 @@ loader.state_dict()) to --checkpoint PREFIX.rankR.pt after K steps and
 exits; --resume loads it and continues.
 """
 import argparse
+import gc
 import os
 import shutil
 import subprocess
@@ -291,10 +292,8 @@ def report(args, rank, world, device, stats):
              ",".join("%.3f" % e[1] for e in every), ",".join("%.3f" % e[2] for e in every)))
 
 
-def main():
-    args = parse_args()
-    torch.set_num_threads(args.threads)
-    rank, world, device = setup()
+def train(args, rank, world, device):
+    """The training loop; returns this rank's figures."""
     torch.manual_seed(args.seed)
     model = TinyLM(args.vocab, args.dim, args.heads, args.max_len).to(device)
     ddp = nn.parallel.DistributedDataParallel(
@@ -355,7 +354,20 @@ def main():
     dump.close()
     if loader:
         loader.close()
+    return stats
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    rank, world, device = setup()
+    stats = train(args, rank, world, device)
+    # The DDP reducer (gone with train's frame) must be freed while the
+    # process group lives: freed at interpreter exit, gloo's destructor can
+    # deadlock with a Python comm-hook callback waiting for the GIL.
+    gc.collect()
     report(args, rank, world, device, stats)
+    dist.barrier()
     dist.destroy_process_group()
 
 

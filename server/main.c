@@ -368,8 +368,9 @@ static void dataset_defaults(srv *s)
     if (p->sampler != LF_PLAN_BALANCED && !p->batch_per_rank) p->batch_per_rank = 16;
 }
 
-/* The cost field says what is served: a token array (token path) or a
- * JPEG (image path, with the first int64 label field as labels). */
+/* The cost field says what is served: a token array (token path), a JPEG
+ * (image path) or a frame array (frames path); images and frames carry the
+ * first int64 label field as labels. */
 static int pick_fields(srv *s)
 {
     const lf_schema *sc = lf_dataset_schema(s->ds);
@@ -379,15 +380,22 @@ static int pick_fields(srv *s)
     if (f->type == LF_FIELD_TOKENS_U16) s->token_in_dtype = LF_DTYPE_U16;
     else if (f->type == LF_FIELD_TOKENS_U32) s->token_in_dtype = LF_DTYPE_U32;
     else if (f->type == LF_FIELD_JPEG) s->images = 1;
-    else {
-        fprintf(stderr, "lf-server: cost field '%s' is %s: this server serves token and "
-                "JPEG datasets\n", f->name, lf_field_type_name(f->type));
+    else if (f->type == LF_FIELD_FRAMES_F16 || f->type == LF_FIELD_FRAMES_F32 ||
+             f->type == LF_FIELD_FRAMES_I16) {
+        s->frames = 1;
+        s->frame_width = f->row_width;
+        s->frame_dtype = f->type == LF_FIELD_FRAMES_F16   ? LF_DTYPE_F16
+                         : f->type == LF_FIELD_FRAMES_F32 ? LF_DTYPE_F32
+                                                          : LF_DTYPE_I16;
+    } else {
+        fprintf(stderr, "lf-server: cost field '%s' is %s: this server serves token, JPEG "
+                "and frame datasets\n", f->name, lf_field_type_name(f->type));
         return -ECANCELED;
     }
-    for (uint32_t i = 0; s->images && i < sc->nfields; i++)
+    for (uint32_t i = 0; (s->images || s->frames) && i < sc->nfields; i++)
         if (sc->fields[i].type == LF_FIELD_LABEL_I64 && s->label_field < 0) s->label_field = (int)i;
-    if (s->images && s->cfg.plan.layout == LF_PLAN_PACK) {
-        fprintf(stderr, "lf-server: --layout pack is for tokens; images use pad\n");
+    if ((s->images || s->frames) && s->cfg.plan.layout == LF_PLAN_PACK) {
+        fprintf(stderr, "lf-server: --layout pack is for tokens; images and frames use pad\n");
         return -ECANCELED;
     }
     if (s->images && lf_tf_image_out_size(&s->cfg.image) == 0) {

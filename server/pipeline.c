@@ -544,8 +544,10 @@ static void *reader_main(void *arg)
 typedef struct worker_ctx {
     lf_block_decoder *dec;
     lf_tf_ws *ws;                /* image path: JPEG decode workspace */
-    lf_tf_seq *seqs;
+    lf_tf_seq *seqs;             /* token path: one per sample */
     uint32_t seqs_cap;
+    lf_tf_frames *frames;        /* frames path: one per sample */
+    uint32_t frames_cap;
 } worker_ctx;
 
 /* Counts a decoded block off every job waiting for it. Under mu. */
@@ -648,6 +650,17 @@ static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
     return rc;
 }
 
+/* Copies sample i's label (an int64) into the labels tensor. */
+static int copy_label(const srv *s, const lf_field_view *views, unsigned char *slot,
+                      const lf_tensor_desc *lab, uint32_t i)
+{
+    if (!lab) return 0;
+    const lf_field_view *lv = &views[s->label_field];
+    if (lv->size != 8) return -EINVAL;
+    memcpy(slot + lab->offset + 8 * (size_t)i, lv->data, 8);
+    return 0;
+}
+
 /* Image batch: each sample's JPEG decoded, cropped, resized and normalized
  * straight into its place in the slot; labels copied beside. */
 static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
@@ -668,13 +681,40 @@ static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
                      lf_tf_strerror((int)n), lf_tf_reason(w->ws));
             return (int)n;
         }
-        if (lab) {
-            const lf_field_view *lv = &views[s->label_field];
-            if (lv->size != 8) return -EINVAL;
-            memcpy(slot + lab->offset + 8 * (size_t)i, lv->data, 8);
-        }
+        if ((rc = copy_label(s, views, slot, lab, i)) < 0) return rc;
     }
     return 0;
+}
+
+/* Frames batch: every sample's frames padded with zeros to the longest. */
+static int fill_frames(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+                       const lf_layout *l)
+{
+    const lf_tensor_desc *fr = lf_layout_find(l, "frames"), *len = lf_layout_find(l, "lengths");
+    const lf_tensor_desc *lab = lf_layout_find(l, "labels");
+    if (j->n > w->frames_cap) {
+        lf_tf_frames *v = realloc(w->frames, j->n * sizeof *v);
+        if (!v) return -ENOMEM;
+        w->frames = v;
+        w->frames_cap = j->n;
+    }
+    lf_tf_frames *items = w->frames;
+    for (uint32_t i = 0; i < j->n; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0 || (rc = copy_label(s, views, slot, lab, i)) < 0) return rc;
+        const lf_field_view *v = &views[s->token_field];
+        if (v->count != j->lengths[i]) {
+            srv_fail(s, "sample %" PRIu64 ": %u frames, index says %" PRIu64, j->ids[i],
+                     v->count, j->lengths[i]);
+            return -EIO;
+        }
+        items[i] = (lf_tf_frames){.data = v->data, .nframes = v->count};
+    }
+    int rc = lf_tf_frames_pad(slot + fr->offset, fr->size, (int64_t *)(void *)(slot + len->offset),
+                              len->size, s->frame_dtype, s->frame_width, j->row_len, items, j->n);
+    if (rc < 0) srv_fail(s, "frames transform: %s", lf_tf_strerror(rc));
+    return rc;
 }
 
 /* Writes a job's tensors and header into its slot. */
@@ -688,7 +728,9 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
         srv_fail(s, "job layout does not fit its slot (%d)", rc);
         return -EOVERFLOW;
     }
-    rc = s->images ? fill_images(s, w, j, slot, &l) : fill_tokens(s, w, j, slot, &l);
+    rc = s->images   ? fill_images(s, w, j, slot, &l)
+         : s->frames ? fill_frames(s, w, j, slot, &l)
+                     : fill_tokens(s, w, j, slot, &l);
     if (rc < 0) return rc;
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
     memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
@@ -766,6 +808,7 @@ static void *worker_main(void *arg)
         }
     }
     free(w.seqs);
+    free(w.frames);
     lf_tf_ws_free(w.ws);
     lf_block_decoder_free(w.dec);
     return NULL;

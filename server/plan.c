@@ -67,10 +67,28 @@ static int image_layout(const srv *s, uint32_t n, lf_layout *l)
     return rc < 0 ? rc : 0;
 }
 
+/* A frames batch: n samples padded to the longest (row_len frames) with
+ * zeros, their frame counts, the labels if any, the sample ids. */
+static int frames_layout(const srv *s, uint32_t n, uint32_t row_len, lf_layout *l)
+{
+    int has_label = s->label_field >= 0;
+    uint32_t ntensors = 3 + (uint32_t)has_label;
+    uint64_t grid[3] = {n, row_len, s->frame_width}, ids[1] = {n};
+    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
+                            LF_LAYOUT_MIN_ALIGN);
+    if (rc >= 0) rc = lf_layout_add(l, "frames", s->frame_dtype, 3, grid);
+    if (rc >= 0) rc = lf_layout_add(l, "lengths", LF_DTYPE_I64, 1, ids);
+    if (rc >= 0 && has_label) rc = lf_layout_add(l, "labels", LF_DTYPE_I64, 1, ids);
+    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    return rc < 0 ? rc : 0;
+}
+
 static int batch_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_len,
                         lf_layout *l)
 {
-    return s->images ? image_layout(s, n, l) : token_layout(s, n, rows, row_len, l);
+    if (s->images) return image_layout(s, n, l);
+    if (s->frames) return frames_layout(s, n, row_len, l);
+    return token_layout(s, n, rows, row_len, l);
 }
 
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)

@@ -106,6 +106,9 @@ struct srv {
     srv_config cfg;
     lf_dataset *ds;
     int images;                  /* 1: the cost field is a JPEG (image path) */
+    int frames;                  /* 1: the cost field is a frame array */
+    uint32_t frame_dtype;        /* LF_DTYPE_F16 / F32 / I16 */
+    uint32_t frame_width;        /* values per frame */
     uint32_t token_field;        /* schema field of the tokens or the JPEG */
     uint32_t token_in_dtype;     /* LF_DTYPE_U16 / U32 */
     int label_field;             /* image path: an int64 label field, or -1 */

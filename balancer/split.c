@@ -25,7 +25,7 @@
  * first, the single move that best halves their gap, else the best swap (a
  * move is O(m), a swap O(m^2): swaps stop after 8192 pairs per round); it
  * stops when nothing helps or the
- * costliest rank is within 2^-13 of the mean. Memory caps (tokens, padded
+ * costliest rank is within 2^-12 of the mean. Memory caps (tokens, padded
  * tokens) are enforced here: ranks over a cap first hand their longest items
  * to the cheapest rank with room, and items no rank has room for are left
  * unplaced for the caller to defer. Every choice breaks ties by item cost,
@@ -426,7 +426,7 @@ static size_t repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *cap
 
 /* ---- local search -------------------------------------------------------- */
 
-#define LOCAL_GOOD_SHIFT 13
+#define LOCAL_GOOD_SHIFT 12
 #define SWAP_WORK 8192u          /* sample pairs a swap search may look at */
 
 typedef struct change {
@@ -496,7 +496,7 @@ static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
     uint32_t k = s->world, hi = costliest(s);
     uint64_t total = 0;
     for (uint32_t r = 0; r < k; r++) total += s->cost[r];
-    /* close enough: the costliest rank within 2^-13 (0.012%) of the mean */
+    /* close enough: the costliest rank within 2^-12 (0.024%) of the mean */
     if (((lfp_u128)s->cost[hi] * k - total) << LOCAL_GOOD_SHIFT <= total) return 0;
     uint32_t *ord = s->tmp_ord;
     uint32_t m = 0;

@@ -10,11 +10,8 @@
 # Exit 77 only when /usr/bin/python3 cannot import torch.
 source "$(dirname "$0")/server_lib.sh"
 
-PY=/usr/bin/python3
-"$PY" -c 'import torch, numpy' 2>/dev/null || { echo "skip: torch not importable by $PY"; exit 77; }
-ROOT=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-export LEVELFEED_LIB=${LF_BUILD:-$LF_BIN/..}/lib/liblevelfeed.so
-[[ -f $LEVELFEED_LIB ]] || fail "no $LEVELFEED_LIB"
+source "$(dirname "$0")/python_lib.sh"
+need_python_module torch
 
 SAMPLES=800
 "$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples $SAMPLES --seed 7 --threads 1 \
@@ -78,12 +75,5 @@ $(diff <(cat "$WORK/a.r$r.txt" "$WORK/b.r$r.txt") "$WORK/full.r$r.txt" | head -5
 done
 echo "ddp: stopped after $K steps and resumed = uninterrupted (ids, token bytes, losses)"
 
-# server_lib's check_no_leftovers, except that OpenMPI segments are other
-# jobs' (this test starts no MPI program; the machine may run some).
-new=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | sort) | grep -v '^vader_segment\.' || true)
-[[ -z $new ]] || fail "left in /dev/shm: $new"
-left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
-[[ -z $left ]] || fail "left in the runtime directory: $left"
-stray=$(pgrep -f -- "$WORK" || true)
-[[ -z $stray ]] || fail "processes left: $(ps -o pid,args -p "${stray//$'\n'/,}")"
+check_python_leftovers
 echo "python ddp ok"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Helpers for the Python end-to-end tests (sourced by tests/e2e/python_*.sh,
+# after server_lib.sh): the interpreter, the library the package loads, and
+# the leftover check.
+PY=/usr/bin/python3        # Debian's, with python3-numpy and python3-torch
+ROOT=${LF_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+export LEVELFEED_LIB=${LF_BUILD:-$LF_BIN/..}/lib/liblevelfeed.so
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+[[ -f $LEVELFEED_LIB ]] || fail "no $LEVELFEED_LIB"
+
+need_python_module() {     # MODULE: exit 77 unless $PY imports it
+  "$PY" -c "import $1" 2>/dev/null || { echo "skip: $1 not importable by $PY"; exit 77; }
+}
+
+# server_lib's check_no_leftovers, but OpenMPI's segments belong to other
+# jobs (these tests start no MPI program; the machine may run some); and no
+# process of this test's directory may be left.
+check_python_leftovers() {
+  local new left stray
+  new=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | sort) | grep -v '^vader_segment\.' || true)
+  [[ -z $new ]] || fail "left in /dev/shm: $new"
+  left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
+  [[ -z $left ]] || fail "left in the runtime directory: $left"
+  stray=$(pgrep -f -- "$WORK" || true)
+  [[ -z $stray ]] || fail "processes left: $(ps -o pid,args -p "${stray//$'\n'/,}")"
+}

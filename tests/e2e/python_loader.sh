@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The levelfeed Python package against a live lf-server (one rank, one
+# epoch): host tensors are views of the ring, not copies (their data
+# pointers lie in the client's mapping of the rank's ring memfd, which
+# /proc/self/maps names; a clone, checked the same way, is caught); numpy
+# views keep the exact dtypes and are read-only; the epoch's sample ids are
+# each sample once and rows are padded after their length; library errors
+# arrive as exceptions with the library's or the server's words; a GPU
+# device is refused with a reason. Exit 77 when /usr/bin/python3 lacks numpy
+# (torch-only parts are skipped without torch).
+source "$(dirname "$0")/server_lib.sh"
+
+source "$(dirname "$0")/python_lib.sh"
+need_python_module numpy
+
+"$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples 300 --seed 3 --threads 1 \
+  --len-median 20 --len-max 64 --vocab 1000 >"$WORK/synth.log" 2>&1 ||
+  { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
+start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3 --token-dtype i64
+
+"$PY" - "$EP" "$WORK" 300 <<'PYEOF' || fail "python checks"
+import sys
+import numpy as np
+import levelfeed
+from levelfeed import LevelfeedError
+
+ep, work, nsamples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    import torch
+except ImportError:
+    torch = None
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def ring_ranges():
+    """Address ranges this process maps from rank 0's ring memfd."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "memfd:levelfeed-rank-0" in line:
+                lo, hi = line.split()[0].split("-")
+                out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+def in_ring(addr, nbytes):
+    return any(lo <= addr and addr + nbytes <= hi for lo, hi in ring_ranges())
+
+
+def raises(fn, words, code=None):
+    try:
+        fn()
+    except (LevelfeedError, NotImplementedError) as e:
+        ok = words in str(e) and (code is None or getattr(e, "code", None) == code)
+        check(ok, "error %r lacks %r (code %s)" % (str(e), words, getattr(e, "code", None)))
+        return
+    check(False, "no error where one was due: %r" % words)
+
+
+# Errors: no server there; a GPU device; (below) a rank this server does not serve.
+raises(lambda: levelfeed.Loader(endpoint=work + "/nowhere/ctl", rank=0, world_size=1, timeout=0.5),
+       "timed out waiting for the server", levelfeed._capi.E_TIMEOUT)
+raises(lambda: levelfeed.Loader(endpoint=ep, rank=0, device="cuda:0"), "no device ring")
+raises(lambda: levelfeed.Loader(endpoint=ep, rank=3, world_size=1), "not served")
+
+seen, batches = [], 0
+with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
+    for b in lo:
+        batches += 1
+        ids, tok, lens = b["sample_ids"], b["tokens"], b["lengths"]
+        check(ids.dtype == np.uint64 and tok.dtype == np.int64, "dtypes %s %s" % (ids.dtype, tok.dtype))
+        check(not tok.flags.writeable, "numpy view writeable")
+        check(b.nsamples == len(ids) == tok.shape[0] == len(lens), "batch sizes disagree")
+        for name, a in b.items():
+            check(a.size == 0 or in_ring(a.__array_interface__["data"][0], a.nbytes),
+                  "numpy %s not in the ring" % name)
+        for row, n in zip(tok, lens):
+            check(n > 0 and not row[n:].any(), "row not padded with 0 after its length")
+        seen.extend(int(i) for i in ids)
+        if batches == 1:
+            raises(lambda: lo.load_state_dict(lo.state_dict()), "", levelfeed._capi.E_ORDER)
+            raises(lambda: lo.load_state_dict({"levelfeed": {"version": 9}}), "not a levelfeed")
+check(sorted(seen) == list(range(nsamples)), "epoch: %d ids, %d distinct" % (len(seen), len(set(seen))))
+print("numpy: %d batches, %d samples once each, views of the ring" % (batches, len(seen)))
+sys.exit(1 if failures else 0)
+PYEOF
+wait_server
+
+if "$PY" -c 'import torch' 2>/dev/null; then
+  start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3
+  "$PY" - "$EP" <<'PYEOF' || fail "torch checks"
+import sys
+import torch
+import levelfeed
+
+ep = sys.argv[1]
+
+
+def ring_ranges():
+    with open("/proc/self/maps") as f:
+        return [tuple(int(x, 16) for x in line.split()[0].split("-"))
+                for line in f if "memfd:levelfeed-rank-0" in line]
+
+
+def in_ring(t):
+    p, n = t.data_ptr(), t.numel() * t.element_size()
+    return any(lo <= p and p + n <= hi for lo, hi in ring_ranges())
+
+
+n = 0
+with levelfeed.Loader(endpoint=ep, rank=0, world_size=1) as lo:
+    for b in lo:
+        tok = b["tokens"]
+        assert isinstance(tok, torch.Tensor) and tok.dtype == torch.int32, tok.dtype
+        assert b["sample_ids"].dtype == torch.int64
+        if tok.numel():
+            assert in_ring(tok) and in_ring(b["sample_ids"]), "torch tensor is not a view of the ring"
+            assert not in_ring(tok.clone()), "the zero-copy check cannot tell a copy"
+        lo.report_step(0.001)
+        n += 1
+print("torch: %d batches, tensors are views of the ring (a clone is told apart)" % n)
+PYEOF
+  wait_server
+fi
+check_python_leftovers
+echo "python loader ok"

@@ -38,6 +38,7 @@
 #include <xxhash.h>
 
 #define STATE_MAGIC 0x54534c46u  /* "FLST" */
+#define SILENT_HEARTBEATS 10     /* missed server heartbeats before LF_E_GONE */
 
 typedef struct held_slot {
     int held;                    /* handed to the trainer, not yet released */
@@ -64,6 +65,7 @@ struct lf_client {
     uint32_t last_epoch;         /* last batch returned, for lf_report_step */
     uint64_t last_step, last_wait_ns;
     uint64_t last_sent_ns;       /* for heartbeats */
+    uint64_t last_heard_ns;      /* last message from the server */
     char err[256];
 };
 
@@ -146,6 +148,7 @@ static int recv_msg(lf_client *c, unsigned char *buf, size_t cap, lf_msg *m)
     if (n < 0) return zmq_errno() == EAGAIN ? 0 : -zmq_errno();
     if ((size_t)n > cap || lf_wire_decode(buf, (size_t)n, m) != 0)
         return fail(c, LF_E_PROTOCOL, "undecodable control message");
+    c->last_heard_ns = now_ns();
     return 1;
 }
 
@@ -202,6 +205,9 @@ static int pump(lf_client *c, int timeout_ms)
         if (rc < 0) return rc;
         if (c->fifo_len > 0 || c->ended) return 0;
         uint64_t now = now_ns();
+        /* The server heartbeats every hb_ns: long silence means it hangs. */
+        if (hb_ns && now - c->last_heard_ns > SILENT_HEARTBEATS * hb_ns)
+            return fail(c, LF_E_GONE, "no heartbeat from the server");
         if (hb_ns && now - c->last_sent_ns >= hb_ns) {
             lf_msg hb = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
             if ((rc = send_msg(c, &hb)) < 0) return rc;
@@ -382,6 +388,7 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
     uint64_t start = now_ns();
     int rc;
     if (!c->started) {
+        c->last_heard_ns = now_ns();
         lf_msg m = {.type = LF_MSG_START,
                     .u.start = {.epoch = c->pos_epoch, .step = c->pos_step,
                                 .plan_id = c->restore_plan}};

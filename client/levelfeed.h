@@ -38,7 +38,7 @@ enum {
     LF_E_END = -20001,           /* every epoch has been delivered */
     LF_E_TIMEOUT = -20002,       /* lf_next: no batch within the timeout */
     LF_E_SERVER = -20003,        /* the server reported an error (lf_client_error) */
-    LF_E_GONE = -20004,          /* the server went away */
+    LF_E_GONE = -20004,          /* the server went away (or missed 10 heartbeats) */
     LF_E_PROTOCOL = -20005,      /* the server sent something malformed */
     LF_E_STATE = -20006,         /* a saved state is invalid or for another plan */
     LF_E_ORDER = -20007,         /* call not allowed now (e.g. restore after next) */

@@ -3,7 +3,8 @@
  * here): a good batch comes through with the right tensors; a slot whose
  * bytes were changed, a READY naming a slot out of range or out of
  * sequence, make lf_next fail with LF_E_PROTOCOL instead of handing out a
- * pointer; END ends; START carries a restored position; and the argument
+ * pointer; END ends; START carries a restored position; a server that
+ * falls silent is reported gone; and the argument
  * and order checks of open, release and state restore hold.
  */
 #include "levelfeed.h"
@@ -22,7 +23,7 @@
 #define NSLOTS 2
 #define SLOT 8192u
 
-enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END };
+enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SILENT };
 
 typedef struct fake {
     int mode;
@@ -97,6 +98,7 @@ static void *fake_main(void *arg)
     hand_over_ring(f);
     if (frecv(f, &m, buf) != LF_MSG_START) TEST_FAIL_("expected START");
     f->start = m.u.start;
+    if (f->mode == SILENT) return NULL; /* alive, but never heard from again */
     lf_msg r = {.type = LF_MSG_READY, .u.ready = {.slot = 0, .epoch = 0, .step = 0, .seq = 0}};
     write_batch(f, &r.u.ready, 3);
     if (f->mode == SLOT_OUT_OF_RANGE) r.u.ready.slot = NSLOTS;
@@ -227,6 +229,13 @@ int main(void)
     ASSERT_EQ(f.start.plan_id, 77);
     ASSERT_EQ(lf_report_step(c, 1000), 0);
     ASSERT_EQ(lf_next(c, &b2, 5000), LF_E_END);
+    pthread_join(th, NULL);
+    lf_client_close(c);
+    /* A server that stops talking (10 heartbeats of 50 ms) is reported gone. */
+    fake_start(&f, SILENT, &th);
+    c = open_client(&f);
+    ASSERT_EQ(lf_next(c, &b, 10000), LF_E_GONE);
+    ASSERT_TRUE(strstr(lf_client_error(c), "heartbeat") != NULL);
     pthread_join(th, NULL);
     lf_client_close(c);
     printf("client api ok\n");

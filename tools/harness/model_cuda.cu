@@ -61,37 +61,41 @@ struct lt_gpu {
 __global__ void gemm(int M, int N, int K, const float *A, int sam, int sak, const float *B,
                      int sbk, int sbn, float *C, float beta, const float *bias)
 {
-    int m = blockIdx.y, n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (m >= M || n >= N) return;
-    float s = bias ? bias[n] : 0.0f;
-    for (int k = 0; k < K; k++) s += A[(size_t)m * sam + (size_t)k * sak] *
-                                     B[(size_t)k * sbk + (size_t)n * sbn];
-    float *c = &C[(size_t)m * N + n];
-    *c = beta != 0.0f ? beta * *c + s : s;
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    for (int m = blockIdx.y; m < M; m += gridDim.y) {   /* M may pass gridDim.y's limit */
+        float s = bias ? bias[n] : 0.0f;
+        for (int k = 0; k < K; k++) s += A[(size_t)m * sam + (size_t)k * sak] *
+                                         B[(size_t)k * sbk + (size_t)n * sbn];
+        float *c = &C[(size_t)m * N + n];
+        *c = beta != 0.0f ? beta * *c + s : s;
+    }
+}
+
+static dim3 gemm_grid(int M, int N)
+{
+    return dim3((unsigned)(N + 127) / 128, (unsigned)(M < 65535 ? M : 65535));
 }
 
 /* out = in W (+ bias), in: T x K, W: K x N. */
 static void mm(cudaStream_t st, int T, int K, int N, const float *in, const float *W,
                const float *bias, float *out, float beta)
 {
-    dim3 grid((N + 127) / 128, T);
-    gemm<<<grid, 128, 0, st>>>(T, N, K, in, K, 1, W, N, 1, out, beta, bias);
+    gemm<<<gemm_grid(T, N), 128, 0, st>>>(T, N, K, in, K, 1, W, N, 1, out, beta, bias);
 }
 
 /* din (+)= dout W^T, dout: T x N, W: K x N. */
 static void mm_dx(cudaStream_t st, int T, int K, int N, const float *dout, const float *W,
                   float *din, float beta)
 {
-    dim3 grid((K + 127) / 128, T);
-    gemm<<<grid, 128, 0, st>>>(T, K, N, dout, N, 1, W, 1, N, din, beta, NULL);
+    gemm<<<gemm_grid(T, K), 128, 0, st>>>(T, K, N, dout, N, 1, W, 1, N, din, beta, NULL);
 }
 
 /* dW += in^T dout, in: T x K, dout: T x N. */
 static void mm_dw(cudaStream_t st, int T, int K, int N, const float *in, const float *dout,
                   float *dW)
 {
-    dim3 grid((N + 127) / 128, K);
-    gemm<<<grid, 128, 0, st>>>(K, N, T, in, 1, K, dout, N, 1, dW, 1.0f, NULL);
+    gemm<<<gemm_grid(K, N), 128, 0, st>>>(K, N, T, in, 1, K, dout, N, 1, dW, 1.0f, NULL);
 }
 
 __global__ void embed(int T, int D, const int *tok, const float *E, float *x)

@@ -8,6 +8,8 @@
 #  - a planted fault (one rank's parameter nudged after step 10) must fail
 #    the run with the cross-rank parameter check's message;
 #  - without a GPU, --device cuda is refused with a reason;
+#  - the model's backward matches central differences (--gradcheck), and
+#    the check fails when one gradient component is spoiled;
 #  - nothing is left behind: /dev/shm, runtime directories, processes.
 source "$(dirname "$0")/harness_lib.sh"
 
@@ -45,6 +47,13 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     fail "--device cuda without a GPU: $(cat "$WORK/nogpu.out")"
   echo "--device cuda without a GPU: refused with a reason"
 fi
+
+# 5. gradients against finite differences, and the check's planted fault
+"$LF_BIN/lf-train" --gradcheck >"$WORK/grad.out" 2>&1 || fail "gradcheck: $(cat "$WORK/grad.out")"
+if "$LF_BIN/lf-train" --gradcheck --fault-step 0 >"$WORK/grad-bad.out" 2>&1; then
+  fail "gradcheck missed a spoiled gradient: $(cat "$WORK/grad-bad.out")"
+fi
+echo "$(cat "$WORK/grad.out"); a spoiled gradient is caught"
 
 check_clean
 echo "harness cpu ok"

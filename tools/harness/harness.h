@@ -73,6 +73,10 @@ float *lt_cpu_params(lt_cpu *m);
  * next-token loss into grads (zeroed by the caller) and returns the loss
  * sum and target count in grads[n], grads[n+1]. */
 void lt_cpu_step(lt_cpu *m, const lt_batch *b, float *grads);
+/* Checks the hand-written backward against central differences on a tiny
+ * batch; returns the largest relative error over all parameters, or -1.
+ * plant != 0 spoils one gradient component first (the check must see it). */
+double lt_cpu_gradcheck(const lt_config *c, int plant);
 /* params -= lr * grads / targets (targets = grads[n+1], reduced). */
 void lt_sgd(float *params, const float *grads, size_t n, float lr);
 

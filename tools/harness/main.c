@@ -33,7 +33,7 @@ static const char *const samplers[] = {"balanced", "naive", "sorted"};
 typedef struct opts {
     lt_train_opts t;
     const char *data, *server, *sampler, *report, *trace, *chart, *batches, *tmpdir;
-    int compare, calibrate, epochs;
+    int compare, calibrate, gradcheck, epochs;
     long seed;
     char **server_args;          /* after "--" */
     int nserver_args;
@@ -69,6 +69,9 @@ static void usage(FILE *f)
 "  --batches PREFIX    each rank writes PREFIX.rR.txt: \"epoch step rank n ids\"\n"
 "  --calibrate         fit (a, b, c0) to measured compute, print R^2 and flags\n"
 "checks:\n"
+"  --gradcheck         compare the CPU model's gradients with central differences on\n"
+"                      a tiny model (no MPI, no server); exit 1 past 2%% relative error;\n"
+"                      with --fault-step, one gradient component is spoiled first\n"
 "  --fault-step N --fault-rank R   perturb a parameter of rank R after step N\n"
 "                      (the cross-rank parameter check must then fail the run)\n"
 "this build: %s\n", LT_CUDA ? "CPU and CUDA (NCCL)" : "CPU only (no CUDA)");
@@ -76,7 +79,8 @@ static void usage(FILE *f)
 
 enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
        O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
-       O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_HELP };
+       O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_GRADCHECK,
+       O_HELP };
 
 static int parse_cost(const char *s, double c[4])
 {
@@ -121,6 +125,7 @@ static int option(opts *o, int c, const char *a)
     case O_CHART: o->chart = a; return 0;
     case O_BATCHES: o->batches = a; return 0;
     case O_CALIBRATE: o->calibrate = 1; return 0;
+    case O_GRADCHECK: o->gradcheck = 1; return 0;
     case O_FSTEP: o->t.fault_step = atol(a); return 0;
     case O_FRANK: o->t.fault_rank = atoi(a); return 0;
     default: return -1;
@@ -139,8 +144,8 @@ static int parse(int argc, char **argv, opts *o)
         {"log-every", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT}, {"trace", 1, 0, O_TRACE},
         {"chart", 1, 0, O_CHART}, {"batches", 1, 0, O_BATCHES},
         {"calibrate", 0, 0, O_CALIBRATE}, {"fault-step", 1, 0, O_FSTEP},
-        {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR}, {"help", 0, 0, O_HELP},
-        {0, 0, 0, 0}};
+        {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR},
+        {"gradcheck", 0, 0, O_GRADCHECK}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     *o = (opts){.sampler = "balanced", .epochs = 1};
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
                            .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
@@ -156,6 +161,7 @@ static int parse(int argc, char **argv, opts *o)
     }
     o->server_args = argv + optind;
     o->nserver_args = argc - optind;
+    if (o->gradcheck) return 0;
     int known = 0;
     for (int i = 0; i < NSAMPLERS; i++) known |= strcmp(o->sampler, samplers[i]) == 0;
     const char *err = !known ? "--sampler must be balanced, naive or sorted"
@@ -382,6 +388,16 @@ static void device_name(const opts *o, char *buf, size_t size)
 #endif
 }
 
+/* A tiny model (odd sizes, a window shorter than a sequence) so every
+ * parameter is probed in well under a second. */
+static int gradcheck(int plant)
+{
+    lt_config c = {.vocab = 11, .dim = 4, .hidden = 6, .window = 5, .seed = 3};
+    double e = lt_cpu_gradcheck(&c, plant);
+    printf("gradcheck: %zu parameters, largest relative error %.2e\n", lt_param_count(&c), e);
+    return e >= 0 && e < 0.02 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -394,6 +410,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: see lf-train --help\n");
         return 2;
     }
+    if (o.gradcheck) return gradcheck(o.t.fault_step >= 0);
     MPI_Init(&argc, &argv);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

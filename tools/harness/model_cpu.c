@@ -322,3 +322,40 @@ void lt_sgd(float *params, const float *grads, size_t n, float lr)
     float s = lr / targets;
     for (size_t i = 0; i < n; i++) params[i] -= s * grads[i];
 }
+
+/* Central differences of the summed loss against lt_cpu_step's gradient
+ * on a small fixed batch, every parameter; returns the largest relative
+ * error (|num - ana| / (|num| + |ana| + 1e-2)), or -1 without memory.
+ * plant: spoil one analytic component first, as a backward bug would. */
+double lt_cpu_gradcheck(const lt_config *c, int plant)
+{
+    enum { NTOK = 13 };
+    int32_t tok[NTOK];
+    for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)((i * 7 + 3) % c->vocab);
+    lt_seq seqs[2] = {{0, 8}, {8, NTOK - 8}};
+    lt_batch b = {tok, seqs, 2};
+    lt_cpu *m;
+    if (lt_cpu_create(c, &m) < 0) return -1;
+    size_t n = m->l.n;
+    float *g = calloc(n + LT_EXTRA, sizeof *g), *g2 = calloc(n + LT_EXTRA, sizeof *g2);
+    double worst = g && g2 ? 0 : -1;
+    if (g) lt_cpu_step(m, &b, g);
+    if (g && plant) g[m->l.Wq] += 0.05f;
+    for (size_t i = 0; worst >= 0 && i < n; i++) {
+        float keep = m->params[i], h = 1e-2f;
+        double loss[2];
+        for (int side = 0; side < 2; side++) {
+            m->params[i] = keep + (side ? -h : h);
+            memset(g2, 0, (n + LT_EXTRA) * sizeof *g2);
+            lt_cpu_step(m, &b, g2);
+            loss[side] = g2[n];
+        }
+        m->params[i] = keep;
+        double num = (loss[0] - loss[1]) / (2.0 * h);
+        worst = fmax(worst, fabs(num - g[i]) / (fabs(num) + fabs(g[i]) + 1e-2));
+    }
+    free(g);
+    free(g2);
+    lt_cpu_free(m);
+    return worst;
+}

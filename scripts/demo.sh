@@ -3,12 +3,14 @@
 #   scripts/demo.sh BUILD_DIR
 # 1. lf-shard synth tokens writes the dataset (lognormal lengths, 8..1024);
 #    lf-shard stats shows its length distribution;
-# 2. lf-plan shows what each sampler would do with it (no server);
-# 3. mpirun -np 4 lf-train --compare: for balanced, naive and sorted in turn
+# 2. lf-train --calibrate (naive plan) fits the cost model c(L) = aL + bL^2
+#    + c0 to this model's measured compute;
+# 3. lf-plan shows what each sampler does with that cost model (no server);
+# 4. mpirun -np 4 lf-train --compare: for balanced, naive and sorted in turn
 #    lf-train starts an lf-server, trains one epoch on 4 ranks (GPU with
 #    NCCL when nvidia-smi sees GPUs and lf-train has CUDA, else the CPU
 #    model with MPI_Allreduce), and prints one table;
-# 4. the reports, traces (open in https://ui.perfetto.dev) and SVG charts
+# 5. the reports, traces (open in https://ui.perfetto.dev) and SVG charts
 #    stay in BUILD_DIR/demo; nothing else is left (checked).
 set -euo pipefail
 
@@ -16,7 +18,6 @@ B=${1:-build/default}
 BIN="$B/bin"
 OUT="$(mkdir -p "$B" && cd "$B" && pwd)/demo"
 RANKS=4
-COST=16,0.06,0,0      # fitted by lf-train --calibrate for the CPU model below
 
 die() { echo "demo: $*" >&2; exit 1; }
 command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
@@ -34,9 +35,15 @@ SHM_BEFORE=$(ls /dev/shm | sort)
 trap 'rm -rf "$OUT/tmp"' EXIT
 
 DEVICE=cpu
+MODEL=(--vocab 64 --dim 16 --hidden 32)
 if nvidia-smi -L >/dev/null 2>&1 && "$BIN/lf-train" --help | grep -q "this build: CPU and CUDA"; then
   DEVICE=cuda
+  MODEL=(--vocab 1024 --dim 64 --hidden 256)
+  GPUS=$(nvidia-smi -L | grep -c '^GPU')
+  RANKS=$((GPUS < RANKS ? GPUS : RANKS))   # NCCL: one rank per GPU
 fi
+TRAIN=("$BIN/lf-train" --data "$OUT/data" --device "$DEVICE" "${MODEL[@]}" --log-every 0
+       --tmpdir "$OUT/tmp")
 
 echo "== 1. dataset: 3000 token samples, lognormal lengths (median 64, up to 1024)"
 "$BIN/lf-shard" synth tokens --out "$OUT/data" --samples 3000 --seed 11 --vocab 64 \
@@ -44,7 +51,14 @@ echo "== 1. dataset: 3000 token samples, lognormal lengths (median 64, up to 102
 "$BIN/lf-shard" stats "$OUT/data"
 
 echo
-echo "== 2. the plans (lf-plan, cost model --cost $COST)"
+echo "== 2. the cost model of this model on this machine: lf-train --calibrate (naive plan)"
+mpirun -np "$RANKS" "${TRAIN[@]}" --sampler naive --calibrate | tee "$OUT/calibrate.txt" |
+  grep -E "calibration|R\^2|flags"
+COST=$(sed -n 's/.*lf-server --cost \([^ ]*\).*/\1/p' "$OUT/calibrate.txt")
+[[ -n "$COST" ]] || die "--calibrate gave no cost flags"
+
+echo
+echo "== 3. the plans (lf-plan --cost $COST)"
 "$BIN/lf-plan" "$OUT/data" --world "$RANKS" --cost "$COST" --samples-per-rank 4 |
   tee "$OUT/plan.txt" | grep -E "^[a-z]+:|max/mean|lf-plan:"
 # naive and sorted take as many samples per step as balanced's mean.
@@ -52,14 +66,13 @@ PER_RANK=$(sed -n 's/^naive:.*(\([0-9]*\) per rank).*/\1/p' "$OUT/plan.txt")
 [[ -n "$PER_RANK" ]] || die "no samples per rank in lf-plan's output"
 
 echo
-echo "== 3. mpirun -np $RANKS lf-train --compare --device $DEVICE (one lf-server per sampler)"
-mpirun -np "$RANKS" "$BIN/lf-train" --data "$OUT/data" --compare --device "$DEVICE" \
-  --vocab 64 --dim 16 --hidden 32 --cost "$COST" --log-every 0 --tmpdir "$OUT/tmp" \
+echo "== 4. mpirun -np $RANKS lf-train --compare --device $DEVICE (one lf-server per sampler)"
+mpirun -np "$RANKS" "${TRAIN[@]}" --compare --cost "$COST" \
   --report "$OUT/report.json" --trace "$OUT/trace.json" --chart "$OUT/chart.svg" \
   -- --samples-per-rank 4 --batch-per-rank "$PER_RANK" | tee "$OUT/compare.txt"
 
 echo
-echo "== 4. outputs in $OUT"
+echo "== 5. outputs in $OUT"
 for s in balanced naive sorted; do
   echo "  $s: report $OUT/report.$s.json  trace $OUT/trace.$s.json  chart $OUT/chart.$s.svg"
 done

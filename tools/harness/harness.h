@@ -140,7 +140,6 @@ typedef struct lt_record {
     uint32_t epoch;
     uint64_t step;
     float loss;                  /* global mean loss of the step */
-    float pad_;
 } lt_record;
 
 /* A run's records gathered on rank 0: rec[step * ranks + rank]. */

@@ -5,7 +5,8 @@
 # steps. Checks: the loss falls; every sample arrives exactly once per epoch
 # (the ranks dump their sample ids); a run stopped after K steps and resumed
 # from its checkpoint (model, optimizer, loader.state_dict()) gives the same
-# batches — ids, token bytes and losses — as the uninterrupted run; nothing
+# batches — ids, token bytes and losses — as the uninterrupted run; the
+# example's --loader torch (DataLoader + DistributedSampler) trains; nothing
 # is left in /dev/shm, the runtime directory or the process table.
 # Exit 77 only when /usr/bin/python3 cannot import torch.
 source "$(dirname "$0")/server_lib.sh"
@@ -74,6 +75,15 @@ for r in 0 1; do
 $(diff <(cat "$WORK/a.r$r.txt" "$WORK/b.r$r.txt") "$WORK/full.r$r.txt" | head -5)"
 done
 echo "ddp: stopped after $K steps and resumed = uninterrupted (ids, token bytes, losses)"
+
+# The example's other feed, a plain DataLoader + DistributedSampler over the
+# same samples (preloaded through a private lf-server), trains too.
+run_ranks dl --loader torch --data "$WORK/ds" --epochs 1 --batch-size 4
+first=$(summary_field dl loss_first) last=$(summary_field dl loss_last)
+awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
+  fail "--loader torch: loss did not fall: $first -> $last"
+check_exactly_once dl $SAMPLES
+echo "ddp --loader torch: loss $first -> $last, every sample once"
 
 check_python_leftovers
 echo "python ddp ok"

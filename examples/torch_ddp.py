@@ -23,9 +23,9 @@ of the loader itself.
 
 Printed at the end (rank 0): tokens/s over all ranks, step time p50/p99,
 and for each rank the time spent waiting for data and waiting at the
-gradient all-reduce (a tiny all-reduce timed at the start of DDP's first
-gradient bucket: it returns once the slowest rank has finished its
-backward, so its duration is this rank's wait). A line `summary k=v ...`
+gradient all-reduce (a tiny all-reduce timed in a DDP comm hook before the
+last gradient bucket's all-reduce: it returns once the slowest rank has
+finished its backward, so its duration is this rank's wait). A line `summary k=v ...`
 carries the same for scripts.
 
 For tests: --dump FILE writes one line per batch, "epoch step rank n
@@ -131,20 +131,31 @@ def next_token_loss(model, tokens, lengths):
 
 
 class AllreduceWait:
-    """A DDP comm hook: before the first gradient bucket's all-reduce, a tiny
-    blocking all-reduce returns only when every rank got there, i.e. once
-    the slowest rank has finished its backward; its duration is this rank's
-    wait. Then the bucket is averaged as DDP's default hook does."""
+    """A DDP comm hook: before the last gradient bucket's all-reduce (when
+    this rank's backward is complete), a tiny blocking all-reduce returns
+    only once every rank got there, i.e. once the slowest rank has finished
+    its backward (and the earlier buckets' transfers are done); its duration
+    is this rank's wait. Every bucket is averaged as DDP's default hook
+    does. On a GPU
+    the stream is synchronized around the tiny all-reduce, which costs some
+    overlap: the price of measuring."""
 
     def __init__(self, world):
         self.world, self.seconds, self.tiny = world, 0.0, torch.zeros(1)
 
+    @staticmethod
+    def sync(t):
+        if t.is_cuda:
+            torch.cuda.current_stream(t.device).synchronize()
+
     def hook(self, _state, bucket):
         buf = bucket.buffer()
-        if bucket.index() == 0:
+        if bucket.is_last():
             tiny = self.tiny.to(buf.device)
+            self.sync(buf)          # this rank's own backward is done
             t0 = time.perf_counter()
             dist.all_reduce(tiny)
+            self.sync(buf)          # nccl returns at once: wait for the result
             self.seconds += time.perf_counter() - t0
         buf.div_(self.world)
         return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])

@@ -5,18 +5,21 @@ client_SRCS := client/client.c client/lf_wire.c client/lf_ring.c client/lf_ipc.c
 client_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(client_SRCS))
 $(eval $(call static_lib,levelfeed,$(client_SRCS)))
 
-LF_VERSION := 0.1.0
-
-$(B)/lib/liblevelfeed.so: $(client_OBJS) $(B)/lib/liblf_tf.a client/levelfeed.map
+# The real file carries the soname (liblevelfeed.so.1); liblevelfeed.so is
+# the link-time name pointing at it.
+$(B)/lib/liblevelfeed.so.1: $(client_OBJS) $(B)/lib/liblf_tf.a client/levelfeed.map
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,liblevelfeed.so.1 \
 	  -Wl,--version-script=client/levelfeed.map -Wl,--no-undefined \
 	  -o $@ $(client_OBJS) $(B)/lib/liblf_tf.a -lzmq
 
+$(B)/lib/liblevelfeed.so: $(B)/lib/liblevelfeed.so.1
+	ln -sf liblevelfeed.so.1 $@
+
 $(B)/lib/pkgconfig/levelfeed.pc: client/levelfeed.pc.in
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LF_VERSION)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' $< > $@
 
-PROGRAMS += $(B)/lib/liblevelfeed.so $(B)/lib/pkgconfig/levelfeed.pc
+PROGRAMS += $(B)/lib/liblevelfeed.so.1 $(B)/lib/liblevelfeed.so $(B)/lib/pkgconfig/levelfeed.pc
 
 $(eval $(call program,lf-rank-loop,examples/rank_loop.c))

@@ -11,7 +11,6 @@ The library is found, in this order, at:
   5. the system loader (liblevelfeed.so.1, then liblevelfeed.so).
 """
 import ctypes
-import errno
 import os
 
 # Codes of levelfeed.h.
@@ -130,7 +129,7 @@ def error(code, client=None, detail=None):
     """The exception for `code`: the library's name for it, and the server's
     or the connection's own message when there is one."""
     msg = strerror(code)
-    if detail:
+    if detail and detail != msg:
         msg += ": " + detail
     elif client and code in (E_SERVER, E_PROTOCOL):
         msg += ": " + lib.lf_client_error(client).decode("utf-8", "replace")

@@ -6,6 +6,7 @@
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
  *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
+ *                [--no-digest]   (benchmarks: do not read the tensor bytes)
  *
  * Each batch becomes a line "epoch step rank n id,id,..." in --out (the
  * format of `lf-server --print-plan`). --verify re-reads every sample
@@ -261,6 +262,7 @@ typedef struct args {
     const char *out, *verify, *save, *restore, *digests;
     lf_tf_image_params image;
     long max_batches, compute_us;
+    int no_digest;
     int timeout_ms;
     int64_t pad_id;
 } args;
@@ -273,7 +275,7 @@ static int parse(int argc, char **argv, args *a)
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
         {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
-        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {0, 0, 0, 0}};
+        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"no-digest", 0, 0, 'N'}, {0, 0, 0, 0}};
     static const char *const crops[] = {"full", "center", "random"};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
@@ -306,6 +308,7 @@ static int parse(int argc, char **argv, args *a)
             break;
         case 'F': a->image.flip_prob = strtod(optarg, NULL); break;
         case 'S': a->image.seed = strtoull(optarg, NULL, 10); break;
+        case 'N': a->no_digest = 1; break;
         default: return -1;
         }
     }
@@ -364,7 +367,7 @@ int main(int argc, char **argv)
                             "differ from the shards\n", a.o.rank, b.epoch, b.step);
             }
         }
-        digest_batch(&h, &b);
+        if (!a.no_digest) digest_batch(&h, &b);
         if (batches == 0) first_ns = now_ns();
         uint64_t *w = realloc(waits, ((size_t)batches + 1) * sizeof *w);
         if (w) (waits = w)[batches] = b.wait_ns;

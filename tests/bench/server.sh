@@ -44,7 +44,7 @@ serve() {   # LOG CLIENT-ARGS SERVER-ARGS... : runs a server and 2 clients
 }
 
 for w in 1 2; do
-  serve "$work/tok$w" "" --data "$work/ds" --workers "$w" --memory-limit 1G
+  serve "$work/tok$w" "--no-digest" --data "$work/ds" --workers "$w" --memory-limit 1G
   secs=$(server_secs "$work/tok$w.server")
   busy=$(sed -n 's/.*decode \([0-9.]*\) s.*/\1/p' "$work/tok$w.server")
   tbytes=$(cat "$work/tok$w".r* | sed -n 's/.*samples, \([0-9]*\) tensor bytes.*/\1/p' | awk '{s += $1} END {print s}')
@@ -55,7 +55,7 @@ for w in 1 2; do
       w, g, g / z, g / z / w, t / s / 1e9, d, s, raw / b / 1e9, raw / b / 1e9 / z }'
 done
 
-serve "$work/lat" "--compute-us 2000" --data "$work/ds" --workers 2 --memory-limit 1G
+serve "$work/lat" "--compute-us 2000 --no-digest" --data "$work/ds" --workers 2 --memory-limit 1G
 for r in 0 1; do
   sed -n 's/.*\(lf_next p50 [0-9.]* us p99 [0-9.]* us\).*/rank '$r' (batch ready): \1 (target p99 <= 50 us)/p' "$work/lat.r$r"
 done
@@ -69,7 +69,7 @@ images=${IMAGES:-2000}
 tf=$("$BUILD/bench/server_tf" "$work/img" 224x224)
 echo "transforms only (1 thread, 224x224 random-resized crop, f32): $tf images/s"
 for w in 1 2; do
-  serve "$work/img$w" "" --data "$work/img" --workers "$w" --image-size 224x224 --memory-limit 1G
+  serve "$work/img$w" "--no-digest" --data "$work/img" --workers "$w" --image-size 224x224 --memory-limit 1G
   secs=$(server_secs "$work/img$w.server")
   awk -v n="$images" -v s="$secs" -v tf="$tf" -v w="$w" 'BEGIN {
     r = n / s

@@ -18,7 +18,7 @@ c0=$!
 "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --compute-us 20000 >/dev/null 2>&1 &
 c1=$!
 PIDS+=("$c0" "$c1")
-sleep 0.3
+wait_running 2
 # The rings: memfds, mode 0600, nothing with a name in /dev/shm.
 n=0
 for fd in /proc/"$SERVER_PID"/fd/*; do
@@ -44,7 +44,7 @@ for r in 0 1; do
   eval "s$r=\$!"
 done
 PIDS+=("$s0" "$s1")
-sleep 0.3
+wait_running 2
 kill -9 "$SERVER_PID"
 start=$(date +%s)
 for p in "$s0" "$s1"; do

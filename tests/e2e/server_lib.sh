@@ -43,9 +43,19 @@ start_server() {   # ARGS...
   "$LF_BIN/lf-server" --endpoint "$EP" "$@" >"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
-  for _ in $(seq 100); do [[ -S "$EP" ]] && return 0; sleep 0.05; done
+  for _ in $(seq 400); do [[ -S "$EP" ]] && return 0; sleep 0.05; done
   cat "$WORK/server.log" >&2
   fail "server did not start"
+}
+
+# Waits (up to 20 s) until N ranks are being served, per lf-stat.
+wait_running() {   # N
+  local n=$1
+  for _ in $(seq 200); do
+    [[ $("$LF_BIN/lf-stat" "$EP" --json 2>/dev/null | grep -c '"state": "running"') -ge $n ]] && return 0
+    sleep 0.1
+  done
+  fail "$n ranks did not start"
 }
 
 wait_server() {    # waits for the server; fails unless it exits 0

@@ -56,6 +56,14 @@ endif
 LIBS :=
 PROGRAMS :=
 
+# Objects depend on a stamp holding the configuration, so changing CFLAGS,
+# CUDA or MPI in the same build folder rebuilds instead of mixing objects.
+CONFIG_STAMP := $(B)/.config
+config_line := $(CC) $(CFLAGS) CUDA=$(CUDA) MPI=$(MPI)
+ifneq ($(config_line),$(shell cat $(CONFIG_STAMP) 2>/dev/null))
+$(shell mkdir -p $(B) && echo '$(config_line)' > $(CONFIG_STAMP))
+endif
+
 # $(call static_lib,NAME,SOURCES): $(B)/lib/libNAME.a from SOURCES.
 define static_lib
 $(B)/lib/lib$(1).a: $(patsubst %.c,$(B)/obj/%.o,$(2))
@@ -65,8 +73,12 @@ LIBS += $(B)/lib/lib$(1).a
 endef
 
 # $(call program,NAME,SOURCES): $(B)/bin/NAME linked with every project library.
+# LIBS is expanded a second time, when make runs, so a program depends on the
+# libraries of modules read after its own (a parallel build must not link a
+# half-written archive).
+.SECONDEXPANSION:
 define program
-$(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $$(LIBS)
+$(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $$$$(LIBS)
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $(patsubst %.c,$(B)/obj/%.o,$(2)) $$(LINK_LIBS)
 PROGRAMS += $(B)/bin/$(1)
@@ -99,7 +111,7 @@ config:
 
 build: config $(LIBS) $(PROGRAMS) $(UNIT_BINS) $(FUZZ_REPLAY) $(BENCH_BINS)
 
-$(B)/obj/%.o: %.c
+$(B)/obj/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -11,7 +11,9 @@ install -d "$bindir" "$libdir" "$incdir" "$pcdir"
 
 for f in "$B"/bin/*; do [[ -x $f && -f $f ]] && install -m 0755 "$f" "$bindir/"; done
 for f in "$B"/lib/*.a; do [[ -f $f ]] && install -m 0644 "$f" "$libdir/"; done
-for f in "$B"/lib/*.so*; do [[ -f $f ]] && install -m 0755 "$f" "$libdir/"; done
+for f in "$B"/lib/*.so*; do   # keep the soname links as links
+  if [[ -L $f ]]; then cp -P "$f" "$libdir/"; elif [[ -f $f ]]; then install -m 0755 "$f" "$libdir/"; fi
+done
 # Public headers: each library folder lists its own in PUBLIC_HEADERS.
 for list in "$root"/*/PUBLIC_HEADERS; do
   [[ -f $list ]] || continue
@@ -23,4 +25,8 @@ for pc in "$root"/*/*.pc.in; do
   [[ -f $pc ]] || continue
   sed -e "s|@PREFIX@|$prefix|g" "$pc" >"$pcdir/$(basename "$pc" .in)"
 done
+# The Python package finds PREFIX/lib/liblevelfeed.so from its own place.
+pydir="$destdir$prefix/lib/python3/dist-packages"
+install -d "$pydir/levelfeed"
+install -m 0644 "$root"/python/levelfeed/*.py "$pydir/levelfeed/"
 echo "installed into $destdir$prefix"

@@ -47,6 +47,7 @@ typedef struct session {
     uint64_t token;
     int fdconn;                  /* kept fd-socket connection; -1 none */
     uint32_t pid;
+    uint64_t welcomed_ns;        /* when WELCOME went out */
     uint8_t *held;               /* per slot: handed out by READY */
     uint64_t *held_seq;
 } session;
@@ -148,6 +149,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
     memcpy(ss->id, id, idlen);
     ss->idlen = idlen;
     ss->pid = h->pid;
+    ss->welcomed_ns = srv_now_ns();
     lf_msg w = {.type = LF_MSG_WELCOME};
     w.u.welcome = (lf_msg_welcome){
         .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
@@ -392,11 +394,27 @@ static void announce(control *c)
     pthread_mutex_unlock(&c->s->mu);
 }
 
+/* A client that got WELCOME but never came for its ring (it died in
+ * between) would hold its rank forever: forget it after ten heartbeats, so
+ * the rank can say HELLO again. */
+static void forget_stalled(control *c, uint64_t now)
+{
+    uint64_t limit = 10ull * c->s->cfg.heartbeat_ms * 1000000u;
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
+        session *ss = &c->sess[li];
+        if (ss->idlen && ss->fdconn < 0 && !c->s->ranks[li].gone && now - ss->welcomed_ns > limit) {
+            ss->idlen = 0;
+            ss->token = 0;
+        }
+    }
+}
+
 static void heartbeat(control *c)
 {
     uint64_t now = srv_now_ns();
     if (now - c->last_hb_ns < (uint64_t)c->s->cfg.heartbeat_ms * 1000000u) return;
     c->last_hb_ns = now;
+    forget_stalled(c, now);
     lf_msg m = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
         if (live(c, li)) send_to(c, c->sess[li].id, c->sess[li].idlen, &m);

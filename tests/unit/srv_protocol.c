@@ -5,6 +5,8 @@
  * of a slot out of range or not held: each gets an ERROR (or a closed fd
  * connection) and changes nothing; a well-behaved client on the other rank
  * still gets its whole stream, and the server ends normally when both leave.
+ * A client that vanishes between WELCOME and taking its ring does not hold
+ * its rank forever.
  * Skips when LF_BIN is not set (tests/run.sh sets it).
  */
 #include "levelfeed.h"
@@ -38,14 +40,14 @@ static void make_dataset(const char *dir)
     ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
 }
 
-static pid_t start_server(const char *bin, const char *ds, const char *ep)
+static pid_t start_server(const char *bin, const char *ds, const char *ep, const char *hb_ms)
 {
     char exe[4200];
     snprintf(exe, sizeof exe, "%.4000s/lf-server", bin);
     pid_t pid = fork();
     if (pid == 0) {
         execl(exe, exe, "--data", ds, "--world", "2", "--endpoint", ep, "--quiet",
-              "--samples-per-rank", "4", "--slots", "2", (char *)NULL);
+              "--samples-per-rank", "4", "--slots", "2", "--heartbeat-ms", hb_ms, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200 && access(ep, F_OK) != 0; i++) usleep(20000);
@@ -112,7 +114,7 @@ int main(void)
     snprintf(url, sizeof url, "ipc://%s", ep);
     ASSERT_EQ(mkdir(rt, 0700), 0);
     make_dataset(ds);
-    pid_t srv = start_server(bin, ds, ep);
+    pid_t srv = start_server(bin, ds, ep, "1000");
 
     raw r = {zmq_ctx_new(), NULL};
     r.sock = zmq_socket(r.ctx, ZMQ_DEALER);
@@ -194,6 +196,22 @@ int main(void)
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(good);
     close(memfd);
+
+    /* A client that got WELCOME and vanished before taking its ring does
+     * not hold the rank: after ten heartbeats a new client gets it. */
+    srv = start_server(bin, ds, ep, "20");
+    m = (lf_msg){.type = LF_MSG_HELLO, .u.hello = {0, 2, 1}};
+    raw_send(&r, &m);
+    ASSERT_EQ(raw_recv(&r, &w, buf), LF_MSG_WELCOME);
+    usleep(600000);
+    lf_client *c0, *c1;
+    ASSERT_EQ(lf_client_open(&o, &c0), 0);
+    o.rank = 1;
+    ASSERT_EQ(lf_client_open(&o, &c1), 0);
+    lf_client_close(c0);
+    lf_client_close(c1);
+    ASSERT_EQ(waitpid(srv, &status, 0), srv);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     zmq_close(r.sock);
     zmq_ctx_term(r.ctx);
     printf("hostile client: refused and harmless (%ld batches for rank 0)\n", batches);

@@ -549,8 +549,12 @@ static int control_open(control *c)
     c->zctx = zmq_ctx_new();
     c->router = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
     if (!c->router) return -ENOMEM;
-    int linger = 1000, one = 1, maxmsg = LF_WIRE_MAX + 64;
+    /* A READY must never be dropped: with ROUTER_MANDATORY a full pipe
+     * fails the send, so the pipe is made deep enough for a trainer that
+     * does not read for a day (a heartbeat a second plus the ring's READYs). */
+    int linger = 1000, one = 1, maxmsg = LF_WIRE_MAX + 64, hwm = 200000;
     int64_t maxsz = maxmsg;
+    zmq_setsockopt(c->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(c->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(c->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz);

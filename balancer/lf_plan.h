@@ -106,7 +106,8 @@ typedef enum lf_plan_outlier {
 } lf_plan_outlier;
 
 typedef enum lf_plan_layout {
-    LF_PLAN_PAD = 0,             /* one sample a row, rows padded to the longest */
+    LF_PLAN_PAD = 0,             /* one sample a row, sorted longest first and cut
+                                    into micro-batches, each padded to its longest */
     LF_PLAN_PACK = 1,            /* best-fit decreasing into rows of seq_len */
 } lf_plan_layout;
 
@@ -134,7 +135,16 @@ typedef struct lf_plan_params {
     uint32_t layout;             /* lf_plan_layout */
     uint32_t seq_len;            /* pack: row length (required for pack) */
     lf_plan_cost_model cost;
+    /* pad: the rank's sorted samples are cut into micro-batches minimising
+     * padded tokens + micro_overhead per micro-batch (see README.md) */
+    uint64_t micro_max_padded;   /* pad: cap on one micro-batch's samples * its
+                                    longest L (0: the longest sample's L) */
+    uint64_t micro_overhead;     /* pad: a micro-batch's fixed cost in tokens, for
+                                    the cuts (0: cost.d / cost per token when d > 0,
+                                    else LF_PLAN_MICRO_OVERHEAD) */
 } lf_plan_params;
+
+#define LF_PLAN_MICRO_OVERHEAD 256u
 
 /* Defaults: balanced, world 1, text preset (hidden 4096), pad, delay policy. */
 void lf_plan_params_default(lf_plan_params *p);
@@ -187,7 +197,8 @@ int lf_plan_next_step(lf_plan *plan, lf_plan_step *step);
 typedef struct lf_plan_batch {
     uint32_t rank;
     uint32_t nsamples;
-    const uint64_t *ids;         /* layout order: pad, longest first (ties by id);
+    const uint64_t *ids;         /* layout order: pad, longest first (ties by
+                                    smaller id), micro-batch by micro-batch;
                                     pack, row by row */
     const uint64_t *lengths;     /* L per ids[i] */
     uint32_t rows;               /* pad: nsamples; pack: rows of seq_len */
@@ -197,8 +208,17 @@ typedef struct lf_plan_batch {
                                     row_start[r] + r (0, l1, l1+l2, ...); pad: NULL */
     uint32_t row_len;            /* pad: longest L; pack: seq_len */
     uint64_t tokens;             /* sum of L */
-    uint64_t padded_tokens;      /* rows * row_len */
-    uint64_t cost;               /* sum c(L) + d per micro-batch (pad: 1, pack: rows) */
+    uint64_t padded_tokens;      /* sum over micro-batches of samples * micro_len:
+                                    pad, each micro-batch padded to its longest;
+                                    pack, rows * seq_len */
+    uint64_t cost;               /* sum c(L) + d per micro-batch */
+    /* Micro-batches (run one after another, gradients accumulated): pad, runs
+     * of consecutive ids each padded to micro_len[j] (its first, longest L);
+     * pack, one per row (micro_len = seq_len). A consumer that ignores these
+     * and pads all nsamples to row_len gets the single-batch layout. */
+    uint32_t micro;              /* micro-batches */
+    const uint32_t *micro_start; /* micro+1 offsets into ids */
+    const uint32_t *micro_len;   /* per micro-batch: padded length */
 } lf_plan_batch;
 
 /* Lays out rank `rank` of the current step. Returns 0 or a negative status

@@ -41,6 +41,9 @@ void lf_plan_params_default(lf_plan_params *p)
 
 #define MAX_WORLD 65536u
 #define SORTED_MEGA 50u
+/* A limit on micro_max_padded and micro_overhead: with under 2^26 samples a
+ * step, the cut search's sums (samples * (cap + overhead)) fit 64 bits. */
+#define MICRO_LIMIT (UINT64_C(1) << 36)
 
 /* Fills the defaults; mean_cost is the samples' mean cost (0 if none). */
 static int resolve(lf_plan_params *p, uint64_t mean_cost)
@@ -67,7 +70,15 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost)
     if (p->outlier_group == 0) p->outlier_group = p->world;
     if (p->outlier_cost == 0) p->outlier_cost = p->step_budget / p->world;
     if (p->locality_blocks == 0) p->locality_blocks = 64;
-    if (p->lookahead > (1u << 24) || p->outlier_group > (1u << 20)) return LF_PLAN_E_ARG;
+    if (p->micro_overhead == 0) {
+        /* d in tokens: d over the linear cost of one token, rounded up */
+        lfp_u128 a = p->cost.a_q16, t = a ? (((lfp_u128)p->cost.d << 16) + a - 1) / a : 0;
+        p->micro_overhead = t == 0 ? LF_PLAN_MICRO_OVERHEAD
+                                   : t > MICRO_LIMIT ? MICRO_LIMIT : (uint64_t)t;
+    }
+    if (p->lookahead > (1u << 24) || p->outlier_group > (1u << 20) ||
+        p->micro_overhead > MICRO_LIMIT || p->micro_max_padded > MICRO_LIMIT)
+        return LF_PLAN_E_ARG;
     if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget)
         return LF_PLAN_E_ARG;
     return 0;
@@ -78,6 +89,7 @@ static int fits_alone(const lf_plan_params *p, uint64_t len)
 {
     if (p->rank_max_tokens && len > p->rank_max_tokens) return 0;
     if (p->layout == LF_PLAN_PACK) return len <= p->seq_len;
+    if (p->micro_max_padded && len > p->micro_max_padded) return 0;
     return !(p->rank_max_padded && len > p->rank_max_padded);
 }
 
@@ -141,7 +153,8 @@ void lf_plan_free(lf_plan *p)
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
                     p->rank_ids, p->rank_idx, p->rank_cost, p->rank_tokens, p->item_cost,
                     p->item_len, p->item_id, p->b_ids, p->b_lens, p->b_room,
-                    p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys};
+                    p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
+                    p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(p);
 }
@@ -165,6 +178,8 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->item_id, ms); ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
     ALLOC(p->b_row_of, ms); ALLOC(p->b_row_start, ms + 1); ALLOC(p->b_cu, 2 * ms + 1);
     ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, 2 * ms);
+    ALLOC(p->b_micro_start, ms + 1); ALLOC(p->b_micro_len, ms + 1); ALLOC(p->b_cut, ms + 1);
+    ALLOC(p->b_best, ms + 1);
 #undef ALLOC
     if (fail) return LF_PLAN_E_NOMEM;
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
@@ -197,6 +212,11 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
         p->ncapfail += p->capfail[i];
     }
     p->norder = n - p->ncapfail;
+    if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
+        for (size_t i = 0; i < n; i++)
+            if (!p->capfail[i] && p->len[i] > p->prm.micro_max_padded)
+                p->prm.micro_max_padded = p->len[i];
+    }
     p->hash = sequence_hash(p);
     lfp_epoch_begin(p, prm.epoch);
     *out = p;
@@ -348,11 +368,12 @@ static void split_fixed(lf_plan *p)
 
 /* ---- the step ------------------------------------------------------------- */
 
+/* d per micro-batch of rank r: pad, its micro-batch cuts; pack, its rows
+ * (the same counts lf_plan_rank_batch lays out). */
 static uint64_t rank_overhead(lf_plan *p, uint32_t r)
 {
     uint64_t d = p->prm.cost.d;
     if (d == 0 || p->rank_start[r] == p->rank_start[r + 1]) return 0;
-    if (p->prm.layout == LF_PLAN_PAD) return d;
     size_t m = 0;
     for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++) {
         p->b_lens[m++] = p->len[p->rank_idx[i]];
@@ -363,6 +384,9 @@ static uint64_t rank_overhead(lf_plan *p, uint32_t r)
         for (; j > 0 && p->b_lens[j - 1] < v; j--) p->b_lens[j] = p->b_lens[j - 1];
         p->b_lens[j] = v;
     }
+    if (p->prm.layout == LF_PLAN_PAD)
+        return d * lfp_micro_cut(p->b_lens, m, p->prm.micro_max_padded, p->prm.micro_overhead,
+                                 p->b_best, p->b_cut, p->b_micro_start);
     return d * lfp_pack_rows(p->b_lens, m, p->prm.seq_len, p->b_room, NULL);
 }
 

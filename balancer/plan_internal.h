@@ -89,6 +89,14 @@ void lfp_split_free(lfp_split *s);
  * count, members and rank_start. Returns the number of unplaced items. */
 size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
 
+/* Cuts lens_desc[0..n) (longest first) into micro-batches of consecutive
+ * items minimising sum(items * first L) + overhead per micro-batch, each
+ * with items * first L <= cap (every L <= cap); deterministic (layout.c).
+ * start gets the micro+1 offsets; best and cut are (n+1)-sized scratch.
+ * Returns the micro-batch count. */
+uint32_t lfp_micro_cut(const uint64_t *lens_desc, size_t n, uint64_t cap, uint64_t overhead,
+                       uint64_t *best, uint32_t *cut, uint32_t *start);
+
 /* Best-fit decreasing: packs lens_desc[0..n) (longest first, each <= seq_len)
  * into rows of seq_len; row_of[i] (optional) gets item i's row, rows in the
  * order they were opened. room is n-sized scratch. Returns the row count. */
@@ -147,6 +155,8 @@ struct lf_plan {
     uint64_t *b_ids, *b_lens, *b_room;
     lfp_key *b_keys;             /* 2 * maxstep: sort keys and scratch */
     uint32_t *b_row_of, *b_row_start, *b_cu, *b_fill;
+    uint32_t *b_micro_start, *b_micro_len, *b_cut;
+    uint64_t *b_best;            /* micro-batch cuts: best objective per prefix */
 };
 
 /* Builds the order of p->epoch into p->order (p->norder entries). */

@@ -52,6 +52,11 @@ static const char usage[] =
     "  --seed S, --epoch E  (default 0, 0)\n"
     "  --layout L           pad or pack (default pad)\n"
     "  --seq-len N          pack row length (default: the longest sample)\n"
+    "  --micro-max-padded N pad: cap on a micro-batch's samples x its longest\n"
+    "                       (default: the longest sample)\n"
+    "  --micro-overhead T   pad: a micro-batch's fixed cost in tokens, weighed\n"
+    "                       against padding when cutting (default: d in tokens,\n"
+    "                       or 256 when d is 0)\n"
     "\n"
     "Baselines: naive (full shuffle, equal counts per rank, as DistributedSampler)\n"
     "and sorted (length-grouped mega-batches, as HF group_by_length) take\n"
@@ -127,7 +132,7 @@ enum {
     O_WORLD = 256, O_SAMPLER, O_STEPS, O_JSON, O_PRESET, O_HIDDEN, O_COST, O_BUDGET,
     O_SPR, O_MAXTOK, O_MAXPAD, O_LOOKAHEAD, O_MAXDEFER, O_OUTLIER, O_OCOST, O_OGROUP,
     O_LOCALITY, O_SEED, O_EPOCH, O_LAYOUT, O_SEQLEN, O_BPR, O_SYNTH, O_MEDIAN,
-    O_SIGMA, O_LMIN, O_LMAX, O_SBLOCK, O_HELP,
+    O_SIGMA, O_LMIN, O_LMAX, O_SBLOCK, O_MICROPAD, O_MICROOVH, O_HELP,
 };
 
 static const struct option longopts[] = {
@@ -141,7 +146,9 @@ static const struct option longopts[] = {
     {"seed", 1, 0, O_SEED}, {"epoch", 1, 0, O_EPOCH}, {"layout", 1, 0, O_LAYOUT},
     {"seq-len", 1, 0, O_SEQLEN}, {"batch-per-rank", 1, 0, O_BPR}, {"synth", 1, 0, O_SYNTH},
     {"len-median", 1, 0, O_MEDIAN}, {"len-sigma", 1, 0, O_SIGMA}, {"len-min", 1, 0, O_LMIN},
-    {"len-max", 1, 0, O_LMAX}, {"synth-block", 1, 0, O_SBLOCK}, {"help", 0, 0, O_HELP},
+    {"len-max", 1, 0, O_LMAX}, {"synth-block", 1, 0, O_SBLOCK},
+    {"micro-max-padded", 1, 0, O_MICROPAD}, {"micro-overhead", 1, 0, O_MICROOVH},
+    {"help", 0, 0, O_HELP},
     {0, 0, 0, 0},
 };
 
@@ -187,6 +194,8 @@ static void parse_one(opts *o, int c, const char *a)
     case O_LMIN: o->len_min = parse_u64(name, a, 1, 1u << 28); break;
     case O_LMAX: o->len_max = parse_u64(name, a, 1, 1u << 28); break;
     case O_SBLOCK: o->synth_block = parse_u64(name, a, 1, UINT32_MAX); break;
+    case O_MICROPAD: p->micro_max_padded = parse_u64(name, a, 1, UINT64_C(1) << 36); break;
+    case O_MICROOVH: p->micro_overhead = parse_u64(name, a, 1, UINT64_C(1) << 36); break;
     default: die_usage("unknown option", NULL);
     }
 }
@@ -313,8 +322,8 @@ static void print_json(const plan_score *sc, int n)
         const plan_score *s = &sc[i];
         printf("%s\"%s\": {", i ? ", " : "", s->name);
         print_pcts_json("max_over_mean", &s->max_over_mean);
-        printf(", \"padding_fraction\": %.6f, \"budget_fill\": %.6f, ", s->padding_fraction,
-               s->budget_fill);
+        printf(", \"padding_fraction\": %.6f, \"micro_per_rank\": %.4f, \"budget_fill\": %.6f, ",
+               s->padding_fraction, s->micro_per_rank, s->budget_fill);
         print_pcts_json("delay_steps", &s->delay);
         printf(", \"plan_ms_per_step\": %.6f, \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 "}",
                s->plan_ms_per_step, s->steps, s->samples);
@@ -339,7 +348,8 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
                s->rejected, s->rejected_cap);
         printf("  max/mean cost     p50 %.5f  p99 %.5f  max %.5f\n", s->max_over_mean.p50,
                s->max_over_mean.p99, s->max_over_mean.max);
-        printf("  padding fraction  %.4f%%\n", s->padding_fraction * 100);
+        printf("  padding fraction  %.4f%%, %.2f micro-batches per rank-step\n",
+               s->padding_fraction * 100, s->micro_per_rank);
         printf("  budget fill       %.4f%%\n", s->budget_fill * 100);
         printf("  delay (steps)     p50 %.0f  p99 %.0f  max %.0f\n", s->delay.p50, s->delay.p99,
                s->delay.max);

@@ -41,7 +41,7 @@ static plan_pcts percentiles(double *v, size_t n)
 typedef struct tally {
     double *balance, *delay, *odelay;
     size_t nbalance, ndelay, nodelay, cap;
-    uint64_t padded, tokens, cost, budget;
+    uint64_t padded, tokens, cost, budget, micro, rank_steps;
 } tally;
 
 static void tally_step(tally *t, const lf_plan_step *st)
@@ -98,6 +98,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
             if (lf_plan_rank_batch(plan, r, &b) == 0) {   /* as a server would */
                 t.padded += b.padded_tokens;
                 t.tokens += b.tokens;
+                t.micro += b.micro;
+                t.rank_steps++;
             }
         }
         in_steps += now_s() - a;
@@ -121,6 +123,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->tail_steps = steps - t.nbalance;
     out->max_over_mean = percentiles(t.balance, t.nbalance);
     out->padding_fraction = t.padded ? (double)(t.padded - t.tokens) / (double)t.padded : 0;
+    out->micro_per_rank = t.rank_steps ? (double)t.micro / (double)t.rank_steps : 0;
     out->budget_fill = t.budget ? (double)t.cost / (double)t.budget : 0;
     out->delay = percentiles(t.delay, t.ndelay);
     out->outlier_delay = percentiles(t.odelay, t.nodelay);

@@ -21,6 +21,7 @@ typedef struct plan_score {
     uint64_t tail_steps;         /* epoch-final steps, left out of balance and fill */
     plan_pcts max_over_mean;     /* per step: max rank cost / mean rank cost */
     double padding_fraction;     /* (padded - tokens) / padded, over every rank-step */
+    double micro_per_rank;       /* micro-batches per rank-step (pack: rows) */
     double budget_fill;          /* sum step cost / sum step budget */
     plan_pcts delay;             /* per non-outlier sample: steps passed over */
     plan_pcts outlier_delay;     /* per outlier: steps waited */

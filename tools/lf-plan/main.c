@@ -322,8 +322,9 @@ static void print_json(const plan_score *sc, int n)
         const plan_score *s = &sc[i];
         printf("%s\"%s\": {", i ? ", " : "", s->name);
         print_pcts_json("max_over_mean", &s->max_over_mean);
-        printf(", \"padding_fraction\": %.6f, \"micro_per_rank\": %.4f, \"budget_fill\": %.6f, ",
-               s->padding_fraction, s->micro_per_rank, s->budget_fill);
+        printf(", \"padding_fraction\": %.6f, \"padding_floor\": %.6f, \"micro_per_rank\": %.4f, "
+               "\"budget_fill\": %.6f, ", s->padding_fraction, s->padding_floor, s->micro_per_rank,
+               s->budget_fill);
         print_pcts_json("delay_steps", &s->delay);
         printf(", \"plan_ms_per_step\": %.6f, \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 "}",
                s->plan_ms_per_step, s->steps, s->samples);
@@ -348,8 +349,11 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
                s->rejected, s->rejected_cap);
         printf("  max/mean cost     p50 %.5f  p99 %.5f  max %.5f\n", s->max_over_mean.p50,
                s->max_over_mean.p99, s->max_over_mean.max);
-        printf("  padding fraction  %.4f%%, %.2f micro-batches per rank-step\n",
+        printf("  padding fraction  %.4f%%, %.2f micro-batches per rank-step",
                s->padding_fraction * 100, s->micro_per_rank);
+        if (p->layout == LF_PLAN_PACK)
+            printf(" (floor for any split of these steps: %.4f%%)", s->padding_floor * 100);
+        printf("\n");
         printf("  budget fill       %.4f%%\n", s->budget_fill * 100);
         printf("  delay (steps)     p50 %.0f  p99 %.0f  max %.0f\n", s->delay.p50, s->delay.p99,
                s->delay.max);

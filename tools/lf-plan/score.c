@@ -42,6 +42,7 @@ typedef struct tally {
     double *balance, *delay, *odelay;
     size_t nbalance, ndelay, nodelay, cap;
     uint64_t padded, tokens, cost, budget, micro, rank_steps;
+    uint64_t floor_padded;       /* pack: the fewest rows any split could use */
 } tally;
 
 static void tally_step(tally *t, const lf_plan_step *st)
@@ -93,9 +94,13 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     while (!max_steps || steps < max_steps) {
         double a = now_s(), ca = cpu_s();
         rc = lf_plan_next_step(plan, &st);
+        uint64_t step_tokens = 0, row_len = 0, nonempty = 0;
         for (uint32_t r = 0; rc == 1 && r < st.world; r++) {
             lf_plan_batch b;
             if (lf_plan_rank_batch(plan, r, &b) == 0) {   /* as a server would */
+                step_tokens += b.tokens;
+                row_len = b.row_len;
+                nonempty += b.nsamples > 0;
                 t.padded += b.padded_tokens;
                 t.tokens += b.tokens;
                 t.micro += b.micro;
@@ -105,6 +110,11 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
         in_steps += now_s() - a;
         cpu_steps += cpu_s() - ca;
         if (rc <= 0) break;
+        if (prm->layout == LF_PLAN_PACK && row_len) {
+            /* every rank with samples has a row, and the rows hold the tokens */
+            uint64_t rows = (step_tokens + row_len - 1) / row_len;
+            t.floor_padded += (rows > nonempty ? rows : nonempty) * row_len;
+        }
         tally_step(&t, &st);
         steps++;
         placed += st.nsamples;
@@ -123,6 +133,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->tail_steps = steps - t.nbalance;
     out->max_over_mean = percentiles(t.balance, t.nbalance);
     out->padding_fraction = t.padded ? (double)(t.padded - t.tokens) / (double)t.padded : 0;
+    out->padding_floor = t.floor_padded
+                             ? (double)(t.floor_padded - t.tokens) / (double)t.floor_padded : 0;
     out->micro_per_rank = t.rank_steps ? (double)t.micro / (double)t.rank_steps : 0;
     out->budget_fill = t.budget ? (double)t.cost / (double)t.budget : 0;
     out->delay = percentiles(t.delay, t.ndelay);

@@ -22,6 +22,9 @@ typedef struct plan_score {
     plan_pcts max_over_mean;     /* per step: max rank cost / mean rank cost */
     double padding_fraction;     /* (padded - tokens) / padded, over every rank-step */
     double micro_per_rank;       /* micro-batches per rank-step (pack: rows) */
+    double padding_floor;        /* pack: the least padding any split of the same
+                                    steps could reach (a row per rank with samples,
+                                    and enough rows for the step's tokens) */
     double budget_fill;          /* sum step cost / sum step budget */
     plan_pcts delay;             /* per non-outlier sample: steps passed over */
     plan_pcts outlier_delay;     /* per outlier: steps waited */

@@ -31,7 +31,11 @@ int main(void)
     return rc == LF_E_END ? 0 : 1;
 }
 C
-cc -std=c11 -I"$LF_ROOT/client" "$WORK/user.c" -L"$LF_BUILD/lib" -llevelfeed -o "$WORK/user" ||
+# A sanitizer build's library needs its runtime in the program too.
+san=()
+ldd "$so" | grep -q libasan && san+=(-fsanitize=address)
+ldd "$so" | grep -q libubsan && san+=(-fsanitize=undefined)
+cc -std=c11 "${san[@]}" -I"$LF_ROOT/client" "$WORK/user.c" -L"$LF_BUILD/lib" -llevelfeed -o "$WORK/user" ||
   fail "cannot build against liblevelfeed.so"
 ldd "$WORK/user" >/dev/null
 make_dataset "$WORK/ds"

@@ -154,7 +154,7 @@ void lf_plan_free(lf_plan *p)
                     p->rank_ids, p->rank_idx, p->rank_cost, p->rank_tokens, p->item_cost,
                     p->item_len, p->item_id, p->b_ids, p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
-                    p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best};
+                    p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best, p->keep_assign};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(p);
 }
@@ -179,7 +179,7 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->b_row_of, ms); ALLOC(p->b_row_start, ms + 1); ALLOC(p->b_cu, 2 * ms + 1);
     ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, 2 * ms);
     ALLOC(p->b_micro_start, ms + 1); ALLOC(p->b_micro_len, ms + 1); ALLOC(p->b_cut, ms + 1);
-    ALLOC(p->b_best, ms + 1);
+    ALLOC(p->b_best, ms + 1); ALLOC(p->keep_assign, ms);
 #undef ALLOC
     if (fail) return LF_PLAN_E_NOMEM;
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
@@ -368,26 +368,77 @@ static void split_fixed(lf_plan *p)
 
 /* ---- the step ------------------------------------------------------------- */
 
-/* d per micro-batch of rank r: pad, its micro-batch cuts; pack, its rows
- * (the same counts lf_plan_rank_batch lays out). */
-static uint64_t rank_overhead(lf_plan *p, uint32_t r)
+/* d per micro-batch of the m lengths in b_lens: pad, their micro-batch
+ * cuts; pack, their rows (the counts lf_plan_rank_batch lays out). */
+static uint64_t overhead_of(lf_plan *p, size_t m)
 {
-    uint64_t d = p->prm.cost.d;
-    if (d == 0 || p->rank_start[r] == p->rank_start[r + 1]) return 0;
-    size_t m = 0;
-    for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++) {
-        p->b_lens[m++] = p->len[p->rank_idx[i]];
-    }
     for (size_t i = 1; i < m; i++) {   /* insertion sort, longest first */
         uint64_t v = p->b_lens[i];
         size_t j = i;
         for (; j > 0 && p->b_lens[j - 1] < v; j--) p->b_lens[j] = p->b_lens[j - 1];
         p->b_lens[j] = v;
     }
+    uint64_t d = p->prm.cost.d;
+    if (m == 0) return 0;
     if (p->prm.layout == LF_PLAN_PAD)
         return d * lfp_micro_cut(p->b_lens, m, p->prm.micro_max_padded, p->prm.micro_overhead,
                                  p->b_best, p->b_cut, p->b_micro_start);
     return d * lfp_pack_rows(p->b_lens, m, p->prm.seq_len, p->b_room, NULL);
+}
+
+static uint64_t rank_overhead(lf_plan *p, uint32_t r)
+{
+    if (p->prm.cost.d == 0) return 0;
+    size_t m = 0;
+    for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++)
+        p->b_lens[m++] = p->len[p->rank_idx[i]];
+    return overhead_of(p, m);
+}
+
+/* Sets each rank's offset to its overhead under the split's current
+ * assignment and returns the costliest rank's cost, overhead included. */
+static uint64_t true_max(lf_plan *p, const lfp_items *it)
+{
+    lfp_split *s = &p->split;
+    uint64_t max = 0;
+    for (uint32_t r = 0; r < s->world; r++) {
+        size_t m = 0;
+        uint64_t c = 0;
+        for (uint32_t i = s->rank_start[r]; i < s->rank_start[r + 1]; i++) {
+            p->b_lens[m++] = it->len[s->members[i]];
+            c += it->cost[s->members[i]];
+        }
+        s->offset[r] = overhead_of(p, m);
+        if (c + s->offset[r] > max) max = c + s->offset[r];
+    }
+    return max;
+}
+
+/* With d > 0 a rank's cost holds d per micro-batch (pad) or row (pack),
+ * which depends on the whole rank, while the split balances the samples'
+ * cost alone. Each round takes each rank's overhead as a fixed offset and
+ * searches again; a move changes the counts, so the offsets go stale and a
+ * round can make things worse: a round is kept only if it lowers the
+ * costliest rank's true cost, else the last kept assignment is restored
+ * and the rounds stop. (After a restore only assign is current; the
+ * split's per-rank totals are not read again before the next split.) */
+#define OVERHEAD_ROUNDS 3
+
+static void balance_overhead(lf_plan *p, const lfp_items *it, const lfp_caps *caps)
+{
+    lfp_split *s = &p->split;
+    if (p->prm.cost.d == 0) return;
+    uint64_t best = true_max(p, it);
+    for (int round = 0; round < OVERHEAD_ROUNDS; round++) {
+        memcpy(p->keep_assign, s->assign, it->n * sizeof(uint32_t));
+        lfp_split_polish(s, it, caps);
+        uint64_t now = true_max(p, it);
+        if (now >= best) {
+            memcpy(s->assign, p->keep_assign, it->n * sizeof(uint32_t));
+            return;
+        }
+        best = now;
+    }
 }
 
 /* Splits the selected items; hands back what the caps leave out. */
@@ -407,6 +458,7 @@ static void split_step(lf_plan *p)
     lfp_caps caps = {p->prm.rank_max_tokens, p->prm.rank_max_padded, p->prm.layout,
                      p->prm.seq_len};
     p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
+    balance_overhead(p, &it, &caps);
     if (!p->cur.cap_deferred) return;
     /* Compact the step, giving back the unplaced items, the last first so
      * they return to the window in their original order. */

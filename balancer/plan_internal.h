@@ -63,6 +63,8 @@ typedef struct lfp_split {
     uint32_t *rank_start;        /* world + 1 */
     uint64_t *scratch, *room;    /* item-sized scratch for cap checks */
     lfp_key *keys;               /* items by cost, costliest first; 2 * maxn */
+    uint64_t *offset;            /* per rank: cost besides its items (d per
+                                    micro-batch), set by the caller for a polish */
 } lfp_split;
 
 /* One split instance: item costs, lengths and ids (for ties). */
@@ -88,6 +90,10 @@ void lfp_split_free(lfp_split *s);
  * assign = UINT32_MAX (the caller defers them). Fills assign, cost, tokens,
  * count, members and rank_start. Returns the number of unplaced items. */
 size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
+
+/* Reruns the local search with s->offset added to each rank's cost (the
+ * split's assign must be current; offsets are zeroed by lfp_split_run). */
+void lfp_split_polish(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
 
 /* Cuts lens_desc[0..n) (longest first) into micro-batches of consecutive
  * items minimising sum(items * first L) + overhead per micro-batch, each
@@ -150,6 +156,7 @@ struct lf_plan {
     lf_plan_step cur;
     lfp_split split;
     uint64_t *item_cost, *item_len, *item_id;   /* the step's items, for the split */
+    uint32_t *keep_assign;       /* the split kept while balancing overheads */
 
     /* one rank's layout */
     uint64_t *b_ids, *b_lens, *b_room;

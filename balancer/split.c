@@ -72,12 +72,13 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->scratch = malloc(nt * sizeof(uint64_t));
     s->keys = malloc(2 * nt * sizeof *s->keys);
     s->room = malloc(nt * sizeof(uint64_t));
+    s->offset = calloc((size_t)world + 1, sizeof(uint64_t));
     for (int i = 0; i < 2; i++)
         if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->count || !s->members ||
-        !s->rank_start || !s->scratch || !s->room || !s->keys)
+        !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
     return 0;
 fail:
@@ -97,6 +98,7 @@ void lfp_split_free(lfp_split *s)
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->count);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
+    free(s->offset);
     memset(s, 0, sizeof *s);
 }
 
@@ -290,7 +292,7 @@ static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
 static void rank_totals(lfp_split *s, const lfp_items *it)
 {
     uint32_t k = s->world;
-    memset(s->cost, 0, k * sizeof(uint64_t));
+    memcpy(s->cost, s->offset, k * sizeof(uint64_t));
     memset(s->tokens, 0, k * sizeof(uint64_t));
     memset(s->count, 0, k * sizeof(uint32_t));
     for (size_t i = 0; i < it->n; i++) {
@@ -569,6 +571,7 @@ size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
     size_t m = (size_t)s->world * KK_PER_RANK;
     if (m > it->n) m = it->n;
+    memset(s->offset, 0, s->world * sizeof(uint64_t));
     for (size_t i = 0; i < it->n; i++) s->assign[i] = NONE;
     sort_by_cost(s, it);
     kk_assign(s, it, m);
@@ -577,4 +580,10 @@ size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
     size_t unplaced = repair_caps(s, it, caps);
     local_search(s, it, caps);
     return unplaced;
+}
+
+void lfp_split_polish(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+{
+    rank_totals(s, it);
+    local_search(s, it, caps);
 }

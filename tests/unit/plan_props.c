@@ -117,6 +117,19 @@ static uint64_t check_epoch(const lf_plan_params *p)
             if (p->rank_max_tokens) ASSERT_LE(b.tokens, p->rank_max_tokens);
             if (p->rank_max_padded) ASSERT_LE(b.padded_tokens, p->rank_max_padded);
             ASSERT_LE(b.tokens, b.padded_tokens);
+            uint64_t rank_cost = p->cost.d * b.micro;  /* d per micro-batch */
+            for (uint32_t i = st.rank_start[r]; i < st.rank_start[r + 1]; i++)
+                rank_cost += lf_plan_cost(&p->cost, samples[slot[st.rank_ids[i]] - 1].length);
+            ASSERT_EQ(st.rank_cost[r], rank_cost);
+            ASSERT_EQ(b.micro_start[0], 0);
+            ASSERT_EQ(b.micro_start[b.micro], b.nsamples);
+            for (uint32_t j = 0; j < b.micro; j++) {
+                uint32_t lo = b.micro_start[j], hi = b.micro_start[j + 1];
+                ASSERT_LT(lo, hi);
+                ASSERT_GE(b.micro_len[j], b.lengths[lo]);
+                if (p->layout == LF_PLAN_PAD && p->micro_max_padded)
+                    ASSERT_LE((uint64_t)(hi - lo) * b.micro_len[j], p->micro_max_padded);
+            }
             for (uint32_t row = 0; b.cu_seqlens && row < b.rows; row++) {
                 uint32_t n = b.row_start[row + 1] - b.row_start[row];
                 ASSERT_LE(b.cu_seqlens[b.row_start[row] + row + n], b.row_len);
@@ -149,12 +162,14 @@ static uint64_t check_epoch(const lf_plan_params *p)
 static void test_exactly_once_and_caps(void)
 {
     lf_plan_params p;
-    for (int cfg = 0; cfg < 6; cfg++) {
-        base_params(&p, cfg < 3 ? 8 : 64, cfg % 2 ? 8 : 16);
+    for (int cfg = 0; cfg < 8; cfg++) {
+        base_params(&p, cfg < 3 || cfg > 5 ? 8 : 64, cfg % 2 ? 8 : 16);
         p.outlier_policy = cfg % 3 == 1 ? LF_PLAN_OUTLIER_REJECT : LF_PLAN_OUTLIER_DELAY;
         if (cfg == 2) p.rank_max_tokens = 12000;      /* binds: some samples refused */
         if (cfg == 4) { p.layout = LF_PLAN_PACK; p.seq_len = 4096; p.rank_max_padded = 3 * 4096; }
         if (cfg == 5) p.rank_max_padded = 16384 * 6;
+        if (cfg == 6) { p.cost.d = 4096; p.micro_max_padded = 8192; }  /* some refused */
+        if (cfg == 7) { p.cost.d = 65536; p.layout = LF_PLAN_PACK; p.seq_len = 16384; }
         uint64_t deferred = check_epoch(&p);
         if (cfg == 2 || cfg == 4) ASSERT_GT(deferred, 0);   /* the caps did bind */
     }

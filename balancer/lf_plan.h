@@ -13,8 +13,9 @@
  * (2) splits that set across ranks (k-way Karmarkar–Karp with free per-rank
  * counts over the costliest samples, LPT for the rest, then a move/swap local
  * search under the per-rank memory caps); (3) on request,
- * lays out one rank's samples (pad: sorted by length; pack: best-fit
- * decreasing rows of seq_len with cu_seqlens). Step (3) is per rank, so a
+ * lays out one rank's samples (pad: sorted by length and cut into
+ * micro-batches, each padded to its longest; pack: best-fit decreasing rows
+ * of seq_len with cu_seqlens). Step (3) is per rank, so a
  * server computes the global steps but lays out only its local ranks.
  *
  * Conventions: functions return 0 (or a count) on success and a negative

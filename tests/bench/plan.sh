@@ -10,6 +10,10 @@
 #      costlier than the rank budget, the default; and then half of it, so
 #      more of the long tail is deferred and released in groups), and the
 #      baselines;
+#      pad cuts each rank into micro-batches weighing padding against
+#      --micro-overhead tokens per micro-batch (default 256): a sweep of it
+#      at world 8 shows the trade-off (micro-batches per rank-step);
+#      pack prints the floor no split of the same steps can beat;
 #   2. planner time per step at 4096 samples per step x 64 ranks;
 #   3. the same on a real `lf-shard synth tokens --samples N` dataset
 #      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard).
@@ -39,11 +43,13 @@ layout = "pack" if "layout pack" in text else "pad"
 print("-- %s (%s)" % (label, layout))
 for name, r in doc["samplers"].items():
     m, d = r["max_over_mean"], r["delay_steps"]
-    line = ("  %-8s max/mean p50 %.5f p99 %.5f max %.5f | padding %.3f%% | fill %.3f%% | "
-            "delay p50/p99/max %g/%g/%g | %.3f ms/step (CPU %s), %d steps, %d samples"
-            % (name, m["p50"], m["p99"], m["max"], 100 * r["padding_fraction"],
-               100 * r["budget_fill"], d["p50"], d["p99"], d["max"], r["plan_ms_per_step"],
-               cpu.get(name, "?"), r["steps"], r["samples"]))
+    floor = " (floor %.3f%%)" % (100 * r["padding_floor"]) if layout == "pack" else ""
+    line = ("  %-8s max/mean p50 %.5f p99 %.5f max %.5f | padding %.3f%%%s, %.2f micro-batches "
+            "per rank-step | fill %.3f%% | delay p50/p99/max %g/%g/%g | %.3f ms/step (CPU %s), "
+            "%d steps, %d samples"
+            % (name, m["p50"], m["p99"], m["max"], 100 * r["padding_fraction"], floor,
+               r["micro_per_rank"], 100 * r["budget_fill"], d["p50"], d["p99"], d["max"],
+               r["plan_ms_per_step"], cpu.get(name, "?"), r["steps"], r["samples"]))
     print(line)
     if name != "balanced":
         continue
@@ -76,6 +82,10 @@ for w in 8 64; do
   half=$(( $(budget --synth "$N" --world "$w" --samples-per-rank 8) / w / 2 ))
   report "synth $N, world $w, 8/rank, outliers > rank budget / 2" 8 --synth "$N" --world "$w" \
     --sampler balanced --outlier-cost "$half"
+done
+for ovh in 64 1024 4096; do
+  report "synth $N, world 8, 16/rank, micro-overhead $ovh" 16 --synth "$N" --world 8 \
+    --sampler balanced --micro-overhead "$ovh"
 done
 report "synth 1000000, 4096 samples/step x 64 ranks" 64 --synth 1000000 --world 64 \
   --sampler balanced

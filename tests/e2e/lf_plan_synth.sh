@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # lf-plan on a real `lf-shard synth tokens` dataset: the JSON report has the
 # documented shape for every sampler, every sample is placed once per
-# sampler, balanced beats naive on max/mean by a wide margin, the text report
-# and --help work, and bad arguments are usage errors (exit 2).
+# sampler, balanced beats naive on max/mean by a wide margin, pad's
+# micro-batches trade padding against --micro-overhead, pack's padding is
+# no lower than its floor, the text report and --help work, and bad
+# arguments are usage errors (exit 2).
 set -u
 B=${LF_BIN:?LF_BIN is set by tests/run.sh}
 PY=/usr/bin/python3
@@ -25,19 +27,39 @@ assert set(s) == {"balanced", "naive", "sorted"}, s.keys()
 for name, r in s.items():
     for k in ("max_over_mean", "delay_steps"):
         assert set(r[k]) == {"p50", "p99", "max"}, (name, k, r[k])
-    for k in ("padding_fraction", "budget_fill", "plan_ms_per_step", "steps", "samples"):
+    for k in ("padding_fraction", "padding_floor", "micro_per_rank", "budget_fill",
+              "plan_ms_per_step", "steps", "samples"):
         assert isinstance(r[k], (int, float)), (name, k)
     assert r["samples"] == n, (name, r["samples"])
     assert 0 <= r["padding_fraction"] < 1
+    assert r["micro_per_rank"] >= 1, (name, r["micro_per_rank"])
     assert r["max_over_mean"]["p50"] <= r["max_over_mean"]["p99"] <= r["max_over_mean"]["max"]
 b, nv = s["balanced"], s["naive"]
 assert b["max_over_mean"]["p99"] < 1.01, b
 assert nv["max_over_mean"]["p50"] > 1.1, nv
 assert b["max_over_mean"]["max"] < nv["max_over_mean"]["p50"], (b, nv)
 assert b["budget_fill"] > 0.99, b
+assert b["padding_fraction"] < 0.10, b      # one batch a rank padded 70-80 %
 # the baselines move as many samples per step as balanced
 assert abs(nv["steps"] - b["steps"]) <= 0.05 * b["steps"], (nv["steps"], b["steps"])
 print("balanced p99 %.5f, naive p99 %.5f" % (b["max_over_mean"]["p99"], nv["max_over_mean"]["p99"]))
+PYEOF
+
+# a cheaper micro-batch buys less padding with more micro-batches; pack's
+# padding is no lower than the floor any split of its steps has
+for args in "--micro-overhead 16" "--micro-overhead 4096" "--layout pack --seq-len 16384"; do
+  "$B/lf-plan" "$tmp/ds" --world 8 --sampler balanced $args --json >"$tmp/${args// /_}.json" \
+    || fail "lf-plan $args"
+done
+"$PY" - "$tmp" <<'PYEOF' || fail "micro-batch trade-off or pack floor"
+import json, sys
+get = lambda a: json.load(open(sys.argv[1] + "/" + a + ".json"))["samplers"]["balanced"]
+lo, hi, pack = get("--micro-overhead_16"), get("--micro-overhead_4096"), get("--layout_pack_--seq-len_16384")
+assert lo["padding_fraction"] < hi["padding_fraction"], (lo, hi)
+assert lo["micro_per_rank"] > hi["micro_per_rank"], (lo, hi)
+assert 0 < pack["padding_floor"] <= pack["padding_fraction"], pack
+print("pad padding %.4f at overhead 16, %.4f at 4096; pack %.4f (floor %.4f)" % (
+    lo["padding_fraction"], hi["padding_fraction"], pack["padding_fraction"], pack["padding_floor"]))
 PYEOF
 
 "$B/lf-plan" "$tmp/ds" --world 4 --sampler balanced --layout pack --seq-len 4096 \

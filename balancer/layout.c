@@ -18,9 +18,11 @@
  * within it), so the largest best start of the last micro-batch never
  * moves back as j grows: the search for j starts at j - 1 and stops at
  * j - 1's start. Ties go to the later start (the shorter last micro-batch).
- * padding is sum of micro-batch padded tokens - tokens. pack: best-fit decreasing into rows
- * of seq_len (each sample goes to the open row it fills most tightly, else a
- * new row), with cu_seqlens boundaries per row for variable-length attention;
+ * Padding is the micro-batches' padded tokens - tokens.
+ *
+ * pack: best-fit decreasing into rows of seq_len (each sample goes to the
+ * open row it fills most tightly, else a new row), with cu_seqlens
+ * boundaries per row for variable-length attention; a row is a micro-batch;
  * padding is rows * seq_len - tokens. Ties go to the smaller sample id.
  */
 #include <string.h>

@@ -186,6 +186,7 @@ static void maybe_start_all(control *c)
     s->start_epoch = r0->start_epoch;
     s->start_step = r0->start_step;
     s->all_started = 1;
+    s->m.started_ns = srv_now_ns();
     pthread_cond_broadcast(&s->cv_plan);
     pthread_mutex_unlock(&s->mu);
 }
@@ -377,6 +378,7 @@ static void announce_rank(control *c, uint32_t li)
             r->m.cost += j->cost;
             s->m.batches++;
             s->m.samples += j->n;
+            s->m.last_ready_ns = srv_now_ns();
         }
         srv_job_free(j);
     }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -453,10 +454,21 @@ static int budget_memory(srv *s)
     return 0;
 }
 
+static double tv_s(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
 static void print_summary(srv *s, uint64_t elapsed_ns)
 {
     const srv_metrics *m = &s->m;
     double secs = (double)elapsed_ns / 1e9;
+    /* The run above counts start-up (clients connecting, the first scout)
+     * and the wind-down; the steady figure is the delivery itself. */
+    double steady = m->last_ready_ns > m->started_ns && m->started_ns
+                        ? (double)(m->last_ready_ns - m->started_ns) / 1e9 : 0;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) memset(&ru, 0, sizeof ru);
     fprintf(stderr, "lf-server: %" PRIu64 " batches, %" PRIu64 " samples in %.2f s; read %"
             PRIu64 " bytes in %" PRIu64 " blocks, decoded %" PRIu64 ", cache %" PRIu64
             " hits / %" PRIu64 " misses / %" PRIu64 " evictions / %" PRIu64 " done\n",
@@ -465,6 +477,8 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
     fprintf(stderr, "lf-server: busy: plan %.3f s, read %.3f s, decode %.3f s, assemble %.3f s\n",
             (double)m->plan_busy_ns / 1e9, (double)m->read_busy_ns / 1e9,
             (double)m->decode_busy_ns / 1e9, (double)m->assemble_busy_ns / 1e9);
+    fprintf(stderr, "lf-server: steady %.3f s from every rank's START to the last READY; "
+            "cpu user %.3f s, sys %.3f s\n", steady, tv_s(ru.ru_utime), tv_s(ru.ru_stime));
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];
         fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64

@@ -58,6 +58,8 @@ typedef struct srv_metrics {
     uint64_t blocks_done;        /* blocks freed with no sample pending */
     uint64_t read_busy_ns, decode_busy_ns, assemble_busy_ns, plan_busy_ns;
     uint64_t batches, samples;
+    uint64_t started_ns;         /* every local rank sent START (control thread) */
+    uint64_t last_ready_ns;      /* the last READY was sent (control thread) */
 } srv_metrics;
 
 typedef struct srv_rank_metrics {

@@ -48,6 +48,11 @@
 
 enum { CE_QUEUED, CE_READING, CE_DECODING, CE_READY };
 
+/* What the planner sleeps on: only an event that can end its wait wakes it
+ * (a wake-up per finished job or per freed slot of another rank would cost
+ * a context switch each for nothing). */
+enum { PLAN_RUNS, PLAN_WAITS_SLOT, PLAN_WAITS_ROOM };
+
 struct cache_entry {
     uint64_t block;
     unsigned char *raw;          /* decompressed bytes (CE_READY) */
@@ -96,6 +101,8 @@ typedef struct srv_pipeline {
     srv_job **asm_q;             /* jobs ready to assemble (ring of cap entries) */
     uint32_t asm_head, asm_len, asm_cap;
     uint32_t jobs_in_flight;
+    int plan_wait;               /* PLAN_*: what the planner sleeps on */
+    uint32_t plan_wait_li;       /* PLAN_WAITS_SLOT: in this rank's ring */
 } srv_pipeline;
 
 static void notify_control(srv *s)
@@ -319,7 +326,10 @@ static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t n
             if (s->pl->cache_bytes + need <= s->cache_limit || s->pl->jobs_in_flight == 0)
                 return 0;
         }
+        s->pl->plan_wait = r->nfree > 0 ? PLAN_WAITS_ROOM : PLAN_WAITS_SLOT;
+        s->pl->plan_wait_li = li;
         pthread_cond_wait(&s->cv_plan, &s->mu);
+        s->pl->plan_wait = PLAN_RUNS;
     }
 }
 
@@ -747,7 +757,7 @@ static void finish_job(srv *s, srv_job *j)
     for (uint32_t i = 0; i < j->nblocks; i++) unpin(s, j->blocks[i]);
     j->done = 1;
     s->pl->jobs_in_flight--;
-    pthread_cond_broadcast(&s->cv_plan);
+    if (s->pl->plan_wait == PLAN_WAITS_ROOM) pthread_cond_signal(&s->cv_plan);
 }
 
 static void run_assembly(srv *s, worker_ctx *w, srv_job *j)
@@ -772,7 +782,7 @@ static void run_decode(srv *s, worker_ctx *w, cache_entry *e)
     s->m.decode_busy_ns += srv_now_ns() - t0;
     reader *rd = e->owner;
     rd->free_bufs[rd->nfree++] = e->buf;
-    pthread_cond_broadcast(&s->cv_read);
+    if (s->pl->read_q.len > 0) pthread_cond_broadcast(&s->cv_read); /* else nothing to read */
     if (rc == 0) {
         s->m.blocks_decoded++;
         block_ready(s, e);
@@ -950,7 +960,8 @@ void srv_free_slot(srv *s, uint32_t li, uint32_t slot)
 {
     srv_rank *r = &s->ranks[li];
     r->free_slots[r->nfree++] = slot;
-    pthread_cond_broadcast(&s->cv_plan);
+    if (s->pl->plan_wait == PLAN_WAITS_SLOT && s->pl->plan_wait_li == li)
+        pthread_cond_signal(&s->cv_plan);
 }
 
 void srv_rank_gone(srv *s, uint32_t li)

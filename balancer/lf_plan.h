@@ -137,7 +137,8 @@ typedef struct lf_plan_params {
     uint32_t seq_len;            /* pack: row length (required for pack) */
     lf_plan_cost_model cost;
     /* pad: the rank's sorted samples are cut into micro-batches minimising
-     * padded tokens + micro_overhead per micro-batch (see README.md) */
+     * padded tokens + micro_overhead per micro-batch (see README.md); both
+     * fields at most 2^36, else LF_PLAN_E_ARG */
     uint64_t micro_max_padded;   /* pad: cap on one micro-batch's samples * its
                                     longest L (0: the longest sample's L) */
     uint64_t micro_overhead;     /* pad: a micro-batch's fixed cost in tokens, for

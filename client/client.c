@@ -275,7 +275,8 @@ static int map_ring(lf_client *c)
     else if ((uint64_t)st.st_size < w->segment_size)
         rc = fail(c, LF_E_PROTOCOL, "ring smaller than announced");
     if (rc == 0) {
-        void *p = mmap(NULL, w->segment_size, PROT_READ, MAP_SHARED, fd, 0);
+        /* Populated now, not by faults on the trainer's first reads. */
+        void *p = mmap(NULL, w->segment_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
         if (p == MAP_FAILED) rc = -errno;
         else { c->seg = p; c->seg_size = w->segment_size; }
     }

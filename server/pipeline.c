@@ -363,11 +363,32 @@ static int before_start(const srv *s, const lf_plan_step *st)
     return st->step < s->start_step;
 }
 
-/* Counts, per block, the samples the local ranks take from it in the epoch
- * that the plan is about to start (a scout copy of the plan runs ahead). */
-static int count_epoch_uses(srv *s)
+/* The prepass counted the first epoch: usable when no step of it is
+ * skipped (no resume inside it). Under mu. */
+static int take_first_uses(srv *s)
 {
     srv_pipeline *p = s->pl;
+    uint32_t first = s->cfg.plan.epoch;
+    int whole = s->start_epoch < first || (s->start_epoch == first && s->start_step == 0);
+    if (!s->first_uses || !whole) return 0;
+    free(p->uses);
+    p->uses = s->first_uses;
+    s->first_uses = NULL;
+    return 1;
+}
+
+/* Counts, per block, the samples the local ranks take from it in the epoch
+ * that the plan is about to start (a scout copy of the plan runs ahead,
+ * except for a first epoch that the prepass counted). */
+static int count_epoch_uses(srv *s, uint32_t e)
+{
+    srv_pipeline *p = s->pl;
+    if (e == 0) {
+        pthread_mutex_lock(&s->mu);
+        int taken = take_first_uses(s);
+        pthread_mutex_unlock(&s->mu);
+        if (taken) return 0;
+    }
     long n = lf_plan_state_save(p->plan, NULL, 0);
     unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
     lf_plan *scout = NULL;
@@ -428,7 +449,7 @@ static void *planner_main(void *arg)
     for (uint32_t e = 0; e < s->cfg.epochs && rc >= 0; e++) {
         lf_plan_step st;
         uint64_t scout_t0 = srv_now_ns();
-        rc = count_epoch_uses(s);
+        rc = count_epoch_uses(s, e);
         __atomic_fetch_add(&s->m.plan_busy_ns, srv_now_ns() - scout_t0, __ATOMIC_RELAXED);
         for (; rc >= 0;) {
             uint64_t t0 = srv_now_ns();

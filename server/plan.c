@@ -118,9 +118,13 @@ static int walk_plan(srv *s, batch_fn fn)
     return rc < 0 ? rc : 0;
 }
 
+/* Sizes the slot from the batch, and counts the first epoch's samples per
+ * block, so the planner need not walk that epoch a second time. */
 static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
 {
-    (void)st;
+    if (st->epoch == s->cfg.plan.epoch)
+        for (uint32_t i = 0; i < b->nsamples; i++)
+            s->first_uses[lf_dataset_sample_block(s->ds, b->ids[i])]++;
     lf_layout l;
     int rc = batch_layout(s, b->nsamples, b->rows, b->row_len, &l);
     if (rc < 0) return rc;
@@ -162,6 +166,8 @@ static int compute_plan_id(srv *s)
 int srv_plan_prepass(srv *s)
 {
     s->slot_size = LF_SLOT_ALIGN;
+    s->first_uses = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *s->first_uses);
+    if (!s->first_uses) return -ENOMEM;
     int rc = walk_plan(s, grow_slot);
     if (rc == 0) rc = compute_plan_id(s);
     return rc;

@@ -117,6 +117,8 @@ struct srv {
     uint64_t slot_size;
     uint64_t plan_id;
     uint64_t cache_limit;        /* bytes of decompressed blocks */
+    uint32_t *first_uses;        /* prepass: per block, the local ranks' samples
+                                    in the first epoch (taken by the planner) */
     srv_rank ranks[SRV_MAX_RANKS];
 
     pthread_mutex_t mu;

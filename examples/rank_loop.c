@@ -50,6 +50,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* --compute-us: step i's compute ends at first + i * N, a fixed cadence as
+ * in a synchronous job, so two ranks cannot drift apart (a rank that drifts
+ * ahead would wait for the other through the server's step order, and that
+ * wait is no lf_next latency). */
+static void sleep_until(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
 static int verifier_open(verifier *v, const char *dir, int64_t pad_id)
 {
     lf_shard_error err;
@@ -381,10 +391,8 @@ int main(int argc, char **argv)
         }
         batches++;
         samples += b.nsamples;
-        if (a.compute_us > 0) {
-            struct timespec ts = {a.compute_us / 1000000, (a.compute_us % 1000000) * 1000};
-            nanosleep(&ts, NULL);
-        }
+        if (a.compute_us > 0)
+            sleep_until(first_ns + (uint64_t)batches * (uint64_t)a.compute_us * 1000u);
         lf_release(c, &b);
         lf_report_step(c, now_ns() - t0);
     }

@@ -8,8 +8,9 @@
 #      cpu     bytes per server CPU-second next to bytes per `zstd -d`
 #              CPU-second: what a dedicated core would give, the figure that
 #              holds on a shared, loaded machine where wall time does not.
-#  - lf_next latency when a batch is ready (the client computes longer than
-#    the server needs), p50/p99, on a smaller dataset (LAT_SAMPLES);
+#  - lf_next latency when a batch is ready (the client computes 2 ms a step,
+#    longer than the server needs, on a fixed cadence as in a synchronous
+#    job), p50/p99, on a smaller dataset (LAT_SAMPLES);
 #  - image path: delivered images/s next to the transforms-only rate
 #    (server_tf: the same JPEGs through lf_tf_jpeg_augment on one thread);
 #  - the server's peak RSS next to its --memory-limit.
@@ -29,14 +30,19 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BIN/lf-shard" synth tokens --out "$work/ds" --samples "$samples" --seed 1 >/dev/null 2>&1
 raw=$("$BUILD/bench/server_blocks" "$work/ds" "$work/blocks.zst")
 stored=$(stat -c %s "$work/blocks.zst")
-t0=$(date +%s%N)
-/usr/bin/time -f "%U %S" -o "$work/zstd.cpu" zstd -q -d -c "$work/blocks.zst" >/dev/null
-t1=$(date +%s%N)
-zstd_gbs=$(awk -v b="$raw" -v ns=$((t1 - t0)) 'BEGIN {printf "%.3f", b / ns}')
-zstd_cpu=$(awk '{printf "%.3f", $1 + $2}' "$work/zstd.cpu")
+# The reference is the best of three runs: one run of a second on a shared
+# machine varies by 2x, and the best is the closest to an idle core.
+for i in 1 2 3; do
+  t0=$(date +%s%N)
+  /usr/bin/time -f "%U %S" -o "$work/zstd.cpu" zstd -q -d -c "$work/blocks.zst" >/dev/null
+  t1=$(date +%s%N)
+  echo "$((t1 - t0)) $(awk '{print $1 + $2}' "$work/zstd.cpu")" >>"$work/zstd.runs"
+done
+zstd_gbs=$(sort -n "$work/zstd.runs" | head -1 | awk -v b="$raw" '{printf "%.3f", b / $1}')
+zstd_cpu=$(sort -g -k2 "$work/zstd.runs" | head -1 | awk '{print $2}')
 zstd_cpu_gbs=$(awk -v b="$raw" -v c="$zstd_cpu" 'BEGIN {printf "%.3f", b / c / 1e9}')
 echo "dataset: $samples samples, $raw raw bytes in $stored stored bytes; $epochs epochs per token run"
-echo "zstd -d (1 core): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
+echo "zstd -d (1 core, best of 3): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
 
 summary() {   # SERVER-LOG SED-PATTERN: one figure from the server's summary
   sed -n "s/$2/\\1/p" "$1"

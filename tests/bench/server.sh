@@ -30,19 +30,22 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BIN/lf-shard" synth tokens --out "$work/ds" --samples "$samples" --seed 1 >/dev/null 2>&1
 raw=$("$BUILD/bench/server_blocks" "$work/ds" "$work/blocks.zst")
 stored=$(stat -c %s "$work/blocks.zst")
-# The reference is the best of three runs: one run of a second on a shared
-# machine varies by 2x, and the best is the closest to an idle core.
-for i in 1 2 3; do
-  t0=$(date +%s%N)
-  /usr/bin/time -f "%U %S" -o "$work/zstd.cpu" zstd -q -d -c "$work/blocks.zst" >/dev/null
-  t1=$(date +%s%N)
-  echo "$((t1 - t0)) $(awk '{print $1 + $2}' "$work/zstd.cpu")" >>"$work/zstd.runs"
-done
-zstd_gbs=$(sort -n "$work/zstd.runs" | head -1 | awk -v b="$raw" '{printf "%.3f", b / $1}')
-zstd_cpu=$(sort -g -k2 "$work/zstd.runs" | head -1 | awk '{print $2}')
-zstd_cpu_gbs=$(awk -v b="$raw" -v c="$zstd_cpu" 'BEGIN {printf "%.3f", b / c / 1e9}')
+# The reference is the best of three runs, taken again right before each
+# server run: on this shared machine one run of a second varies by 2x within
+# minutes, and the best is the closest to an idle core.
+zstd_ref() {   # sets zstd_gbs (wall) and zstd_cpu_gbs (per CPU-second)
+  : >"$work/zstd.runs"
+  for _ in 1 2 3; do
+    local t0 t1
+    t0=$(date +%s%N)
+    /usr/bin/time -f "%U %S" -o "$work/zstd.cpu" zstd -q -d -c "$work/blocks.zst" >/dev/null
+    t1=$(date +%s%N)
+    echo "$((t1 - t0)) $(awk '{print $1 + $2}' "$work/zstd.cpu")" >>"$work/zstd.runs"
+  done
+  zstd_gbs=$(sort -n "$work/zstd.runs" | head -1 | awk -v b="$raw" '{printf "%.3f", b / $1}')
+  zstd_cpu_gbs=$(sort -g -k2 "$work/zstd.runs" | head -1 | awk -v b="$raw" '{printf "%.3f", b / $2 / 1e9}')
+}
 echo "dataset: $samples samples, $raw raw bytes in $stored stored bytes; $epochs epochs per token run"
-echo "zstd -d (1 core, best of 3): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
 
 summary() {   # SERVER-LOG SED-PATTERN: one figure from the server's summary
   sed -n "s/$2/\\1/p" "$1"
@@ -70,6 +73,8 @@ times_of() {
 }
 
 for w in 1 2; do
+  zstd_ref
+  echo "zstd -d (1 core, best of 3, before the $w-worker run): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
   serve "$work/tok$w" "--no-digest" --data "$work/ds" --workers "$w" --memory-limit 1G \
     --epochs "$epochs"
   read -r secs steady cpu <<<"$(times_of "$work/tok$w.server")"

@@ -521,52 +521,85 @@ static void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, siz
     }
 }
 
-/* Writes output pixel (x, y) from its RGB(x) vector in the output dtype and
- * layout: u8 HWC, or normalized f32/f16 CHW. */
-static inline void store_pixel(void *dst, const lf_tf_image_params *p, const v4f *norm,
-                               size_t plane, size_t at, v4f v)
+/* Writes output pixel `at` (= y * out_w + x) from its RGB(x) vector in the
+ * output dtype and layout: u8 HWC, or normalized f32/f16 CHW. Called with a
+ * constant dtype, so each resize_horizontal_k instance has one store. */
+static inline void store_pixel(void *dst, uint32_t dtype, const v4f *norm, size_t plane,
+                               size_t at, v4f v)
 {
-    if (p->out_dtype == LF_DTYPE_U8) {
+    if (dtype == LF_DTYPE_U8) {
         unsigned char *o = (unsigned char *)dst + at * 3;
         for (int c = 0; c < 3; c++) o[c] = to_u8(v[c]);
         return;
     }
     v = v * norm[0] + norm[1];
     for (int c = 0; c < 3; c++) {
-        if (p->out_dtype == LF_DTYPE_F32) ((float *)dst)[(size_t)c * plane + at] = v[c];
+        if (dtype == LF_DTYPE_F32) ((float *)dst)[(size_t)c * plane + at] = v[c];
         else ((uint16_t *)dst)[(size_t)c * plane + at] = tf_f32_to_f16(v[c]);
     }
 }
 
-/* Horizontal pass of ws->tmp (region columns from x0) into output row y,
- * one RGB(x) vector per output pixel, mirrored if flip. All outputs have
- * `taps` taps (coeffs_build); called with a constant it unrolls completely. */
-static inline void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t x0,
-                                       int flip, const lf_tf_image_params *p, const v4f *norm,
-                                       int32_t taps)
+/* Horizontal pass of ws->tmp into output row y, one RGB(x) vector per output
+ * pixel. The x coefficients are in output order (mirrored already for a
+ * flip) with starts relative to the region (crop_resize_decoded), so the loop
+ * walks them linearly; with constant taps and dtype it unrolls completely. */
+static inline void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y,
+                                       const lf_tf_image_params *p, const v4f *norm,
+                                       int32_t taps, uint32_t dtype)
 {
     const axis_coeffs *a = &ws->ax;
     uint32_t W = p->out_w;
     size_t plane = (size_t)W * p->out_h, row = (size_t)y * W;
-    for (uint32_t i = 0; i < W; i++) {
-        uint32_t s = flip ? W - 1 - i : i;
-        const float *t = ws->tmp + (size_t)(a->start[s] - (int32_t)x0) * 3;
-        const float *w = a->w + (size_t)s * (size_t)taps;
+    const float *w = a->w;
+    for (uint32_t i = 0; i < W; i++, w += taps) {
+        const float *t = ws->tmp + (size_t)a->start[i] * 3;
         v4f acc = {0, 0, 0, 0};
         for (int32_t k = 0; k < taps; k++) acc += w[k] * load_f32x4(t + 3 * k);
-        store_pixel(dst, p, norm, plane, row + i, acc);
+        store_pixel(dst, dtype, norm, plane, row + i, acc);
     }
 }
 
-static void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t x0, int flip,
-                              const lf_tf_image_params *p, const v4f *norm)
+static inline void resize_horizontal_t(const lf_tf_ws *ws, void *dst, uint32_t y,
+                                       const lf_tf_image_params *p, const v4f *norm,
+                                       uint32_t dtype)
 {
     switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
-    case 2: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 2); break;
-    case 3: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 3); break;
-    case 4: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 4); break;
-    case 5: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, 5); break;
-    default: resize_horizontal_k(ws, dst, y, x0, flip, p, norm, ws->ax.count[0]); break;
+    case 2: resize_horizontal_k(ws, dst, y, p, norm, 2, dtype); break;
+    case 3: resize_horizontal_k(ws, dst, y, p, norm, 3, dtype); break;
+    case 4: resize_horizontal_k(ws, dst, y, p, norm, 4, dtype); break;
+    case 5: resize_horizontal_k(ws, dst, y, p, norm, 5, dtype); break;
+    default: resize_horizontal_k(ws, dst, y, p, norm, ws->ax.count[0], dtype); break;
+    }
+}
+
+static void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y,
+                              const lf_tf_image_params *p, const v4f *norm)
+{
+    switch (p->out_dtype) {      /* the dtype as a constant too */
+    case LF_DTYPE_U8: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_U8); break;
+    case LF_DTYPE_F32: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_F32); break;
+    default: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_F16); break;
+    }
+}
+
+/* Makes the x coefficients relative to region column x0 and, for a flip,
+ * puts them in mirrored output order, so the horizontal pass reads them
+ * front to back. */
+static void coeffs_place(axis_coeffs *a, uint32_t out, uint32_t x0, int flip)
+{
+    int32_t taps = a->count[0];
+    for (uint32_t i = 0; i < out; i++) a->start[i] -= (int32_t)x0;
+    if (!flip) return;
+    for (uint32_t i = 0, j = out - 1; i < j; i++, j--) {
+        int32_t s = a->start[i];
+        a->start[i] = a->start[j];
+        a->start[j] = s;
+        float *wi = a->w + (size_t)i * (size_t)taps, *wj = a->w + (size_t)j * (size_t)taps;
+        for (int32_t k = 0; k < taps; k++) {
+            float t = wi[k];
+            wi[k] = wj[k];
+            wj[k] = t;
+        }
     }
 }
 
@@ -624,9 +657,10 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
         norm[0][ch] = 1.0f / (255.0f * p->std[ch]);
         norm[1][ch] = -p->mean[ch] / p->std[ch];
     }
+    coeffs_place(&ws->ax, p->out_w, xoff, b->flip);
     for (uint32_t y = 0; y < p->out_h; y++) {
         resize_vertical(ws, ws->region, stride, (size_t)cw * 3, y, y0);
-        resize_horizontal(ws, j->dst, y, xoff, b->flip, p, norm);
+        resize_horizontal(ws, j->dst, y, p, norm);
     }
     return (long)lf_tf_image_out_size(p);
 }

@@ -541,7 +541,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "lf-server: %s\n", strerror(-rc));
     if (served && !s.cfg.quiet && rc != -EADDRINUSE) print_summary(&s, srv_now_ns() - t0);
     destroy_rings(&s);
-    free(s.first_uses);
+    free(s.epoch_uses);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);
     return rc == 0 ? 0 : 1;

@@ -363,32 +363,28 @@ static int before_start(const srv *s, const lf_plan_step *st)
     return st->step < s->start_step;
 }
 
-/* The prepass counted the first epoch: usable when no step of it is
- * skipped (no resume inside it). Under mu. */
-static int take_first_uses(srv *s)
+/* The prepass's counts of epoch index e, when it counted that epoch and no
+ * step of it is skipped (no resume inside it or after it). Under mu. */
+static int take_prepass_uses(srv *s, uint32_t e)
 {
-    srv_pipeline *p = s->pl;
-    uint32_t first = s->cfg.plan.epoch;
-    int whole = s->start_epoch < first || (s->start_epoch == first && s->start_step == 0);
-    if (!s->first_uses || !whole) return 0;
-    free(p->uses);
-    p->uses = s->first_uses;
-    s->first_uses = NULL;
+    uint32_t epoch = s->cfg.plan.epoch + e;
+    int whole = s->start_epoch < epoch || (s->start_epoch == epoch && s->start_step == 0);
+    if (e >= s->counted_epochs || !whole) return 0;
+    uint64_t nb = lf_dataset_blocks(s->ds) + 1;
+    memcpy(s->pl->uses, s->epoch_uses + e * nb, nb * sizeof *s->pl->uses);
     return 1;
 }
 
 /* Counts, per block, the samples the local ranks take from it in the epoch
- * that the plan is about to start (a scout copy of the plan runs ahead,
- * except for a first epoch that the prepass counted). */
+ * (index e) that the plan is about to start: the prepass's counts, or else
+ * a scout copy of the plan runs ahead through the epoch. */
 static int count_epoch_uses(srv *s, uint32_t e)
 {
     srv_pipeline *p = s->pl;
-    if (e == 0) {
-        pthread_mutex_lock(&s->mu);
-        int taken = take_first_uses(s);
-        pthread_mutex_unlock(&s->mu);
-        if (taken) return 0;
-    }
+    pthread_mutex_lock(&s->mu);
+    int taken = take_prepass_uses(s, e);
+    pthread_mutex_unlock(&s->mu);
+    if (taken) return 0;
     long n = lf_plan_state_save(p->plan, NULL, 0);
     unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
     lf_plan *scout = NULL;

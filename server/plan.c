@@ -118,13 +118,17 @@ static int walk_plan(srv *s, batch_fn fn)
     return rc < 0 ? rc : 0;
 }
 
-/* Sizes the slot from the batch, and counts the first epoch's samples per
- * block, so the planner need not walk that epoch a second time. */
+/* Counts per epoch and block kept by the prepass: the planner then need not
+ * walk those epochs a second time with a scout plan. */
+#define EPOCH_USES_MAX (16u << 20)
+
+/* Sizes the slot from the batch, and counts its samples per block. */
 static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
 {
-    if (st->epoch == s->cfg.plan.epoch)
+    uint64_t e = st->epoch - s->cfg.plan.epoch, nb = lf_dataset_blocks(s->ds) + 1;
+    if (e < s->counted_epochs)
         for (uint32_t i = 0; i < b->nsamples; i++)
-            s->first_uses[lf_dataset_sample_block(s->ds, b->ids[i])]++;
+            s->epoch_uses[e * nb + lf_dataset_sample_block(s->ds, b->ids[i])]++;
     lf_layout l;
     int rc = batch_layout(s, b->nsamples, b->rows, b->row_len, &l);
     if (rc < 0) return rc;
@@ -166,8 +170,12 @@ static int compute_plan_id(srv *s)
 int srv_plan_prepass(srv *s)
 {
     s->slot_size = LF_SLOT_ALIGN;
-    s->first_uses = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *s->first_uses);
-    if (!s->first_uses) return -ENOMEM;
+    /* Every epoch while the counts stay small, else the first alone. */
+    uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
+    uint64_t fit = EPOCH_USES_MAX / per_epoch;
+    s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
+    s->epoch_uses = calloc(s->counted_epochs, per_epoch);
+    if (!s->epoch_uses) return -ENOMEM;
     int rc = walk_plan(s, grow_slot);
     if (rc == 0) rc = compute_plan_id(s);
     return rc;

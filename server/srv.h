@@ -117,8 +117,9 @@ struct srv {
     uint64_t slot_size;
     uint64_t plan_id;
     uint64_t cache_limit;        /* bytes of decompressed blocks */
-    uint32_t *first_uses;        /* prepass: per block, the local ranks' samples
-                                    in the first epoch (taken by the planner) */
+    uint32_t *epoch_uses;        /* prepass: per epoch and block, the local
+                                    ranks' samples, for the first counted_epochs */
+    uint32_t counted_epochs;
     srv_rank ranks[SRV_MAX_RANKS];
 
     pthread_mutex_t mu;

@@ -97,6 +97,7 @@ typedef struct srv_pipeline {
     uint64_t cache_bytes;        /* raw bytes of every entry */
     cache_entry *lru_head, *lru_tail;
     uint32_t *uses;              /* per block: local samples still to come this epoch */
+    uint32_t uses_epoch;         /* the epoch `uses` counts */
     queue read_q, decode_q;
     srv_job **asm_q;             /* jobs ready to assemble (ring of cap entries) */
     uint32_t asm_head, asm_len, asm_cap;
@@ -364,35 +365,26 @@ static int before_start(const srv *s, const lf_plan_step *st)
 }
 
 /* The prepass's counts of epoch index e, when it counted that epoch and no
- * step of it is skipped (no resume inside it or after it). Under mu. */
-static int take_prepass_uses(srv *s, uint32_t e)
+ * step of it is skipped (no resume inside it or after it); else NULL. */
+static const uint32_t *prepass_uses(const srv *s, uint32_t e)
 {
     uint32_t epoch = s->cfg.plan.epoch + e;
     int whole = s->start_epoch < epoch || (s->start_epoch == epoch && s->start_step == 0);
-    if (e >= s->counted_epochs || !whole) return 0;
-    uint64_t nb = lf_dataset_blocks(s->ds) + 1;
-    memcpy(s->pl->uses, s->epoch_uses + e * nb, nb * sizeof *s->pl->uses);
-    return 1;
+    if (e >= s->counted_epochs || !whole) return NULL;
+    return s->epoch_uses + e * (lf_dataset_blocks(s->ds) + 1);
 }
 
-/* Counts, per block, the samples the local ranks take from it in the epoch
- * (index e) that the plan is about to start: the prepass's counts, or else
- * a scout copy of the plan runs ahead through the epoch. */
-static int count_epoch_uses(srv *s, uint32_t e)
+/* Counts into `counts` with a scout copy of the plan that runs through the
+ * epoch the plan is about to start (no lock held: the copy is private). */
+static int scout_uses(srv *s, uint32_t *counts)
 {
     srv_pipeline *p = s->pl;
-    pthread_mutex_lock(&s->mu);
-    int taken = take_prepass_uses(s, e);
-    pthread_mutex_unlock(&s->mu);
-    if (taken) return 0;
     long n = lf_plan_state_save(p->plan, NULL, 0);
     unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
     lf_plan *scout = NULL;
     int rc = blob ? (int)lf_plan_state_save(p->plan, blob, (size_t)n) : -ENOMEM;
     if (rc >= 0) rc = srv_plan_create(s, &scout);
     if (rc >= 0) rc = lf_plan_state_restore(scout, blob, (size_t)n);
-    pthread_mutex_lock(&s->mu);
-    memset(p->uses, 0, lf_dataset_blocks(s->ds) * sizeof *p->uses);
     lf_plan_step st;
     while (rc >= 0 && (rc = lf_plan_next_step(scout, &st)) == 1) {
         if (before_start(s, &st)) continue;
@@ -400,13 +392,38 @@ static int count_epoch_uses(srv *s, uint32_t e)
             lf_plan_batch b;
             rc = lf_plan_rank_batch(scout, s->cfg.local[li], &b);
             for (uint32_t i = 0; rc >= 0 && i < b.nsamples; i++)
-                p->uses[lf_dataset_sample_block(s->ds, b.ids[i])]++;
+                counts[lf_dataset_sample_block(s->ds, b.ids[i])]++;
         }
     }
-    pthread_mutex_unlock(&s->mu);
     lf_plan_free(scout);
     free(blob);
     return rc < 0 ? rc : 0;
+}
+
+/* Installs, per block, the samples the local ranks take from it in the epoch
+ * (index e) that the plan is about to start: the prepass's counts, or a
+ * scout's. From then on only jobs of that epoch count samples off (a job of
+ * the previous epoch still in flight must not spend the new counts). */
+static int count_epoch_uses(srv *s, uint32_t e)
+{
+    srv_pipeline *p = s->pl;
+    uint64_t nb = lf_dataset_blocks(s->ds) + 1;
+    const uint32_t *counts = prepass_uses(s, e);
+    uint32_t *own = NULL;
+    int rc = 0;
+    if (!counts) {
+        own = calloc(nb, sizeof *own);
+        rc = own ? scout_uses(s, own) : -ENOMEM;
+        counts = own;
+    }
+    if (rc >= 0) {
+        pthread_mutex_lock(&s->mu);
+        memcpy(p->uses, counts, nb * sizeof *p->uses);
+        p->uses_epoch = s->cfg.plan.epoch + e;
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(own);
+    return rc;
 }
 
 /* Plans one step: a job per live local rank. Returns 0, or <0 to stop. */
@@ -767,7 +784,7 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
 
 static void finish_job(srv *s, srv_job *j)
 {
-    for (uint32_t i = 0; i < j->n; i++) {
+    for (uint32_t i = 0; i < j->n && j->epoch == s->pl->uses_epoch; i++) {
         uint32_t *u = &s->pl->uses[lf_dataset_sample_block(s->ds, j->ids[i])];
         if (*u > 0) (*u)--;
     }

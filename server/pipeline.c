@@ -28,9 +28,10 @@
  * freed.
  *
  * Locking: srv.mu guards every list, queue, count and cache field; the
- * reads, the decompression and the assembly run without it, on memory that
- * the state machine hands to exactly one thread at a time (a QUEUED entry
- * to one reader, a DECODING entry to one worker, a job to one assembler).
+ * reads, the decompression, the assembly and the scout's walk run without
+ * it, on memory that the state machine hands to exactly one thread at a
+ * time (a QUEUED entry to one reader, a DECODING entry to one worker, a job
+ * to one assembler; the scout's plan copy and counts are the planner's).
  */
 #include "srv.h"
 

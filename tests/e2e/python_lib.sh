@@ -7,6 +7,14 @@ ROOT=${LF_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 export LEVELFEED_LIB=${LF_BUILD:-$LF_BIN/..}/lib/liblevelfeed.so
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 [[ -f $LEVELFEED_LIB ]] || fail "no $LEVELFEED_LIB"
+# A sanitizer build's library needs the ASan runtime loaded before Python
+# itself (and libstdc++ with it, so ASan can intercept torch's C++ throws);
+# the interpreter's own allocations at exit are not ours to report.
+asan_rt=$(ldd "$LEVELFEED_LIB" | awk '/libasan/ {print $3}')
+if [[ -n $asan_rt ]]; then
+  export LD_PRELOAD="$asan_rt:$(cc -print-file-name=libstdc++.so.6)${LD_PRELOAD:+:$LD_PRELOAD}"
+  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
 
 need_python_module() {     # MODULE: exit 77 unless $PY imports it
   "$PY" -c "import $1" 2>/dev/null || { echo "skip: $1 not importable by $PY"; exit 77; }

@@ -59,6 +59,7 @@ typedef struct axis_coeffs {
     int32_t *start, *count;
     float *w;
     uint16_t *wq;                /* y axis only: w in 1/32768 units (resize_vertical) */
+    v4f *w4;                     /* x axis only: w in output order, each in 4 lanes */
     size_t wcap;                 /* floats in w */
 } axis_coeffs;
 
@@ -157,7 +158,8 @@ void lf_tf_limits_default(lf_tf_limits *lim)
 
 /* ---- workspace ----------------------------------------------------------- */
 
-static int coeffs_alloc(axis_coeffs *a, uint32_t max_out, int fixed)
+/* The y axis (vertical) also gets 16-bit weights, the x axis broadcast ones. */
+static int coeffs_alloc(axis_coeffs *a, uint32_t max_out, int vertical)
 {
     /* Taps per output are at most 2*support+2 with support = in/out, so all
      * outputs together need at most 2*in + 2*out weights. */
@@ -165,12 +167,14 @@ static int coeffs_alloc(axis_coeffs *a, uint32_t max_out, int fixed)
     a->start = malloc(max_out * sizeof *a->start);
     a->count = malloc(max_out * sizeof *a->count);
     a->w = malloc(a->wcap * sizeof *a->w);
-    a->wq = fixed ? malloc(a->wcap * sizeof *a->wq) : NULL;
-    return a->start && a->count && a->w && (a->wq || !fixed) ? 0 : LF_TF_E_NOMEM;
+    a->wq = vertical ? malloc(a->wcap * sizeof *a->wq) : NULL;
+    a->w4 = vertical ? NULL : aligned_alloc(sizeof(v4f), a->wcap * sizeof *a->w4);
+    return a->start && a->count && a->w && (vertical ? !!a->wq : !!a->w4) ? 0 : LF_TF_E_NOMEM;
 }
 
 static void coeffs_free(axis_coeffs *a)
 {
+    free(a->w4);
     free(a->wq);
     free(a->w);
     free(a->count);
@@ -601,7 +605,7 @@ static inline void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y
     const axis_coeffs *a = &ws->ax;
     uint32_t W = p->out_w;
     size_t plane = (size_t)W * p->out_h, row = (size_t)y * W;
-    const float *w = a->w;
+    const v4f *w = a->w4;
     for (uint32_t i = 0; i < W; i++, w += taps) {
         const float *t = ws->tmp + (size_t)a->start[i] * 3;
         v4f acc = {0, 0, 0, 0};
@@ -633,24 +637,25 @@ static void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y,
     }
 }
 
-/* Makes the x coefficients relative to region column x0 and, for a flip,
- * puts them in mirrored output order, so the horizontal pass reads them
- * front to back. */
+/* Makes the x coefficients relative to region column x0 and puts them in
+ * output order (mirrored for a flip), each weight in all 4 lanes (w4), so
+ * the horizontal pass reads them front to back and a tap is one load,
+ * multiply and add. */
 static void coeffs_place(axis_coeffs *a, uint32_t out, uint32_t x0, int flip)
 {
-    int32_t taps = a->count[0];
-    for (uint32_t i = 0; i < out; i++) a->start[i] -= (int32_t)x0;
-    if (!flip) return;
-    for (uint32_t i = 0, j = out - 1; i < j; i++, j--) {
-        int32_t s = a->start[i];
-        a->start[i] = a->start[j];
-        a->start[j] = s;
-        float *wi = a->w + (size_t)i * (size_t)taps, *wj = a->w + (size_t)j * (size_t)taps;
-        for (int32_t k = 0; k < taps; k++) {
-            float t = wi[k];
-            wi[k] = wj[k];
-            wj[k] = t;
+    size_t taps = (size_t)a->count[0];
+    for (uint32_t i = 0; i < out; i++) {
+        size_t s = flip ? out - 1 - i : i;
+        for (size_t k = 0; k < taps; k++) {
+            float v = a->w[s * taps + k];
+            a->w4[i * taps + k] = (v4f){v, v, v, v};
         }
+        a->start[i] -= (int32_t)x0;
+    }
+    for (uint32_t i = 0, j = out - 1; flip && i < j; i++, j--) {
+        int32_t t = a->start[i];
+        a->start[i] = a->start[j];
+        a->start[j] = t;
     }
 }
 

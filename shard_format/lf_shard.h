@@ -145,6 +145,15 @@ uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample); /* data
 long lf_dataset_read_block(const lf_dataset *ds, uint64_t block, void *dst,
                            size_t dst_cap, lf_shard_error *err);
 
+/* Reads up to `count` consecutive blocks from `first` with one pread: a
+ * shard's blocks lie back to back, so small blocks need not cost a system
+ * call each. Stops before the end of first's shard and before dst_cap would
+ * be exceeded. Block k's bytes start at dst + (file_offset of k - file_offset
+ * of first). Returns the number of blocks read (>= 1), or a negative status
+ * (LF_SHARD_E_BUFFER when not even `first` fits). Does not verify. */
+long lf_dataset_read_blocks(const lf_dataset *ds, uint64_t first, uint64_t count,
+                            void *dst, size_t dst_cap, lf_shard_error *err);
+
 /* Per-thread decompression state; allocation happens here, not per block. */
 typedef struct lf_block_decoder lf_block_decoder;
 int lf_block_decoder_create(lf_block_decoder **out);

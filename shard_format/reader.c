@@ -447,18 +447,33 @@ uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
 
 /* ---- blocks ------------------------------------------------------------- */
 
-long lf_dataset_read_block(const lf_dataset *ds, uint64_t block, void *dst,
-                           size_t dst_cap, lf_shard_error *err)
+long lf_dataset_read_blocks(const lf_dataset *ds, uint64_t first, uint64_t count,
+                            void *dst, size_t dst_cap, lf_shard_error *err)
 {
-    if (!ds || block >= ds->nblocks)
-        return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", block);
-    const lf_block_info *b = &ds->blocks[block];
+    if (!ds || first >= ds->nblocks || count == 0)
+        return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", first);
+    const lf_block_info *b = &ds->blocks[first];
     const ds_shard *sh = &ds->shards[b->shard];
     if (dst_cap < b->stored_size)
         return shard_fail(err, LF_SHARD_E_BUFFER, "%s: block %" PRIu64 ": %u bytes, buffer %zu",
-                          sh->path, block, b->stored_size, dst_cap);
-    int rc = shard_read(sh, b->file_offset, dst, b->stored_size, err);
-    return rc != 0 ? rc : (long)b->stored_size;
+                          sh->path, first, b->stored_size, dst_cap);
+    /* Extend the run while the next block is in the same shard and fits;
+     * the index was checked at open, so offsets are contiguous and in range. */
+    uint64_t n = 1, bytes = b->stored_size;
+    while (n < count && first + n < ds->nblocks && b[n].shard == b->shard &&
+           b[n].stored_size <= dst_cap - bytes) {
+        bytes += b[n].stored_size;
+        n++;
+    }
+    int rc = shard_read(sh, b->file_offset, dst, (size_t)bytes, err);
+    return rc != 0 ? rc : (long)n;
+}
+
+long lf_dataset_read_block(const lf_dataset *ds, uint64_t block, void *dst,
+                           size_t dst_cap, lf_shard_error *err)
+{
+    long n = lf_dataset_read_blocks(ds, block, 1, dst, dst_cap, err);
+    return n < 0 ? n : (long)ds->blocks[block].stored_size;
 }
 
 int lf_block_decoder_create(lf_block_decoder **out)

@@ -4,8 +4,9 @@
  * Usage: shard_read DIR [THREADS] [ZST_OUT]
  *
  * Three ways over every block of DIR, each the best of a few rounds:
- *   read:   lf_dataset_read_block (pread) + lf_block_decode (xxh3 check and
- *           zstd decompression): the path the server takes;
+ *   read:   lf_dataset_read_blocks (one pread per run of consecutive blocks,
+ *           up to RUN_BYTES) + lf_block_decode (xxh3 check and zstd
+ *           decompression): a sequential reader's path;
  *   decode: lf_block_decode on the stored bytes already in memory: the
  *           format's cost without the I/O copy;
  *   zstd:   ZSTD_decompressDCtx on the same bytes in memory: the limit;
@@ -30,6 +31,7 @@
 #include "lf_shard.h"
 
 #define ROUNDS 5
+#define RUN_BYTES (1u << 20)     /* bytes a read pass asks for at once */
 
 enum { MODE_READ, MODE_DECODE, MODE_ZSTD, NMODES };
 static const char *const mode_name[NMODES] = {"read", "decode", "zstd"};
@@ -39,6 +41,7 @@ typedef struct bench {
     uint64_t nblocks;
     uint8_t **stored;            /* every block's stored bytes, in memory */
     uint64_t raw_total, stored_total;
+    uint64_t run;                /* blocks a thread takes at once (RUN_BYTES worth) */
     atomic_uint_fast64_t next;   /* next block to take */
     atomic_int failed;
     int mode;
@@ -58,26 +61,47 @@ static double seconds(clockid_t clock)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int one_block(bench *b, uint64_t blk, lf_block_decoder *dec, ZSTD_DCtx *z,
-                     uint8_t *in, uint8_t *out)
+static int decode_one(bench *b, uint64_t blk, lf_block_decoder *dec, ZSTD_DCtx *z,
+                      const uint8_t *src, uint8_t *out)
 {
     const lf_block_info *bi = lf_dataset_block(b->ds, blk);
-    lf_shard_error err;
-    long n = bi->stored_size;
-    const uint8_t *src = b->stored[blk];
     if (b->mode == MODE_ZSTD) {
         size_t r = ZSTD_decompressDCtx(z, out, bi->raw_size, src, bi->stored_size);
         return ZSTD_isError(r) || r != bi->raw_size ? -1 : 0;
     }
-    if (b->mode == MODE_READ) {
-        n = lf_dataset_read_block(b->ds, blk, in, bi->stored_size, &err);
-        src = in;
-    }
-    if (n >= 0)
-        n = lf_block_decode(dec, b->ds, blk, src, (size_t)n, out, bi->raw_size, &err);
-    if (n < 0)
+    lf_shard_error err;
+    if (lf_block_decode(dec, b->ds, blk, src, bi->stored_size, out, bi->raw_size, &err) < 0) {
         fprintf(stderr, "shard_read: %s\n", err.msg);
-    return n < 0 ? -1 : 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Blocks [blk, end): read from the file in runs (read mode) or taken from
+ * memory (decode, zstd modes), each then decoded. */
+static int one_run(bench *b, uint64_t blk, uint64_t end, lf_block_decoder *dec, ZSTD_DCtx *z,
+                   uint8_t *in, size_t in_cap, uint8_t *out)
+{
+    while (blk < end) {
+        if (b->mode != MODE_READ) {
+            if (decode_one(b, blk, dec, z, b->stored[blk], out) < 0) return -1;
+            blk++;
+            continue;
+        }
+        lf_shard_error err;
+        long n = lf_dataset_read_blocks(b->ds, blk, end - blk, in, in_cap, &err);
+        if (n < 0) {
+            fprintf(stderr, "shard_read: %s\n", err.msg);
+            return -1;
+        }
+        uint64_t base = lf_dataset_block(b->ds, blk)->file_offset;
+        for (uint64_t k = blk; k < blk + (uint64_t)n; k++)
+            if (decode_one(b, k, dec, z, in + (lf_dataset_block(b->ds, k)->file_offset - base),
+                           out) < 0)
+                return -1;
+        blk += (uint64_t)n;
+    }
+    return 0;
 }
 
 static void *worker(void *arg)
@@ -87,17 +111,20 @@ static void *worker(void *arg)
     double cpu0 = seconds(CLOCK_THREAD_CPUTIME_ID);
     lf_block_decoder *dec = NULL;
     ZSTD_DCtx *z = ZSTD_createDCtx();
-    uint8_t *in = malloc(lf_dataset_max_block_stored(b->ds));
+    size_t in_cap = RUN_BYTES > lf_dataset_max_block_stored(b->ds)
+                        ? RUN_BYTES : lf_dataset_max_block_stored(b->ds);
+    uint8_t *in = malloc(in_cap);
     uint8_t *out = malloc(lf_dataset_max_block_raw(b->ds));
     if (!z || !in || !out || lf_block_decoder_create(&dec) < 0) {
         atomic_store(&b->failed, 1);
         goto out;
     }
     for (;;) {
-        uint64_t blk = atomic_fetch_add(&b->next, 1);
+        uint64_t blk = atomic_fetch_add(&b->next, b->run);
         if (blk >= b->nblocks || atomic_load(&b->failed))
             break;
-        if (one_block(b, blk, dec, z, in, out) < 0)
+        uint64_t end = blk + b->run < b->nblocks ? blk + b->run : b->nblocks;
+        if (one_run(b, blk, end, dec, z, in, in_cap, out) < 0)
             atomic_store(&b->failed, 1);
     }
 out:
@@ -207,6 +234,8 @@ int main(int argc, char **argv)
         return 1;
     }
     b.nblocks = lf_dataset_blocks(b.ds);
+    b.run = RUN_BYTES / lf_dataset_max_block_stored(b.ds);
+    if (b.run == 0) b.run = 1;
     load_blocks(&b, argc > 3 ? argv[3] : NULL);
     printf("%" PRIu64 " blocks, %.1f MB raw, %.1f MB stored; MB/s of raw bytes, best of %d\n",
            b.nblocks, (double)b.raw_total / 1e6, (double)b.stored_total / 1e6, ROUNDS);

@@ -714,9 +714,12 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
         norm[0][ch] = 1.0f / (255.0f * p->std[ch]);
         norm[1][ch] = -p->mean[ch] / p->std[ch];
     }
-    coeffs_place(&ws->ax, p->out_w, xoff, b->flip);
+    /* libjpeg widened the region to an iMCU boundary (xoff <= x0, x1 <=
+     * xoff + cw); the filters read only columns x0..x1. */
+    const unsigned char *cols = ws->region + (size_t)(x0 - xoff) * 3;
+    coeffs_place(&ws->ax, p->out_w, x0, b->flip);
     for (uint32_t y = 0; y < p->out_h; y++) {
-        resize_vertical(ws, ws->region, stride, (size_t)cw * 3, y, y0);
+        resize_vertical(ws, cols, stride, (size_t)(x1 - x0) * 3, y, y0);
         resize_horizontal(ws, j->dst, y, p, norm);
     }
     return (long)lf_tf_image_out_size(p);

@@ -48,10 +48,51 @@ static int check_seq(const lf_tf_seq *s, uint32_t out_dtype)
     return 0;
 }
 
+/* The loops below are the token path's hot spot in the server (every token
+ * and every padding cell of a batch passes through them), so each is one
+ * tight loop per type, which the compiler vectorizes, instead of a type
+ * branch per element. */
+#define WIDEN(IN, OUT)                                                    \
+    do {                                                                  \
+        OUT *d = (OUT *)dst + at;                                         \
+        for (uint32_t i = 0; i < s->count; i++) {                         \
+            IN v;                                                         \
+            memcpy(&v, src + sizeof v * (size_t)i, sizeof v);             \
+            d[i] = (OUT)v;                                                \
+        }                                                                 \
+    } while (0)
+
 /* Copies seq's tokens to dst[at...]. */
 static void copy_tokens(void *dst, uint32_t dtype, size_t at, const lf_tf_seq *s)
 {
-    for (uint32_t i = 0; i < s->count; i++) store(dst, dtype, at + i, load_token(s, i));
+    const unsigned char *src = s->tokens;
+    if (s->dtype == LF_DTYPE_U16) {
+        if (dtype == LF_DTYPE_I32) WIDEN(uint16_t, int32_t);
+        else WIDEN(uint16_t, int64_t);
+    } else {
+        if (dtype == LF_DTYPE_I32) WIDEN(uint32_t, int32_t);
+        else WIDEN(uint32_t, int64_t);
+    }
+}
+
+#define FILL(OUT, VALUE)                                                  \
+    do {                                                                  \
+        OUT *d = (OUT *)dst + at;                                         \
+        for (size_t i = 0; i < n; i++) d[i] = (OUT)(VALUE);               \
+    } while (0)
+
+/* dst[at + i] = v for i < n. */
+static void fill(void *dst, uint32_t dtype, size_t at, size_t n, int64_t v)
+{
+    if (dtype == LF_DTYPE_I32) FILL(int32_t, v);
+    else FILL(int64_t, v);
+}
+
+/* dst[at + i] = i for i < n: pack's position ids. */
+static void count_up(void *dst, uint32_t dtype, size_t at, size_t n)
+{
+    if (dtype == LF_DTYPE_I32) FILL(int32_t, i);
+    else FILL(int64_t, i);
 }
 
 int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_id,
@@ -72,7 +113,7 @@ int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_
     for (uint32_t i = 0; i < n; i++) {
         size_t row = (size_t)i * max_len;
         copy_tokens(out->tokens, out->dtype, row, &seqs[i]);
-        for (uint32_t k = seqs[i].count; k < max_len; k++) store(out->tokens, out->dtype, row + k, pad_id);
+        fill(out->tokens, out->dtype, row + seqs[i].count, max_len - seqs[i].count, pad_id);
         if (out->lengths) store(out->lengths, out->dtype, i, seqs[i].count);
         if (out->mask) {
             memset(out->mask + row, 1, seqs[i].count);
@@ -117,16 +158,13 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
         for (; i < n && seqs[i].row == r; i++) {
             if (!seqs[i].count) continue;
             copy_tokens(out->tokens, out->dtype, at, &seqs[i]);
-            if (out->positions)
-                for (uint32_t k = 0; k < seqs[i].count; k++) store(out->positions, out->dtype, at + k, k);
+            if (out->positions) count_up(out->positions, out->dtype, at, seqs[i].count);
             at += seqs[i].count;
             if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, ++segs, (int64_t)at);
         }
         if (at == row_end) continue;
-        for (size_t k = at; k < row_end; k++) {
-            store(out->tokens, out->dtype, k, pad_id);
-            if (out->positions) store(out->positions, out->dtype, k, 0);
-        }
+        fill(out->tokens, out->dtype, at, row_end - at, pad_id);
+        if (out->positions) fill(out->positions, out->dtype, at, row_end - at, 0);
         if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, ++segs, (int64_t)row_end);
     }
     if (out->cu_seqlens)

@@ -72,23 +72,28 @@ times_of() {
   echo "$secs $steady $cpu"
 }
 
+# The pad layout writes every padding cell (most of its tensor bytes when
+# ranks mix lengths); pack writes little more than the tokens.
+for layout in pad pack; do
 for w in 1 2; do
   zstd_ref
-  echo "zstd -d (1 core, best of 3, before the $w-worker run): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
-  serve "$work/tok$w" "--no-digest" --data "$work/ds" --workers "$w" --memory-limit 1G \
-    --epochs "$epochs"
-  read -r secs steady cpu <<<"$(times_of "$work/tok$w.server")"
-  busy=$(summary "$work/tok$w.server" '.*decode \([0-9.]*\) s.*')
-  tbytes=$(cat "$work/tok$w".r* | sed -n 's/.*samples, \([0-9]*\) tensor bytes.*/\1/p' | awk '{s += $1} END {print s}')
-  decoded=$(summary "$work/tok$w.server" '.*decoded \([0-9]*\),.*')
+  echo "zstd -d (1 core, best of 3, before the $layout $w-worker run): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
+  tok="$work/tok-$layout$w"
+  serve "$tok" "--no-digest" --data "$work/ds" --workers "$w" --memory-limit 1G \
+    --epochs "$epochs" --layout "$layout"
+  read -r secs steady cpu <<<"$(times_of "$tok.server")"
+  busy=$(summary "$tok.server" '.*decode \([0-9.]*\) s.*')
+  tbytes=$(cat "$tok".r* | sed -n 's/.*samples, \([0-9]*\) tensor bytes.*/\1/p' | awk '{s += $1} END {print s}')
+  decoded=$(summary "$tok.server" '.*decoded \([0-9]*\),.*')
   awk -v raw="$raw" -v e="$epochs" -v t="$tbytes" -v s="$secs" -v st="$steady" -v c="$cpu" \
       -v z="$zstd_gbs" -v zc="$zstd_cpu_gbs" -v w="$w" -v d="$decoded" -v b="$busy" \
-      -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+      -v layout="$layout" -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
     raw *= e
     g = raw / s / 1e9; gs = raw / st / 1e9; gc = raw / c / 1e9
-    printf "token path, %d worker(s), load %s: run %.3f GB/s in %.2f s (%.2fx zstd -d, %.2fx per worker); steady %.3f GB/s in %.2f s (%.2fx, %.2fx per worker); cpu %.3f GB/s per server CPU-second over %.2f s (%.2fx zstd -d per CPU-second); %.3f GB/s tensor bytes (steady), %d blocks decoded; decode stage alone %.3f GB/s per busy second (%.2fx zstd -d)\n",
-      w, load, g, s, g / z, g / z / w, gs, st, gs / z, gs / z / w, gc, c, gc / zc,
+    printf "token path, %s layout, %d worker(s), load %s: run %.3f GB/s in %.2f s (%.2fx zstd -d, %.2fx per worker); steady %.3f GB/s in %.2f s (%.2fx, %.2fx per worker); cpu %.3f GB/s per server CPU-second over %.2f s (%.2fx zstd -d per CPU-second); %.3f GB/s tensor bytes (steady), %d blocks decoded; decode stage alone %.3f GB/s per busy second (%.2fx zstd -d)\n",
+      layout, w, load, g, s, g / z, g / z / w, gs, st, gs / z, gs / z / w, gc, c, gc / zc,
       t / st / 1e9, d, raw / b / 1e9, raw / b / 1e9 / z }'
+done
 done
 
 lat_samples=${LAT_SAMPLES:-30000}

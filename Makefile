@@ -32,7 +32,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 
-INCLUDES := -Ishard_format -Ibalancer -Itransforms -Iclient -Itests
+INCLUDES := -Ishard_format -Ibalancer -Itransforms -Iclient -Itools/common -Itests
 override CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP $(WARN) $(INCLUDES)
 LDLIBS_EXT := -lzstd -lturbojpeg -ljpeg -lzmq -luring -ljansson -lpthread -lm
 

@@ -4,6 +4,7 @@
 #include "srv.h"
 
 #include "lf_ring.h"
+#include "plan_cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,22 +62,9 @@ static void usage(FILE *f)
 "  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all)\n"
 "  --node-rank K --ranks-per-node M   local ranks K*M .. K*M+M-1\n"
 "  --epochs E              epochs to serve (1)\n"
-"plan (the parameters and defaults of lf-plan):\n"
-"  --seed S, --epoch E     plan seed and first epoch (0, 0)\n"
 "  --sampler balanced|naive|sorted     (balanced)\n"
-"  --budget C              balanced: global cost per step (default: --samples-per-rank\n"
-"                          x world x mean sample cost)\n"
-"  --samples-per-rank S    sets the default budget (16)\n"
-"  --batch-per-rank B      naive, sorted: samples per rank per step (16)\n"
-"  --max-tokens T          memory cap: tokens per rank per step (0: none)\n"
-"  --max-padded T          memory cap: padded tokens per rank per step (0: none)\n"
-"  --lookahead N  --max-defer N  --locality-blocks N\n"
-"  --outlier delay|reject  --outlier-cost C  --outlier-group N\n"
-"  --preset text|frames|images  --hidden H   cost model preset (text, 4096)\n"
-"  --cost A,B,C0,D         cost model coefficients instead of a preset\n"
+"  plan options (the same as lf-plan's): see below\n"
 "transform:\n"
-"  --layout pad|pack       token layout (pad)\n"
-"  --seq-len L             pack: row length (default: the longest sample)\n"
 "  --token-dtype i32|i64   token tensor type (i32)\n"
 "  --pad-id N              padding token id (0)\n"
 "  --image-size WxH        images: output size (224x224)\n"
@@ -100,7 +88,8 @@ static void usage(FILE *f)
 "other:\n"
 "  --print-plan            print the local ranks' plan (epoch step rank n ids) and exit\n"
 "  --quiet                 no start-up line or summary\n"
-"  --help\n");
+"  --help\n\n");
+    fputs(plan_cli_help, f);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -157,38 +146,31 @@ static int word(const char *s, const char *const *words, uint32_t *out)
 }
 
 enum {
-    O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_SEED, O_EPOCHS, O_FIRST,
-    O_SAMPLER, O_BUDGET, O_SPR, O_BPR, O_MAXTOK, O_MAXPAD, O_LOOK, O_DEFER, O_LOCALITY,
-    O_OUTLIERS, O_OCOST, O_OGROUP, O_PRESET, O_HIDDEN, O_COST, O_LAYOUT, O_SEQLEN,
-    O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
+    O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
     O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
 };
 
 static const struct option long_opts[] = {
     {"data", 1, 0, O_DATA}, {"world", 1, 0, O_WORLD}, {"ranks", 1, 0, O_RANKS},
     {"node-rank", 1, 0, O_NODE_RANK}, {"ranks-per-node", 1, 0, O_PER_NODE},
-    {"seed", 1, 0, O_SEED}, {"epochs", 1, 0, O_EPOCHS}, {"epoch", 1, 0, O_FIRST},
-    {"sampler", 1, 0, O_SAMPLER}, {"budget", 1, 0, O_BUDGET}, {"samples-per-rank", 1, 0, O_SPR},
-    {"batch-per-rank", 1, 0, O_BPR}, {"max-tokens", 1, 0, O_MAXTOK},
-    {"max-padded", 1, 0, O_MAXPAD}, {"lookahead", 1, 0, O_LOOK},
-    {"max-defer", 1, 0, O_DEFER}, {"locality-blocks", 1, 0, O_LOCALITY},
-    {"outlier", 1, 0, O_OUTLIERS}, {"outlier-cost", 1, 0, O_OCOST},
-    {"outlier-group", 1, 0, O_OGROUP}, {"preset", 1, 0, O_PRESET},
-    {"hidden", 1, 0, O_HIDDEN}, {"cost", 1, 0, O_COST}, {"layout", 1, 0, O_LAYOUT},
-    {"seq-len", 1, 0, O_SEQLEN}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
+    {"epochs", 1, 0, O_EPOCHS}, {"sampler", 1, 0, O_SAMPLER}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
     {"image-size", 1, 0, O_ISIZE}, {"crop", 1, 0, O_CROP}, {"image-dtype", 1, 0, O_IDTYPE},
     {"flip", 1, 0, O_FLIP}, {"resize", 1, 0, O_RESIZE},
     {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
     {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
     {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
     {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
-    {0, 0, 0, 0},
+    PLAN_CLI_OPTIONS, {0, 0, 0, 0},
 };
 
+static const char *option_name(int code)
+{
+    for (const struct option *o = long_opts; o->name; o++)
+        if (o->val == code) return o->name;
+    return "?";
+}
+
 static const char *const samplers[] = {"balanced", "naive", "sorted", NULL};
-static const char *const outliers[] = {"delay", "reject", NULL};
-static const char *const presets[] = {"text", "frames", "images", NULL};
-static const char *const layouts[] = {"pad", "pack", NULL};
 static const char *const ios[] = {"pread", "uring", NULL};
 static const char *const crops[] = {"full", "center", "random", NULL};
 static const char *const resizes[] = {"bilinear", "area", NULL};
@@ -196,44 +178,22 @@ static const char *const resizes[] = {"bilinear", "area", NULL};
 typedef struct parse_state {
     const char *ranks;
     uint32_t node_rank, per_node;
-    int have_node, have_cost;
-    uint32_t preset, hidden;
-    double cost[4];
+    int have_node;
 } parse_state;
 
 static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
 {
-    lf_plan_params *p = &c->plan;
+    lf_plan_params *p = &c->cli.params;
     uint64_t v;
+    if (plan_cli_owns(opt)) return plan_cli_set(&c->cli, opt, a);
     switch (opt) {
     case O_DATA: c->data_dir = a; return 0;
     case O_WORLD: return parse_u32(a, &c->world);
     case O_RANKS: ps->ranks = a; return 0;
     case O_NODE_RANK: ps->have_node = 1; return parse_u32(a, &ps->node_rank);
     case O_PER_NODE: ps->have_node = 1; return parse_u32(a, &ps->per_node);
-    case O_SEED: return parse_u64(a, &p->seed);
     case O_EPOCHS: return parse_u32(a, &c->epochs);
-    case O_FIRST: return parse_u32(a, &p->epoch);
     case O_SAMPLER: return word(a, samplers, &p->sampler);
-    case O_BUDGET: return parse_u64(a, &p->step_budget);
-    case O_SPR: return parse_u32(a, &c->samples_per_rank);
-    case O_BPR: return parse_u32(a, &p->batch_per_rank);
-    case O_MAXTOK: return parse_u64(a, &p->rank_max_tokens);
-    case O_MAXPAD: return parse_u64(a, &p->rank_max_padded);
-    case O_LOOK: return parse_u32(a, &p->lookahead);
-    case O_DEFER: return parse_u32(a, &p->max_defer);
-    case O_LOCALITY: return parse_u32(a, &p->locality_blocks);
-    case O_OUTLIERS: return word(a, outliers, &p->outlier_policy);
-    case O_OCOST: return parse_u64(a, &p->outlier_cost);
-    case O_OGROUP: return parse_u32(a, &p->outlier_group);
-    case O_PRESET: return word(a, presets, &ps->preset);
-    case O_HIDDEN: return parse_u32(a, &ps->hidden);
-    case O_COST:
-        ps->have_cost = 1;
-        return sscanf(a, "%lf,%lf,%lf,%lf", &ps->cost[0], &ps->cost[1], &ps->cost[2],
-                      &ps->cost[3]) == 4 ? 0 : -1;
-    case O_LAYOUT: return word(a, layouts, &p->layout);
-    case O_SEQLEN: return parse_u32(a, &p->seq_len);
     case O_TDTYPE:
         if (strcmp(a, "i32") == 0) c->token_dtype = LF_DTYPE_I32;
         else if (strcmp(a, "i64") == 0) c->token_dtype = LF_DTYPE_I64;
@@ -280,7 +240,6 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
 
 static int finish_config(srv_config *c, parse_state *ps)
 {
-    lf_plan_params *p = &c->plan;
     const char *why = NULL;
     if (!c->data_dir) why = "--data is required";
     else if (c->world == 0 || c->world > 1u << 20) why = "--world N (1..2^20) is required";
@@ -311,19 +270,14 @@ static int finish_config(srv_config *c, parse_state *ps)
             fprintf(stderr, "lf-server: local ranks must be ascending and < --world\n");
             return -1;
         }
-    p->world = c->world;
-    c->image.seed = p->seed;
-    int rc = ps->have_cost ? lf_plan_cost_set(&p->cost, ps->cost[0], ps->cost[1], ps->cost[2],
-                                              ps->cost[3])
-                           : lf_plan_cost_preset(&p->cost, (int)ps->preset, ps->hidden);
-    if (rc < 0) { fprintf(stderr, "lf-server: cost model: %s\n", lf_plan_strerror(rc)); return -1; }
+    c->cli.params.world = c->world;
+    c->image.seed = c->cli.params.seed;
     return 0;
 }
 
 static int parse_args(int argc, char **argv, srv_config *c)
 {
     memset(c, 0, sizeof *c);
-    lf_plan_params_default(&c->plan);
     c->epochs = 1;
     c->token_dtype = LF_DTYPE_I32;
     c->readers = 1;
@@ -332,7 +286,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
     c->read_depth = 8;
     c->slots = 4;
     c->memory_limit = 1ull << 30;
-    c->samples_per_rank = 16;
+    plan_cli_init(&c->cli);
     lf_tf_image_params_default(&c->image, 224, 224);
     c->heartbeat_ms = 1000;
     parse_state ps = {0};
@@ -341,7 +295,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
         if (opt == 'h' || opt == O_HELP) { usage(stdout); exit(0); }
         if (opt == '?' || parse_opt(opt, optarg, c, &ps) != 0) {
             if (opt != '?') fprintf(stderr, "lf-server: bad value for --%s: %s\n",
-                                    long_opts[opt - O_DATA].name, optarg);
+                                    option_name(opt), optarg);
             fprintf(stderr, "see lf-server --help\n");
             return -1;
         }
@@ -350,23 +304,18 @@ static int parse_args(int argc, char **argv, srv_config *c)
     return finish_config(c, &ps);
 }
 
-/* Fills in what depends on the data, as lf-plan does: the budget (samples
- * per rank x world x mean sample cost), the pack row length (the longest
- * sample) and the baselines' batch size. */
-static void dataset_defaults(srv *s)
+/* Completes the plan parameters from the data, as lf-plan does (one
+ * definition: tools/common/plan_cli.c). */
+static int dataset_defaults(srv *s)
 {
-    lf_plan_params *p = &s->cfg.plan;
-    uint64_t n = lf_dataset_samples(s->ds), total = 0, longest = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t len = lf_dataset_sample(s->ds, i)->length;
-        total += lf_plan_cost(&p->cost, len);
-        if (len > longest) longest = len;
-    }
-    if (!p->step_budget && n)
-        p->step_budget = (uint64_t)((double)total / (double)n * s->cfg.samples_per_rank * p->world);
-    if (p->layout == LF_PLAN_PACK && !p->seq_len)
-        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
-    if (p->sampler != LF_PLAN_BALANCED && !p->batch_per_rank) p->batch_per_rank = 16;
+    lf_plan_sample *v = plan_cli_samples(s->ds);
+    if (!v) return -ENOMEM;
+    int rc = plan_cli_finish(&s->cfg.cli, plan_cli_preset_of(lf_dataset_schema(s->ds)), v,
+                             (size_t)lf_dataset_samples(s->ds));
+    free(v);
+    if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+    s->cfg.plan = s->cfg.cli.params;
+    return rc;
 }
 
 /* The cost field says what is served: a token array (token path), a JPEG
@@ -501,8 +450,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return 1;
     }
-    int rc = pick_fields(&s);
-    dataset_defaults(&s);
+    int rc = dataset_defaults(&s);
+    if (rc == 0) rc = pick_fields(&s);
     if (rc == 0 && s.cfg.print_plan) {
         rc = srv_print_plan(&s);
         if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));

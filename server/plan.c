@@ -19,15 +19,9 @@
 
 int srv_plan_create(const srv *s, lf_plan **out)
 {
-    uint64_t n = lf_dataset_samples(s->ds);
-    lf_plan_sample *v = malloc((n ? n : 1) * sizeof *v);
+    lf_plan_sample *v = plan_cli_samples(s->ds);
     if (!v) return -ENOMEM;
-    for (uint64_t i = 0; i < n; i++) {
-        const lf_sample_info *si = lf_dataset_sample(s->ds, i);
-        v[i] = (lf_plan_sample){.id = i, .length = si->length,
-                                .block = lf_dataset_sample_block(s->ds, i)};
-    }
-    int rc = lf_plan_create(&s->cfg.plan, v, n, out);
+    int rc = lf_plan_create(&s->cfg.plan, v, lf_dataset_samples(s->ds), out);
     free(v);
     return rc;
 }

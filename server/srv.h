@@ -25,6 +25,7 @@
 #include "lf_shard.h"
 #include "lf_tf.h"
 #include "lf_wire.h"
+#include "plan_cli.h"
 
 #define SRV_MAX_RANKS 256
 
@@ -35,8 +36,8 @@ typedef struct srv_config {
     uint32_t nlocal;             /* local ranks */
     uint32_t local[SRV_MAX_RANKS]; /* their global ranks, ascending */
     uint32_t epochs;             /* epochs to serve */
-    lf_plan_params plan;         /* plan.epoch = first epoch */
-    uint32_t samples_per_rank;   /* sets the default budget */
+    plan_cli cli;                /* the plan options as given (shared with lf-plan) */
+    lf_plan_params plan;         /* completed from the data; plan.epoch = first epoch */
     uint32_t token_dtype;        /* LF_DTYPE_I32 or LF_DTYPE_I64 */
     int64_t pad_id;
     lf_tf_image_params image;    /* image datasets: crop/resize/normalize */

@@ -1,0 +1,168 @@
+/*
+ * plan_cli.c — the plan's command-line options (see plan_cli.h).
+ */
+#include "plan_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char plan_cli_help[] =
+    "Cost model c(L) = a*L + b*L^2 + c0, plus d per micro-batch:\n"
+    "  --preset P           text, frames or images (default: from the dataset's\n"
+    "                       cost field); b/a = 1/(12*hidden)\n"
+    "  --hidden H           model width for text/frames (default 4096)\n"
+    "  --cost a,b,c0,d      user coefficients instead of a preset\n"
+    "Plan:\n"
+    "  --seed S, --epoch E  plan seed and first epoch (default 0, 0)\n"
+    "  --budget C           balanced: global cost per step (default:\n"
+    "                       --samples-per-rank x world x mean sample cost)\n"
+    "  --samples-per-rank S sets the default budget; also the baselines' batch\n"
+    "                       (default 16)\n"
+    "  --batch-per-rank B   naive, sorted: samples per rank per step (default:\n"
+    "                       --samples-per-rank, so every sampler moves about as\n"
+    "                       many samples per step)\n"
+    "  --max-tokens N       per-rank cap on tokens per step (default none)\n"
+    "  --max-padded N       per-rank cap on padded tokens per step (default none)\n"
+    "  --lookahead N        selection window in samples (default 4096)\n"
+    "  --max-defer N        steps a sample may be passed over (default 4)\n"
+    "  --outlier P          delay or reject samples costlier than --outlier-cost\n"
+    "                       (default delay)\n"
+    "  --outlier-cost C     default budget / world\n"
+    "  --outlier-group G    outliers released together (default world)\n"
+    "  --locality-blocks N  blocks drawn from at once (default 64)\n"
+    "  --layout L           pad or pack (default pad)\n"
+    "  --seq-len N          pack row length (default: the longest sample)\n"
+    "  --micro-max-padded N pad: cap on a micro-batch's samples x its longest\n"
+    "                       (default: the longest sample)\n"
+    "  --micro-overhead T   pad: a micro-batch's fixed cost in tokens, weighed\n"
+    "                       against padding when cutting (default: d in tokens,\n"
+    "                       or 256 when d is 0)\n";
+
+void plan_cli_init(plan_cli *c)
+{
+    memset(c, 0, sizeof *c);
+    lf_plan_params_default(&c->params);
+    c->preset = -1;
+    c->samples_per_rank = 16;
+}
+
+int plan_cli_owns(int code)
+{
+    return code >= PLAN_CLI_BUDGET && code < PLAN_CLI_END;
+}
+
+/* A whole decimal (or 0x) number in [lo, hi]. */
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (!*s || *end || *s == '-' || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u32(const char *s, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+    uint64_t v;
+    if (parse_u64(s, lo, hi, &v)) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_word(const char *s, const char *const *words, uint32_t *out)
+{
+    for (uint32_t i = 0; words[i]; i++)
+        if (strcmp(s, words[i]) == 0) { *out = i; return 0; }
+    return -1;
+}
+
+static int parse_cost(const char *s, double coef[4])
+{
+    const char *at = s;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        coef[i] = strtod(at, &end);
+        if (end == at || (i < 3 ? *end != ',' : *end != '\0')) return -1;
+        at = end + 1;
+    }
+    return 0;
+}
+
+int plan_cli_set(plan_cli *c, int code, const char *a)
+{
+    static const char *const presets[] = {"text", "frames", "images", NULL};
+    static const char *const outliers[] = {"delay", "reject", NULL};
+    static const char *const layouts[] = {"pad", "pack", NULL};
+    const uint64_t micro_max = UINT64_C(1) << 36;
+    lf_plan_params *p = &c->params;
+    uint32_t w;
+    switch (code) {
+    case PLAN_CLI_BUDGET: return parse_u64(a, 1, LF_PLAN_COST_MAX, &p->step_budget);
+    case PLAN_CLI_SPR: return parse_u32(a, 1, 1u << 20, &c->samples_per_rank);
+    case PLAN_CLI_BPR: return parse_u32(a, 1, 1u << 20, &p->batch_per_rank);
+    case PLAN_CLI_MAXTOK: return parse_u64(a, 1, UINT64_MAX, &p->rank_max_tokens);
+    case PLAN_CLI_MAXPAD: return parse_u64(a, 1, UINT64_MAX, &p->rank_max_padded);
+    case PLAN_CLI_LOOKAHEAD: return parse_u32(a, 1, 1u << 24, &p->lookahead);
+    case PLAN_CLI_MAXDEFER: return parse_u32(a, 1, 1u << 20, &p->max_defer);
+    case PLAN_CLI_LOCALITY: return parse_u32(a, 1, UINT32_MAX, &p->locality_blocks);
+    case PLAN_CLI_OUTLIER: return parse_word(a, outliers, &p->outlier_policy);
+    case PLAN_CLI_OCOST: return parse_u64(a, 1, LF_PLAN_COST_MAX, &p->outlier_cost);
+    case PLAN_CLI_OGROUP: return parse_u32(a, 1, 1u << 20, &p->outlier_group);
+    case PLAN_CLI_PRESET:
+        if (parse_word(a, presets, &w)) return -1;
+        c->preset = (int)w;
+        return 0;
+    case PLAN_CLI_HIDDEN: return parse_u32(a, 1, 1u << 24, &c->hidden);
+    case PLAN_CLI_COST:
+        c->user_cost = 1;
+        return parse_cost(a, c->coef);
+    case PLAN_CLI_SEED: return parse_u64(a, 0, UINT64_MAX, &p->seed);
+    case PLAN_CLI_EPOCH: return parse_u32(a, 0, UINT32_MAX, &p->epoch);
+    case PLAN_CLI_LAYOUT: return parse_word(a, layouts, &p->layout);
+    case PLAN_CLI_SEQLEN: return parse_u32(a, 1, UINT32_MAX, &p->seq_len);
+    case PLAN_CLI_MICROPAD: return parse_u64(a, 1, micro_max, &p->micro_max_padded);
+    case PLAN_CLI_MICROOVH: return parse_u64(a, 1, micro_max, &p->micro_overhead);
+    default: return -1;
+    }
+}
+
+int plan_cli_preset_of(const lf_schema *schema)
+{
+    uint32_t t = schema->fields[schema->cost_field].type;
+    if (t == LF_FIELD_JPEG) return LF_PLAN_PRESET_IMAGES;
+    if (t == LF_FIELD_FRAMES_F16 || t == LF_FIELD_FRAMES_F32 || t == LF_FIELD_FRAMES_I16)
+        return LF_PLAN_PRESET_FRAMES;
+    return LF_PLAN_PRESET_TEXT;
+}
+
+lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
+{
+    uint64_t n = lf_dataset_samples(ds);
+    lf_plan_sample *s = n < SIZE_MAX / sizeof *s ? malloc((n ? n : 1) * sizeof *s) : NULL;
+    for (uint64_t i = 0; s && i < n; i++)
+        s[i] = (lf_plan_sample){.id = i, .length = lf_dataset_sample(ds, i)->length,
+                                .block = lf_dataset_sample_block(ds, i)};
+    return s;
+}
+
+int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n)
+{
+    lf_plan_params *p = &c->params;
+    int preset = c->preset >= 0 ? c->preset : dataset_preset;
+    int rc = c->user_cost
+                 ? lf_plan_cost_set(&p->cost, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
+                 : lf_plan_cost_preset(&p->cost, preset, c->hidden);
+    if (rc) return rc;
+    uint64_t total = 0, longest = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += lf_plan_cost(&p->cost, s[i].length);
+        if (s[i].length > longest) longest = s[i].length;
+    }
+    if (!p->step_budget && n)
+        p->step_budget = (uint64_t)((double)total / (double)n * c->samples_per_rank * p->world);
+    if (p->layout == LF_PLAN_PACK && !p->seq_len)
+        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
+    if (!p->batch_per_rank) p->batch_per_rank = c->samples_per_rank;
+    return 0;
+}

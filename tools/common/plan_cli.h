@@ -1,0 +1,83 @@
+/*
+ * plan_cli.h — the plan's command-line options, one definition for every
+ * program that plans (lf-plan, lf-server), so the same flags give the same
+ * plan: the same names, ranges and defaults, and the same defaults drawn
+ * from the data (cost preset from the dataset's cost field, step budget,
+ * pack row length, the baselines' batch size).
+ *
+ * A program puts PLAN_CLI_OPTIONS into its getopt_long table, hands every
+ * code for which plan_cli_owns() is true to plan_cli_set(), prints
+ * plan_cli_help in its --help, and calls plan_cli_finish() once the samples
+ * are known. World size and sampler stay the program's own options.
+ */
+#ifndef LF_PLAN_CLI_H
+#define LF_PLAN_CLI_H
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lf_plan.h"
+#include "lf_shard.h"
+
+typedef struct plan_cli {
+    lf_plan_params params;       /* world and sampler are set by the program */
+    int preset;                  /* LF_PLAN_PRESET_*, -1: from the dataset's cost field */
+    uint32_t hidden;             /* model width for the text/frames presets */
+    int user_cost;               /* --cost given: coef holds a, b, c0, d */
+    double coef[4];
+    uint32_t samples_per_rank;   /* sets the default budget and baselines' batch */
+} plan_cli;
+
+enum {
+    PLAN_CLI_BUDGET = 1000, PLAN_CLI_SPR, PLAN_CLI_BPR, PLAN_CLI_MAXTOK, PLAN_CLI_MAXPAD,
+    PLAN_CLI_LOOKAHEAD, PLAN_CLI_MAXDEFER, PLAN_CLI_LOCALITY, PLAN_CLI_OUTLIER,
+    PLAN_CLI_OCOST, PLAN_CLI_OGROUP, PLAN_CLI_PRESET, PLAN_CLI_HIDDEN, PLAN_CLI_COST,
+    PLAN_CLI_SEED, PLAN_CLI_EPOCH, PLAN_CLI_LAYOUT, PLAN_CLI_SEQLEN, PLAN_CLI_MICROPAD,
+    PLAN_CLI_MICROOVH, PLAN_CLI_END,
+};
+
+/* getopt_long entries for the codes above (all take a value). */
+#define PLAN_CLI_OPTIONS                                                            \
+    {"budget", 1, 0, PLAN_CLI_BUDGET}, {"samples-per-rank", 1, 0, PLAN_CLI_SPR},    \
+    {"batch-per-rank", 1, 0, PLAN_CLI_BPR}, {"max-tokens", 1, 0, PLAN_CLI_MAXTOK},  \
+    {"max-padded", 1, 0, PLAN_CLI_MAXPAD}, {"lookahead", 1, 0, PLAN_CLI_LOOKAHEAD}, \
+    {"max-defer", 1, 0, PLAN_CLI_MAXDEFER},                                         \
+    {"locality-blocks", 1, 0, PLAN_CLI_LOCALITY},                                   \
+    {"outlier", 1, 0, PLAN_CLI_OUTLIER}, {"outlier-cost", 1, 0, PLAN_CLI_OCOST},    \
+    {"outlier-group", 1, 0, PLAN_CLI_OGROUP}, {"preset", 1, 0, PLAN_CLI_PRESET},    \
+    {"hidden", 1, 0, PLAN_CLI_HIDDEN}, {"cost", 1, 0, PLAN_CLI_COST},               \
+    {"seed", 1, 0, PLAN_CLI_SEED}, {"epoch", 1, 0, PLAN_CLI_EPOCH},                 \
+    {"layout", 1, 0, PLAN_CLI_LAYOUT}, {"seq-len", 1, 0, PLAN_CLI_SEQLEN},          \
+    {"micro-max-padded", 1, 0, PLAN_CLI_MICROPAD},                                  \
+    {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}
+
+/* The --help lines for these options. */
+extern const char plan_cli_help[];
+
+void plan_cli_init(plan_cli *c);
+
+/* Whether `code` is one of PLAN_CLI_OPTIONS'. */
+int plan_cli_owns(int code);
+
+/* Applies option `code` with its value. Returns 0, or -1 when the value is
+ * out of range or not one of the option's words. */
+int plan_cli_set(plan_cli *c, int code, const char *value);
+
+/* The cost preset a dataset's cost field calls for (tokens: text, frames,
+ * JPEG: images). */
+int plan_cli_preset_of(const lf_schema *schema);
+
+/* Every sample's id, length and block from the dataset's index; NULL when
+ * out of memory. The caller frees it. */
+lf_plan_sample *plan_cli_samples(const lf_dataset *ds);
+
+/* Completes the parameters from the data: the cost model (preset
+ * `dataset_preset` unless --preset or --cost was given), the step budget
+ * (--samples-per-rank x world x mean sample cost), the pack row length (the
+ * longest sample) and the baselines' batch (--samples-per-rank, so every
+ * sampler moves about as many samples per step). params.world must be set.
+ * Returns 0 or a negative lf_plan status. */
+int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n);
+
+#endif

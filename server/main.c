@@ -311,7 +311,8 @@ static int dataset_defaults(srv *s)
     lf_plan_sample *v = plan_cli_samples(s->ds);
     if (!v) return -ENOMEM;
     int rc = plan_cli_finish(&s->cfg.cli, plan_cli_preset_of(lf_dataset_schema(s->ds)), v,
-                             (size_t)lf_dataset_samples(s->ds));
+                             (size_t)lf_dataset_samples(s->ds),
+                             s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
     free(v);
     if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
     s->cfg.plan = s->cfg.cli.params;

@@ -17,10 +17,10 @@ const char plan_cli_help[] =
     "  --seed S, --epoch E  plan seed and first epoch (default 0, 0)\n"
     "  --budget C           balanced: global cost per step (default:\n"
     "                       --samples-per-rank x world x mean sample cost)\n"
-    "  --samples-per-rank S sets the default budget; also the baselines' batch\n"
-    "                       (default 16)\n"
+    "  --samples-per-rank S sets the default budget (default 16)\n"
     "  --batch-per-rank B   naive, sorted: samples per rank per step (default:\n"
-    "                       --samples-per-rank, so every sampler moves about as\n"
+    "                       balanced's mean per step / world, measured by\n"
+    "                       planning balanced first, so every sampler moves as\n"
     "                       many samples per step)\n"
     "  --max-tokens N       per-rank cap on tokens per step (default none)\n"
     "  --max-padded N       per-rank cap on padded tokens per step (default none)\n"
@@ -146,7 +146,33 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
     return s;
 }
 
-int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n)
+/* The baselines' batch: balanced's mean samples per full step / world, so
+ * every sampler moves as many samples per step. It has to be measured: with
+ * long-tailed costs a budget of k mean costs holds far more than k samples,
+ * because the costliest samples go to outlier steps of their own. */
+static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
+{
+    lf_plan_params bp = *p;
+    bp.sampler = LF_PLAN_BALANCED;
+    lf_plan *plan;
+    int rc = lf_plan_create(&bp, s, n, &plan);
+    if (rc) return rc;
+    lf_plan_step st;
+    uint64_t steps = 0, samples = 0;
+    while ((rc = lf_plan_next_step(plan, &st)) == 1)
+        if (!(st.flags & LF_PLAN_STEP_TAIL)) {
+            steps++;
+            samples += st.nsamples;
+        }
+    lf_plan_free(plan);
+    if (rc < 0) return rc;
+    uint64_t per_rank = steps ? (samples + steps * p->world / 2) / (steps * p->world) : 0;
+    p->batch_per_rank = per_rank < 1 ? 1 : per_rank > (1u << 20) ? 1u << 20 : (uint32_t)per_rank;
+    return 0;
+}
+
+int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
+                    int baselines)
 {
     lf_plan_params *p = &c->params;
     int preset = c->preset >= 0 ? c->preset : dataset_preset;
@@ -163,6 +189,6 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
         p->step_budget = (uint64_t)((double)total / (double)n * c->samples_per_rank * p->world);
     if (p->layout == LF_PLAN_PACK && !p->seq_len)
         p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
-    if (!p->batch_per_rank) p->batch_per_rank = c->samples_per_rank;
+    if (baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
     return 0;
 }

@@ -75,9 +75,12 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds);
 /* Completes the parameters from the data: the cost model (preset
  * `dataset_preset` unless --preset or --cost was given), the step budget
  * (--samples-per-rank x world x mean sample cost), the pack row length (the
- * longest sample) and the baselines' batch (--samples-per-rank, so every
- * sampler moves about as many samples per step). params.world must be set.
- * Returns 0 or a negative lf_plan status. */
-int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n);
+ * longest sample) and, when `baselines` is set and --batch-per-rank was not
+ * given, the baselines' batch: balanced's mean samples per step / world (one
+ * balanced epoch is planned to measure it), so every sampler moves as many
+ * samples per step. params.world must be set. Returns 0 or a negative
+ * lf_plan status. */
+int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
+                    int baselines);
 
 #endif

@@ -9,11 +9,15 @@ export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 [[ -f $LEVELFEED_LIB ]] || fail "no $LEVELFEED_LIB"
 # A sanitizer build's library needs the ASan runtime loaded before Python
 # itself (and libstdc++ with it, so ASan can intercept torch's C++ throws);
-# the interpreter's own allocations at exit are not ours to report.
+# the interpreter's own allocations at exit are not ours to report. Only the
+# interpreter gets the preload: "$PY" then names this function.
 asan_rt=$(ldd "$LEVELFEED_LIB" | awk '/libasan/ {print $3}')
 if [[ -n $asan_rt ]]; then
-  export LD_PRELOAD="$asan_rt:$(cc -print-file-name=libstdc++.so.6)${LD_PRELOAD:+:$LD_PRELOAD}"
-  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  python_sanitized() {
+    LD_PRELOAD="$asan_rt:$(cc -print-file-name=libstdc++.so.6)" \
+      ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" /usr/bin/python3 "$@"
+  }
+  PY=python_sanitized
 fi
 
 need_python_module() {     # MODULE: exit 77 unless $PY imports it

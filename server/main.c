@@ -81,6 +81,9 @@ static void usage(FILE *f)
 "  --read-depth N          reads in flight per reader (8)\n"
 "  --slots N               ring depth per rank (4)\n"
 "  --memory-limit BYTES    rings + read buffers + block cache (1G; K/M/G suffixes)\n"
+"  --on-corrupt fail|skip  a block failing its checksum or decompression: stop\n"
+"                          with an error naming shard and block (fail), or leave\n"
+"                          its samples out of their batches and report them (skip)\n"
 "control:\n"
 "  --endpoint PATH         ipc://PATH or PATH (default $XDG_RUNTIME_DIR/levelfeed/ctl,\n"
 "                          else /tmp/levelfeed-$UID/ctl)\n"
@@ -146,7 +149,7 @@ static int word(const char *s, const char *const *words, uint32_t *out)
 }
 
 enum {
-    O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM,
+    O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
     O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
 };
 
@@ -158,6 +161,7 @@ static const struct option long_opts[] = {
     {"flip", 1, 0, O_FLIP}, {"resize", 1, 0, O_RESIZE},
     {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
     {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
+    {"on-corrupt", 1, 0, O_CORRUPT},
     {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
     {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     PLAN_CLI_OPTIONS, {0, 0, 0, 0},
@@ -174,6 +178,7 @@ static const char *const samplers[] = {"balanced", "naive", "sorted", NULL};
 static const char *const ios[] = {"pread", "uring", NULL};
 static const char *const crops[] = {"full", "center", "random", NULL};
 static const char *const resizes[] = {"bilinear", "area", NULL};
+static const char *const on_corrupt[] = {"fail", "skip", NULL};
 
 typedef struct parse_state {
     const char *ranks;
@@ -230,6 +235,12 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     case O_DEPTH: return parse_u32(a, &c->read_depth);
     case O_SLOTS: return parse_u32(a, &c->slots);
     case O_MEM: return parse_u64(a, &c->memory_limit);
+    case O_CORRUPT: {
+        uint32_t w;
+        if (word(a, on_corrupt, &w)) return -1;
+        c->skip_corrupt = (int)w;
+        return 0;
+    }
     case O_ENDPOINT: c->endpoint = a; return 0;
     case O_HB: return parse_u32(a, &c->heartbeat_ms);
     case O_PRINT: c->print_plan = 1; return 0;
@@ -412,6 +423,23 @@ static double tv_s(struct timeval tv)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
+/* --on-corrupt=skip: what was left out, and the first blocks by shard file. */
+static void print_quarantine(const srv *s)
+{
+    if (!s->cfg.skip_corrupt) return;
+    const srv_metrics *m = &s->m;
+    fprintf(stderr, "lf-server: quarantined %" PRIu64 " samples in %" PRIu64 " blocks",
+            m->quarantined_samples, m->quarantined_blocks);
+    for (uint64_t i = 0; i < m->quarantined_blocks && i < SRV_QUARANTINE_LIST; i++) {
+        uint64_t b = s->quarantine[i], k = 0; /* k: the block's number in its shard */
+        uint32_t shard = lf_dataset_block(s->ds, b)->shard;
+        while (k < b && lf_dataset_block(s->ds, b - k - 1)->shard == shard) k++;
+        fprintf(stderr, "%s %s block %" PRIu64 " (dataset block %" PRIu64 ")", i ? "," : ":",
+                lf_dataset_shard_path(s->ds, shard), k, b);
+    }
+    fprintf(stderr, "%s\n", m->quarantined_blocks > SRV_QUARANTINE_LIST ? ", ..." : "");
+}
+
 static void print_summary(srv *s, uint64_t elapsed_ns)
 {
     const srv_metrics *m = &s->m;
@@ -432,6 +460,7 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
             (double)m->decode_busy_ns / 1e9, (double)m->assemble_busy_ns / 1e9);
     fprintf(stderr, "lf-server: steady %.3f s from every rank's START to the last READY; "
             "cpu user %.3f s, sys %.3f s\n", steady, tv_s(ru.ru_utime), tv_s(ru.ru_stime));
+    print_quarantine(s);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];
         fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64

@@ -59,6 +59,7 @@ struct cache_entry {
     unsigned char *raw;          /* decompressed bytes (CE_READY) */
     uint32_t raw_size;
     int state;
+    int bad;                     /* --on-corrupt=skip: failed to decode, raw NULL */
     uint32_t pins;               /* jobs that still need this block */
     cache_entry *hnext;          /* hash chain */
     cache_entry *qnext;          /* read or decode queue */
@@ -190,9 +191,11 @@ static void cache_make_room(srv *s, uint64_t need)
 }
 
 /* An unpinned, decoded block: freed if no sample of it is pending this
- * epoch, else kept (LRU) while it fits. */
+ * epoch, else kept (LRU) while it fits. A quarantined block holds no bytes
+ * and stays known, so its damage is found once and never read again. */
 static void park(srv *s, cache_entry *e)
 {
+    if (e->bad) return; /* kept, empty, for the server's life: never re-read */
     if (s->pl->uses[e->block] == 0) {
         cache_drop(s->pl, e);
         s->m.blocks_done++;
@@ -213,7 +216,7 @@ static cache_entry *pin_block(srv *s, uint64_t block, int *ready)
     srv_pipeline *p = s->pl;
     cache_entry *e = cache_find(p, block);
     if (e) {
-        if (e->pins++ == 0 && e->state == CE_READY) lru_remove(p, e);
+        if (e->pins++ == 0 && e->state == CE_READY && !e->bad) lru_remove(p, e);
         *ready = e->state == CE_READY;
         s->m.cache_hits += *ready;
         return e;
@@ -608,6 +611,14 @@ static void block_ready(srv *s, cache_entry *e)
     if (e->pins == 0) park(s, e);
 }
 
+/* Damage in the stored bytes, as opposed to a failing machine (memory). */
+static int is_corrupt(long n, uint32_t raw_size)
+{
+    return n == LF_SHARD_E_CHECKSUM || n == LF_SHARD_E_DECOMPRESS || n == LF_SHARD_E_FORMAT ||
+           (n >= 0 && n != (long)raw_size);
+}
+
+/* Returns 0 (e->bad set when the block is quarantined) or <0 on failure. */
 static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
 {
     const lf_block_info *bi = lf_dataset_block(s->ds, e->block);
@@ -616,6 +627,15 @@ static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
     if (!e->raw) return -ENOMEM;
     long n = lf_block_decode(w->dec, s->ds, e->block, e->owner->bufs[e->buf],
                              bi->stored_size, e->raw, e->raw_size, &err);
+    if (s->cfg.skip_corrupt && is_corrupt(n, e->raw_size)) {
+        if (!s->cfg.quiet)
+            fprintf(stderr, "lf-server: quarantined: %s\n",
+                    n < 0 ? err.msg : "decoded size differs from the index");
+        free(e->raw);
+        e->raw = NULL;
+        e->bad = 1;
+        return 0;
+    }
     if (n != (long)e->raw_size) {
         srv_fail(s, "block %" PRIu64 ": %s", e->block,
                  n < 0 ? err.msg : "decoded size differs from the index");
@@ -795,8 +815,38 @@ static void finish_job(srv *s, srv_job *j)
     if (s->pl->plan_wait == PLAN_WAITS_ROOM) pthread_cond_signal(&s->cv_plan);
 }
 
+/* --on-corrupt=skip: leaves the samples of quarantined blocks out of job j,
+ * keeping the others in their order; the batch shrinks (the same on every
+ * run, as the damage is in the data). Under mu. */
+static void drop_quarantined(srv *s, srv_job *j)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < j->nblocks; i++) any |= j->blocks[i]->bad;
+    if (!any) return;
+    int pad = s->cfg.plan.layout != LF_PLAN_PACK;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < j->n; i++) {
+        if (job_block_of(s, j, j->ids[i])->bad) {
+            j->tokens -= j->lengths[i] <= j->tokens ? j->lengths[i] : j->tokens;
+            s->m.quarantined_samples++;
+            continue;
+        }
+        j->ids[k] = j->ids[i];
+        j->lengths[k] = j->lengths[i];
+        j->row_of[k] = pad ? k : j->row_of[i];
+        k++;
+    }
+    j->n = k;
+    if (pad) j->rows = k; /* pad: one row per sample */
+}
+
 static void run_assembly(srv *s, worker_ctx *w, srv_job *j)
 {
+    if (s->cfg.skip_corrupt) {
+        pthread_mutex_lock(&s->mu);
+        drop_quarantined(s, j);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (!j->discard) {
         uint64_t t0 = srv_now_ns();
         int rc = assemble(s, w, j);
@@ -818,8 +868,15 @@ static void run_decode(srv *s, worker_ctx *w, cache_entry *e)
     reader *rd = e->owner;
     rd->free_bufs[rd->nfree++] = e->buf;
     if (s->pl->read_q.len > 0) pthread_cond_broadcast(&s->cv_read); /* else nothing to read */
+    if (rc == 0 && e->bad) {
+        s->pl->cache_bytes -= e->raw_size;
+        e->raw_size = 0;
+        if (s->m.quarantined_blocks < SRV_QUARANTINE_LIST)
+            s->quarantine[s->m.quarantined_blocks] = e->block;
+        s->m.quarantined_blocks++;
+    }
     if (rc == 0) {
-        s->m.blocks_decoded++;
+        s->m.blocks_decoded += !e->bad;
         block_ready(s, e);
     }
     pthread_mutex_unlock(&s->mu);

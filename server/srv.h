@@ -28,6 +28,7 @@
 #include "plan_cli.h"
 
 #define SRV_MAX_RANKS 256
+#define SRV_QUARANTINE_LIST 32   /* quarantined blocks named in the summary */
 
 typedef struct srv_config {
     const char *data_dir;
@@ -48,6 +49,7 @@ typedef struct srv_config {
     uint32_t read_depth;         /* reads in flight per reader */
     uint64_t memory_limit;       /* rings + cache + read buffers, bytes */
     uint32_t heartbeat_ms;
+    int skip_corrupt;            /* --on-corrupt=skip: drop a bad block's samples */
     int print_plan;              /* dry run: print the local ranks' plan, exit */
     int quiet;
 } srv_config;
@@ -59,6 +61,8 @@ typedef struct srv_metrics {
     uint64_t blocks_done;        /* blocks freed with no sample pending */
     uint64_t read_busy_ns, decode_busy_ns, assemble_busy_ns, plan_busy_ns;
     uint64_t batches, samples;
+    uint64_t quarantined_blocks; /* --on-corrupt=skip: blocks that failed to decode */
+    uint64_t quarantined_samples; /* their samples left out of batches */
     uint64_t started_ns;         /* every local rank sent START (control thread) */
     uint64_t last_ready_ns;      /* the last READY was sent (control thread) */
 } srv_metrics;
@@ -136,6 +140,7 @@ struct srv {
     uint32_t start_epoch;        /* agreed resume position */
     uint64_t start_step;
 
+    uint64_t quarantine[SRV_QUARANTINE_LIST]; /* the first quarantined blocks */
     struct srv_pipeline *pl;     /* pipeline.c's private state */
     srv_metrics m;
 };

@@ -444,6 +444,7 @@ static char *stats_json(control *c)
     json_object_set_new(o, "cache_limit", json_integer((json_int_t)s->cache_limit));
     json_object_set_new(o, "batches", json_integer((json_int_t)m.batches));
     json_object_set_new(o, "samples", json_integer((json_int_t)m.samples));
+    json_object_set_new(o, "uring_retries", json_integer((json_int_t)m.uring_retries));
     json_object_set_new(o, "quarantined_blocks", json_integer((json_int_t)m.quarantined_blocks));
     json_object_set_new(o, "quarantined_samples", json_integer((json_int_t)m.quarantined_samples));
     json_object_set_new(o, "busy_ns", json_pack("{s:I,s:I,s:I,s:I}",

@@ -286,6 +286,25 @@ static int finish_config(srv_config *c, parse_state *ps)
     return 0;
 }
 
+/* The test hook LF_TEST_URING_FAULTS=PERCENT,SEED (see pipeline.c). */
+static int parse_fault_hook(srv_config *c)
+{
+    const char *v = getenv("LF_TEST_URING_FAULTS");
+    if (!v || !*v) return 0;
+    char *end;
+    unsigned long pct = strtoul(v, &end, 10);
+    if (end != v && *end == ',' && pct <= 100) {
+        const char *seed = end + 1;
+        c->uring_fault_seed = strtoull(seed, &end, 10);
+        if (end != seed && !*end) {
+            c->uring_fault_pct = (uint32_t)pct;
+            return 0;
+        }
+    }
+    fprintf(stderr, "lf-server: LF_TEST_URING_FAULTS=%s: want PERCENT(0..100),SEED\n", v);
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, srv_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -312,6 +331,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
         }
     }
     if (optind < argc) { fprintf(stderr, "lf-server: unexpected argument %s\n", argv[optind]); return -1; }
+    if (parse_fault_hook(c)) return -1;
     return finish_config(c, &ps);
 }
 
@@ -460,6 +480,10 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
             (double)m->decode_busy_ns / 1e9, (double)m->assemble_busy_ns / 1e9);
     fprintf(stderr, "lf-server: steady %.3f s from every rank's START to the last READY; "
             "cpu user %.3f s, sys %.3f s\n", steady, tv_s(ru.ru_utime), tv_s(ru.ru_stime));
+    if (m->uring_retries || s->cfg.uring_fault_pct)
+        fprintf(stderr, "lf-server: io_uring: %" PRIu64 " reads resubmitted (short or -EAGAIN), "
+                "%" PRIu64 " of them injected by LF_TEST_URING_FAULTS\n",
+                m->uring_retries, m->uring_injected);
     print_quarantine(s);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];

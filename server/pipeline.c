@@ -77,6 +77,9 @@ typedef struct reader {
     size_t buf_size;
     unsigned char **bufs;
     uint32_t *free_bufs, nfree;
+    uint32_t *got;               /* io_uring: bytes read so far, per batch entry */
+    uint64_t fault_rng;          /* LF_TEST_URING_FAULTS: this reader's draws */
+    uint64_t retries, injected;  /* resubmitted reads; of them, faked ones */
 } reader;
 
 typedef struct queue {
@@ -501,36 +504,69 @@ static int pread_full(int fd, unsigned char *buf, size_t len, uint64_t off)
     return 0;
 }
 
+/* Queues the rest of entry i's read: from byte got[i] of its block on. */
+static int queue_read(reader *rd, cache_entry *e, uint32_t i)
+{
+    srv *s = rd->s;
+    const lf_block_info *bi = lf_dataset_block(s->ds, e->block);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
+    if (!sqe) return -EBUSY; /* cannot happen: at most depth == nbufs in flight */
+    uint32_t got = rd->got[i];
+    io_uring_prep_read_fixed(sqe, s->pl->shard_fds[bi->shard], rd->bufs[e->buf] + got,
+                             bi->stored_size - got, bi->file_offset + got, (int)e->buf);
+    io_uring_sqe_set_data64(sqe, i);
+    return 0;
+}
+
+/* The test hook (LF_TEST_URING_FAULTS=PERCENT,SEED): turns that share of
+ * the completions that read something into -EAGAIN or a shorter read, so
+ * the resubmission below is exercised on every run of the test. */
+static int inject_fault(reader *rd, int res)
+{
+    const srv_config *c = &rd->s->cfg;
+    if (c->uring_fault_pct == 0 || res <= 0) return res;
+    uint64_t x = rd->fault_rng; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rd->fault_rng = x;
+    if (x % 100 >= c->uring_fault_pct) return res;
+    rd->injected++;
+    return (x >> 32) % 2 || res == 1 ? -EAGAIN : 1 + (int)((x >> 33) % (uint64_t)(res - 1));
+}
+
 /* Reads the batch with io_uring: one fixed-buffer read per entry, submitted
- * together; a short read is finished with pread. */
+ * together. A short read (or -EAGAIN/-EINTR) is not an error: the rest of
+ * that block is submitted again until it is whole; reading nothing before
+ * the end means the file is shorter than its index says. */
 static int read_batch_uring(reader *rd, cache_entry **v, uint32_t n)
 {
     srv *s = rd->s;
-    for (uint32_t i = 0; i < n; i++) {
-        const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
-        struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
-        if (!sqe) return -EBUSY; /* cannot happen: depth == nbufs */
-        io_uring_prep_read_fixed(sqe, s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf],
-                                 bi->stored_size, bi->file_offset, (int)v[i]->buf);
-        io_uring_sqe_set_data64(sqe, i);
+    int rc = 0, err = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        rd->got[i] = 0;
+        rc = queue_read(rd, v[i], i);
     }
-    int rc = io_uring_submit_and_wait(&rd->ring, n);
-    if (rc < 0) return rc;
-    int err = 0;
-    for (uint32_t done = 0; done < n; done++) {
+    for (uint32_t pending = n; rc == 0 && pending > 0;) {
         struct io_uring_cqe *cqe;
-        if ((rc = io_uring_wait_cqe(&rd->ring, &cqe)) < 0) return rc;
+        if ((rc = io_uring_submit_and_wait(&rd->ring, 1)) < 0) break;
+        if ((rc = io_uring_wait_cqe(&rd->ring, &cqe)) < 0) break;
         uint64_t i = io_uring_cqe_get_data64(cqe);
-        int res = cqe->res;
+        int res = inject_fault(rd, cqe->res);
         io_uring_cqe_seen(&rd->ring, cqe);
-        if (i >= n) { err = -EIO; continue; }
-        const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
+        if (i >= n) return -EIO; /* not ours: the ring is confused */
+        uint32_t want = lf_dataset_block(s->ds, v[i]->block)->stored_size - rd->got[i];
+        if (res == -EAGAIN || res == -EINTR || (res > 0 && (uint32_t)res < want)) {
+            rd->got[i] += res > 0 ? (uint32_t)res : 0;
+            rd->retries++;
+            rc = queue_read(rd, v[i], (uint32_t)i);
+            continue;
+        }
+        pending--;
         if (res < 0) err = res;
-        else if ((uint32_t)res < bi->stored_size)
-            err = pread_full(s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf] + res,
-                             bi->stored_size - (uint32_t)res, bi->file_offset + (uint64_t)res);
+        else if (res == 0 && want > 0) err = -EIO;
     }
-    return err;
+    return rc < 0 ? rc : err;
 }
 
 static int read_batch_pread(reader *rd, cache_entry **v, uint32_t n)
@@ -572,6 +608,9 @@ static void *reader_main(void *arg)
         s->m.read_busy_ns += srv_now_ns() - t0;
         s->m.bytes_read += bytes;
         s->m.blocks_read += n;
+        s->m.uring_retries += rd->retries;
+        s->m.uring_injected += rd->injected;
+        rd->retries = rd->injected = 0;
         for (uint32_t i = 0; i < n; i++) {
             v[i]->state = CE_DECODING;
             q_push(&s->pl->decode_q, v[i]);
@@ -925,7 +964,9 @@ static int reader_init(srv *s, reader *rd, uint32_t depth, size_t buf_size)
     rd->buf_size = buf_size;
     rd->bufs = calloc(depth, sizeof *rd->bufs);
     rd->free_bufs = calloc(depth, sizeof *rd->free_bufs);
-    if (!rd->bufs || !rd->free_bufs) return -ENOMEM;
+    rd->got = calloc(depth, sizeof *rd->got);
+    if (!rd->bufs || !rd->free_bufs || !rd->got) return -ENOMEM;
+    rd->fault_rng = s->cfg.uring_fault_seed * 0x9e3779b97f4a7c15ull + (uint64_t)(rd - s->pl->readers) + 1;
     for (uint32_t i = 0; i < depth; i++) {
         if (posix_memalign((void **)&rd->bufs[i], 4096, buf_size) != 0) return -ENOMEM;
         rd->free_bufs[rd->nfree++] = i;
@@ -955,6 +996,7 @@ static void reader_exit(reader *rd)
     for (uint32_t i = 0; rd->bufs && i < rd->nbufs; i++) free(rd->bufs[i]);
     free(rd->bufs);
     free(rd->free_bufs);
+    free(rd->got);
 }
 
 int srv_pipeline_init(srv *s)

@@ -49,6 +49,8 @@ typedef struct srv_config {
     uint32_t read_depth;         /* reads in flight per reader */
     uint64_t memory_limit;       /* rings + cache + read buffers, bytes */
     uint32_t heartbeat_ms;
+    uint32_t uring_fault_pct;    /* test hook LF_TEST_URING_FAULTS=PCT,SEED (0: off) */
+    uint64_t uring_fault_seed;
     int skip_corrupt;            /* --on-corrupt=skip: drop a bad block's samples */
     int print_plan;              /* dry run: print the local ranks' plan, exit */
     int quiet;
@@ -61,6 +63,8 @@ typedef struct srv_metrics {
     uint64_t blocks_done;        /* blocks freed with no sample pending */
     uint64_t read_busy_ns, decode_busy_ns, assemble_busy_ns, plan_busy_ns;
     uint64_t batches, samples;
+    uint64_t uring_retries;      /* io_uring reads resubmitted (short, -EAGAIN) */
+    uint64_t uring_injected;     /* of them, faked by LF_TEST_URING_FAULTS */
     uint64_t quarantined_blocks; /* --on-corrupt=skip: blocks that failed to decode */
     uint64_t quarantined_samples; /* their samples left out of batches */
     uint64_t started_ns;         /* every local rank sent START (control thread) */

@@ -499,6 +499,9 @@ int main(int argc, char **argv)
     static srv s; /* large: ranks[] */
     if (parse_args(argc, argv, &s.cfg) != 0) return 2;
     signal(SIGPIPE, SIG_IGN);
+    /* A file-size limit then fails the rings' fallocate with EFBIG, reported
+     * at start-up, instead of killing the server. */
+    signal(SIGXFSZ, SIG_IGN);
     lf_shard_error err;
     if (lf_dataset_open(s.cfg.data_dir, &s.ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
@@ -523,8 +526,14 @@ int main(int argc, char **argv)
     if (rc == 0 && s.notify_fd < 0) rc = -errno;
     for (uint32_t li = 0; li < s.cfg.nlocal; li++) s.ranks[li].rank = s.cfg.local[li];
     for (uint32_t li = 0; rc == 0 && li < s.cfg.nlocal; li++)
-        if ((rc = create_ring(&s, &s.ranks[li])) < 0)
-            fprintf(stderr, "lf-server: ring for rank %u: %s\n", s.cfg.local[li], strerror(-rc));
+        if ((rc = create_ring(&s, &s.ranks[li])) < 0) {
+            fprintf(stderr, "lf-server: cannot reserve %" PRIu64 " bytes of shared memory for "
+                    "rank %u's ring (%u slots of %" PRIu64 " bytes): %s; lower --slots or the "
+                    "batch size, or raise the limit (memory cgroup, ulimit -f)\n",
+                    s.ranks[li].seg_size, s.cfg.local[li], s.cfg.slots, s.slot_size,
+                    strerror(-rc));
+            rc = -ECANCELED;
+        }
     if (rc == 0 && (rc = srv_pipeline_init(&s)) < 0)
         fprintf(stderr, "lf-server: pipeline: %s\n", rc > -4096 ? strerror(-rc) : "error");
     /* From here SIGINT/SIGTERM arrive through the control thread's signalfd

@@ -5,7 +5,8 @@
 # --on-corrupt=skip: both epochs complete; the summary and the metrics count
 # exactly the damaged blocks' samples as quarantined; each batch is its plan
 # batch less those samples (so every other sample arrives exactly once per
-# epoch), and two runs deliver byte-identical streams.
+# epoch, its token bytes equal to the shards' as the clients check), and two
+# runs deliver byte-identical streams.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds" --shard-size 1M
@@ -65,7 +66,7 @@ echo "on-corrupt=fail: $(grep -o 'error: .*' "$WORK/server.log" | head -1)"
 
 run_skip() {   # TAG
   start_server "${PLAN[@]}" --on-corrupt skip
-  run_clients "$1" 2 --pad-id 0
+  run_clients "$1" 2 --verify "$WORK/ds" --pad-id 0
   wait_server
   cp "$WORK/server.log" "$WORK/$1.server.log"
   q=$(sed -n 's/.*quarantined \([0-9]*\) samples in \([0-9]*\) blocks.*/\1 \2/p' "$WORK/server.log")

@@ -64,10 +64,26 @@ echo "on-corrupt=fail: $(grep -o 'error: .*' "$WORK/server.log" | head -1)"
         for (i = 1; i <= n; i++) if (!(ids[i] in bad)) {out = out (k ? "," : "") ids[i]; k++}
         print $1, $2, $3, k, out}' "$WORK/bad_ids" - | sed 's/ $//' >"$WORK/skip.plan"
 
-run_skip() {   # TAG
+# The metrics' quarantine counts while a run goes on: "BLOCKS SAMPLES".
+stat_quarantine() {
+  "$LF_BIN/lf-stat" "$EP" --json 2>/dev/null |
+    /usr/bin/python3 -c 'import json, sys; o = json.load(sys.stdin); print(o["quarantined_blocks"], o["quarantined_samples"])' 2>/dev/null
+}
+
+run_skip() {   # TAG [client args]: the metrics are polled while the clients run
+  local tag=$1 cl
+  shift
+  seen=
   start_server "${PLAN[@]}" --on-corrupt skip
-  run_clients "$1" 2 --verify "$WORK/ds" --pad-id 0
+  run_clients "$tag" 2 --verify "$WORK/ds" --pad-id 0 "$@" &
+  cl=$!
+  while kill -0 "$cl" 2>/dev/null; do
+    seen=$(stat_quarantine || echo "$seen")
+    sleep 0.05
+  done
+  wait "$cl" || fail "$tag: clients failed"
   wait_server
+  set -- "$tag"
   cp "$WORK/server.log" "$WORK/$1.server.log"
   q=$(sed -n 's/.*quarantined \([0-9]*\) samples in \([0-9]*\) blocks.*/\1 \2/p' "$WORK/server.log")
   # Found once and never re-read: blocks 2, samples those of both epochs.
@@ -83,6 +99,10 @@ run_skip() {   # TAG
   check_no_leftovers
 }
 run_skip skip1
-run_skip skip2
+# Slowed clients (3 ms a batch), so lf-stat sees the counts before the end.
+run_skip skip2 --compute-us 3000
+read -r mb ms <<<"$seen"
+[[ "$mb" == 2 && $ms -gt 0 && $ms -le $((2 * want_q)) ]] ||
+  fail "metrics: quarantined_blocks/samples '$seen', want 2 and 1..$((2 * want_q))"
 [[ "$(digests_of skip1)" == "$(digests_of skip2)" ]] || fail "two skip runs differ"
-echo "on-corrupt=skip: 2 epochs complete, $want_q samples quarantined, plan less them, reruns identical: ok"
+echo "on-corrupt=skip: 2 epochs complete, $want_q samples quarantined, plan less them, reruns identical, metrics '$seen': ok"

@@ -6,7 +6,8 @@
 # exactly the damaged blocks' samples as quarantined; each batch is its plan
 # batch less those samples (so every other sample arrives exactly once per
 # epoch, its token bytes equal to the shards' as the clients check), and two
-# runs deliver byte-identical streams.
+# runs deliver byte-identical streams. A truncated shard (cut inside its
+# blocks) is refused at start-up in either mode, naming the file.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds" --shard-size 1M
@@ -106,3 +107,18 @@ read -r mb ms <<<"$seen"
   fail "metrics: quarantined_blocks/samples '$seen', want 2 and 1..$((2 * want_q))"
 [[ "$(digests_of skip1)" == "$(digests_of skip2)" ]] || fail "two skip runs differ"
 echo "on-corrupt=skip: 2 epochs complete, $want_q samples quarantined, plan less them, reruns identical, metrics '$seen': ok"
+
+# Truncation: the shard no longer matches its manifest, so no mode can serve it.
+cp -r "$WORK/ds" "$WORK/cut"
+f="$WORK/cut/$(shard_file "$last")"
+truncate -s $(($(stat -c %s "$f") / 2)) "$f"
+for mode in fail skip; do
+  rc=0
+  timeout 20 "$LF_BIN/lf-server" "${PLAN[@]/$WORK\/ds/$WORK/cut}" --endpoint "$EP" --on-corrupt "$mode" \
+    >"$WORK/cut.log" 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] || fail "truncated, $mode: exit $rc, want 1: $(cat "$WORK/cut.log")"
+  grep -q "$(basename "$f").* bytes, manifest says" "$WORK/cut.log" ||
+    fail "truncated, $mode: no message naming $(basename "$f"): $(cat "$WORK/cut.log")"
+  check_no_leftovers
+done
+echo "truncated shard refused at start-up in both modes: $(head -1 "$WORK/cut.log")"

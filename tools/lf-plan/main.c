@@ -10,13 +10,13 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lf_shard.h"
 #include "plan_cli.h"
+#include "synth_rng.h"
 #include "score.h"
 
 static const char usage_head[] =
@@ -157,28 +157,17 @@ static void parse_args(opts *o, int argc, char **argv)
 
 /* ---- input ---------------------------------------------------------------- */
 
-static uint64_t synth_next(uint64_t *state)
-{
-    uint64_t x = (*state += UINT64_C(0x9e3779b97f4a7c15));
-    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
-}
-
-/* Lognormal lengths by Box-Muller, rounded and clamped to [min, max]. */
+/* Sample i's length as `lf-shard synth tokens --seed S` draws it (S: the
+ * plan's --seed), so --synth N plans the lengths of that dataset. */
 static lf_plan_sample *synth_samples(const opts *o)
 {
     lf_plan_sample *s = malloc(o->synth * sizeof *s);
     if (!s) return NULL;
-    uint64_t st = o->cli.params.seed ^ UINT64_C(0x5eed);
     for (uint64_t i = 0; i < o->synth; i++) {
-        double u1 = ((double)(synth_next(&st) >> 11) + 0.5) * 0x1p-53;
-        double u2 = (double)(synth_next(&st) >> 11) * 0x1p-53;
-        double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-        double len = nearbyint(o->len_median * exp(o->len_sigma * z));
-        if (len < (double)o->len_min) len = (double)o->len_min;
-        if (len > (double)o->len_max) len = (double)o->len_max;
-        s[i] = (lf_plan_sample){i, (uint64_t)len, i / o->synth_block};
+        synth_rng r;
+        synth_rng_seed(&r, o->cli.params.seed, i);
+        uint64_t len = synth_rng_length(&r, o->len_median, o->len_sigma, o->len_min, o->len_max);
+        s[i] = (lf_plan_sample){i, len, i / o->synth_block};
     }
     return s;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "lf_shard.h"
+#include "synth_rng.h"
 
 typedef struct synth_params {
     uint64_t samples;
@@ -36,17 +37,6 @@ typedef struct synth_slot {
     char err[160];               /* set when the generator fails */
 } synth_slot;
 
-/* A deterministic 64-bit random stream (splitmix64). */
-typedef struct synth_rng {
-    uint64_t s;
-} synth_rng;
-
-void synth_rng_seed(synth_rng *r, uint64_t seed, uint64_t index);
-uint64_t synth_rng_next(synth_rng *r);
-double synth_rng_unit(synth_rng *r);           /* [0, 1) */
-uint64_t synth_rng_below(synth_rng *r, uint64_t n); /* [0, n), n > 0 */
-/* A lognormal length round(median * exp(sigma * N(0,1))) clamped to [min, max]. */
-uint64_t synth_rng_length(synth_rng *r, const synth_params *p);
 void synth_put_label(synth_slot *s, uint64_t label);
 /* Grows s->data to at least n bytes; -1 (with s->err) on failure. */
 int synth_reserve(synth_slot *s, size_t n);

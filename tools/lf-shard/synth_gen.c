@@ -16,49 +16,6 @@
 #include "cli.h"
 #include "synth.h"
 
-/* ---- random streams ---------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-void synth_rng_seed(synth_rng *r, uint64_t seed, uint64_t index)
-{
-    r->s = mix64(mix64(seed ^ 0x6c662d7368617264ull) ^ index);
-}
-
-uint64_t synth_rng_next(synth_rng *r)
-{
-    r->s += 0x9e3779b97f4a7c15ull;
-    return mix64(r->s);
-}
-
-double synth_rng_unit(synth_rng *r)
-{
-    return (double)(synth_rng_next(r) >> 11) * 0x1p-53;
-}
-
-uint64_t synth_rng_below(synth_rng *r, uint64_t n)
-{
-    return synth_rng_next(r) % n;   /* bias below 2^-40 for our n: irrelevant */
-}
-
-uint64_t synth_rng_length(synth_rng *r, const synth_params *p)
-{
-    double u1 = 1.0 - synth_rng_unit(r);          /* (0, 1]: log is finite */
-    double u2 = synth_rng_unit(r);
-    double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-    double len = round(p->len_median * exp(p->len_sigma * z));
-    if (len < (double)p->len_min)
-        return p->len_min;
-    if (len > (double)p->len_max)
-        return p->len_max;
-    return (uint64_t)len;
-}
-
 void synth_put_label(synth_slot *s, uint64_t label)
 {
     for (int i = 0; i < 8; i++)
@@ -137,7 +94,7 @@ static int tokens_gen(const synth_params *p, void *t, uint64_t index, synth_slot
     const zipf_table *z = t;
     synth_rng r;
     synth_rng_seed(&r, p->seed, index);
-    uint32_t len = (uint32_t)synth_rng_length(&r, p);
+    uint32_t len = (uint32_t)synth_rng_length(&r, p->len_median, p->len_sigma, p->len_min, p->len_max);
     size_t width = p->vocab > 65536 ? 4 : 2;
     if (synth_reserve(s, (size_t)len * width) < 0)
         return -1;
@@ -228,7 +185,7 @@ static int frames_gen(const synth_params *p, void *t, uint64_t index, synth_slot
     float *profile = t;
     synth_rng r;
     synth_rng_seed(&r, p->seed, index);
-    uint64_t frames = synth_rng_length(&r, p);
+    uint64_t frames = synth_rng_length(&r, p->len_median, p->len_sigma, p->len_min, p->len_max);
     size_t vsize = frame_value_size(p->frame_type);
     size_t bytes = (size_t)frames * p->width * vsize;
     if (synth_reserve(s, bytes) < 0)

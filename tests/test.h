@@ -78,6 +78,15 @@
         exit(TEST_SKIP_CODE);                                                 \
     } while (0)
 
+/* splitmix64: a small, deterministic stream for generating test inputs. */
+static inline uint64_t test_rng(uint64_t *state)
+{
+    uint64_t x = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
 #include <ftw.h>
 #include <unistd.h>
 

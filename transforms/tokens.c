@@ -51,11 +51,14 @@ static int check_seq(const lf_tf_seq *s, uint32_t out_dtype)
 /* The loops below are the token path's hot spot in the server (every token
  * and every padding cell of a batch passes through them), so each is one
  * tight loop per type, which the compiler vectorizes, instead of a type
- * branch per element. */
+ * branch per element. The count is read once into a local: an int32 store
+ * may alias the uint32 s->count, and re-reading it every iteration kept the
+ * u16 -> i32 loop (the default) scalar. */
 #define WIDEN(IN, OUT)                                                    \
     do {                                                                  \
         OUT *d = (OUT *)dst + at;                                         \
-        for (uint32_t i = 0; i < s->count; i++) {                         \
+        const uint32_t count = s->count;                                  \
+        for (uint32_t i = 0; i < count; i++) {                            \
             IN v;                                                         \
             memcpy(&v, src + sizeof v * (size_t)i, sizeof v);             \
             d[i] = (OUT)v;                                                \

@@ -2,9 +2,12 @@
  * srv_protocol.c — a real lf-server (from $LF_BIN) facing a hostile client.
  * Garbage, multi-part and unknown messages, a rank it does not serve, a
  * wrong world size, START before mapping, a wrong fd-socket token, RELEASE
- * of a slot out of range or not held: each gets an ERROR (or a closed fd
- * connection) and changes nothing; a well-behaved client on the other rank
- * still gets its whole stream, and the server ends normally when both leave.
+ * of a slot out of range or not held, a message of another protocol version,
+ * a message a little over LF_WIRE_MAX: each gets an ERROR (or a closed fd
+ * connection) and changes nothing; a message far over LF_WIRE_MAX costs its
+ * peer the connection (ZMQ_MAXMSGSIZE) and nobody else. A well-behaved
+ * client on the other rank still gets exactly its planned stream (compared
+ * with lf-server --print-plan), and the server ends normally when both leave.
  * A client that vanishes between WELCOME and taking its ring does not hold
  * its rank forever.
  * Skips when LF_BIN is not set (tests/run.sh sets it).
@@ -17,6 +20,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -102,6 +106,76 @@ static int fd_connect(const char *path, uint64_t token, uint32_t rank)
     return s;
 }
 
+/* The planned batches of rank 0, as `lf-server --print-plan` lines. */
+static char *plan_of_rank0(const char *bin, const char *ds)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "'%.4000s/lf-server' --data '%.4000s' --world 2 "
+             "--samples-per-rank 4 --print-plan", bin, ds);
+    FILE *p = popen(cmd, "r");
+    ASSERT_TRUE(p != NULL);
+    size_t cap = 1 << 16, len = 0;
+    char *out = calloc(1, cap), line[4096];
+    while (fgets(line, sizeof line, p)) {
+        unsigned e, r;
+        unsigned long long st;
+        if (sscanf(line, "%u %llu %u", &e, &st, &r) == 3 && r == 0) {
+            ASSERT_LT(len + strlen(line), cap);
+            memcpy(out + len, line, strlen(line) + 1);
+            len += strlen(line);
+        }
+    }
+    ASSERT_EQ(pclose(p), 0);
+    ASSERT_GT(len, 0);
+    return out;
+}
+
+/* Appends b as a --print-plan line: epoch step rank n id,id,... */
+static void append_batch(char *out, size_t cap, const lf_batch *b)
+{
+    const lf_tensor *ids = lf_batch_tensor(b, "sample_ids");
+    ASSERT_TRUE(ids != NULL && ids->shape[0] == b->nsamples);
+    size_t len = strlen(out);
+    len += (size_t)snprintf(out + len, cap - len, "%u %llu 0 %u", b->epoch,
+                            (unsigned long long)b->step, b->nsamples);
+    for (uint32_t i = 0; i < b->nsamples; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? "," : " ",
+                                (long long)((const int64_t *)ids->host)[i]);
+    ASSERT_LT(len + 1, cap);
+    snprintf(out + len, cap - len, "\n");
+}
+
+/* Sends one frame of `size` bytes from a fresh peer. Over ZMQ_MAXMSGSIZE the
+ * server's ZeroMQ drops the connection: the monitor must see it close. */
+static void oversized_peer(void *ctx, const char *url, size_t size, int expect_drop)
+{
+    void *big = zmq_socket(ctx, ZMQ_DEALER), *mon = zmq_socket(ctx, ZMQ_PAIR);
+    int linger = 0;
+    zmq_setsockopt(big, ZMQ_LINGER, &linger, sizeof linger);
+    static int calls;
+    char mon_url[64];
+    snprintf(mon_url, sizeof mon_url, "inproc://big-monitor-%d", calls++);
+    ASSERT_EQ(zmq_socket_monitor(big, mon_url, ZMQ_EVENT_DISCONNECTED), 0);
+    ASSERT_EQ(zmq_connect(mon, mon_url), 0);
+    ASSERT_EQ(zmq_connect(big, url), 0);
+    unsigned char *junk = calloc(1, size);
+    ASSERT_EQ(zmq_send(big, junk, size, 0), (int)size);
+    free(junk);
+    if (expect_drop) {
+        zmq_pollitem_t it[2] = {{.socket = big, .events = ZMQ_POLLIN},
+                                {.socket = mon, .events = ZMQ_POLLIN}};
+        ASSERT_GT(zmq_poll(it, 2, 5000), 0);
+        ASSERT_TRUE(it[1].revents != 0); /* disconnected, and no reply */
+        ASSERT_EQ(it[0].revents, 0);
+    } else {
+        raw rb = {ctx, big};
+        expect_error(&rb, "too large");
+    }
+    zmq_socket_monitor(big, NULL, 0);
+    zmq_close(mon);
+    zmq_close(big);
+}
+
 int main(void)
 {
     const char *bin = getenv("LF_BIN");
@@ -114,6 +188,9 @@ int main(void)
     snprintf(url, sizeof url, "ipc://%s", ep);
     ASSERT_EQ(mkdir(rt, 0700), 0);
     make_dataset(ds);
+    char *plan0 = plan_of_rank0(bin, ds);
+    size_t got_cap = strlen(plan0) + 4096;
+    char *got0 = calloc(1, got_cap);
     pid_t srv = start_server(bin, ds, ep, "1000");
 
     raw r = {zmq_ctx_new(), NULL};
@@ -167,6 +244,7 @@ int main(void)
     ASSERT_EQ(lf_client_open(&o, &cl), 0);
     lf_batch b;
     ASSERT_EQ(lf_next(cl, &b, 10000), 0);
+    append_batch(got0, got_cap, &b);
     ASSERT_EQ(lf_release(cl, &b), 0);
 
     /* The hand-made rank 1 gets READY; bad RELEASEs are refused. */
@@ -178,6 +256,26 @@ int main(void)
     m = (lf_msg){.type = LF_MSG_RELEASE, .u.release = {rd.u.ready.slot, rd.u.ready.seq + 1}};
     raw_send(&r, &m);
     expect_error(&r, "does not hold");
+
+    /* Another protocol version: refused, the slot stays held. Then frames
+     * over LF_WIRE_MAX from other peers: a little over is refused with an
+     * ERROR, far over costs that peer its connection. Rank 1's session is
+     * untouched: its good RELEASE frees the slot for its next batch. */
+    m = (lf_msg){.type = LF_MSG_RELEASE, .u.release = {rd.u.ready.slot, rd.u.ready.seq}};
+    int n = lf_wire_encode(&m, buf, sizeof buf);
+    ASSERT_GT(n, 6);
+    buf[4] = LF_WIRE_VERSION + 1;
+    ASSERT_EQ(zmq_send(r.sock, buf, (size_t)n, 0), n);
+    expect_error(&r, "undecodable");
+    oversized_peer(r.ctx, url, LF_WIRE_MAX + 10, 0);
+    oversized_peer(r.ctx, url, 4u << 20, 1);
+    raw_send(&r, &m);
+    /* Two slots: batch seq+2 needs the slot that RELEASE gave back. */
+    lf_msg rd2;
+    do ASSERT_EQ(raw_recv(&r, &rd2, buf), LF_MSG_READY);
+    while (rd2.u.ready.seq == rd.u.ready.seq + 1);
+    ASSERT_EQ(rd2.u.ready.seq, rd.u.ready.seq + 2);
+    ASSERT_EQ(rd2.u.ready.slot, rd.u.ready.slot);
     m = (lf_msg){.type = LF_MSG_BYE};
     raw_send(&r, &m);
 
@@ -186,10 +284,12 @@ int main(void)
     int rc;
     while ((rc = lf_next(cl, &b, 10000)) == 0) {
         batches++;
+        append_batch(got0, got_cap, &b);
         ASSERT_EQ(lf_release(cl, &b), 0);
     }
     ASSERT_EQ(rc, LF_E_END);
     ASSERT_GT(batches, 2);
+    if (strcmp(got0, plan0) != 0) TEST_FAIL_("rank 0's stream differs from its plan:\n%s\nplan:\n%s", got0, plan0);
     lf_client_close(cl);
     int status;
     ASSERT_EQ(waitpid(srv, &status, 0), srv);
@@ -214,6 +314,8 @@ int main(void)
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     zmq_close(r.sock);
     zmq_ctx_term(r.ctx);
-    printf("hostile client: refused and harmless (%ld batches for rank 0)\n", batches);
+    free(got0);
+    free(plan0);
+    printf("hostile client: refused and harmless (%ld batches for rank 0, equal to its plan)\n", batches);
     return 0;
 }

@@ -478,6 +478,10 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
     fprintf(stderr, "lf-server: busy: plan %.3f s, read %.3f s, decode %.3f s, assemble %.3f s\n",
             (double)m->plan_busy_ns / 1e9, (double)m->read_busy_ns / 1e9,
             (double)m->decode_busy_ns / 1e9, (double)m->assemble_busy_ns / 1e9);
+    fprintf(stderr, "lf-server: thread cpu: planner %.3f s, readers %.3f s, workers %.3f s "
+            "(the rest of the cpu below: control and ZeroMQ threads, start-up)\n",
+            (double)m->plan_cpu_ns / 1e9, (double)m->read_cpu_ns / 1e9,
+            (double)m->worker_cpu_ns / 1e9);
     fprintf(stderr, "lf-server: steady %.3f s from every rank's START to the last READY; "
             "cpu user %.3f s, sys %.3f s\n", steady, tv_s(ru.ru_utime), tv_s(ru.ru_stime));
     if (m->uring_retries || s->cfg.uring_fault_pct)

@@ -458,6 +458,15 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
     return 0;
 }
 
+/* Adds the calling thread's CPU time so far to *sum (at the thread's end). */
+static void add_thread_cpu(uint64_t *sum)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return;
+    __atomic_fetch_add(sum, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                       __ATOMIC_RELAXED);
+}
+
 static void *planner_main(void *arg)
 {
     srv *s = arg;
@@ -486,6 +495,7 @@ static void *planner_main(void *arg)
     s->planner_done = 1;
     pthread_mutex_unlock(&s->mu);
     notify_control(s);
+    add_thread_cpu(&s->m.plan_cpu_ns);
     return NULL;
 }
 
@@ -623,6 +633,7 @@ static void *reader_main(void *arg)
         }
     }
     free(v);
+    add_thread_cpu(&s->m.read_cpu_ns);
     return NULL;
 }
 
@@ -952,6 +963,7 @@ static void *worker_main(void *arg)
     free(w.frames);
     lf_tf_ws_free(w.ws);
     lf_block_decoder_free(w.dec);
+    add_thread_cpu(&s->m.worker_cpu_ns);
     return NULL;
 }
 

@@ -62,6 +62,9 @@ typedef struct srv_metrics {
     uint64_t evictions;          /* still-wanted blocks dropped for room */
     uint64_t blocks_done;        /* blocks freed with no sample pending */
     uint64_t read_busy_ns, decode_busy_ns, assemble_busy_ns, plan_busy_ns;
+    /* CPU time of each thread kind, added as each thread ends: busy times
+     * are wall time and include waiting for a core on a loaded machine. */
+    uint64_t plan_cpu_ns, read_cpu_ns, worker_cpu_ns;
     uint64_t batches, samples;
     uint64_t uring_retries;      /* io_uring reads resubmitted (short, -EAGAIN) */
     uint64_t uring_injected;     /* of them, faked by LF_TEST_URING_FAULTS */

@@ -8,6 +8,10 @@
 #      cpu     bytes per server CPU-second next to bytes per `zstd -d`
 #              CPU-second: what a dedicated core would give, the figure that
 #              holds on a shared, loaded machine where wall time does not.
+#      worker  bytes per worker-thread CPU-second (the summary's thread cpu
+#              line) next to `zstd -d` per CPU-second: what one decode thread
+#              delivers when it has a core of its own, the other threads
+#              (planner, readers, control, ZeroMQ) running beside it.
 #  - lf_next latency when a batch is ready (the client computes 2 ms a step,
 #    longer than the server needs, on a fixed cadence as in a synchronous
 #    job), p50/p99, on a smaller dataset (LAT_SAMPLES);
@@ -83,15 +87,17 @@ for w in 1 2; do
     --epochs "$epochs" --layout "$layout"
   read -r secs steady cpu <<<"$(times_of "$tok.server")"
   busy=$(summary "$tok.server" '.*decode \([0-9.]*\) s.*')
+  wcpu=$(summary "$tok.server" '.*workers \([0-9.]*\) s.*')
   tbytes=$(cat "$tok".r* | sed -n 's/.*samples, \([0-9]*\) tensor bytes.*/\1/p' | awk '{s += $1} END {print s}')
   decoded=$(summary "$tok.server" '.*decoded \([0-9]*\),.*')
   awk -v raw="$raw" -v e="$epochs" -v t="$tbytes" -v s="$secs" -v st="$steady" -v c="$cpu" \
       -v z="$zstd_gbs" -v zc="$zstd_cpu_gbs" -v w="$w" -v d="$decoded" -v b="$busy" \
-      -v layout="$layout" -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+      -v layout="$layout" -v wc="$wcpu" -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
     raw *= e
-    g = raw / s / 1e9; gs = raw / st / 1e9; gc = raw / c / 1e9
-    printf "token path, %s layout, %d worker(s), load %s: run %.3f GB/s in %.2f s (%.2fx zstd -d, %.2fx per worker); steady %.3f GB/s in %.2f s (%.2fx, %.2fx per worker); cpu %.3f GB/s per server CPU-second over %.2f s (%.2fx zstd -d per CPU-second); %.3f GB/s tensor bytes (steady), %d blocks decoded; decode stage alone %.3f GB/s per busy second (%.2fx zstd -d)\n",
+    g = raw / s / 1e9; gs = raw / st / 1e9; gc = raw / c / 1e9; gw = raw / wc / 1e9
+    printf "token path, %s layout, %d worker(s), load %s: run %.3f GB/s in %.2f s (%.2fx zstd -d, %.2fx per worker); steady %.3f GB/s in %.2f s (%.2fx, %.2fx per worker); cpu %.3f GB/s per server CPU-second over %.2f s (%.2fx zstd -d per CPU-second); worker %.3f GB/s per worker CPU-second over %.2f s of worker CPU (%.2fx zstd -d per CPU-second); %.3f GB/s tensor bytes (steady), %d blocks decoded; decode stage alone %.3f GB/s per busy second (%.2fx zstd -d)\n",
       layout, w, load, g, s, g / z, g / z / w, gs, st, gs / z, gs / z / w, gc, c, gc / zc,
+      gw, wc, gw / zc,
       t / st / 1e9, d, raw / b / 1e9, raw / b / 1e9 / z }'
 done
 done

@@ -64,8 +64,13 @@ ifneq ($(config_line),$(shell cat $(CONFIG_STAMP) 2>/dev/null))
 $(shell mkdir -p $(B) && echo '$(config_line)' > $(CONFIG_STAMP))
 endif
 
+# Objects also depend on the module.mk that lists them (the one being read
+# when the rule is made): per-file flags set there must rebuild them.
+module_mk = $(lastword $(filter %/module.mk,$(MAKEFILE_LIST)))
+
 # $(call static_lib,NAME,SOURCES): $(B)/lib/libNAME.a from SOURCES.
 define static_lib
+$(patsubst %.c,$(B)/obj/%.o,$(2)): $(module_mk)
 $(B)/lib/lib$(1).a: $(patsubst %.c,$(B)/obj/%.o,$(2))
 	@mkdir -p $$(@D)
 	$$(AR) rcs $$@ $$^
@@ -78,6 +83,7 @@ endef
 # half-written archive).
 .SECONDEXPANSION:
 define program
+$(patsubst %.c,$(B)/obj/%.o,$(2)): $(module_mk)
 $(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $$$$(LIBS)
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $(patsubst %.c,$(B)/obj/%.o,$(2)) $$(LINK_LIBS)

@@ -38,6 +38,7 @@
 
 #include <jpeglib.h>
 #include <jerror.h>
+#include <jpegint.h>             /* struct jpeg_inverse_dct: see "scaled IDCT" */
 
 #define MAX_JPEG_SIDE 65535u
 #define ROWS_PER_READ 16
@@ -45,6 +46,23 @@
 
 /* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
 typedef float v4f __attribute__((vector_size(16)));
+/* 8 lanes for the IDCT: one row of coefficients. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef int16_t v8s __attribute__((vector_size(16)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
+typedef uint8_t v32u8 __attribute__((vector_size(32)));
+
+#define IDCT_SIZES 7             /* the scaled sizes replaced: 3 5 6 7 10 12 14 */
+#define IDCT_MAX_N 14
+#define IDCT_COMPS 4             /* components with a replaced IDCT (Y Cb Cr, or CMYK) */
+
+/* Weights of the scaled IDCT (see "scaled IDCT"), built once per workspace. */
+typedef struct idct_tables {
+    v8f col[IDCT_SIZES][IDCT_MAX_N][8];   /* pass 1: B[v][y] in all lanes, at [y][v] */
+    v8f row[IDCT_SIZES][8][2];            /* pass 2: B[u][x], x = lanes 0..15, at [u][half] */
+    v8f q[IDCT_COMPS][8];                 /* the image's quantization steps, row v over u */
+} idct_tables;
 
 struct tf_error_mgr {
     struct jpeg_error_mgr pub;   /* libjpeg's part; must come first */
@@ -74,6 +92,8 @@ struct lf_tf_ws {
     size_t region_cap;
     float *tmp;                  /* one vertically resized region row: width x 3 (+4) */
     axis_coeffs ax, ay;
+    idct_tables *idct;           /* 32-byte aligned */
+    inverse_DCT_method_ptr idct_fn;   /* idct_avx2 or idct_generic */
 };
 
 /* ---- errors and limits --------------------------------------------------- */
@@ -156,6 +176,163 @@ void lf_tf_limits_default(lf_tf_limits *lim)
     lim->max_region_pixels = 0;  /* derived in lf_tf_ws_create */
 }
 
+/* ---- scaled IDCT --------------------------------------------------------- */
+/*
+ * libjpeg-turbo 2.1 has SIMD IDCTs for 8x8, 4x4 and 2x2 outputs only. The
+ * other scaled sizes run plain C: 3, 5, 6, 7 for luma at n/8, and 6, 10, 12,
+ * 14 for 4:2:0 chroma, which libjpeg brings to luma resolution inside the
+ * IDCT (2n x 2n outputs) instead of upsampling. They took a quarter of a
+ * crop's instructions (callgrind), so these sizes get one vectorized float
+ * kernel instead: out = 128 + B^T D B with D the dequantized coefficients,
+ * B[u][x] = C(u)/2 cos((2x+1) u pi / 2N), C(0) = 1/sqrt(2), over the first
+ * min(N, 8) frequencies per axis: libjpeg's definition of a scaled IDCT
+ * (an N-point IDCT of the low frequencies, the DC keeping its level).
+ * Pass 1 makes one 8-lane vector per output row (over u) from the
+ * coefficient rows; pass 2 one or two 8-lane vectors of output pixels per
+ * row. Float rounding differs from libjpeg's fixed point by at most a level
+ * (tests/unit/tf_jpeg_idct compares with tjDecompress2 at every scale).
+ *
+ * It goes in through libjpeg's per-component IDCT pointers, set after
+ * jpeg_start_decompress (idct_install). struct jpeg_inverse_dct comes from
+ * jpegint.h, which the dev package installs but which is libjpeg's internal
+ * interface; its layout has not changed since libjpeg 6b.
+ */
+
+static int idct_size_index(int n)
+{
+    switch (n) {
+    case 3: return 0;
+    case 5: return 1;
+    case 6: return 2;
+    case 7: return 3;
+    case 10: return 4;
+    case 12: return 5;
+    case 14: return 6;
+    default: return -1;
+    }
+}
+
+static double idct_basis(int n, int u, int x)
+{
+    double c = u ? 0.5 : 0.5 / sqrt(2.0);
+    return c * cos((2 * x + 1) * u * M_PI / (2.0 * n));
+}
+
+static void idct_tables_build(idct_tables *t)
+{
+    static const int sizes[IDCT_SIZES] = {3, 5, 6, 7, 10, 12, 14};
+    memset(t, 0, sizeof *t);
+    for (int si = 0; si < IDCT_SIZES; si++) {
+        int n = sizes[si], k = n < 8 ? n : 8;
+        for (int f = 0; f < k; f++)
+            for (int x = 0; x < n; x++) {
+                float b = (float)idct_basis(n, f, x);
+                for (int l = 0; l < 8; l++) t->col[si][x][f][l] = b;
+                t->row[si][f][x / 8][x % 8] = b;
+            }
+    }
+}
+
+/* Clamps to [0, 255] and stores 8 bytes, rounded to nearest: adding 2^23
+ * leaves the rounded integer in the low mantissa bits, whose low bytes a
+ * shuffle gathers. Clamped in float first, as corrupt data makes huge values. */
+static inline void idct_store8(const v8f *in, unsigned char *dst)
+{
+    const v8f top = {255, 255, 255, 255, 255, 255, 255, 255};
+    v8f v = *in;
+    v8i low = v < 0, high = v > top;
+    v = (v8f)(((v8i)v & ~low & ~high) | ((v8i)top & high)) + 0x1p23f;
+    v32u8 bytes = (v32u8)v;
+    v8u8 b = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12, 16, 20, 24, 28);
+    memcpy(dst, &b, sizeof b);
+}
+
+/* One N x N block; si and n are constants after inlining, so every loop
+ * unrolls. */
+static inline __attribute__((always_inline)) void
+idct_block(const idct_tables *t, int si, int n, const v8f *q, const JCOEF *coef,
+           JSAMPARRAY out, JDIMENSION col)
+{
+    const int k = n < 8 ? n : 8, halves = (n + 7) / 8;
+    v8f d[8];
+    for (int v = 0; v < k; v++) {
+        v8s s;
+        memcpy(&s, coef + 8 * v, sizeof s);
+        d[v] = __builtin_convertvector(s, v8f) * q[v];
+    }
+    float rows[IDCT_MAX_N][8];
+    for (int y = 0; y < n; y++) {
+        v8f acc = d[0] * t->col[si][y][0];
+        for (int v = 1; v < k; v++) acc += d[v] * t->col[si][y][v];
+        memcpy(rows[y], &acc, sizeof acc);
+    }
+    for (int y = 0; y < n; y++) {
+        unsigned char px[16];
+        for (int h = 0; h < halves; h++) {
+            v8f acc = {128, 128, 128, 128, 128, 128, 128, 128};
+            for (int u = 0; u < k; u++) acc += rows[y][u] * t->row[si][u][h];
+            idct_store8(&acc, px + 8 * h);
+        }
+        memcpy(out[y] + col, px, (size_t)n);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+idct_dispatch(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
+              JSAMPARRAY out, JDIMENSION col)
+{
+    const idct_tables *t = ((struct tf_error_mgr *)(void *)c->err)->ws->idct;
+    const v8f *q = t->q[comp->component_index];
+    switch (comp->DCT_scaled_size) {   /* only the sizes idct_install chose */
+    case 3: idct_block(t, 0, 3, q, coef, out, col); break;
+    case 5: idct_block(t, 1, 5, q, coef, out, col); break;
+    case 6: idct_block(t, 2, 6, q, coef, out, col); break;
+    case 7: idct_block(t, 3, 7, q, coef, out, col); break;
+    case 10: idct_block(t, 4, 10, q, coef, out, col); break;
+    case 12: idct_block(t, 5, 12, q, coef, out, col); break;
+    default: idct_block(t, 6, 14, q, coef, out, col); break;
+    }
+}
+
+/* The same kernel compiled twice: baseline x86-64 (SSE2) and AVX2 + FMA,
+ * picked at run time like libjpeg-turbo picks its own SIMD. */
+static void idct_generic(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
+                         JSAMPARRAY out, JDIMENSION col)
+{
+    idct_dispatch(c, comp, coef, out, col);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+static void idct_avx2(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
+                      JSAMPARRAY out, JDIMENSION col)
+{
+    idct_dispatch(c, comp, coef, out, col);
+}
+#endif
+
+static inverse_DCT_method_ptr idct_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return idct_avx2;
+#endif
+    return idct_generic;
+}
+
+/* After jpeg_start_decompress: every component whose IDCT size is one of
+ * ours and whose quantization table is known gets the vector kernel. */
+static void idct_install(lf_tf_ws *ws)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    for (int ci = 0; ci < c->num_components && ci < IDCT_COMPS; ci++) {
+        const jpeg_component_info *comp = &c->comp_info[ci];
+        if (idct_size_index(comp->DCT_scaled_size) < 0 || !comp->quant_table) continue;
+        for (int i = 0; i < DCTSIZE2; i++)
+            ws->idct->q[ci][i / 8][i % 8] = comp->quant_table->quantval[i];
+        c->idct->inverse_DCT[ci] = ws->idct_fn;
+    }
+}
+
 /* ---- workspace ----------------------------------------------------------- */
 
 /* The y axis (vertical) also gets 16-bit weights, the x axis broadcast ones. */
@@ -186,6 +363,7 @@ static void free_buffers(lf_tf_ws *ws)
 {
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
+    free(ws->idct);
     free(ws->tmp);
     free(ws->region);
     free(ws);
@@ -220,9 +398,12 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     ws->region_cap = (size_t)l.max_region_pixels * 4;
     ws->region = malloc(ws->region_cap);
     ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
-    if (!ws->region || !ws->tmp || coeffs_alloc(&ws->ax, l.max_out_side, 0) ||
+    ws->idct = aligned_alloc(sizeof(v8f), sizeof *ws->idct);
+    if (!ws->region || !ws->tmp || !ws->idct || coeffs_alloc(&ws->ax, l.max_out_side, 0) ||
         coeffs_alloc(&ws->ay, l.max_out_side, 1))
         goto fail_alloc;
+    idct_tables_build(ws->idct);
+    ws->idct_fn = idct_pick();
 
     /* jpeg_create_decompress reports failure through error_exit. */
     install_handlers(ws);
@@ -701,6 +882,7 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
     jpeg_start_decompress(c);
     JDIMENSION xoff = x0, cw = x1 - x0;
     if (cw < c->output_width) jpeg_crop_scanline(c, &xoff, &cw);
+    idct_install(ws);
     size_t comps = c->out_color_space == JCS_CMYK ? 4 : 3;
     if ((uint64_t)cw * comps * rows > ws->region_cap)
         return fail(ws, LF_TF_E_LIMIT, "crop region %ux%llu at scale %d/8 exceeds the "

@@ -7,7 +7,9 @@
  * ends, however it ends, and the client sees it close when the server ends,
  * so neither side has to guess from missed heartbeats alone.
  *
- * There is no thread here. READY messages that arrive before the trainer
+ * There is no thread here (until a device is used: see gpu.c, whose
+ * prefetch thread then becomes the only caller of the host side below).
+ * READY messages that arrive before the trainer
  * asks for them wait in a FIFO as long as the ring (the server never has
  * more slots out than the ring holds). Every READY is checked before a
  * tensor pointer is handed out: slot number, sequence number, and the slot
@@ -17,6 +19,7 @@
  */
 #include "levelfeed.h"
 
+#include "client_gpu.h"
 #include "lf_ipc.h"
 #include "lf_ring.h"
 #include "lf_wire.h"
@@ -51,6 +54,9 @@ struct lf_client {
     void *zctx, *zsock;
     int fdsock;                  /* Unix socket the memfd came on; EOF = server gone */
     int rank, world_size;
+    int device;                  /* the options' device, for lf_client_use_device */
+    lf_gpu *gpu;                 /* NULL: batches stay in host memory */
+    int asked;                   /* lf_next was called: no restore, no device now */
     lf_msg_welcome welcome;
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
@@ -313,6 +319,7 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
     c->fdsock = -1;
     c->rank = o->rank;
     c->world_size = o->world_size;
+    c->device = o->device >= 0 ? o->device : o->local_rank >= 0 ? o->local_rank : 0;
     int rc = open_control(c, o->endpoint);
     if (rc == 0) {
         lf_msg h = {.type = LF_MSG_HELLO,
@@ -384,7 +391,7 @@ static int take_ready(lf_client *c, lf_batch *b)
     return 0;
 }
 
-int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
+int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
 {
     uint64_t start = now_ns();
     int rc;
@@ -408,7 +415,45 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
     return 0;
 }
 
+int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
+{
+    c->asked = 1;
+    return c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
+}
+
+int lf_client_use_device(lf_client *c, int device, uint32_t depth)
+{
+    if (c->asked || c->gpu) return LF_E_ORDER;
+    char why[256] = "";
+    int rc = lf_gpu_open(c, device >= 0 ? device : c->device, depth ? depth : 2, &c->gpu, why,
+                         sizeof why);
+    if (rc < 0) fail(c, rc, why[0] ? why : lf_strerror(rc));
+    return rc;
+}
+
+void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size)
+{
+    *base = c->seg;
+    *size = c->seg_size;
+    *slot_size = c->welcome.slot_size;
+}
+
+void lf_client_set_error(lf_client *c, const char *text)
+{
+    fail(c, 0, text);
+}
+
+int lf_release_stream(lf_client *c, const lf_batch *b, void *stream)
+{
+    return c->gpu ? lf_gpu_release(c->gpu, b, stream) : lf_client_host_release(c, b);
+}
+
 int lf_release(lf_client *c, const lf_batch *b)
+{
+    return lf_release_stream(c, b, NULL);
+}
+
+int lf_client_host_release(lf_client *c, const lf_batch *b)
 {
     if (b->slot >= c->welcome.nslots) return -EINVAL;
     held_slot *s = &c->slots[b->slot];
@@ -420,10 +465,20 @@ int lf_release(lf_client *c, const lf_batch *b)
 
 int lf_report_step(lf_client *c, uint64_t compute_ns)
 {
+    if (!c->asked) return LF_E_ORDER;
+    if (c->gpu) {
+        lf_gpu_report(c->gpu, compute_ns);
+        return 0;
+    }
     if (c->next_seq == 0) return LF_E_ORDER;
+    return lf_client_host_report(c, compute_ns, c->last_wait_ns);
+}
+
+int lf_client_host_report(lf_client *c, uint64_t compute_ns, uint64_t wait_ns)
+{
     lf_msg m = {.type = LF_MSG_STEP,
                 .u.step = {.epoch = c->last_epoch, .step = c->last_step,
-                           .compute_ns = compute_ns, .wait_ns = c->last_wait_ns}};
+                           .compute_ns = compute_ns, .wait_ns = wait_ns}};
     return send_msg(c, &m);
 }
 
@@ -432,11 +487,15 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap)
 {
     if (cap < LF_STATE_SIZE) return -ENOBUFS;
     unsigned char s[LF_STATE_SIZE] = {0};
-    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank;
+    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch = c->pos_epoch;
+    uint64_t step = c->pos_step;
+    /* With a device the host side runs ahead by the prefetched batches; the
+     * state is where the trainer is. */
+    if (c->gpu) lf_gpu_position(c->gpu, &epoch, &step);
     memcpy(s, &magic, 4);
     memcpy(s + 4, &rank, 4);
-    memcpy(s + 8, &c->pos_epoch, 4);
-    memcpy(s + 16, &c->pos_step, 8);
+    memcpy(s + 8, &epoch, 4);
+    memcpy(s + 16, &step, 8);
     memcpy(s + 24, &c->welcome.plan_id, 8);
     uint64_t h = XXH3_64bits(s, 32);
     memcpy(s + 32, &h, 8);
@@ -446,7 +505,7 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap)
 
 int lf_state_restore(lf_client *c, const void *buf, size_t len)
 {
-    if (c->started) return LF_E_ORDER;
+    if (c->asked) return LF_E_ORDER;
     if (len != LF_STATE_SIZE) return LF_E_STATE;
     unsigned char s[LF_STATE_SIZE];
     memcpy(s, buf, sizeof s);
@@ -469,6 +528,7 @@ int lf_state_restore(lf_client *c, const void *buf, size_t len)
 void lf_client_close(lf_client *c)
 {
     if (!c) return;
+    lf_gpu_close(c->gpu); /* stops its thread: the socket is ours again */
     if (c->zsock) {
         lf_msg bye = {.type = LF_MSG_BYE};
         if (c->seg) send_msg(c, &bye);

@@ -20,7 +20,8 @@
  * failure: -errno for system errors, or one of the LF_E_* codes below;
  * lf_strerror names any of them. Out-parameters are untouched on failure.
  * Nothing here prints, exits or aborts. A client belongs to one thread at a
- * time. Tensor memory stays valid until lf_release of its batch.
+ * time (with a device, the client's own prefetch thread works beside it).
+ * Tensor memory stays valid until lf_release of its batch.
  */
 #ifndef LEVELFEED_H
 #define LEVELFEED_H
@@ -52,8 +53,8 @@ typedef struct lf_tensor {
     uint32_t ndim;               /* dimensions in shape */
     const uint64_t *shape;       /* ndim sizes */
     uint64_t size;               /* bytes */
-    void *host;                  /* the bytes, in the shared-memory ring */
-    void *device;                /* NULL: no device copies in this version */
+    void *host;                  /* the bytes, in the shared-memory ring; NULL on a device */
+    void *device;                /* the bytes in device memory (lf_client_use_device), else NULL */
 } lf_tensor;
 
 typedef struct lf_batch {
@@ -73,7 +74,7 @@ typedef struct lf_client_options {
                                     PMI_RANK / SLURM_PROCID */
     int world_size;              /* -1: from WORLD_SIZE / OMPI_COMM_WORLD_SIZE / ... */
     int local_rank;              /* -1: from LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / ... */
-    int device;                  /* -1: local_rank (kept for the GPU path) */
+    int device;                  /* for lf_client_use_device; -1: local_rank (else 0) */
     int connect_timeout_ms;      /* how long open waits for the server (0: 10 s) */
     char *error;                 /* optional: gets the reason when open fails */
     size_t error_size;
@@ -93,8 +94,26 @@ int lf_client_open(const lf_client_options *o, lf_client **out);
  * the ring's slot count of batches may be held before releasing. */
 int lf_next(lf_client *c, lf_batch *b, int timeout_ms);
 
-/* Gives the batch's slot back to the server. */
+/* Gives the batch's slot back to the server (or, on a device, to the
+ * prefetcher: as lf_release_stream with the legacy default stream). */
 int lf_release(lf_client *c, const lf_batch *b);
+
+/* GPU delivery. Needs an NVIDIA driver at run time (libcuda.so.1) and
+ * nothing at build time. Call after lf_client_open, before the first
+ * lf_next; device -1 takes the options' device, depth 0 means 2 device
+ * slots. From the first lf_next on, a thread of this client copies each
+ * ready batch from the ring (registered as pinned memory) into the next
+ * free device slot on its own stream and gives the host slot back to the
+ * server; lf_next then returns tensors with `device` set and `host` NULL,
+ * their copy complete (no wait on any stream needed). Returns 0, -ENODEV
+ * (no driver or device; lf_client_error says which), LF_E_ORDER, -EIO. */
+int lf_client_use_device(lf_client *c, int device, uint32_t depth);
+
+/* Releases a device batch that work queued on `stream` (a CUstream /
+ * cudaStream_t; NULL: the legacy default stream) still reads: its device
+ * slot is refilled only after that work, without blocking this thread.
+ * Without a device it is lf_release. */
+int lf_release_stream(lf_client *c, const lf_batch *b, void *stream);
 
 /* Reports the trainer's compute time for the last batch lf_next returned;
  * the server shows it next to the data-wait the client measured. */

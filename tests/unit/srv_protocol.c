@@ -14,9 +14,8 @@
  */
 #include "levelfeed.h"
 #include "lf_ipc.h"
-#include "lf_shard.h"
 #include "lf_wire.h"
-#include "test.h"
+#include "srv_test.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -26,37 +25,12 @@
 #include <sys/wait.h>
 #include <zmq.h>
 
-static void make_dataset(const char *dir)
-{
-    lf_schema sc = {.nfields = 1, .cost_field = 0};
-    strcpy(sc.fields[0].name, "tokens");
-    sc.fields[0].type = LF_FIELD_TOKENS_U16;
-    lf_writer_options o = {.block_bytes = 4096, .threads = 1};
-    lf_writer *w;
-    lf_shard_error err;
-    ASSERT_EQ(lf_writer_create(dir, &sc, &o, &w, &err), 0);
-    uint16_t tok[80];
-    for (int i = 0; i < 80; i++) tok[i] = (uint16_t)(i * 7);
-    for (int s = 0; s < 64; s++) {
-        lf_field_input in = {.data = tok, .size = (size_t)(10 + s) * 2};
-        ASSERT_GE(lf_writer_add(w, &in, &err), 0);
-    }
-    ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
-}
-
 static pid_t start_server(const char *bin, const char *ds, const char *ep, const char *hb_ms)
 {
-    char exe[4200];
-    snprintf(exe, sizeof exe, "%.4000s/lf-server", bin);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(exe, exe, "--data", ds, "--world", "2", "--endpoint", ep, "--quiet",
-              "--samples-per-rank", "4", "--slots", "2", "--heartbeat-ms", hb_ms, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && access(ep, F_OK) != 0; i++) usleep(20000);
-    ASSERT_EQ(access(ep, F_OK), 0);
-    return pid;
+    const char *argv[] = {"--data", ds, "--world", "2", "--endpoint", ep, "--quiet",
+                          "--samples-per-rank", "4", "--slots", "2", "--heartbeat-ms", hb_ms,
+                          NULL};
+    return srv_test_start(bin, ep, argv);
 }
 
 typedef struct raw { void *ctx, *sock; } raw;
@@ -187,7 +161,7 @@ int main(void)
     snprintf(ep, sizeof ep, "%.400s/ctl", rt);
     snprintf(url, sizeof url, "ipc://%s", ep);
     ASSERT_EQ(mkdir(rt, 0700), 0);
-    make_dataset(ds);
+    srv_test_dataset(ds);
     char *plan0 = plan_of_rank0(bin, ds);
     size_t got_cap = strlen(plan0) + 4096;
     char *got0 = calloc(1, got_cap);

@@ -1,0 +1,38 @@
+/*
+ * client_gpu.h — what client.c and gpu.c share (internal to liblevelfeed).
+ *
+ * Once a client uses a device, its prefetch thread (gpu.c) is the only
+ * caller of the host-side functions below: it owns the control socket, so
+ * the trainer's thread never touches it and the client stays single-owner.
+ */
+#ifndef LF_CLIENT_GPU_H
+#define LF_CLIENT_GPU_H
+
+#include "levelfeed.h"
+
+/* Host side of client.c, as lf_next / lf_release / lf_report_step were
+ * before a device was set. */
+int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
+int lf_client_host_release(lf_client *c, const lf_batch *b);
+int lf_client_host_report(lf_client *c, uint64_t compute_ns, uint64_t wait_ns);
+/* The mapped ring and its slot size. */
+void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
+/* Records a failure's text for lf_client_error. */
+void lf_client_set_error(lf_client *c, const char *text);
+
+typedef struct lf_gpu lf_gpu;
+
+/* Registers the ring, allocates depth device slots, starts the prefetch
+ * thread. Returns 0, -ENODEV (no driver or device; reason in why[]),
+ * -EINVAL (bad device or depth), -EIO (a CUDA call failed). */
+int lf_gpu_open(lf_client *c, int device, uint32_t depth, lf_gpu **out, char *why,
+                size_t cap);
+int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms);
+int lf_gpu_release(lf_gpu *g, const lf_batch *b, void *stream);
+void lf_gpu_report(lf_gpu *g, uint64_t compute_ns);
+/* The position after the last batch the trainer got (what a state holds). */
+void lf_gpu_position(lf_gpu *g, uint32_t *epoch, uint64_t *step);
+/* Stops the thread and frees the device ring. Accepts NULL. */
+void lf_gpu_close(lf_gpu *g);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * cudrv.c — loads the CUDA driver API from libcuda.so.1 once per process
+ * (see cudrv.h for why it is loaded at run time).
+ *
+ * The symbol names are the driver's exported ones: several calls carry a
+ * _v2 suffix in the library, which cuda.h hides behind macros.
+ */
+#include "cudrv.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static lf_cudrv drv;
+static const lf_cudrv *loaded;
+static char load_error[160];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* dlsym into a function-pointer slot: POSIX guarantees the conversion. */
+static int bind(void *lib, const char *name, void *slot)
+{
+    void *f = dlsym(lib, name);
+    if (!f) {
+        snprintf(load_error, sizeof load_error, "libcuda.so.1 has no %s", name);
+        return -1;
+    }
+    memcpy(slot, &f, sizeof f);
+    return 0;
+}
+
+static void load(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(load_error, sizeof load_error, "no NVIDIA driver: %s", dlerror());
+        return;
+    }
+    static const struct {
+        const char *name;
+        size_t offset;
+    } syms[] = {
+        {"cuInit", offsetof(lf_cudrv, init)},
+        {"cuDeviceGetCount", offsetof(lf_cudrv, device_get_count)},
+        {"cuDeviceGet", offsetof(lf_cudrv, device_get)},
+        {"cuDeviceGetAttribute", offsetof(lf_cudrv, device_get_attribute)},
+        {"cuDevicePrimaryCtxRetain", offsetof(lf_cudrv, primary_ctx_retain)},
+        {"cuDevicePrimaryCtxRelease_v2", offsetof(lf_cudrv, primary_ctx_release)},
+        {"cuCtxSetCurrent", offsetof(lf_cudrv, ctx_set_current)},
+        {"cuMemHostRegister_v2", offsetof(lf_cudrv, mem_host_register)},
+        {"cuMemHostUnregister", offsetof(lf_cudrv, mem_host_unregister)},
+        {"cuMemAlloc_v2", offsetof(lf_cudrv, mem_alloc)},
+        {"cuMemFree_v2", offsetof(lf_cudrv, mem_free)},
+        {"cuStreamCreate", offsetof(lf_cudrv, stream_create)},
+        {"cuStreamDestroy_v2", offsetof(lf_cudrv, stream_destroy)},
+        {"cuStreamWaitEvent", offsetof(lf_cudrv, stream_wait_event)},
+        {"cuMemcpyHtoDAsync_v2", offsetof(lf_cudrv, memcpy_htod_async)},
+        {"cuEventCreate", offsetof(lf_cudrv, event_create)},
+        {"cuEventDestroy_v2", offsetof(lf_cudrv, event_destroy)},
+        {"cuEventRecord", offsetof(lf_cudrv, event_record)},
+        {"cuEventSynchronize", offsetof(lf_cudrv, event_synchronize)},
+        {"cuGetErrorString", offsetof(lf_cudrv, get_error_string)},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (bind(lib, syms[i].name, (char *)&drv + syms[i].offset) != 0) return;
+    lf_cu_result r = drv.init(0);
+    if (r != 0) {
+        lf_cudrv_explain(&drv, "cuInit", r, load_error, sizeof load_error);
+        return;
+    }
+    loaded = &drv; /* the library stays open for the process's life */
+}
+
+const lf_cudrv *lf_cudrv_get(char *why, size_t cap)
+{
+    pthread_once(&once, load);
+    if (!loaded && why && cap) snprintf(why, cap, "%s", load_error);
+    return loaded;
+}
+
+void lf_cudrv_explain(const lf_cudrv *d, const char *call, lf_cu_result r, char *why,
+                      size_t cap)
+{
+    const char *text = NULL;
+    if (d->get_error_string(r, &text) != 0 || !text) text = "unknown error";
+    snprintf(why, cap, "%s: %s (CUDA error %u)", call, text, r);
+}

@@ -1,0 +1,61 @@
+/*
+ * srv_test.h — a small token dataset and a real lf-server process, for C
+ * tests that talk to the server through the client library or by hand.
+ */
+#ifndef LF_SRV_TEST_H
+#define LF_SRV_TEST_H
+
+#include "lf_shard.h"
+#include "test.h"
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* 64 samples of u16 tokens, 10..73 tokens long, in 4 KiB blocks. */
+static inline void srv_test_dataset(const char *dir)
+{
+    lf_schema sc = {.nfields = 1, .cost_field = 0};
+    strcpy(sc.fields[0].name, "tokens");
+    sc.fields[0].type = LF_FIELD_TOKENS_U16;
+    lf_writer_options o = {.block_bytes = 4096, .threads = 1};
+    lf_writer *w;
+    lf_shard_error err;
+    ASSERT_EQ(lf_writer_create(dir, &sc, &o, &w, &err), 0);
+    uint16_t tok[80];
+    for (int i = 0; i < 80; i++) tok[i] = (uint16_t)(i * 7);
+    for (int s = 0; s < 64; s++) {
+        lf_field_input in = {.data = tok, .size = (size_t)(10 + s) * 2};
+        ASSERT_GE(lf_writer_add(w, &in, &err), 0);
+    }
+    ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
+}
+
+/* Starts $bin/lf-server with argv (NULL-terminated, after the program
+ * name) and waits until its control socket `ep` exists. */
+static inline pid_t srv_test_start(const char *bin, const char *ep, const char *const *argv)
+{
+    char exe[4200];
+    snprintf(exe, sizeof exe, "%.4000s/lf-server", bin);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *args[64] = {exe}; /* execv's array is not const: copies */
+        for (int i = 0; argv[i] && i < 62; i++) args[i + 1] = strdup(argv[i]);
+        execv(exe, args);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && access(ep, F_OK) != 0; i++) usleep(20000);
+    ASSERT_EQ(access(ep, F_OK), 0);
+    return pid;
+}
+
+/* The server's exit status (it ends by itself once every rank is done). */
+static inline int srv_test_wait(pid_t pid)
+{
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#endif

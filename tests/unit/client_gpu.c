@@ -1,0 +1,178 @@
+/*
+ * client_gpu.c — the client's GPU path against a real lf-server.
+ *
+ * Run A (host memory) records every batch: epoch, step, sample count and a
+ * digest of each tensor's bytes, and the saved state after K batches; it
+ * also checks that a device cannot be chosen after the first lf_next. Run
+ * B (a new server, the same job) uses device 0: every tensor must be in
+ * device memory only, its bytes (copied back) equal run A's, the state
+ * saved after K batches equal run A's byte for byte (the trainer's
+ * position, not the prefetcher's), and the stream end at the same batch.
+ * Without an NVIDIA driver or device, run B's lf_client_use_device must
+ * fail with -ENODEV and a reason, and the test then skips.
+ */
+#include "levelfeed.h"
+#include "srv_test.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define MAX_BATCHES 256
+#define SAVE_AT 5
+
+typedef struct record {
+    uint32_t epoch, nsamples, ntensors;
+    uint64_t step;
+    uint64_t digest[8];
+} record;
+
+typedef struct run {
+    record rec[MAX_BATCHES];
+    uint32_t n;
+    unsigned char state[LF_STATE_SIZE];
+} run;
+
+/* Device-to-host copies for the check, through the driver like the client. */
+typedef struct dtoh {
+    int (*device_get)(int *dev, int ordinal);
+    int (*ctx_retain)(void **ctx, int dev);
+    int (*ctx_set)(void *ctx);
+    int (*copy)(void *dst, unsigned long long src, size_t bytes);
+} dtoh;
+
+static void dtoh_load(dtoh *d)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    ASSERT_TRUE(lib != NULL);
+    const char *names[] = {"cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
+                           "cuMemcpyDtoH_v2"};
+    void *slots[] = {&d->device_get, &d->ctx_retain, &d->ctx_set, &d->copy};
+    for (int i = 0; i < 4; i++) {
+        void *f = dlsym(lib, names[i]);
+        ASSERT_TRUE(f != NULL);
+        memcpy(slots[i], &f, sizeof f);
+    }
+    int dev;
+    void *ctx;
+    ASSERT_EQ(d->device_get(&dev, 0), 0);
+    ASSERT_EQ(d->ctx_retain(&ctx, dev), 0);
+    ASSERT_EQ(d->ctx_set(ctx), 0);
+}
+
+static pid_t start(const char *bin, const char *ds, const char *ep)
+{
+    const char *argv[] = {"--data", ds, "--world", "1", "--ranks", "0", "--endpoint", ep,
+                          "--quiet", "--samples-per-rank", "4", "--slots", "3",
+                          "--epochs", "2", NULL};
+    return srv_test_start(bin, ep, argv);
+}
+
+static lf_client *open_rank0(const char *ep)
+{
+    lf_client_options o;
+    lf_client_options_default(&o);
+    o.rank = 0;
+    o.world_size = 1;
+    o.device = 0;
+    o.endpoint = ep;
+    lf_client *c;
+    ASSERT_EQ(lf_client_open(&o, &c), 0);
+    return c;
+}
+
+/* Appends b to r; tensor bytes from the host or copied back from the device. */
+static void record_batch(run *r, const lf_batch *b, const dtoh *d)
+{
+    ASSERT_LT(r->n, MAX_BATCHES);
+    record *x = &r->rec[r->n++];
+    *x = (record){.epoch = b->epoch, .step = b->step, .nsamples = b->nsamples,
+                  .ntensors = b->ntensors};
+    ASSERT_LE(b->ntensors, 8);
+    for (uint32_t i = 0; i < b->ntensors; i++) {
+        const lf_tensor *t = &b->tensors[i];
+        if (!d) {
+            ASSERT_TRUE(t->host != NULL && t->device == NULL);
+            x->digest[i] = XXH3_64bits(t->host, t->size);
+            continue;
+        }
+        ASSERT_TRUE(t->host == NULL && t->device != NULL);
+        void *buf = malloc(t->size ? t->size : 1);
+        ASSERT_EQ(d->copy(buf, (unsigned long long)(uintptr_t)t->device, t->size), 0);
+        x->digest[i] = XXH3_64bits(buf, t->size);
+        free(buf);
+    }
+}
+
+/* Reads the whole stream; saves the state after SAVE_AT batches. */
+static void drain(lf_client *c, run *r, const dtoh *d)
+{
+    lf_batch b;
+    int rc;
+    while ((rc = lf_next(c, &b, 10000)) == 0) {
+        record_batch(r, &b, d);
+        ASSERT_EQ(lf_report_step(c, 1000), 0);
+        ASSERT_EQ(lf_release(c, &b), 0);
+        if (r->n == SAVE_AT)
+            ASSERT_EQ(lf_state_save(c, r->state, sizeof r->state), LF_STATE_SIZE);
+    }
+    if (rc != LF_E_END) TEST_FAIL_("lf_next: %s (%s)", lf_strerror(rc), lf_client_error(c));
+}
+
+int main(void)
+{
+    const char *bin = getenv("LF_BIN");
+    if (!bin || !*bin) TEST_SKIP("LF_BIN not set (run through tests/run.sh)");
+    const char *tmp = test_tmpdir();
+    char ds[512], rt[512], ep[512];
+    snprintf(ds, sizeof ds, "%.400s/ds", tmp);
+    snprintf(rt, sizeof rt, "%.400s/rt", tmp);
+    snprintf(ep, sizeof ep, "%.400s/ctl", rt);
+    ASSERT_EQ(mkdir(rt, 0700), 0);
+    srv_test_dataset(ds);
+    static run a, b;
+
+    pid_t srv = start(bin, ds, ep);
+    lf_client *c = open_rank0(ep);
+    lf_batch first;
+    ASSERT_EQ(lf_next(c, &first, 10000), 0);
+    ASSERT_EQ(lf_client_use_device(c, 0, 2), LF_E_ORDER);
+    record_batch(&a, &first, NULL);
+    ASSERT_EQ(lf_release(c, &first), 0);
+    drain(c, &a, NULL);
+    lf_client_close(c);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+    ASSERT_GT(a.n, SAVE_AT);
+
+    srv = start(bin, ds, ep);
+    c = open_rank0(ep);
+    int rc = lf_client_use_device(c, -1, 2);
+    if (rc == -ENODEV) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", lf_client_error(c));
+        ASSERT_GT(strlen(why), 0);
+        lf_client_close(c);
+        ASSERT_EQ(srv_test_wait(srv), 0);
+        TEST_SKIP("no CUDA device: %s (run A, host memory, passed: %u batches)", why, a.n);
+    }
+    if (rc != 0) TEST_FAIL_("lf_client_use_device: %s (%s)", lf_strerror(rc), lf_client_error(c));
+    dtoh d;
+    dtoh_load(&d);
+    drain(c, &b, &d);
+    lf_client_close(c);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+    ASSERT_EQ(b.n, a.n);
+    for (uint32_t i = 0; i < a.n; i++) {
+        const record *x = &a.rec[i], *y = &b.rec[i];
+        ASSERT_EQ(y->epoch, x->epoch);
+        ASSERT_EQ(y->step, x->step);
+        ASSERT_EQ(y->nsamples, x->nsamples);
+        ASSERT_EQ(y->ntensors, x->ntensors);
+        for (uint32_t t = 0; t < x->ntensors; t++) ASSERT_EQ(y->digest[t], x->digest[t]);
+    }
+    ASSERT_MEM_EQ(b.state, a.state, LF_STATE_SIZE);
+    printf("device 0: %u batches, bytes and saved state equal the host run\n", b.n);
+    return 0;
+}

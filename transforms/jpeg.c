@@ -44,8 +44,32 @@
 #define ROWS_PER_READ 16
 #define VEC_SLACK 16             /* the scratch row may be read up to 4 lanes past the end */
 
+/* Inlined into each ISA clone of a kernel (see idct_avx2, resize_rows_avx2). */
+#define TF_INLINE static inline __attribute__((always_inline))
+
 /* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
 typedef float v4f __attribute__((vector_size(16)));
+/* Kernels cloned for AVX2 + FMA. GCC in ISO C mode (-std=c11) fuses a * b + c
+ * into an FMA only when asked; clang does by default and has no optimize
+ * attribute. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TF_HAVE_AVX2 1
+#ifdef __clang__
+#define TF_AVX2_FMA __attribute__((target("avx2,fma")))
+#else
+#define TF_AVX2_FMA __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+#endif
+#endif
+
+static int cpu_has_avx2_fma(void)
+{
+#ifdef TF_HAVE_AVX2
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
 /* 8 lanes for the IDCT: one row of coefficients. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
@@ -81,6 +105,14 @@ typedef struct axis_coeffs {
     size_t wcap;                 /* floats in w */
 } axis_coeffs;
 
+/* The resize of one image, compiled per ISA (see "crop + resize"). */
+typedef struct resize_job resize_job;
+typedef void (*resize_rows_fn)(const lf_tf_ws *ws, const resize_job *r);
+static void resize_rows_generic(const lf_tf_ws *ws, const resize_job *r);
+#ifdef TF_HAVE_AVX2
+static void resize_rows_avx2(const lf_tf_ws *ws, const resize_job *r);
+#endif
+
 struct lf_tf_ws {
     lf_tf_limits lim;
     struct jpeg_decompress_struct cinfo;
@@ -94,6 +126,7 @@ struct lf_tf_ws {
     axis_coeffs ax, ay;
     idct_tables *idct;           /* 32-byte aligned */
     inverse_DCT_method_ptr idct_fn;   /* idct_avx2 or idct_generic */
+    resize_rows_fn resize_fn;    /* resize_rows_avx2 or resize_rows_generic */
 };
 
 /* ---- errors and limits --------------------------------------------------- */
@@ -294,30 +327,22 @@ idct_dispatch(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
     }
 }
 
-/* The same kernel compiled twice: baseline x86-64 (SSE2) and AVX2 + FMA,
- * picked at run time like libjpeg-turbo picks its own SIMD. */
+/* The same kernel compiled twice: baseline (SSE2 on x86-64) and AVX2 + FMA,
+ * picked at run time (cpu_has_avx2_fma) as libjpeg-turbo picks its SIMD. */
 static void idct_generic(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
                          JSAMPARRAY out, JDIMENSION col)
 {
     idct_dispatch(c, comp, coef, out, col);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+#ifdef TF_HAVE_AVX2
+TF_AVX2_FMA
 static void idct_avx2(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
                       JSAMPARRAY out, JDIMENSION col)
 {
     idct_dispatch(c, comp, coef, out, col);
 }
 #endif
-
-static inverse_DCT_method_ptr idct_pick(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return idct_avx2;
-#endif
-    return idct_generic;
-}
 
 /* After jpeg_start_decompress: every component whose IDCT size is one of
  * ours and whose quantization table is known gets the vector kernel. */
@@ -403,7 +428,14 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
         coeffs_alloc(&ws->ay, l.max_out_side, 1))
         goto fail_alloc;
     idct_tables_build(ws->idct);
-    ws->idct_fn = idct_pick();
+    ws->idct_fn = idct_generic;
+    ws->resize_fn = resize_rows_generic;
+#ifdef TF_HAVE_AVX2
+    if (cpu_has_avx2_fma()) {
+        ws->idct_fn = idct_avx2;
+        ws->resize_fn = resize_rows_avx2;
+    }
+#endif
 
     /* jpeg_create_decompress reports failure through error_exit. */
     install_handlers(ws);
@@ -690,7 +722,7 @@ static v4f load_f32x4(const float *p)
  * center that, so the error stays within +-0.02 level for 5 taps. The sum
  * fits: weights add up to exactly 32768 (coeffs_quantize), so it is at most
  * 255 * 128 + 2. Other tap counts take the float loop. */
-static inline void resize_vertical_fixed_k(const lf_tf_ws *ws, const unsigned char *region,
+TF_INLINE void resize_vertical_fixed_k(const lf_tf_ws *ws, const unsigned char *region,
                                            size_t stride, size_t n, uint32_t y, uint32_t y0,
                                            int32_t taps)
 {
@@ -709,7 +741,7 @@ static inline void resize_vertical_fixed_k(const lf_tf_ws *ws, const unsigned ch
     t[n] = 0;                    /* the 4th lane of the last pixel's load */
 }
 
-static void resize_vertical_float(const lf_tf_ws *ws, const unsigned char *region,
+TF_INLINE void resize_vertical_float(const lf_tf_ws *ws, const unsigned char *region,
                                   size_t stride, size_t n, uint32_t y, uint32_t y0)
 {
     const axis_coeffs *a = &ws->ay;
@@ -725,7 +757,7 @@ static void resize_vertical_float(const lf_tf_ws *ws, const unsigned char *regio
     t[n] = 0;
 }
 
-static void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
+TF_INLINE void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
                             size_t n, uint32_t y, uint32_t y0)
 {
     switch (ws->ay.count[0]) {   /* the common tap counts, as constants */
@@ -760,7 +792,7 @@ static void coeffs_quantize(axis_coeffs *a, uint32_t out)
 /* Writes output pixel `at` (= y * out_w + x) from its RGB(x) vector in the
  * output dtype and layout: u8 HWC, or normalized f32/f16 CHW. Called with a
  * constant dtype, so each resize_horizontal_k instance has one store. */
-static inline void store_pixel(void *dst, uint32_t dtype, const v4f *norm, size_t plane,
+TF_INLINE void store_pixel(void *dst, uint32_t dtype, const v4f *norm, size_t plane,
                                size_t at, v4f v)
 {
     if (dtype == LF_DTYPE_U8) {
@@ -779,7 +811,7 @@ static inline void store_pixel(void *dst, uint32_t dtype, const v4f *norm, size_
  * pixel. The x coefficients are in output order (mirrored already for a
  * flip) with starts relative to the region (crop_resize_decoded), so the loop
  * walks them linearly; with constant taps and dtype it unrolls completely. */
-static inline void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y,
+TF_INLINE void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y,
                                        const lf_tf_image_params *p, const v4f *norm,
                                        int32_t taps, uint32_t dtype)
 {
@@ -795,7 +827,7 @@ static inline void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y
     }
 }
 
-static inline void resize_horizontal_t(const lf_tf_ws *ws, void *dst, uint32_t y,
+TF_INLINE void resize_horizontal_t(const lf_tf_ws *ws, void *dst, uint32_t y,
                                        const lf_tf_image_params *p, const v4f *norm,
                                        uint32_t dtype)
 {
@@ -808,7 +840,7 @@ static inline void resize_horizontal_t(const lf_tf_ws *ws, void *dst, uint32_t y
     }
 }
 
-static void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y,
+TF_INLINE void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y,
                               const lf_tf_image_params *p, const v4f *norm)
 {
     switch (p->out_dtype) {      /* the dtype as a constant too */
@@ -817,6 +849,34 @@ static void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y,
     default: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_F16); break;
     }
 }
+
+/* One image's resize: the region's columns the filters read, its row
+ * stride, bytes per row (n), first row y0, output and normalization. */
+struct resize_job {
+    v4f norm[2];                 /* x * norm[0] + norm[1] */
+    const unsigned char *cols;
+    size_t stride, n;
+    uint32_t y0;
+    void *dst;
+    const lf_tf_image_params *p;
+};
+
+TF_INLINE void resize_rows(const lf_tf_ws *ws, const resize_job *r)
+{
+    for (uint32_t y = 0; y < r->p->out_h; y++) {
+        resize_vertical(ws, r->cols, r->stride, r->n, y, r->y0);
+        resize_horizontal(ws, r->dst, y, r->p, r->norm);
+    }
+}
+
+/* resize_rows for the baseline ISA and for AVX2 + FMA (16 columns per
+ * vertical step, fused multiply-adds), picked at run time. */
+static void resize_rows_generic(const lf_tf_ws *ws, const resize_job *r) { resize_rows(ws, r); }
+
+#ifdef TF_HAVE_AVX2
+TF_AVX2_FMA
+static void resize_rows_avx2(const lf_tf_ws *ws, const resize_job *r) { resize_rows(ws, r); }
+#endif
 
 /* Makes the x coefficients relative to region column x0 and puts them in
  * output order (mirrored for a flip), each weight in all 4 lanes (w4), so
@@ -891,19 +951,16 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
         return fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", y0);
     size_t stride = (size_t)cw * comps;
     read_rows(ws, ws->region, stride, (uint32_t)rows, cw);
-    v4f norm[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};   /* x * norm[0] + norm[1] */
-    for (int ch = 0; ch < 3; ch++) {
-        norm[0][ch] = 1.0f / (255.0f * p->std[ch]);
-        norm[1][ch] = -p->mean[ch] / p->std[ch];
-    }
     /* libjpeg widened the region to an iMCU boundary (xoff <= x0, x1 <=
      * xoff + cw); the filters read only columns x0..x1. */
-    const unsigned char *cols = ws->region + (size_t)(x0 - xoff) * 3;
-    coeffs_place(&ws->ax, p->out_w, x0, b->flip);
-    for (uint32_t y = 0; y < p->out_h; y++) {
-        resize_vertical(ws, cols, stride, (size_t)(x1 - x0) * 3, y, y0);
-        resize_horizontal(ws, j->dst, y, p, norm);
+    resize_job r = {{{0, 0, 0, 0}, {0, 0, 0, 0}}, ws->region + (size_t)(x0 - xoff) * 3,
+                    stride, (size_t)(x1 - x0) * 3, y0, j->dst, p};
+    for (int ch = 0; ch < 3; ch++) {
+        r.norm[0][ch] = 1.0f / (255.0f * p->std[ch]);
+        r.norm[1][ch] = -p->mean[ch] / p->std[ch];
     }
+    coeffs_place(&ws->ax, p->out_w, x0, b->flip);
+    ws->resize_fn(ws, &r);
     return (long)lf_tf_image_out_size(p);
 }
 

@@ -13,12 +13,14 @@
  *     it without IDCT, and we stop after its last row (jpeg_abort), so the
  *     part below the crop is never decoded. The other side of that coin:
  *     damage below the crop goes unnoticed for this crop.
+ *   - libjpeg-turbo 2.1 runs the IDCTs of most scaled sizes in plain C; on
+ *     CPUs with AVX2 + FMA a vector kernel replaces them ("scaled IDCT").
  * The resize is separable with PIL's filters (triangle for bilinear, exact
- * coverage box for area, both widened by the shrink factor), in float: per
- * output row a vertical pass over the region's columns (a contiguous loop the
- * compiler vectorizes) into one scratch row, then a horizontal pass with one
- * RGB(x) pixel per vector, normalized and stored straight into the caller's
- * layout.
+ * coverage box for area, both widened by the shrink factor): per output row
+ * a vertical pass over the region's columns (a contiguous loop the compiler
+ * vectorizes) into one scratch row, then a horizontal pass with one RGB(x)
+ * pixel per vector, normalized and stored straight into the caller's layout;
+ * compiled for the baseline ISA and for AVX2 + FMA, picked at run time.
  *
  * Hostile input: libjpeg reports errors through error_exit and warnings
  * through emit_message(-1); both long-jump back to guarded() with a reason,
@@ -125,7 +127,7 @@ struct lf_tf_ws {
     float *tmp;                  /* one vertically resized region row: width x 3 (+4) */
     axis_coeffs ax, ay;
     idct_tables *idct;           /* 32-byte aligned */
-    inverse_DCT_method_ptr idct_fn;   /* idct_avx2 or idct_generic */
+    inverse_DCT_method_ptr idct_fn;   /* idct_avx2, or NULL: libjpeg's own */
     resize_rows_fn resize_fn;    /* resize_rows_avx2 or resize_rows_generic */
 };
 
@@ -327,14 +329,9 @@ idct_dispatch(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
     }
 }
 
-/* The same kernel compiled twice: baseline (SSE2 on x86-64) and AVX2 + FMA,
- * picked at run time (cpu_has_avx2_fma) as libjpeg-turbo picks its SIMD. */
-static void idct_generic(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
-                         JSAMPARRAY out, JDIMENSION col)
-{
-    idct_dispatch(c, comp, coef, out, col);
-}
-
+/* Only with AVX2 + FMA (cpu_has_avx2_fma): the same source compiled for
+ * baseline x86-64 (two SSE2 halves per vector, no FMA, scalar byte packing)
+ * costs 3x libjpeg's C, so without them libjpeg keeps its own IDCTs. */
 #ifdef TF_HAVE_AVX2
 TF_AVX2_FMA
 static void idct_avx2(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
@@ -349,6 +346,7 @@ static void idct_avx2(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR co
 static void idct_install(lf_tf_ws *ws)
 {
     j_decompress_ptr c = &ws->cinfo;
+    if (!ws->idct_fn) return;
     for (int ci = 0; ci < c->num_components && ci < IDCT_COMPS; ci++) {
         const jpeg_component_info *comp = &c->comp_info[ci];
         if (idct_size_index(comp->DCT_scaled_size) < 0 || !comp->quant_table) continue;
@@ -428,7 +426,7 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
         coeffs_alloc(&ws->ay, l.max_out_side, 1))
         goto fail_alloc;
     idct_tables_build(ws->idct);
-    ws->idct_fn = idct_generic;
+    ws->idct_fn = NULL;
     ws->resize_fn = resize_rows_generic;
 #ifdef TF_HAVE_AVX2
     if (cpu_has_avx2_fma()) {

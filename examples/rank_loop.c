@@ -5,6 +5,7 @@
  *   lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
  *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
+ *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *                [--no-digest]   (benchmarks: do not read the tensor bytes)
  *
@@ -16,6 +17,11 @@
  * tensor byte it received, so two runs can be compared byte for byte;
  * --digests writes one per batch ("epoch step rank digest"), so the pieces
  * of a resumed run can be compared with an uninterrupted one.
+ *
+ * --save-every K writes the state to --state-file after every K-th batch,
+ * as a trainer checkpoints, so a process killed with SIGKILL leaves its last
+ * state behind: written to FILE.tmp and renamed over FILE (never a torn
+ * file), after --out and --digests are flushed up to that batch.
  */
 #include "levelfeed.h"
 #include "lf_shard.h"
@@ -258,6 +264,18 @@ static int write_file(const char *path, const void *p, size_t n)
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* The state after the batches so far, replacing `path` atomically. */
+static int save_state(const lf_client *c, const char *path, FILE *out, FILE *dig)
+{
+    unsigned char st[LF_STATE_SIZE];
+    char tmp[4096];
+    long n = lf_state_save(c, st, sizeof st);
+    if (n < 0 || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+    if ((out && fflush(out) != 0) || (dig && fflush(dig) != 0)) return -1;
+    if (write_file(tmp, st, (size_t)n) < 0 || rename(tmp, path) != 0) return -1;
+    return 0;
+}
+
 static long read_file(const char *path, void *p, size_t cap)
 {
     FILE *f = fopen(path, "rb");
@@ -269,9 +287,9 @@ static long read_file(const char *path, void *p, size_t cap)
 
 typedef struct args {
     lf_client_options o;
-    const char *out, *verify, *save, *restore, *digests;
+    const char *out, *verify, *save, *restore, *digests, *state_file;
     lf_tf_image_params image;
-    long max_batches, compute_us;
+    long max_batches, compute_us, save_every;
     int no_digest;
     int timeout_ms;
     int64_t pad_id;
@@ -285,7 +303,9 @@ static int parse(int argc, char **argv, args *a)
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
         {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
-        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"no-digest", 0, 0, 'N'}, {0, 0, 0, 0}};
+        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"no-digest", 0, 0, 'N'},
+        {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
+        {"connect-timeout-ms", 1, 0, 'T'}, {0, 0, 0, 0}};
     static const char *const crops[] = {"full", "center", "random"};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
@@ -319,9 +339,13 @@ static int parse(int argc, char **argv, args *a)
         case 'F': a->image.flip_prob = strtod(optarg, NULL); break;
         case 'S': a->image.seed = strtoull(optarg, NULL, 10); break;
         case 'N': a->no_digest = 1; break;
+        case 'K': a->save_every = atol(optarg); break;
+        case 'f': a->state_file = optarg; break;
+        case 'T': a->o.connect_timeout_ms = atoi(optarg); break;
         default: return -1;
         }
     }
+    if ((a->save_every > 0) != (a->state_file != NULL)) return -1;
     return a->o.rank < 0 ? -1 : 0;
 }
 
@@ -331,7 +355,8 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &a) != 0) {
         fprintf(stderr, "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]\n"
                         "  [--verify DATASET] [--pad-id N] [--max-batches K --save FILE]\n"
-                        "  [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]\n");
+                        "  [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]\n"
+                        "  [--save-every K --state-file FILE] [--connect-timeout-ms N]\n");
         return 2;
     }
     verifier v = {0};
@@ -391,6 +416,11 @@ int main(int argc, char **argv)
         }
         batches++;
         samples += b.nsamples;
+        if (a.save_every > 0 && batches % a.save_every == 0 &&
+            save_state(c, a.state_file, out, dig) < 0) {
+            fprintf(stderr, "rank-loop %d: cannot write %s\n", a.o.rank, a.state_file);
+            rc = -EIO;
+        }
         if (a.compute_us > 0)
             sleep_until(first_ns + (uint64_t)batches * (uint64_t)a.compute_us * 1000u);
         lf_release(c, &b);
@@ -399,11 +429,7 @@ int main(int argc, char **argv)
     if (rc == LF_E_END || batches == a.max_batches) rc = 0;
     if (rc < 0)
         fprintf(stderr, "rank-loop %d: %s (%s)\n", a.o.rank, lf_strerror(rc), lf_client_error(c));
-    if (rc == 0 && a.save) {
-        unsigned char st[LF_STATE_SIZE];
-        long n = lf_state_save(c, st, sizeof st);
-        if (n < 0 || write_file(a.save, st, (size_t)n) < 0) rc = -EIO;
-    }
+    if (rc == 0 && a.save && save_state(c, a.save, out, dig) < 0) rc = -EIO;
     lf_client_close(c);
     if (out) fclose(out);
     if (dig) fclose(dig);

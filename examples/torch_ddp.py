@@ -315,7 +315,10 @@ def train(args, rank, world, device):
 
     loader = None
     if args.loader == "levelfeed":
-        loader = levelfeed.Loader(endpoint=args.endpoint, rank=rank, world_size=world)
+        # On a GPU the client copies batches into device memory ahead of the
+        # loop (the .to(device) below is then a no-op).
+        loader = levelfeed.Loader(endpoint=args.endpoint, rank=rank, world_size=world,
+                                  device=device if device.type == "cuda" else None)
         if args.resume:
             ck = torch.load(checkpoint_path(args, rank))
             model.load_state_dict(ck["model"])

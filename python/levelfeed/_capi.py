@@ -105,6 +105,8 @@ def _declare(lib):
         "lf_client_open": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.POINTER(p)]),
         "lf_next": (ctypes.c_int, [p, ctypes.POINTER(Batch), ctypes.c_int]),
         "lf_release": (ctypes.c_int, [p, ctypes.POINTER(Batch)]),
+        "lf_release_stream": (ctypes.c_int, [p, ctypes.POINTER(Batch), p]),
+        "lf_client_use_device": (ctypes.c_int, [p, ctypes.c_int, ctypes.c_uint32]),
         "lf_report_step": (ctypes.c_int, [p, ctypes.c_uint64]),
         "lf_state_save": (ctypes.c_long, [p, p, ctypes.c_size_t]),
         "lf_state_restore": (ctypes.c_int, [p, p, ctypes.c_size_t]),

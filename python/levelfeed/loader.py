@@ -7,12 +7,13 @@ on release()/close()). Keep a tensor longer and it shows a later batch's
 bytes; copy it (t.clone()) to keep it. The ring is mapped read-only: writing
 into a batch tensor in place kills the process with SIGSEGV.
 
-Device tensors: the API takes `device`, but this liblevelfeed has no device
-ring (lf_tensor.device is always NULL), so any device other than the CPU is
-refused at construction with a message saying so. When the client gains its
-device ring, _device_view() is where the non-NULL device pointer becomes a
-torch tensor (through __cuda_array_interface__ or DLPack), next to
-_host_view(); the rest of the Loader stays as it is.
+Device tensors: with device="cuda[:N]" the client copies each batch into a
+ring of device slots before it is asked for (lf_client_use_device: the host
+ring is registered as pinned memory, one DMA per batch on the client's own
+stream), and the tensors are views of those device slots
+(__cuda_array_interface__), the copy already complete. The same lifetime
+rule holds: a slot is refilled after the next batch is taken, behind the
+work queued so far on torch's current stream for that device.
 """
 import ctypes
 import errno
@@ -38,12 +39,23 @@ _STATE_KEY = "levelfeed"
 _STATE_VERSION = 1
 
 
-def _is_host(device):
-    return device is None or str(device) == "cpu"
+def _cuda_index(device):
+    """None for host tensors, else the CUDA device index ("cuda": torch's
+    current device)."""
+    if device is None or str(device) == "cpu":
+        return None
+    if torch is None:
+        raise ValueError("levelfeed: device=%r needs torch" % (device,))
+    name = str(device)
+    if name == "cuda":
+        return torch.cuda.current_device()
+    if name.startswith("cuda:") and name[5:].isdigit():
+        return int(name[5:])
+    raise ValueError("levelfeed: device=%r: want None, 'cpu', 'cuda' or 'cuda:N'" % (device,))
 
 
-def _host_array(t):
-    """A read-only numpy view of the tensor's bytes in the ring."""
+def _dtype_and_shape(t):
+    """The tensor's numpy dtype and shape, checked against its byte size."""
     if t.dtype not in _NP:
         raise LevelfeedError(_capi.E_PROTOCOL, "tensor %r: unknown dtype %d" % (t.name, t.dtype))
     dt = np.dtype(_NP[t.dtype])
@@ -51,6 +63,12 @@ def _host_array(t):
     if int(np.prod(shape, dtype=np.uint64)) * dt.itemsize != t.size:
         raise LevelfeedError(_capi.E_PROTOCOL, "tensor %r: shape %s does not fill its %d bytes"
                              % (t.name, shape, t.size))
+    return dt, shape
+
+
+def _host_array(t):
+    """A read-only numpy view of the tensor's bytes in the ring."""
+    dt, shape = _dtype_and_shape(t)
     if t.size == 0:
         return np.empty(shape, dt)
     raw = (ctypes.c_char * t.size).from_address(t.host)
@@ -79,6 +97,36 @@ def _host_view(t, as_torch):
     return torch.from_numpy(a)
 
 
+class _DeviceArray:
+    """A device tensor's bytes described for torch.as_tensor (CUDA array
+    interface v2: pointer, shape, element type; the copy is complete)."""
+
+    def __init__(self, t, typestr, shape):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (t.device, False), "version": 2}
+
+
+def _device_view(t, device):
+    """The device tensor as torch, a view of its device slot. Types torch
+    1.13 lacks go as in _host_view: u64 is viewed as int64 and bf16 as
+    bfloat16 (same bits), u16/u32 are widened on the device (a copy)."""
+    dt, shape = _dtype_and_shape(t)
+    same_bits = {np.dtype(np.uint16): "<i2", np.dtype(np.uint32): "<i4",
+                 np.dtype(np.uint64): "<i8"}
+    typestr = "<i2" if t.dtype == _BF16 else same_bits.get(dt, dt.str)
+    if t.size == 0:
+        a = torch.from_numpy(np.empty(shape, np.dtype(typestr))).to(device)
+    else:
+        a = torch.as_tensor(_DeviceArray(t, typestr, shape), device=device)
+    if t.dtype == _BF16:
+        return a.view(torch.bfloat16)
+    if dt == np.uint16:
+        return a.to(torch.int32) & 0xFFFF
+    if dt == np.uint32:
+        return a.to(torch.int64) & 0xFFFFFFFF
+    return a
+
+
 class Batch(dict):
     """One batch: a dict of tensors by name ("tokens", "lengths",
     "sample_ids", ...) with the batch's place in the plan as attributes."""
@@ -93,20 +141,21 @@ class Loader:
     endpoint    the server's control socket (None: the server's default)
     rank        global rank (None: RANK, else OMPI/PMI/SLURM variables)
     world_size  ranks in the job (None: WORLD_SIZE etc.; the server checks it)
-    device      None or "cpu": host tensors; a GPU device is refused for now
+    device      None or "cpu": host tensors (views of the ring); "cuda" or
+                "cuda:N": device tensors (views of the client's device ring;
+                "cuda" is torch's current device, as usual)
+    device_depth  device slots (batches copied ahead of the trainer)
     timeout     seconds to wait for the server and for each batch (None: forever)
     tensors     "torch" (default when torch imports) or "numpy"
     """
 
     def __init__(self, endpoint=None, rank=None, world_size=None, device=None,
-                 timeout=60.0, tensors=None):
+                 timeout=60.0, tensors=None, device_depth=2):
         self._client = None
         self._held = None
-        if not _is_host(device):
-            raise NotImplementedError(
-                "levelfeed: device=%r: this liblevelfeed has no device ring (lf_tensor.device "
-                "is NULL), so it cannot hand out GPU tensors; use device=None and move the "
-                "batch with .to(device, non_blocking=True)" % (device,))
+        self._cuda = _cuda_index(device)
+        if self._cuda is not None and tensors == "numpy":
+            raise ValueError("levelfeed: device tensors are torch tensors, not numpy")
         if tensors is None:
             tensors = "torch" if torch is not None else "numpy"
         if tensors not in ("torch", "numpy") or (tensors == "torch" and torch is None):
@@ -117,6 +166,8 @@ class Loader:
         self._yielded = 0
         self._finished = False
         self._client = self._open(endpoint, rank, world_size)
+        if self._cuda is not None:
+            self._use_device(device_depth)
 
     def _open(self, endpoint, rank, world_size):
         o = _capi.Options()
@@ -141,6 +192,14 @@ class Loader:
             raise _capi.error(rc, detail=why.value.decode("utf-8", "replace") or None)
         return c
 
+    def _use_device(self, depth):
+        rc = lib.lf_client_use_device(self._client, self._cuda, int(depth))
+        if rc < 0:
+            why = lib.lf_client_error(self._client).decode("utf-8", "replace")
+            self.close()
+            raise _capi.error(rc, detail=why)
+        self._device = torch.device("cuda", self._cuda)
+
     def _live(self):
         if self._client is None:
             raise LevelfeedError(_capi.E_ORDER, "levelfeed: the loader is closed")
@@ -163,7 +222,8 @@ class Loader:
         out = Batch()
         for i in range(b.ntensors):
             t = b.tensors[i]
-            out[t.name.decode()] = _host_view(t, self._as_torch)
+            out[t.name.decode()] = (_host_view(t, self._as_torch) if self._cuda is None
+                                    else _device_view(t, self._device))
         out.epoch, out.step, out.seq, out.nsamples = b.epoch, b.step, b.seq, b.nsamples
         out.wait_s = b.wait_ns * 1e-9
         return out
@@ -172,7 +232,11 @@ class Loader:
         """Gives the current batch's slot back now (its tensors go stale)."""
         if self._held is not None:
             b, self._held = self._held, None
-            check(lib.lf_release(self._live(), ctypes.byref(b)), self._client)
+            # A device slot is refilled behind the work queued on torch's
+            # current stream (which may still read the batch).
+            stream = (None if self._cuda is None
+                      else torch.cuda.current_stream(self._device).cuda_stream)
+            check(lib.lf_release_stream(self._live(), ctypes.byref(b), stream), self._client)
 
     def report_step(self, compute_seconds):
         """Tells the server how long the trainer computed on the last batch;

@@ -5,9 +5,11 @@
 # /proc/self/maps names; a clone, checked the same way, is caught); numpy
 # views keep the exact dtypes and are read-only; the epoch's sample ids are
 # each sample once and rows are padded after their length; library errors
-# arrive as exceptions with the library's or the server's words; a GPU
-# device is refused with a reason. Exit 77 when /usr/bin/python3 lacks numpy
-# (torch-only parts are skipped without torch).
+# arrive as exceptions with the library's or the server's words. Device
+# tensors (torch): with a GPU, a whole epoch on cuda:0, each sample once and
+# rows padded; without one, the loader is refused with the driver's reason.
+# Exit 77 when /usr/bin/python3 lacks numpy (torch-only parts are skipped
+# without torch).
 source "$(dirname "$0")/server_lib.sh"
 
 source "$(dirname "$0")/python_lib.sh"
@@ -63,10 +65,15 @@ def raises(fn, words, code=None):
     check(False, "no error where one was due: %r" % words)
 
 
-# Errors: no server there; a GPU device; (below) a rank this server does not serve.
+# Errors: no server there; a device name that is none; (below) a rank this
+# server does not serve.
 raises(lambda: levelfeed.Loader(endpoint=work + "/nowhere/ctl", rank=0, world_size=1, timeout=0.5),
        "timed out waiting for the server", levelfeed._capi.E_TIMEOUT)
-raises(lambda: levelfeed.Loader(endpoint=ep, rank=0, device="cuda:0"), "no device ring")
+try:
+    levelfeed.Loader(endpoint=ep, rank=0, device="gpu0")
+    check(False, "device='gpu0' accepted")
+except ValueError as e:
+    check("cuda:N" in str(e), "device='gpu0': %s" % e)
 raises(lambda: levelfeed.Loader(endpoint=ep, rank=3, world_size=1), "not served")
 
 seen, batches = [], 0
@@ -125,6 +132,35 @@ with levelfeed.Loader(endpoint=ep, rank=0, world_size=1) as lo:
         lo.report_step(0.001)
         n += 1
 print("torch: %d batches, tensors are views of the ring (a clone is told apart)" % n)
+PYEOF
+  wait_server
+
+  start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3 --token-dtype i64
+  "$PY" - "$EP" 300 <<'PYEOF' || fail "device checks"
+import sys
+import torch
+import levelfeed
+from levelfeed import LevelfeedError
+
+ep, nsamples = sys.argv[1], int(sys.argv[2])
+if not torch.cuda.is_available():
+    try:
+        levelfeed.Loader(endpoint=ep, rank=0, world_size=1, device="cuda:0")
+    except LevelfeedError as e:
+        assert "No such device" in str(e) and "driver" in str(e), str(e)
+        print("device: no GPU here, refused: %s" % e)
+        sys.exit(0)
+    sys.exit("device: cuda:0 accepted without a GPU")
+seen = []
+with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, device="cuda:0") as lo:
+    for b in lo:
+        tok, lens, ids = b["tokens"], b["lengths"], b["sample_ids"]
+        assert tok.is_cuda and ids.is_cuda and tok.dtype == torch.int64, (tok.device, tok.dtype)
+        for row, n in zip(tok.cpu(), lens.cpu()):
+            assert n > 0 and not row[n:].any(), "row not padded after its length"
+        seen.extend(ids.cpu().tolist())
+assert sorted(seen) == list(range(nsamples)), "device epoch: %d ids" % len(seen)
+print("device: %d samples once each on %s" % (len(seen), tok.device))
 PYEOF
   wait_server
 fi

@@ -14,6 +14,7 @@
 
 static lf_cudrv drv;
 static const lf_cudrv *loaded;
+static void *driver_lib;
 static char load_error[160];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -68,7 +69,8 @@ static void load(void)
         lf_cudrv_explain(&drv, "cuInit", r, load_error, sizeof load_error);
         return;
     }
-    loaded = &drv; /* the library stays open for the process's life */
+    driver_lib = lib; /* open for the process's life */
+    loaded = &drv;
 }
 
 const lf_cudrv *lf_cudrv_get(char *why, size_t cap)
@@ -76,6 +78,12 @@ const lf_cudrv *lf_cudrv_get(char *why, size_t cap)
     pthread_once(&once, load);
     if (!loaded && why && cap) snprintf(why, cap, "%s", load_error);
     return loaded;
+}
+
+void *lf_cudrv_symbol(const char *name)
+{
+    pthread_once(&once, load);
+    return loaded ? dlsym(driver_lib, name) : NULL;
 }
 
 void lf_cudrv_explain(const lf_cudrv *d, const char *call, lf_cu_result r, char *why,

@@ -60,6 +60,10 @@ typedef struct lf_cudrv {
  * missing symbol, cuInit failing: no device or no kernel module). */
 const lf_cudrv *lf_cudrv_get(char *why, size_t cap);
 
+/* Any other symbol of the loaded driver (NULL when none is loaded or it
+ * lacks the name): what tests and benchmarks need beyond the table. */
+void *lf_cudrv_symbol(const char *name);
+
 /* "cuXxx: the driver's text" for a failed call, into why[]. */
 void lf_cudrv_explain(const lf_cudrv *d, const char *call, lf_cu_result r, char *why,
                       size_t cap);

@@ -77,11 +77,14 @@ int main(void)
     ASSERT_TRUE(d == again); /* loaded once */
     if (!d) {
         ASSERT_TRUE(strstr(why, "libcuda.so.1") || strstr(why, "cuInit"));
+        ASSERT_TRUE(lf_cudrv_symbol("cuInit") == NULL);
         printf("no driver here: %s\n", why);
         return 0;
     }
     const void *const *fn = (const void *const *)d;
     for (size_t i = 0; i < sizeof *d / sizeof(void *); i++) ASSERT_TRUE(fn[i] != NULL);
+    ASSERT_TRUE(lf_cudrv_symbol("cuMemcpyDtoH_v2") != NULL);
+    ASSERT_TRUE(lf_cudrv_symbol("no_such_symbol") == NULL);
     int n = -1;
     ASSERT_EQ(d->device_get_count(&n), 0);
     printf("driver loaded: %d device(s)\n", n);

@@ -11,10 +11,10 @@
  * Without an NVIDIA driver or device, run B's lf_client_use_device must
  * fail with -ENODEV and a reason, and the test then skips.
  */
+#include "cudrv.h"
 #include "levelfeed.h"
 #include "srv_test.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 
 #define XXH_INLINE_ALL
@@ -45,13 +45,11 @@ typedef struct dtoh {
 
 static void dtoh_load(dtoh *d)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    ASSERT_TRUE(lib != NULL);
     const char *names[] = {"cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
                            "cuMemcpyDtoH_v2"};
     void *slots[] = {&d->device_get, &d->ctx_retain, &d->ctx_set, &d->copy};
     for (int i = 0; i < 4; i++) {
-        void *f = dlsym(lib, names[i]);
+        void *f = lf_cudrv_symbol(names[i]);
         ASSERT_TRUE(f != NULL);
         memcpy(slots[i], &f, sizeof f);
     }

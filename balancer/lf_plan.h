@@ -151,6 +151,17 @@ typedef struct lf_plan_params {
 /* Defaults: balanced, world 1, text preset (hidden 4096), pad, delay policy. */
 void lf_plan_params_default(lf_plan_params *p);
 
+/* pack: the step budget that buys rows_per_rank full rows of seq_len tokens
+ * per rank (world * rows_per_rank rows a step), each row priced at the mean
+ * cost per token of the samples that are not outliers (outlier_cost, or its
+ * default budget / world). In pack mode a balanced plan fills a step's rows
+ * in tokens as well as its budget in cost; with a budget that buys whole
+ * rows both fill together (see README.md). params: as for lf_plan_create,
+ * step_budget ignored. Returns 0 or a negative status (LF_PLAN_E_ARG: not
+ * pack, no seq_len, or no sample fits a row). */
+int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
+                        uint32_t rows_per_rank, uint64_t *budget);
+
 /* ---- the plan ----------------------------------------------------------- */
 
 typedef struct lf_plan lf_plan;

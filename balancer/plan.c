@@ -45,6 +45,25 @@ void lf_plan_params_default(lf_plan_params *p)
  * step, the cut search's sums (samples * (cap + overhead)) fit 64 bits. */
 #define MICRO_LIMIT (UINT64_C(1) << 36)
 
+/* pack (balanced) fills rows in tokens as well as the budget in cost */
+static int pack_rows(const lf_plan_params *p)
+{
+    return p->layout == LF_PLAN_PACK && p->sampler == LF_PLAN_BALANCED;
+}
+
+/* pack: samples costlier than a quarter of a rank's budget are outliers,
+ * released PACK_GROUP a rank at once (see README.md: a rank's rows are full,
+ * so its cost is equal only if its cost above the price of its tokens is,
+ * and a sample with much of a rank's share of that cannot be evened out in
+ * a normal step; a group of many is, by KK) */
+#define PACK_OUTLIER_SHARE 4u
+#define PACK_GROUP 8u
+
+static uint64_t default_outlier_cost(const lf_plan_params *p, uint64_t budget)
+{
+    return budget / p->world / (pack_rows(p) ? PACK_OUTLIER_SHARE : 1);
+}
+
 /* Fills the defaults; mean_cost is the samples' mean cost (0 if none). */
 static int resolve(lf_plan_params *p, uint64_t mean_cost)
 {
@@ -67,8 +86,8 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost)
                                        : 4096;
     }
     if (p->max_defer == 0) p->max_defer = 4;
-    if (p->outlier_group == 0) p->outlier_group = p->world;
-    if (p->outlier_cost == 0) p->outlier_cost = p->step_budget / p->world;
+    if (p->outlier_group == 0) p->outlier_group = pack_rows(p) ? PACK_GROUP * p->world : p->world;
+    if (p->outlier_cost == 0) p->outlier_cost = default_outlier_cost(p, p->step_budget);
     if (p->locality_blocks == 0) p->locality_blocks = 64;
     if (p->micro_overhead == 0) {
         /* d in tokens: d over the linear cost of one token, rounded up */
@@ -91,6 +110,105 @@ static int fits_alone(const lf_plan_params *p, uint64_t len)
     if (p->layout == LF_PLAN_PACK) return len <= p->seq_len;
     if (p->micro_max_padded && len > p->micro_max_padded) return 0;
     return !(p->rank_max_padded && len > p->rank_max_padded);
+}
+
+/* ---- pack: rows ------------------------------------------------------------
+ *
+ * In pack mode a step's rows are padding unless filled, so a step fills rows
+ * of seq_len in tokens as well as its budget in cost. A row is priced at the
+ * mean cost per token of the samples that are no outliers (the samples the
+ * normal steps are made of): price = Σ cost / Σ L, Q32. The budget buys
+ * rows = budget / (seq_len * price) rows, rounded; a budget of whole rows
+ * (lf_plan_pack_budget) fills both together. Token sums stay below 2^40 and
+ * the price below 2^84, so every product below fits 128 bits. */
+#define PRICE_SHIFT 32
+#define PACK_TOKENS_LIMIT (UINT64_C(1) << 40)
+
+typedef struct row_price {
+    lfp_u128 cost;               /* Σ cost of the samples priced */
+    uint64_t tok;                /* Σ L */
+    uint64_t lean_c, lean_l;     /* the least cost per token (L > 0) */
+    uint64_t rich_c, rich_l;     /* the most */
+} row_price;
+
+/* a_c / a_l < b_c / b_l, exactly (costs < 2^53, lengths < 2^32) */
+static int cheaper_per_token(uint64_t a_c, uint64_t a_l, uint64_t b_c, uint64_t b_l)
+{
+    return (lfp_u128)a_c * b_l < (lfp_u128)b_c * a_l;
+}
+
+/* Prices a row from the samples that fit one (fits: as fits_alone) and cost
+ * at most ocost. */
+static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, size_t n,
+                            uint64_t ocost)
+{
+    row_price r = {0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t len = smp[i].length, c = lf_plan_cost(&p->cost, len);
+        if (!fits_alone(p, len) || c > ocost) continue;
+        r.cost += c;
+        r.tok += len;
+        if (len == 0) continue;
+        if (r.lean_l == 0 || cheaper_per_token(c, len, r.lean_c, r.lean_l)) {
+            r.lean_c = c;
+            r.lean_l = len;
+        }
+        if (r.rich_l == 0 || cheaper_per_token(r.rich_c, r.rich_l, c, len)) {
+            r.rich_c = c;
+            r.rich_l = len;
+        }
+    }
+    return r;
+}
+
+/* Q32 cost per token, or 0 when there is no usable price. */
+static lfp_u128 price_q32(const row_price *r)
+{
+    if (r->tok == 0) return 0;
+    lfp_u128 q = (r->cost << PRICE_SHIFT) / r->tok;
+    return q >> 84 ? 0 : q;
+}
+
+int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
+                        uint32_t rows_per_rank, uint64_t *budget)
+{
+    if (!params || !budget || (n && !samples) || rows_per_rank == 0) return LF_PLAN_E_ARG;
+    lf_plan_params bal = *params;
+    const lf_plan_params *p = &bal;
+    bal.sampler = LF_PLAN_BALANCED;
+    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
+    lfp_u128 rows = (lfp_u128)p->world * rows_per_rank, b = 0;
+    /* the default outlier cost follows the budget: price twice, the second
+     * time without the first budget's outliers */
+    uint64_t ocost = p->outlier_cost ? p->outlier_cost : LF_PLAN_COST_MAX;
+    for (int round = 0; round < 2; round++) {
+        row_price r = price_rows(p, samples, n, ocost);
+        lfp_u128 q = price_q32(&r);
+        if (q == 0) return LF_PLAN_E_ARG;
+        b = (rows * p->seq_len * q) >> PRICE_SHIFT;
+        if (b == 0 || b > LF_PLAN_COST_MAX) return LF_PLAN_E_ARG;
+        if (!p->outlier_cost) ocost = default_outlier_cost(p, (uint64_t)b);
+    }
+    *budget = (uint64_t)b;
+    return 0;
+}
+
+/* Sets p->rows and the row price from the samples (pack, balanced). */
+static void price_plan(lf_plan *p, const lf_plan_sample *smp)
+{
+    const lf_plan_params *q = &p->prm;
+    if (!pack_rows(q)) return;
+    row_price r = price_rows(q, smp, p->n, q->outlier_cost);
+    lfp_u128 price = price_q32(&r);
+    if (price == 0) return;
+    lfp_u128 row = (lfp_u128)q->seq_len * price;
+    lfp_u128 rows = (((lfp_u128)q->step_budget << PRICE_SHIFT) + row / 2) / row;
+    if (rows == 0) rows = 1;
+    if (rows * q->seq_len > PACK_TOKENS_LIMIT) return;
+    p->rows = (uint64_t)rows;
+    p->price = price;
+    p->lean_q = ((lfp_u128)r.lean_c << PRICE_SHIFT) / r.lean_l;
+    p->rich_l = r.rich_l;
 }
 
 static int cmp_block_id(const void *x, const void *y)
@@ -140,6 +258,7 @@ static uint64_t sequence_hash(const lf_plan *p)
                     q->cost.c0,
                     q->sampler == LF_PLAN_BALANCED ? 0 : (uint64_t)q->world * q->batch_per_rank};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = hash_step(h, v[i]);
+    if (p->rows) h = hash_step(h, p->rows * q->seq_len);   /* pack fills rows */
     return h;
 }
 
@@ -152,7 +271,7 @@ void lf_plan_free(lf_plan *p)
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
                     p->rank_ids, p->rank_idx, p->rank_cost, p->rank_tokens, p->item_cost,
-                    p->item_len, p->item_id, p->b_ids, p->b_lens, p->b_room,
+                    p->item_len, p->item_id, p->item_excess, p->b_ids, p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
                     p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best, p->keep_assign};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -175,7 +294,7 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->sidx, ms); ALLOC(p->sdelay, ms); ALLOC(p->sfrom_o, ms); ALLOC(p->sids, ms);
     ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms); ALLOC(p->rank_cost, w);
     ALLOC(p->rank_tokens, w); ALLOC(p->item_cost, ms); ALLOC(p->item_len, ms);
-    ALLOC(p->item_id, ms); ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
+    ALLOC(p->item_id, ms); ALLOC(p->item_excess, ms); ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
     ALLOC(p->b_row_of, ms); ALLOC(p->b_row_start, ms + 1); ALLOC(p->b_cu, 2 * ms + 1);
     ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, 2 * ms);
     ALLOC(p->b_micro_start, ms + 1); ALLOC(p->b_micro_len, ms + 1); ALLOC(p->b_cut, ms + 1);
@@ -217,6 +336,7 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
             if (!p->capfail[i] && p->len[i] > p->prm.micro_max_padded)
                 p->prm.micro_max_padded = p->len[i];
     }
+    price_plan(p, samples);
     p->hash = sequence_hash(p);
     lfp_epoch_begin(p, prm.epoch);
     *out = p;
@@ -257,33 +377,67 @@ static void refill_window(lf_plan *p)
     }
 }
 
-static void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, uint64_t *fill)
+/* What a step has taken and may take. */
+typedef struct step_fill {
+    uint64_t cost, tok;          /* taken so far: Σ cost, Σ L */
+    uint64_t budget;             /* cost cap */
+    uint64_t tok_cap;            /* pack: the step's rows in tokens (0: pad, none) */
+    uint64_t tok_goal;           /* pack: the tokens the budget buys, <= tok_cap */
+    lfp_i128 excess;             /* pack: budget - price * tok_goal, Q32: the drift
+                                    the step ends with (an outlier step's) */
+} step_fill;
+
+static void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step_fill *f)
 {
     p->sidx[p->ns] = s;
     p->sdelay[p->ns] = delay;
     p->sfrom_o[p->ns++] = (uint8_t)from_o;
-    *fill += p->cost[s];
+    f->cost += p->cost[s];
+    f->tok += p->len[s];
 }
 
-/* Releases a group of held outliers; returns the step's budget: a normal
+/* Releases a group of held outliers; sets the step's budget: a normal
  * step's plus room to bring every rank to the costliest outlier's level, so
- * the split has small samples to even the ranks out with. */
-static uint64_t release_outliers(lf_plan *p, uint64_t *fill)
+ * the split has small samples to even the ranks out with. In pack mode the
+ * room is whole rows: the outliers' tokens rounded up to outlier_group rows. */
+static void release_outliers(lf_plan *p, step_fill *f)
 {
-    uint64_t budget = p->prm.step_budget;
+    uint64_t g = p->prm.outlier_group;
     int exhausted = p->cursor == p->norder;
-    if (p->no == 0 || (p->no < p->prm.outlier_group && !exhausted)) return budget;
-    size_t k = p->no < p->prm.outlier_group ? p->no : p->prm.outlier_group;
-    uint64_t cmax = 0;
+    f->budget = p->prm.step_budget;
+    f->tok_cap = p->rows * p->prm.seq_len;
+    if (p->no == 0 || (p->no < g && !exhausted)) return;
+    size_t k = p->no < g ? p->no : g;
+    uint64_t cmax = 0, tok = 0;
+    lfp_i128 drift = 0;          /* pack: Σ outlier cost - the price of their tokens */
     for (size_t i = 0; i < k; i++) {
-        take(p, p->oidx[i], p->owait[i], 1, fill);
-        if (p->cost[p->oidx[i]] > cmax) cmax = p->cost[p->oidx[i]];
+        uint32_t s = p->oidx[i];
+        take(p, s, p->owait[i], 1, f);
+        if (p->cost[s] > cmax) cmax = p->cost[s];
+        tok += p->len[s];
+        drift += (lfp_i128)((lfp_u128)p->cost[s] << PRICE_SHIFT) - (lfp_i128)(p->len[s] * p->price);
     }
     memmove(p->oidx, p->oidx + k, (p->no - k) * sizeof(uint32_t));
     memmove(p->owait, p->owait + k, (p->no - k) * sizeof(uint32_t));
     p->no -= k;
     p->nout = k;
-    return budget + cmax * p->prm.outlier_group;
+    uint64_t group_rows = p->prm.world * (uint64_t)p->prm.seq_len;
+    uint64_t more = p->rows ? (tok + group_rows - 1) / group_rows * group_rows : 0;
+    if (more && more <= PACK_TOKENS_LIMIT && drift >= 0 && k == g) {
+        /* whole rows for the outliers' tokens, g at a time, filled at the
+         * price; the outliers bring their own excess over it */
+        f->budget += (uint64_t)((more * p->price + (lfp_u128)drift) >> PRICE_SHIFT);
+        f->tok_cap += more;
+    } else if (p->rows) {
+        /* a last, partial group: as in pad, every rank up to the level of its
+         * share of the outliers at the costliest's cost, rows left to layout */
+        uint64_t w = p->prm.world;
+        f->budget += cmax * w * ((k + w - 1) / w);
+        f->tok_cap = 0;
+    } else {
+        f->budget += cmax * g;
+        f->tok_cap = 0;
+    }
 }
 
 /* Steps pending entry i is behind its due step: the step a plan taking the
@@ -297,26 +451,86 @@ static uint32_t lateness(const lf_plan *p, size_t i)
  * further only finds tiny samples and passes over every sample on the way. */
 #define FULL_SHIFT 11
 
+static int fits(const lf_plan *p, const step_fill *f, uint32_t s)
+{
+    return f->cost + p->cost[s] <= f->budget && (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap);
+}
+
+/* Where a step with this cost and these tokens stands against its course
+ * (Q32 cost units): 0 on course, < 0 below it, > 0 above. Its drift is
+ * cost - price * tokens (less the excess an outlier step ends with); the
+ * rest of the step must bring it back to 0 with the tokens left. Light
+ * samples pull it down, at most by (price - leanest price) a token; only
+ * long samples push it up, at most as much as the longest that fit (up to
+ * the richest sample's length) would. On course is between half the pull
+ * and minus the push, give or take 2^-12 of the budget, so the heavy
+ * samples come early and the light ones finish the step. */
+static lfp_i128 course(const lf_plan *p, const step_fill *f, uint64_t cost, uint64_t tok)
+{
+    lfp_i128 drift = (lfp_i128)((lfp_u128)cost << PRICE_SHIFT) - (lfp_i128)(tok * p->price) -
+                     f->excess;
+    uint64_t left = f->tok_goal > tok ? f->tok_goal - tok : 0;
+    lfp_i128 pull = (lfp_i128)left * (lfp_i128)(p->price - p->lean_q);
+    uint64_t m = left / 2 < p->rich_l ? left / 2 : p->rich_l;   /* the longest that fit */
+    lfp_i128 push = m ? (lfp_i128)(((lfp_u128)lf_plan_cost(&p->prm.cost, m) << PRICE_SHIFT) / m * left) -
+                            (lfp_i128)(left * p->price) : 0;
+    lfp_i128 tol = (lfp_i128)(((lfp_u128)f->budget << PRICE_SHIFT) >> (FULL_SHIFT + 1));
+    lfp_i128 lo = -push - tol, hi = pull / 2 + tol;
+    if (drift < lo) return drift - lo;
+    if (drift > hi) return drift - hi;
+    return 0;
+}
+
+/* pack: whether taking s keeps the step on course to fill its budget and
+ * its rows together, or at least moves its drift back towards it. */
+static int on_course(const lf_plan *p, const step_fill *f, uint32_t s)
+{
+    if (!f->tok_cap) return 1;
+    lfp_i128 after = course(p, f, f->cost + p->cost[s], f->tok + p->len[s]);
+    lfp_u128 c = (lfp_u128)p->cost[s] << PRICE_SHIFT, t = p->len[s] * p->price;
+    return after == 0 || (after < 0 ? c > t : c < t);
+}
+
+static int step_full(const step_fill *f, uint64_t enough)
+{
+    if (f->cost < enough) return 0;
+    return !f->tok_cap || f->tok >= f->tok_goal - (f->tok_goal >> FULL_SHIFT);
+}
+
 static void select_balanced(lf_plan *p)
 {
-    uint64_t fill = 0;
+    step_fill f = {0, 0, 0, 0, 0, 0};
     refill_window(p);
-    p->cur.budget = release_outliers(p, &fill);
+    release_outliers(p, &f);
+    p->cur.budget = f.budget;
     p->cur.flags = p->nout ? LF_PLAN_STEP_OUTLIERS : 0;
-    uint64_t budget = p->cur.budget;
+    if (f.tok_cap) {
+        lfp_u128 buys = ((lfp_u128)f.budget << PRICE_SHIFT) / p->price;
+        f.tok_goal = buys < f.tok_cap ? (uint64_t)buys : f.tok_cap;
+        f.excess = (lfp_i128)((lfp_u128)f.budget << PRICE_SHIFT) - (lfp_i128)(f.tok_goal * p->price);
+    }
+    p->tok_cap = f.tok_cap;
     memset(p->ptaken, 0, p->np);
     for (size_t i = 0; i < p->np; i++) {
         uint32_t s = p->pidx[i];
-        if (lateness(p, i) >= p->prm.max_defer && fill + p->cost[s] <= budget) {
-            take(p, s, lateness(p, i), 0, &fill);
+        if (lateness(p, i) >= p->prm.max_defer && fits(p, &f, s)) {
+            take(p, s, lateness(p, i), 0, &f);
             p->ptaken[i] = 1;
         }
     }
-    uint64_t enough = budget - (budget >> FULL_SHIFT);
-    for (size_t i = 0; i < p->np && fill < enough; i++) {
+    uint64_t enough = f.budget - (f.budget >> FULL_SHIFT);
+    for (size_t i = 0; i < p->np && !step_full(&f, enough); i++) {
         uint32_t s = p->pidx[i];
-        if (!p->ptaken[i] && fill + p->cost[s] <= budget) {
-            take(p, s, lateness(p, i), 0, &fill);
+        if (!p->ptaken[i] && fits(p, &f, s) && on_course(p, &f, s)) {
+            take(p, s, lateness(p, i), 0, &f);
+            p->ptaken[i] = 1;
+        }
+    }
+    /* off course to the end: what still fits fills the step anyway */
+    for (size_t i = 0; f.tok_cap && i < p->np && !step_full(&f, enough); i++) {
+        uint32_t s = p->pidx[i];
+        if (!p->ptaken[i] && fits(p, &f, s)) {
+            take(p, s, lateness(p, i), 0, &f);
             p->ptaken[i] = 1;
         }
     }
@@ -348,11 +562,11 @@ static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
 
 static void select_fixed(lf_plan *p)
 {
-    uint64_t fill = 0;
+    step_fill f = {0, 0, 0, 0, 0, 0};
     size_t global = (size_t)p->prm.world * p->prm.batch_per_rank;
     p->cur.budget = p->prm.step_budget;
     p->cur.flags = 0;
-    while (p->ns < global && p->cursor < p->norder) take(p, p->order[p->cursor++], 0, 0, &fill);
+    while (p->ns < global && p->cursor < p->norder) take(p, p->order[p->cursor++], 0, 0, &f);
 }
 
 /* Baselines: consecutive equal shares, the first ranks one more if short. */
@@ -454,9 +668,24 @@ static void split_step(lf_plan *p)
         split_fixed(p);
         return;
     }
-    lfp_items it = {p->ns, p->item_cost, p->item_len, p->item_id};
+    for (size_t i = 0; p->tok_cap && i < p->ns; i++) {
+        lfp_u128 lean = (p->lean_q * p->item_len[i]) >> PRICE_SHIFT;
+        p->item_excess[i] = p->item_cost[i] > lean ? p->item_cost[i] - (uint64_t)lean : 0;
+    }
+    lfp_items it = {p->ns, p->item_cost, p->item_len, p->item_id,
+                    p->tok_cap ? p->item_excess : NULL};
+    /* pack: each rank gets its share of the step's rows, rounded up; with
+     * more than one a rank, the rows best-fit decreasing needs are capped
+     * too, as rank_max_padded is */
+    uint64_t rows = p->tok_cap / (p->prm.seq_len ? p->prm.seq_len : 1);
+    uint64_t share = (rows + p->prm.world - 1) / p->prm.world * p->prm.seq_len;
+    if (p->prm.rank_max_padded && share > p->prm.rank_max_padded)
+        share = p->prm.rank_max_padded / p->prm.seq_len * p->prm.seq_len;
+    if (p->prm.rank_max_tokens && share > p->prm.rank_max_tokens) share = p->prm.rank_max_tokens;
     lfp_caps caps = {p->prm.rank_max_tokens, p->prm.rank_max_padded, p->prm.layout,
-                     p->prm.seq_len};
+                     p->prm.seq_len, share};
+    if (share > p->prm.seq_len && (!caps.max_padded || share < caps.max_padded))
+        caps.max_padded = share;
     p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
     balance_overhead(p, &it, &caps);
     if (!p->cur.cap_deferred) return;

@@ -11,6 +11,7 @@
 #include "lf_plan.h"
 
 __extension__ typedef unsigned __int128 lfp_u128;
+__extension__ typedef __int128 lfp_i128;
 
 /* Counter-based hash (SplitMix64 finaliser): the only randomness there is. */
 static inline uint64_t lfp_mix(uint64_t x)
@@ -59,6 +60,12 @@ typedef struct lfp_split {
     uint32_t *assign;            /* per item: rank */
     uint64_t *cost, *tokens;     /* per rank */
     uint32_t *count;             /* per rank */
+    uint64_t *excess;            /* per rank: Σ item excess (pack's row fill) */
+    uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
+    uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */
+    uint32_t *row_next;          /* pack: per row, the rank's next row */
+    uint64_t *row_room;          /* pack: per row, tokens left (rows <= items) */
+    uint32_t nrows;              /* pack: rows opened this step */
     uint32_t *members;           /* items grouped by rank (rank_start) */
     uint32_t *rank_start;        /* world + 1 */
     uint64_t *scratch, *room;    /* item-sized scratch for cap checks */
@@ -73,6 +80,8 @@ typedef struct lfp_items {
     const uint64_t *cost;
     const uint64_t *len;
     const uint64_t *id;
+    const uint64_t *excess;      /* pack: cost above the leanest price per token,
+                                    what KK and the row fill even out (NULL: pad) */
 } lfp_items;
 
 /* Memory caps applied by the split (0: none). */
@@ -81,6 +90,8 @@ typedef struct lfp_caps {
     uint64_t max_padded;
     uint32_t layout;
     uint32_t seq_len;
+    uint64_t row_tokens;         /* pack: a rank's whole rows this step, in tokens:
+                                    a cap, and what the small items fill up to */
 } lfp_caps;
 
 int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn);
@@ -126,6 +137,12 @@ struct lf_plan {
     lfp_key *keys;               /* 2 * sort_cap entries of sort scratch */
     size_t sort_cap;             /* sorted: mega-batch size; else the largest step */
     uint64_t hash;               /* of the samples and the sequence parameters */
+    /* pack: a step fills rows of seq_len in tokens besides its budget in cost */
+    uint64_t rows;               /* rows a normal step fills (0: pad, no rows) */
+    lfp_u128 price;              /* Q32 cost per token of a row (plan.c) */
+    lfp_u128 lean_q;             /* Q32: the least cost per token of a sample
+                                    that is no outlier */
+    uint64_t rich_l;             /* the length of the one with the most */
 
     /* position */
     uint32_t epoch;
@@ -150,12 +167,14 @@ struct lf_plan {
     uint8_t *ptaken;             /* per pending entry: taken this step */
     uint64_t *sids;
     size_t ns, nout;
+    uint64_t tok_cap;            /* pack: the step's rows in tokens */
     uint32_t *rank_start;
     uint64_t *rank_ids, *rank_cost, *rank_tokens;
     uint32_t *rank_idx;          /* rank_ids as sample indices */
     lf_plan_step cur;
     lfp_split split;
     uint64_t *item_cost, *item_len, *item_id;   /* the step's items, for the split */
+    uint64_t *item_excess;       /* pack: cost - leanest price * L */
     uint32_t *keep_assign;       /* the split kept while balancing overheads */
 
     /* one rank's layout */

@@ -67,6 +67,11 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->cost = malloc(((size_t)world + 1) * sizeof(uint64_t));
     s->tokens = malloc(((size_t)world + 1) * sizeof(uint64_t));
     s->count = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->excess = malloc(((size_t)world + 1) * sizeof(uint64_t));
+    s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->row_next = malloc(nt * sizeof(uint32_t));
+    s->row_room = malloc(nt * sizeof(uint64_t));
     s->members = malloc(nt * sizeof(uint32_t));
     s->rank_start = malloc(((size_t)world + 2) * sizeof(uint32_t));
     s->scratch = malloc(nt * sizeof(uint64_t));
@@ -77,7 +82,8 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
         if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
-        !s->assign || !s->cost || !s->tokens || !s->count || !s->members ||
+        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->rank_rows ||
+        !s->row_head || !s->row_next || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
     return 0;
@@ -96,7 +102,8 @@ void lfp_split_free(lfp_split *s)
     free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
     free(s->heap); free(s->next);
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
-    free(s->assign); free(s->cost); free(s->tokens); free(s->count);
+    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
+    free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
     memset(s, 0, sizeof *s);
@@ -263,7 +270,7 @@ static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
     s->heap_len = 0;
     for (size_t i = 0; i < m; i++) {
         uint32_t t = (uint32_t)s->ntup++, x = s->keys[i].idx;
-        s->sub_sum[cur][i] = it->cost[x];
+        s->sub_sum[cur][i] = it->excess ? it->excess[x] : it->cost[x];
         s->sub_head[cur][i] = s->sub_tail[cur][i] = x;
         s->next[x] = NONE;
         s->tup_off[t] = (uint32_t)i; s->tup_len[t] = 1;
@@ -358,6 +365,7 @@ static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
     uint64_t tok = s->tokens[r] + (add != NONE ? it->len[add] : 0) -
                    (drop != NONE ? it->len[drop] : 0);
     if (caps->max_tokens && tok > caps->max_tokens) return 0;
+    if (caps->row_tokens && tok > caps->row_tokens) return 0;
     if (caps->max_padded && rank_padded(s, it, caps, r, add, drop) > caps->max_padded)
         return 0;
     return 1;
@@ -408,22 +416,20 @@ static uint32_t cheapest_with_room(lfp_split *s, const lfp_items *it,
     return best;
 }
 
-/* Ranks over a cap give away their longest items; returns items unplaced. */
-static size_t repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+/* Ranks over a cap give away their longest items, unplaced (NONE) where no
+ * rank has room. */
+static void repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
-    size_t unplaced = 0;
-    if (!caps->max_tokens && !caps->max_padded) return 0;
+    if (!caps->max_tokens && !caps->max_padded && !caps->row_tokens) return;
     for (uint32_t r = 0; r < s->world; r++) {
         while (s->count[r] && !rank_fits(s, it, caps, r, NONE, NONE)) {
             uint32_t x = NONE;
             for (uint32_t p = s->rank_start[r]; p < s->rank_start[r + 1]; p++)
                 if (longer(it, s->members[p], x)) x = s->members[p];
             uint32_t to = cheapest_with_room(s, it, caps, x, r);
-            if (to == NONE) unplaced++;
             move_item(s, it, x, to);
         }
     }
-    return unplaced;
 }
 
 /* ---- local search -------------------------------------------------------- */
@@ -567,6 +573,81 @@ static void lpt_assign(lfp_split *s, const lfp_items *it, size_t m)
     }
 }
 
+/* pack: the row of rank r that best-fit decreasing would put an item of
+ * len into (the one it fills most tightly, ties: the first opened), or
+ * NEW_ROW if it would open one and r has fewer than cap rows, else NONE. */
+#define NEW_ROW (NONE - 1)
+
+static uint32_t row_for(const lfp_split *s, uint32_t r, uint64_t len, uint32_t cap)
+{
+    uint32_t best = NONE;
+    for (uint32_t w = s->row_head[r]; w != NONE; w = s->row_next[w])
+        if (s->row_room[w] >= len && (best == NONE || s->row_room[w] < s->row_room[best]))
+            best = w;
+    if (best == NONE && s->rank_rows[r] < cap) return NEW_ROW;
+    return best;
+}
+
+/* Puts item x into rank r's row w (from row_for; NONE: over the rows). */
+static void row_put(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t r, uint32_t w,
+                    uint32_t seq_len, uint32_t *tail)
+{
+    if (w == NEW_ROW) {
+        w = s->nrows++;
+        s->row_room[w] = seq_len;
+        s->row_next[w] = NONE;
+        if (s->row_head[r] == NONE) s->row_head[r] = w;
+        else s->row_next[tail[r]] = w;
+        tail[r] = w;
+        s->rank_rows[r]++;
+    }
+    if (w != NONE) s->row_room[w] -= it->len[x];
+    s->assign[x] = r;
+    s->cost[r] += it->cost[x];
+    s->tokens[r] += it->len[x];
+    s->excess[r] += it->excess[x];
+}
+
+/* pack: the rest, keys[m..n), into the ranks' rows. A rank's cost is the
+ * leanest price times its tokens plus its items' excess over that price; the
+ * rows hold the tokens, so equal cost needs equal excess. Each item, longest
+ * first, goes to the rank with the least excess whose rows still have room
+ * for it (ties: the cheaper, then the lower rank): the large items even the
+ * excess out and the small ones, nearly all tokens, fill the rows. Room is
+ * judged as best-fit decreasing will pack the rank (layout.c), row by row,
+ * so the rank's rows hold what it gets; the KK items, the longest, go
+ * first. An item no rank has room for stays unplaced. */
+static void lpt_fill_rows(lfp_split *s, const lfp_items *it, size_t m, const lfp_caps *caps)
+{
+    uint32_t k = s->world;
+    uint32_t cap = (uint32_t)((caps->row_tokens + caps->seq_len - 1) / caps->seq_len);
+    uint32_t *tail = s->tmp_aux;
+    memset(s->cost, 0, k * sizeof(uint64_t));
+    memset(s->tokens, 0, k * sizeof(uint64_t));
+    memset(s->excess, 0, k * sizeof(uint64_t));
+    memset(s->rank_rows, 0, k * sizeof(uint32_t));
+    for (uint32_t r = 0; r < k; r++) s->row_head[r] = NONE;
+    s->nrows = 0;
+    for (size_t i = 0; i < m; i++) {
+        uint32_t x = s->keys[i].idx, r = s->assign[x];
+        row_put(s, it, x, r, row_for(s, r, it->len[x], cap), caps->seq_len, tail);
+    }
+    for (size_t i = m; i < it->n; i++) {
+        uint32_t x = s->keys[i].idx, best = NONE, best_w = NONE;
+        for (uint32_t r = 0; r < k; r++) {
+            if (best != NONE && (s->excess[r] > s->excess[best] ||
+                                 (s->excess[r] == s->excess[best] && s->cost[r] >= s->cost[best])))
+                continue;
+            uint32_t w = row_for(s, r, it->len[x], cap);
+            if (w == NONE || s->tokens[r] + it->len[x] > caps->row_tokens) continue;
+            best = r;
+            best_w = w;
+        }
+        if (best == NONE) s->assign[x] = NONE;
+        else row_put(s, it, x, best, best_w, caps->seq_len, tail);
+    }
+}
+
 size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
     size_t m = (size_t)s->world * KK_PER_RANK;
@@ -575,9 +656,12 @@ size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
     for (size_t i = 0; i < it->n; i++) s->assign[i] = NONE;
     sort_by_cost(s, it);
     kk_assign(s, it, m);
-    lpt_assign(s, it, m);
+    if (caps->row_tokens) lpt_fill_rows(s, it, m, caps);
+    else lpt_assign(s, it, m);
     rank_totals(s, it);
-    size_t unplaced = repair_caps(s, it, caps);
+    repair_caps(s, it, caps);
+    size_t unplaced = 0;
+    for (size_t i = 0; i < it->n; i++) unplaced += s->assign[i] == NONE;
     local_search(s, it, caps);
     return unplaced;
 }

@@ -16,7 +16,9 @@ const char plan_cli_help[] =
     "Plan:\n"
     "  --seed S, --epoch E  plan seed and first epoch (default 0, 0)\n"
     "  --budget C           balanced: global cost per step (default:\n"
-    "                       --samples-per-rank x world x mean sample cost)\n"
+    "                       --samples-per-rank x world x mean sample cost; pack:\n"
+    "                       the cost of the whole rows per rank nearest to\n"
+    "                       --samples-per-rank samples' tokens)\n"
     "  --samples-per-rank S sets the default budget (default 16)\n"
     "  --batch-per-rank B   naive, sorted: samples per rank per step (default:\n"
     "                       balanced's mean per step / world, measured by\n"
@@ -180,15 +182,23 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  ? lf_plan_cost_set(&p->cost, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                  : lf_plan_cost_preset(&p->cost, preset, c->hidden);
     if (rc) return rc;
-    uint64_t total = 0, longest = 0;
+    uint64_t total = 0, longest = 0, tokens = 0;
     for (size_t i = 0; i < n; i++) {
         total += lf_plan_cost(&p->cost, s[i].length);
+        tokens += s[i].length;
         if (s[i].length > longest) longest = s[i].length;
     }
-    if (!p->step_budget && n)
-        p->step_budget = (uint64_t)((double)total / (double)n * c->samples_per_rank * p->world);
     if (p->layout == LF_PLAN_PACK && !p->seq_len)
         p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
+    if (!p->step_budget && n && p->layout == LF_PLAN_PACK) {
+        /* whole rows: those --samples-per-rank samples' tokens come nearest to */
+        double rows = (double)tokens / (double)n * c->samples_per_rank / p->seq_len;
+        uint32_t whole = rows < 1.5 ? 1 : rows > (1u << 20) ? 1u << 20 : (uint32_t)(rows + 0.5);
+        rc = lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
+        if (rc) return rc;
+    } else if (!p->step_budget && n) {
+        p->step_budget = (uint64_t)((double)total / (double)n * c->samples_per_rank * p->world);
+    }
     if (baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
     return 0;
 }

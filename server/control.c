@@ -6,8 +6,13 @@
  * the fd socket and presents the token -> it gets the memfd and keeps that
  * connection open -> START -> READY/RELEASE ... -> END -> BYE. The kept
  * connection is the liveness signal: when it closes (a BYE, a crash, a
- * kill -9) the rank is gone, its queued jobs are dropped and its slots stop
- * counting, and the other ranks go on. Anything a client sends is checked
+ * kill -9) the rank is gone, its queued jobs are dropped, the slots its
+ * client held are free again, and the other ranks go on. A new client may
+ * take a gone rank again (a restarted trainer): HELLO is accepted, and its
+ * START position, usually a saved state from before the death, is served
+ * by a catch-up thread (pipeline.c) until the rank meets the planner, with
+ * READY sequence numbers from 0 again. The run ends when no rank has a
+ * client; a rejoin after that finds no server. Anything a client sends is checked
  * (slot range, ownership, sequence) and answered with ERROR when wrong; it
  * never reaches the pipeline's memory.
  *
@@ -107,6 +112,8 @@ static int local_index(const srv *s, uint32_t rank)
 
 static void maybe_start_all(control *c);
 
+/* The client of rank li left or died: the slots it held are free again
+ * (nobody reads them now), its jobs are dropped. */
 static void rank_gone(control *c, uint32_t li)
 {
     srv *s = c->s;
@@ -114,7 +121,12 @@ static void rank_gone(control *c, uint32_t li)
     if (ss->fdconn >= 0) close(ss->fdconn);
     ss->fdconn = -1;
     pthread_mutex_lock(&s->mu);
-    if (!s->ranks[li].gone) srv_rank_gone(s, li);
+    if (!s->ranks[li].gone) {
+        for (uint32_t k = 0; k < s->cfg.slots; k++)
+            if (ss->held[k]) srv_free_slot(s, li, k);
+        memset(ss->held, 0, s->cfg.slots);
+        srv_rank_gone(s, li);
+    }
     pthread_mutex_unlock(&s->mu);
     maybe_start_all(c);
 }
@@ -137,7 +149,8 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
     }
     session *ss = &c->sess[li];
     int same = ss->idlen == idlen && memcmp(ss->id, id, idlen) == 0;
-    if ((ss->idlen > 0 && !same) || s->ranks[li].gone) {
+    int gone = s->ranks[li].gone;
+    if (ss->idlen > 0 && !same && !gone) {
         snprintf(text, sizeof text, "rank %u already has a client", h->rank);
         send_error(c, id, idlen, -EBUSY, text);
         return;
@@ -145,6 +158,11 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
     if (idlen > ID_MAX || getrandom(&ss->token, sizeof ss->token, 0) != sizeof ss->token) {
         send_error(c, id, idlen, -EIO, "cannot set up the session");
         return;
+    }
+    if (gone) { /* a new client for a rank whose client left or died */
+        pthread_mutex_lock(&s->mu);
+        srv_rank_attach(s, (uint32_t)li, s->all_started);
+        pthread_mutex_unlock(&s->mu);
     }
     memcpy(ss->id, id, idlen);
     ss->idlen = idlen;
@@ -160,31 +178,32 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
     send_to(c, id, idlen, &w);
 }
 
-/* Every local rank has sent START: they must agree on where to begin. */
+/* Every local rank has sent START: the planner begins at the earliest of
+ * their positions, and each rank's stream at its own (states saved at
+ * different batches, e.g. before a kill -9 of the server, resume exactly). */
 static void maybe_start_all(control *c)
 {
     srv *s = c->s;
-    const srv_rank *r0 = NULL;
+    uint64_t first = UINT64_MAX;
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         if (s->ranks[li].gone) continue; /* left before START: not waited for */
         if (!s->ranks[li].started) return;
-        if (!r0) r0 = &s->ranks[li];
     }
-    if (!r0 || s->all_started) return;
-    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
-        const srv_rank *r = &s->ranks[li];
-        if (r->gone) continue;
-        if (r->start_epoch != r0->start_epoch || r->start_step != r0->start_step ||
-            r->start_plan != r0->start_plan) {
-            srv_fail(s, "ranks %u and %u start at different positions (%u:%" PRIu64
-                     " vs %u:%" PRIu64 ")", r0->rank, r->rank, r0->start_epoch,
-                     r0->start_step, r->start_epoch, r->start_step);
-            return;
-        }
-    }
+    if (s->all_started) return;
     pthread_mutex_lock(&s->mu);
-    s->start_epoch = r0->start_epoch;
-    s->start_step = r0->start_step;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        srv_rank *r = &s->ranks[li];
+        if (r->gone) continue;
+        r->from_key = srv_pos_key(r->start_epoch, r->start_step);
+        if (r->from_key >= first) continue;
+        first = r->from_key;
+        s->start_epoch = r->start_epoch;
+        s->start_step = r->start_step;
+    }
+    if (first == UINT64_MAX) { /* every rank left before START */
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     s->all_started = 1;
     s->m.started_ns = srv_now_ns();
     pthread_cond_broadcast(&s->cv_plan);
@@ -209,7 +228,15 @@ static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
     r->start_epoch = p->epoch;
     r->start_step = p->step;
     r->start_plan = p->plan_id;
-    maybe_start_all(c);
+    if (!s->all_started) {
+        maybe_start_all(c);
+        return;
+    }
+    int rc = srv_rank_catch_up(s, (uint32_t)li); /* a rejoin */
+    if (rc < 0) {
+        send_error(c, id, idlen, rc, "cannot start the catch-up of this rank");
+        rank_gone(c, (uint32_t)li);
+    }
 }
 
 static void on_release(control *c, int li, const unsigned char *id, size_t idlen,
@@ -382,7 +409,8 @@ static void announce_rank(control *c, uint32_t li)
         }
         srv_job_free(j);
     }
-    if (s->planner_done && !r->jobs_head && !r->ended && live(c, li) && r->started) {
+    if (s->planner_done && !r->catchup_gen && !r->jobs_head && !r->ended && live(c, li) &&
+        r->started) {
         lf_msg m = {.type = LF_MSG_END};
         send_to(c, ss->id, ss->idlen, &m);
         r->ended = 1;
@@ -398,15 +426,19 @@ static void announce(control *c)
 
 /* A client that got WELCOME but never came for its ring (it died in
  * between) would hold its rank forever: forget it after ten heartbeats, so
- * the rank can say HELLO again. */
+ * the rank can say HELLO again. A rank that was rejoining is gone again. */
 static void forget_stalled(control *c, uint64_t now)
 {
-    uint64_t limit = 10ull * c->s->cfg.heartbeat_ms * 1000000u;
-    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
+    srv *s = c->s;
+    uint64_t limit = 10ull * s->cfg.heartbeat_ms * 1000000u;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         session *ss = &c->sess[li];
-        if (ss->idlen && ss->fdconn < 0 && !c->s->ranks[li].gone && now - ss->welcomed_ns > limit) {
+        if (ss->idlen && ss->fdconn < 0 && !s->ranks[li].gone && now - ss->welcomed_ns > limit) {
             ss->idlen = 0;
             ss->token = 0;
+            pthread_mutex_lock(&s->mu);
+            if (s->ranks[li].catchup_gen) srv_rank_gone(s, li);
+            pthread_mutex_unlock(&s->mu);
         }
     }
 }
@@ -455,8 +487,9 @@ static char *stats_json(control *c)
         "jobs_in_flight", (int)d.jobs_in_flight));
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];
-        const char *state = r->gone ? "gone" : r->ended ? "ended" : r->started ? "running"
-                          : c->sess[li].idlen ? "connected" : "waiting";
+        const char *state = r->gone ? "gone" : r->ended ? "ended"
+                          : r->started && r->catchup_gen ? "catching up"
+                          : r->started ? "running" : c->sess[li].idlen ? "connected" : "waiting";
         json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
             "rank", (int)r->rank, "state", state, "batches", (json_int_t)r->m.batches,
             "samples", (json_int_t)r->m.samples, "tokens", (json_int_t)r->m.tokens,
@@ -473,8 +506,9 @@ static char *stats_json(control *c)
 
 /* ---- the loop ----------------------------------------------------------- */
 
-/* Done when every rank is gone (BYE or closed): a rank cannot come back,
- * so there is nobody left to serve, whether the plan is finished or not. */
+/* Done when every rank is gone (BYE or closed): nobody is left to serve,
+ * whether the plan is finished or not. A gone rank could rejoin while
+ * another rank still has a client; once none has, the run is over. */
 static int all_done(control *c)
 {
     srv *s = c->s;

@@ -43,6 +43,7 @@ void srv_fail(srv *s, const char *fmt, ...)
     pthread_cond_broadcast(&s->cv_plan);
     pthread_cond_broadcast(&s->cv_read);
     pthread_cond_broadcast(&s->cv_work);
+    pthread_cond_broadcast(&s->cv_catchup);
     pthread_mutex_unlock(&s->mu);
     uint64_t one = 1;
     ssize_t n = write(s->notify_fd, &one, sizeof one);
@@ -526,6 +527,7 @@ int main(int argc, char **argv)
     pthread_cond_init(&s.cv_plan, NULL);
     pthread_cond_init(&s.cv_read, NULL);
     pthread_cond_init(&s.cv_work, NULL);
+    pthread_cond_init(&s.cv_catchup, NULL);
     s.notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (rc == 0 && s.notify_fd < 0) rc = -errno;
     for (uint32_t li = 0; li < s.cfg.nlocal; li++) s.ranks[li].rank = s.cfg.local[li];

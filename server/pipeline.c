@@ -27,6 +27,26 @@
  * can cost a re-read, never a wrong byte, since pinned blocks are never
  * freed.
  *
+ * A rank whose client died can rejoin the run (control.c): its new client
+ * starts from its saved position, usually behind the planner. A catch-up
+ * thread then runs a plan of its own, replayed to that position (planning
+ * reads no data), and makes that rank's jobs until it reaches the step the
+ * planner has not decided yet for the rank; there it hands over and the
+ * planner makes the rank's jobs again. Meanwhile the planner skips the rank
+ * and the other ranks go on. Which thread owns a step is decided under
+ * srv.mu with step keys (srv_pos_key): the planner records, per rank, the
+ * next step it will decide (planner_key) and skips steps before the rank's
+ * from_key (its START position); the catch-up thread makes every step
+ * below planner_key and hands over at the first one that is not.
+ *
+ * Pending counts stay exact through deaths and rejoins: each step of each
+ * rank counts its samples off once, either through its job (assembled or
+ * discarded because the rank died) or, when the planner skips a rank that
+ * is gone or that starts later, at the skip. counted_key per rank remembers
+ * how far that went, so a catch-up job for a step already counted (one
+ * delivered before the client died, or skipped while it was gone) does not
+ * count again. A block freed too early costs a re-read, never a wrong byte.
+ *
  * Locking: srv.mu guards every list, queue, count and cache field; the
  * reads, the decompression, the assembly and the scout's walk run without
  * it, on memory that the state machine hands to exactly one thread at a
@@ -109,6 +129,9 @@ typedef struct srv_pipeline {
     uint32_t jobs_in_flight;
     int plan_wait;               /* PLAN_*: what the planner sleeps on */
     uint32_t plan_wait_li;       /* PLAN_WAITS_SLOT: in this rank's ring */
+    uint32_t catchup_waits;      /* catch-up threads waiting for cache room */
+    uint32_t catchups_running;   /* catch-up threads not finished yet */
+    uint32_t last_gen;           /* the last catch-up generation handed out */
 } srv_pipeline;
 
 static void notify_control(srv *s)
@@ -211,6 +234,28 @@ static void park(srv *s, cache_entry *e)
 static void unpin(srv *s, cache_entry *e)
 {
     if (--e->pins == 0 && e->state == CE_READY) park(s, e);
+}
+
+/* Counts job j's samples off the pending counts of its epoch (if that is
+ * the epoch counted now); an idle cached block with none left is freed. */
+static void count_off(srv *s, const srv_job *j)
+{
+    srv_pipeline *p = s->pl;
+    for (uint32_t i = 0; i < j->n && j->epoch == p->uses_epoch; i++) {
+        uint64_t b = lf_dataset_sample_block(s->ds, j->ids[i]);
+        if (p->uses[b] == 0 || --p->uses[b] > 0) continue;
+        cache_entry *e = cache_find(p, b);
+        if (e && e->pins == 0 && e->state == CE_READY && !e->bad) {
+            lru_remove(p, e);
+            park(s, e);
+        }
+    }
+}
+
+uint64_t srv_pos_key(uint32_t epoch, uint64_t step)
+{
+    const uint64_t step_max = (1ull << 40) - 1, epoch_max = (1ull << 24) - 1;
+    return ((epoch < epoch_max ? epoch : epoch_max) << 40) | (step < step_max ? step : step_max);
 }
 
 /* Pins `block` for a job: returns the entry and whether it is ready. */
@@ -319,13 +364,17 @@ static uint64_t job_raw_bytes(srv *s, const uint64_t *blocks, uint32_t nb)
 }
 
 /* Waits (under mu) until rank li has a free slot and the job's new blocks
- * fit the cache. Returns 0, 1 when the rank is gone, -1 on stop. */
-static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t nb)
+ * fit the cache. gen is the caller's catch-up generation (0: the planner),
+ * key the job's step. Returns 0, 1 when the caller no longer makes this
+ * rank's job (the rank is gone, or the other thread feeds it, or it starts
+ * later), -1 on stop. */
+static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t nb,
+                         uint32_t gen, uint64_t key)
 {
     srv_rank *r = &s->ranks[li];
     for (;;) {
         if (s->stop) return -1;
-        if (r->gone) return 1;
+        if (r->gone || r->catchup_gen != gen || (gen == 0 && key < r->from_key)) return 1;
         if (r->nfree > 0) {
             uint64_t need = job_raw_bytes(s, blocks, nb);
             cache_make_room(s, need);
@@ -334,6 +383,13 @@ static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t n
             if (s->pl->cache_bytes + need <= s->cache_limit || s->pl->jobs_in_flight == 0)
                 return 0;
         }
+        if (gen) { /* a catch-up thread: slots and room wake it on cv_catchup */
+            uint32_t room = r->nfree > 0;
+            s->pl->catchup_waits += room;
+            pthread_cond_wait(&s->cv_catchup, &s->mu);
+            s->pl->catchup_waits -= room;
+            continue;
+        }
         s->pl->plan_wait = r->nfree > 0 ? PLAN_WAITS_ROOM : PLAN_WAITS_SLOT;
         s->pl->plan_wait_li = li;
         pthread_cond_wait(&s->cv_plan, &s->mu);
@@ -341,12 +397,23 @@ static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t n
     }
 }
 
-/* Places job j (its blocks in `blocks`) into rank li's ring. Under mu. */
-static int submit_job(srv *s, srv_job *j, const uint64_t *blocks)
+/* Whether step `key` of rank li still has to count its samples off (once
+ * per step, see the top). Under mu. */
+static int claim_count(srv_rank *r, uint64_t key)
+{
+    if (key < r->counted_key) return 0;
+    r->counted_key = key + 1;
+    return 1;
+}
+
+/* Places job j (its blocks in `blocks`) of step `key` into rank li's ring.
+ * Under mu. */
+static int submit_job(srv *s, srv_job *j, const uint64_t *blocks, uint64_t key)
 {
     srv_rank *r = &s->ranks[j->li];
     j->slot = r->free_slots[--r->nfree];
     j->seq = r->next_seq++;
+    j->counts = claim_count(r, key);
     for (uint32_t i = 0; i < j->nblocks; i++) {
         int ready = 0;
         j->blocks[i] = pin_block(s, blocks[i], &ready);
@@ -433,9 +500,19 @@ static int count_epoch_uses(srv *s, uint32_t e)
     return rc;
 }
 
+/* The planner passes step `key` of rank li (job j unused): a rank that is
+ * gone or starts later will not take these samples, so they count off now;
+ * a rank being caught up gets the step from its catch-up thread. Under mu. */
+static void skip_step(srv *s, uint32_t li, const srv_job *j, uint64_t key)
+{
+    srv_rank *r = &s->ranks[li];
+    if (!r->catchup_gen && claim_count(r, key)) count_off(s, j);
+}
+
 /* Plans one step: a job per live local rank. Returns 0, or <0 to stop. */
 static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
 {
+    uint64_t key = srv_pos_key(st->epoch, st->step);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         lf_plan_batch b;
         int rc = lf_plan_rank_batch(s->pl->plan, s->cfg.local[li], &b);
@@ -449,8 +526,10 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
             return -ENOMEM;
         }
         pthread_mutex_lock(&s->mu);
-        rc = wait_for_room(s, li, *scratch, j->nblocks);
-        if (rc == 0) rc = submit_job(s, j, *scratch);
+        rc = wait_for_room(s, li, *scratch, j->nblocks, 0, key);
+        if (rc == 0) rc = submit_job(s, j, *scratch, key);
+        else if (rc == 1) skip_step(s, li, j, key);
+        s->ranks[li].planner_key = key + 1;
         pthread_mutex_unlock(&s->mu);
         if (rc != 0) srv_job_free(j);
         if (rc < 0) return rc;
@@ -496,6 +575,79 @@ static void *planner_main(void *arg)
     pthread_mutex_unlock(&s->mu);
     notify_control(s);
     add_thread_cpu(&s->m.plan_cpu_ns);
+    return NULL;
+}
+
+/* ---- catch-up of a rejoined rank ----------------------------------------- */
+
+typedef struct catchup {
+    srv *s;
+    uint32_t li, gen;
+    uint64_t from_key;
+} catchup;
+
+/* One step of the catch-up: hands over to the planner at the first step it
+ * has not decided for the rank, else makes the rank's job. Returns 0 to go
+ * on, 1 when done (handed over, rank gone again, stop), <0 on error. */
+static int catchup_step(const catchup *cu, lf_plan *plan, const lf_plan_step *st,
+                        uint64_t **scratch)
+{
+    srv *s = cu->s;
+    srv_rank *r = &s->ranks[cu->li];
+    uint64_t key = srv_pos_key(st->epoch, st->step);
+    pthread_mutex_lock(&s->mu);
+    int done = s->stop || r->catchup_gen != cu->gen; /* gone clears catchup_gen */
+    if (key < cu->from_key) {
+        pthread_mutex_unlock(&s->mu);
+        return done; /* replaying up to the rank's position */
+    }
+    if (!done && key >= r->planner_key) {
+        r->catchup_gen = 0;
+        r->from_key = key; /* the planner takes the rank from this step on */
+        done = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (done) return 1;
+    lf_plan_batch b;
+    int rc = lf_plan_rank_batch(plan, s->cfg.local[cu->li], &b);
+    if (rc < 0) return rc;
+    srv_job *j = job_from_batch(s, cu->li, st, &b, scratch);
+    if (!j) return -ENOMEM;
+    pthread_mutex_lock(&s->mu);
+    rc = wait_for_room(s, cu->li, *scratch, j->nblocks, cu->gen, key);
+    if (rc == 0) rc = submit_job(s, j, *scratch, key);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) srv_job_free(j);
+    return rc == -1 ? 1 : rc; /* -1: stopping, not an error of ours */
+}
+
+/* Walks a plan of its own through the run's epochs, from the first, to the
+ * rank's position (no data is read for the steps before it), then feeds
+ * the rank until it meets the planner or the plan ends. */
+static void *catchup_main(void *arg)
+{
+    catchup *cu = arg;
+    srv *s = cu->s;
+    lf_plan *plan = NULL;
+    uint64_t *scratch = NULL;
+    int rc = srv_plan_create(s, &plan);
+    for (uint32_t e = 0; rc == 0 && e < s->cfg.epochs; e++) {
+        lf_plan_step st;
+        while (rc == 0 && (rc = lf_plan_next_step(plan, &st)) == 1)
+            rc = catchup_step(cu, plan, &st, &scratch);
+    }
+    if (rc < 0) srv_fail(s, "catch-up of rank %u: %s", s->cfg.local[cu->li], lf_plan_strerror(rc));
+    lf_plan_free(plan);
+    free(scratch);
+    srv_rank *r = &s->ranks[cu->li];
+    uint32_t gen = cu->gen;
+    free(cu);
+    pthread_mutex_lock(&s->mu);
+    if (r->catchup_gen == gen) r->catchup_gen = 0; /* the plan ended first */
+    notify_control(s); /* the rank may be due its END now */
+    s->pl->catchups_running--;
+    pthread_cond_broadcast(&s->cv_catchup); /* srv_pipeline_stop waits for it */
+    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -855,14 +1007,12 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
 
 static void finish_job(srv *s, srv_job *j)
 {
-    for (uint32_t i = 0; i < j->n && j->epoch == s->pl->uses_epoch; i++) {
-        uint32_t *u = &s->pl->uses[lf_dataset_sample_block(s->ds, j->ids[i])];
-        if (*u > 0) (*u)--;
-    }
+    if (j->counts) count_off(s, j);
     for (uint32_t i = 0; i < j->nblocks; i++) unpin(s, j->blocks[i]);
     j->done = 1;
     s->pl->jobs_in_flight--;
     if (s->pl->plan_wait == PLAN_WAITS_ROOM) pthread_cond_signal(&s->cv_plan);
+    if (s->pl->catchup_waits) pthread_cond_broadcast(&s->cv_catchup);
 }
 
 /* --on-corrupt=skip: leaves the samples of quarantined blocks out of job j,
@@ -1063,6 +1213,8 @@ void srv_pipeline_stop(srv *s)
     pthread_cond_broadcast(&s->cv_plan);
     pthread_cond_broadcast(&s->cv_read);
     pthread_cond_broadcast(&s->cv_work);
+    pthread_cond_broadcast(&s->cv_catchup);
+    while (p->catchups_running > 0) pthread_cond_wait(&s->cv_catchup, &s->mu);
     pthread_mutex_unlock(&s->mu);
     if (p->planner_started) pthread_join(p->planner, NULL);
     for (uint32_t i = 0; i < p->nworkers_started; i++) pthread_join(p->workers[i], NULL);
@@ -1108,12 +1260,47 @@ void srv_free_slot(srv *s, uint32_t li, uint32_t slot)
     r->free_slots[r->nfree++] = slot;
     if (s->pl->plan_wait == PLAN_WAITS_SLOT && s->pl->plan_wait_li == li)
         pthread_cond_signal(&s->cv_plan);
+    if (r->catchup_gen) pthread_cond_broadcast(&s->cv_catchup);
 }
 
 void srv_rank_gone(srv *s, uint32_t li)
 {
     srv_rank *r = &s->ranks[li];
     r->gone = 1;
+    r->catchup_gen = 0; /* a catch-up thread of the rank ends at its next step */
     for (srv_job *j = r->jobs_head; j; j = j->next) j->discard = 1;
     pthread_cond_broadcast(&s->cv_plan);
+    pthread_cond_broadcast(&s->cv_catchup);
+}
+
+void srv_rank_attach(srv *s, uint32_t li, int rejoin)
+{
+    srv_rank *r = &s->ranks[li];
+    r->gone = r->started = r->ended = 0;
+    r->next_seq = 0; /* the new client counts READYs from 0 */
+    if (rejoin) {
+        /* Nonzero from now on: the planner leaves the rank alone. */
+        if (++s->pl->last_gen == 0) s->pl->last_gen = 1;
+        r->catchup_gen = s->pl->last_gen;
+    }
+}
+
+int srv_rank_catch_up(srv *s, uint32_t li)
+{
+    srv_rank *r = &s->ranks[li];
+    catchup *cu = malloc(sizeof *cu);
+    if (!cu) return -ENOMEM;
+    pthread_mutex_lock(&s->mu);
+    *cu = (catchup){.s = s, .li = li, .gen = r->catchup_gen,
+                    .from_key = srv_pos_key(r->start_epoch, r->start_step)};
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = cu->gen && !s->stop ? pthread_create(&t, &at, catchup_main, cu) : EINVAL;
+    pthread_attr_destroy(&at);
+    if (rc == 0) s->pl->catchups_running++;
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) free(cu);
+    return -rc;
 }

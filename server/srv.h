@@ -7,6 +7,9 @@
  *                          READY/END sending, metrics replies
  *   planner   (pipeline.c) steps of lf_plan -> one job per local rank,
  *                          waits for a free slot, pins the job's blocks
+ *   catch-up  (pipeline.c) one per rejoined rank while it catches up: its
+ *                          own lf_plan from the rank's saved position to
+ *                          where the planner is, jobs for that rank only
  *   readers   (pipeline.c) stored block bytes via io_uring or pread
  *   workers   (pipeline.c) verify + decompress blocks into the cache, and
  *                          assemble complete jobs straight into ring slots
@@ -96,6 +99,7 @@ typedef struct srv_job {
     uint32_t missing;            /* blocks not decoded yet */
     int done;                    /* assembled into its slot */
     int discard;                 /* its rank is gone: assemble nothing */
+    int counts;                  /* its samples count off the pending counts */
     struct srv_job *next;        /* in-flight list of its rank, seq order */
 } srv_job;
 
@@ -111,6 +115,11 @@ typedef struct srv_rank {
     int started, gone, ended;    /* START seen; client left or died; END sent */
     uint32_t start_epoch;
     uint64_t start_step, start_plan;
+    /* Step keys (srv_pos_key): where this rank's stream starts, the next
+     * step the planner decides for it, and the first step whose samples
+     * have not been counted off the cache's pending counts yet. */
+    uint64_t from_key, planner_key, counted_key;
+    uint32_t catchup_gen;        /* nonzero: a catch-up thread feeds the rank */
     srv_rank_metrics m;
 } srv_rank;
 
@@ -138,6 +147,7 @@ struct srv {
     pthread_cond_t cv_plan;      /* planner: a slot or cache room freed, start */
     pthread_cond_t cv_read;      /* readers: work or a buffer freed */
     pthread_cond_t cv_work;      /* workers: a block to decode or a job to assemble */
+    pthread_cond_t cv_catchup;   /* catch-up threads: a slot or cache room freed, stop */
     int notify_fd;               /* eventfd: wakes the control thread */
     int stop;                    /* shutting down */
     int failed;                  /* a fatal pipeline error happened */
@@ -165,6 +175,14 @@ typedef struct srv_depths {
 } srv_depths;
 void srv_pipeline_depths(const srv *s, srv_depths *d); /* under mu */
 void srv_rank_gone(srv *s, uint32_t li);                /* under mu */
+/* A new client for a gone rank (under mu): once started, jobs of the rank
+ * come from a catch-up thread (rejoin = 1) until it reaches the planner. */
+void srv_rank_attach(srv *s, uint32_t li, int rejoin);
+/* Starts rank li's catch-up from its START position (not under mu). */
+int srv_rank_catch_up(srv *s, uint32_t li);
+/* Orders positions: (epoch, step) as one number; a step past an epoch's
+ * last sorts before every step of the next epoch. */
+uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
 
 /* plan.c */
 int srv_plan_create(const srv *s, lf_plan **out);

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # kill -9 of either side. A killed client costs only itself: the other rank
 # still gets its whole planned stream and the server ends normally. A
-# killed server makes the clients fail promptly (not hang), and a new
-# server on the same endpoint starts and serves. The rings are memfds of
-# mode 0600, and nothing is left in /dev/shm at any point.
+# killed server makes the clients fail promptly (not hang); a new server on
+# the same endpoint starts, and clients restoring the states they saved
+# before the kill (every 3 and every 4 batches: different positions) get
+# the rest, so the pieces equal an uninterrupted run batch for batch and
+# byte for byte (issue 7b). The rings are memfds of mode 0600, and nothing
+# is left in /dev/shm at any point.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -40,11 +43,18 @@ echo "client killed: the other rank got its whole plan: ok"
 start_server "${SRV[@]}"
 for r in 0 1; do
   "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 2 --compute-us 20000 \
-    --timeout-ms 20000 >"$WORK/s$r.log" 2>&1 &
+    --timeout-ms 20000 --save-every $((3 + r)) --state-file "$WORK/st$r" \
+    --out "$WORK/a$r.txt" --digests "$WORK/a$r.dig" >"$WORK/s$r.log" 2>&1 &
   eval "s$r=\$!"
 done
 PIDS+=("$s0" "$s1")
 wait_running 2
+for _ in $(seq 500); do
+  [[ -s "$WORK/st0" && -s "$WORK/st1" ]] && read -r e s < <(state_position "$WORK/st1") &&
+    [[ $s -ge 8 ]] && break
+  sleep 0.01
+done
+[[ -s "$WORK/st0" && -s "$WORK/st1" ]] || fail "the clients saved no state"
 kill -9 "$SERVER_PID"
 start=$(date +%s)
 for p in "$s0" "$s1"; do
@@ -53,11 +63,25 @@ done
 [[ $(($(date +%s) - start)) -lt 10 ]] || fail "clients took too long to notice"
 grep -q "went away" "$WORK/s0.log" || fail "client 0 said: $(cat "$WORK/s0.log")"
 [[ "$(ls /dev/shm | sort)" == "$SHM_BEFORE" ]] || fail "/dev/shm changed after kill -9"
-# A new server takes over the endpoint and serves a full run.
+# A new server takes over the endpoint; the clients restore their states.
+start_server "${SRV[@]}"
+run_clients b 2 --restore "$WORK/st{r}" --verify "$WORK/ds"
+wait_server
+# The uninterrupted run, on a new server too.
 start_server "${SRV[@]}"
 run_clients after 2 --verify "$WORK/ds"
 wait_server
 diff <(stream_of after) <(sort -k1,1n -k2,2n -k3,3n "$WORK/plan.txt") >/dev/null ||
   fail "the server after the kill served another stream"
+pos=()
+for r in 0 1; do
+  read -r e s < <(state_position "$WORK/st$r")
+  pos+=("$e:$s")
+  cat <(before_position "$WORK/a$r.txt" "$e" "$s") "$WORK/b.r$r.txt" | cmp -s - "$WORK/after.r$r.txt" ||
+    fail "rank $r: saved piece + restored piece differ from the uninterrupted run"
+  cat <(before_position "$WORK/a$r.dig" "$e" "$s") "$WORK/b.r$r.dig" | cmp -s - "$WORK/after.r$r.dig" ||
+    fail "rank $r: tensor bytes of the pieces differ from the uninterrupted run"
+done
 check_no_leftovers
-echo "server killed: clients failed promptly, a new server took over: ok"
+echo "server killed: clients failed promptly; restored at ${pos[*]} on a new server they" \
+     "got the rest, equal to an uninterrupted run: ok"

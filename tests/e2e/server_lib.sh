@@ -111,3 +111,42 @@ check_no_leftovers() {
   left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
   [[ -z "$left" ]] || fail "left in the runtime directory: $left"
 }
+
+# A rank's state and batch count from lf-stat's JSON ("gone 17"); needs
+# /usr/bin/python3 (the caller skips without it).
+rank_stat() {      # RANK
+  "$LF_BIN/lf-stat" "$EP" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+r = [r for r in json.load(sys.stdin)["ranks"] if r["rank"] == int(sys.argv[1])][0]
+print(r["state"].replace(" ", "_"), r["batches"])' "$1"
+}
+
+# The position in a state file of lf_state_save: "epoch step".
+state_position() { # FILE
+  local e s
+  e=$(od -An -t u4 -j 8 -N 4 "$1" | tr -d ' ')
+  s=$(od -An -t u8 -j 16 -N 8 "$1" | tr -d ' ')
+  echo "$e $s"
+}
+
+# The lines of a --out or --digests file before position "epoch step".
+before_position() { # FILE EPOCH STEP
+  awk -v e="$2" -v s="$3" '$1 < e || ($1 == e && $2 < s)' "$1"
+}
+
+# kill -9 of a client, then lf-stat polled until its rank is "gone"; fails
+# unless that takes at most 2x the heartbeat interval. Sets GONE_MS.
+kill_client_until_gone() {   # PID RANK HEARTBEAT_MS
+  local pid=$1 rank=$2 hb=$3 t0 state=
+  t0=$(date +%s%N)
+  kill -9 "$pid"
+  { wait "$pid"; } 2>/dev/null || true
+  for _ in $(seq 400); do
+    state=$(rank_stat "$rank" | cut -d' ' -f1 || echo "?")
+    [[ "$state" == gone ]] && break
+    sleep 0.01
+  done
+  GONE_MS=$((($(date +%s%N) - t0) / 1000000))
+  [[ "$state" == gone ]] || fail "rank $rank not gone after the kill (state '$state')"
+  [[ $GONE_MS -le $((2 * hb)) ]] || fail "rank $rank marked gone after $GONE_MS ms, over 2 x $hb ms"
+}

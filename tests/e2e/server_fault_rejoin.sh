@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Issue 7a in full: a rank whose client is killed with SIGKILL mid-epoch
+# rejoins the same server run. Rank 1 saves its state every 5 batches and is
+# killed some batches after a save in epoch 1; the server marks it gone (its
+# slots free) within 2x the heartbeat interval; rank 0 keeps receiving while
+# rank 1 is gone; a restarted rank 1 restores the saved state, which is
+# behind where it died, and the server catches it up. Checked:
+#   - rank 0's stream is its whole plan;
+#   - rank 1's stream, the part before the saved position followed by what
+#     the restarted client got, is its plan: nothing lost, nothing twice
+#     (and every sample once per epoch over both ranks);
+#   - the per-batch tensor digests equal an uninterrupted run's;
+#   - the server re-served the batches between the save and the kill;
+#   - nothing is left in /dev/shm or the runtime directory.
+# Then four ranks, rank 1 killed twice: the second time its new client is
+# killed while the server still catches it up. A rejoin after the run
+# ended (no rank had a client left) finds no server and fails with a
+# timeout instead of hanging.
+source "$(dirname "$0")/server_lib.sh"
+[[ -x /usr/bin/python3 ]] || { echo "skip: /usr/bin/python3 is needed"; exit 77; }
+
+HB=1000
+make_dataset "$WORK/ds"
+SRV=(--data "$WORK/ds" --world 2 --seed 4 --epochs 2 --slots 2 --heartbeat-ms "$HB")
+"$LF_BIN/lf-server" "${SRV[@]}" --print-plan >"$WORK/plan.txt"
+steps0=$(awk '$1 == 0 && $3 == 1' "$WORK/plan.txt" | wc -l)
+[[ $steps0 -gt 30 ]] || fail "unexpected plan: $steps0 steps in epoch 0"
+
+# The uninterrupted run: the reference for the tensor digests.
+start_server "${SRV[@]}"
+run_clients full 2
+wait_server
+
+# The run with the fault, both ranks paced as in training (rank 0 slower, so
+# that it is still running when rank 1 comes back).
+start_server "${SRV[@]}"
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --compute-us 25000 \
+  --out "$WORK/rj.r0.txt" --digests "$WORK/rj.r0.dig" --verify "$WORK/ds" >"$WORK/r0.log" 2>&1 &
+c0=$!
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --compute-us 15000 \
+  --save-every 5 --state-file "$WORK/st1" --out "$WORK/a1.txt" --digests "$WORK/a1.dig" \
+  >"$WORK/a1.log" 2>&1 &
+c1=$!
+PIDS+=("$c0" "$c1")
+
+# Kill rank 1 a few batches after a save inside epoch 1.
+for _ in $(seq 600); do
+  [[ -s "$WORK/st1" ]] && read -r e s < <(state_position "$WORK/st1") && [[ $e -eq 1 && $s -ge 10 ]] && break
+  sleep 0.01
+done
+[[ ${e:-0} -eq 1 ]] || fail "rank 1 never saved a state in epoch 1"
+sleep 0.05
+read -r e s < <(state_position "$WORK/st1")
+kill_client_until_gone "$c1" 1 "$HB"
+
+# Rank 0 is not held up by the dead rank: it gets 3 more batches meanwhile.
+read -r _ n0 < <(rank_stat 0)
+for _ in $(seq 300); do
+  read -r _ n < <(rank_stat 0)
+  [[ $n -ge $((n0 + 3)) ]] && break
+  sleep 0.01
+done
+[[ $n -ge $((n0 + 3)) ]] || fail "rank 0 got no batches while rank 1 was gone ($n0 -> $n)"
+[[ $(rank_stat 1 | cut -d' ' -f1) == gone ]] || fail "rank 1 came back by itself"
+
+# The restarted rank 1 restores its state (position $e:$s) and rejoins.
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --compute-us 5000 \
+  --restore "$WORK/st1" --out "$WORK/b1.txt" --digests "$WORK/b1.dig" --verify "$WORK/ds" \
+  >"$WORK/b1.log" 2>&1 &
+c1b=$!
+PIDS+=("$c1b")
+wait "$c1b" || { cat "$WORK/b1.log" >&2; fail "the restarted rank 1 failed"; }
+wait "$c0" || { cat "$WORK/r0.log" >&2; fail "rank 0 failed"; }
+wait_server
+
+awk '$3 == 0' "$WORK/plan.txt" | cmp -s - "$WORK/rj.r0.txt" || fail "rank 0's stream is not its plan"
+cat <(before_position "$WORK/a1.txt" "$e" "$s") "$WORK/b1.txt" >"$WORK/rj.r1.txt"
+awk '$3 == 1' "$WORK/plan.txt" | cmp -s - "$WORK/rj.r1.txt" ||
+  fail "rank 1's stream (before the save + after the rejoin) is not its plan"
+check_exactly_once rj 2000
+cmp -s "$WORK/rj.r0.dig" "$WORK/full.r0.dig" || fail "rank 0's tensor bytes differ from the uninterrupted run"
+cat <(before_position "$WORK/a1.dig" "$e" "$s") "$WORK/b1.dig" | cmp -s - "$WORK/full.r1.dig" ||
+  fail "rank 1's tensor bytes differ from the uninterrupted run"
+# READYs the server sent rank 1 over the run, both clients together: its
+# plan plus the batches after the save that died with the first client.
+served=$(sed -n 's/^lf-server: rank 1: \([0-9]*\) batches.*/\1/p' "$WORK/server.log")
+planned=$(wc -l <"$WORK/rj.r1.txt")
+[[ -n "$served" && $served -gt $planned ]] ||
+  fail "rank 1 was served ${served:-?} batches for $planned planned: nothing was re-served"
+check_no_leftovers
+echo "rank 1 killed in epoch 1, gone after $GONE_MS ms, rejoined from $e:$s: $((served - planned))" \
+     "batches re-served, both streams equal the plan and the uninterrupted run's bytes: ok"
+
+# Four ranks, and the rejoined client of rank 1 is killed too, while it is
+# still being caught up; a third client restores the state file (the
+# second client's save, or still the first's) and finishes the rank. Rank
+# 1's stream is the first client's part before the first saved position,
+# the second's before the second, and all of the third's.
+SRV4=(--data "$WORK/ds" --world 4 --seed 4 --epochs 3 --slots 2 --heartbeat-ms "$HB")
+"$LF_BIN/lf-server" "${SRV4[@]}" --print-plan >"$WORK/plan4.txt"
+start_server "${SRV4[@]}"
+run_clients full4 4
+wait_server
+start_server "${SRV4[@]}"
+others=()
+for r in 0 2 3; do
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 4 --compute-us 40000 \
+    --out "$WORK/rj4.r$r.txt" --digests "$WORK/rj4.r$r.dig" >"$WORK/q$r.log" 2>&1 &
+  others+=($!)
+  PIDS+=($!)
+done
+rank1_client() {   # TAG PACE_US [args]: starts a client of rank 1, pid in C1
+  local tag=$1 pace=$2; shift 2
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 4 --compute-us "$pace" \
+    --out "$WORK/$tag.txt" --digests "$WORK/$tag.dig" "$@" >"$WORK/$tag.log" 2>&1 &
+  C1=$!
+  PIDS+=("$C1")
+}
+wait_saved() {     # waits until the state file holds a position other than "$1"
+  for _ in $(seq 500); do
+    [[ -s "$WORK/st4" && "$(state_position "$WORK/st4")" != "$1" ]] && return 0
+    sleep 0.01
+  done
+  fail "rank 1 saved no new state (still at '$1')"
+}
+rank1_client x1 40000 --save-every 4 --state-file "$WORK/st4"
+wait_saved "0 0"
+wait_saved "$(state_position "$WORK/st4")"
+sleep 0.05
+p1=$(state_position "$WORK/st4")
+kill_client_until_gone "$C1" 1 "$HB"
+rank1_client x2 60000 --save-every 3 --state-file "$WORK/st4" --restore "$WORK/st4"
+wait_saved "$p1"
+for _ in $(seq 300); do
+  [[ $(rank_stat 1 | cut -d' ' -f1) == catching_up ]] && break
+  sleep 0.01
+done
+[[ $(rank_stat 1 | cut -d' ' -f1) == catching_up ]] || fail "the second client of rank 1 is not being caught up"
+p2=$(state_position "$WORK/st4")
+kill_client_until_gone "$C1" 1 "$HB"
+rank1_client x3 0 --restore "$WORK/st4" --verify "$WORK/ds"
+wait "$C1" || { cat "$WORK/x3.log" >&2; fail "the third client of rank 1 failed"; }
+for p in "${others[@]}"; do wait "$p" || fail "a rank other than 1 failed"; done
+wait_server
+cat <(before_position "$WORK/x1.txt" $p1) <(before_position "$WORK/x2.txt" $p2) "$WORK/x3.txt" >"$WORK/rj4.r1.txt"
+cat <(before_position "$WORK/x1.dig" $p1) <(before_position "$WORK/x2.dig" $p2) "$WORK/x3.dig" >"$WORK/rj4.r1.dig"
+for r in 0 1 2 3; do
+  awk -v r=$r '$3 == r' "$WORK/plan4.txt" | cmp -s - "$WORK/rj4.r$r.txt" || fail "4 ranks: rank $r's stream is not its plan"
+  cmp -s "$WORK/rj4.r$r.dig" "$WORK/full4.r$r.dig" || fail "4 ranks: rank $r's tensor bytes differ from the uninterrupted run"
+done
+check_exactly_once rj4 2000
+check_no_leftovers
+echo "4 ranks, rank 1 killed twice (the second time while caught up), saved at ${p1/ /:}" \
+     "and ${p2/ /:}: every stream equals its plan and the uninterrupted run's bytes: ok"
+
+# Too late: the run is over, nobody serves the endpoint any more.
+if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --restore "$WORK/st1" \
+    --connect-timeout-ms 500 >"$WORK/late.log" 2>&1; then
+  fail "a rejoin after the run ended succeeded"
+fi
+grep -q "timed out waiting for the server" "$WORK/late.log" || fail "late rejoin: $(cat "$WORK/late.log")"
+check_no_leftovers
+echo "rejoin after the run ended: clear error: ok"

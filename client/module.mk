@@ -31,3 +31,10 @@ ifeq ($(CUDA),1)
 $(B)/obj/tests/unit/client_cudrv.o: override CFLAGS += \
   -isystem $(patsubst %/bin/nvcc,%,$(NVCC))/include -DLF_HAVE_CUDA_H=1
 endif
+
+# A stand-in libcuda.so.1 (host memory as device memory) so the GPU path's
+# logic is tested where there is no GPU: tests/e2e/client_gpu_fake.sh.
+$(B)/fakecuda/libcuda.so.1: tests/fakecuda/libcuda.c $(CONFIG_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ $<
+PROGRAMS += $(B)/fakecuda/libcuda.so.1

@@ -122,6 +122,10 @@ static int fits_alone(const lf_plan_params *p, uint64_t len)
  * (lf_plan_pack_budget) fills both together. Token sums stay below 2^40 and
  * the price below 2^84, so every product below fits 128 bits. */
 #define PRICE_SHIFT 32
+/* A step's rows cannot be filled to the last token (each rank's rows end in
+ * a gap shorter than the samples left), so neither can a budget of exactly
+ * whole rows: lf_plan_pack_budget leaves 2^-10 of them to the gaps. */
+#define PACK_SLACK_SHIFT 10
 #define PACK_TOKENS_LIMIT (UINT64_C(1) << 40)
 
 typedef struct row_price {
@@ -186,6 +190,7 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
         lfp_u128 q = price_q32(&r);
         if (q == 0) return LF_PLAN_E_ARG;
         b = (rows * p->seq_len * q) >> PRICE_SHIFT;
+        b -= b >> PACK_SLACK_SHIFT;
         if (b == 0 || b > LF_PLAN_COST_MAX) return LF_PLAN_E_ARG;
         if (!p->outlier_cost) ocost = default_outlier_cost(p, (uint64_t)b);
     }
@@ -271,7 +276,8 @@ void lf_plan_free(lf_plan *p)
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
                     p->rank_ids, p->rank_idx, p->rank_cost, p->rank_tokens, p->item_cost,
-                    p->item_len, p->item_id, p->item_excess, p->b_ids, p->b_lens, p->b_room,
+                    p->item_len, p->item_id, p->item_excess, p->item_urgent, p->b_ids,
+                    p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
                     p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best, p->keep_assign};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -294,7 +300,8 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->sidx, ms); ALLOC(p->sdelay, ms); ALLOC(p->sfrom_o, ms); ALLOC(p->sids, ms);
     ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms); ALLOC(p->rank_cost, w);
     ALLOC(p->rank_tokens, w); ALLOC(p->item_cost, ms); ALLOC(p->item_len, ms);
-    ALLOC(p->item_id, ms); ALLOC(p->item_excess, ms); ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
+    ALLOC(p->item_id, ms); ALLOC(p->item_excess, ms); ALLOC(p->item_urgent, ms);
+    ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
     ALLOC(p->b_row_of, ms); ALLOC(p->b_row_start, ms + 1); ALLOC(p->b_cu, 2 * ms + 1);
     ALLOC(p->b_fill, ms + 1); ALLOC(p->b_keys, 2 * ms);
     ALLOC(p->b_micro_start, ms + 1); ALLOC(p->b_micro_len, ms + 1); ALLOC(p->b_cut, ms + 1);
@@ -671,9 +678,10 @@ static void split_step(lf_plan *p)
     for (size_t i = 0; p->tok_cap && i < p->ns; i++) {
         lfp_u128 lean = (p->lean_q * p->item_len[i]) >> PRICE_SHIFT;
         p->item_excess[i] = p->item_cost[i] > lean ? p->item_cost[i] - (uint64_t)lean : 0;
+        p->item_urgent[i] = p->sfrom_o[i] || p->sdelay[i] >= p->prm.max_defer;
     }
     lfp_items it = {p->ns, p->item_cost, p->item_len, p->item_id,
-                    p->tok_cap ? p->item_excess : NULL};
+                    p->tok_cap ? p->item_excess : NULL, p->item_urgent};
     /* pack: each rank gets its share of the step's rows, rounded up; with
      * more than one a rank, the rows best-fit decreasing needs are capped
      * too, as rank_max_padded is */

@@ -82,6 +82,7 @@ typedef struct lfp_items {
     const uint64_t *id;
     const uint64_t *excess;      /* pack: cost above the leanest price per token,
                                     what KK and the row fill even out (NULL: pad) */
+    const uint8_t *urgent;       /* pack: left out, it would wait past max_defer */
 } lfp_items;
 
 /* Memory caps applied by the split (0: none). */
@@ -175,6 +176,7 @@ struct lf_plan {
     lfp_split split;
     uint64_t *item_cost, *item_len, *item_id;   /* the step's items, for the split */
     uint64_t *item_excess;       /* pack: cost - leanest price * L */
+    uint8_t *item_urgent;        /* pack: an outlier, or max_defer steps late */
     uint32_t *keep_assign;       /* the split kept while balancing overheads */
 
     /* one rank's layout */

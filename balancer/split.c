@@ -608,6 +608,33 @@ static void row_put(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t r, u
     s->excess[r] += it->excess[x];
 }
 
+/* pack, one row a rank: x, an urgent item no rank has room for, takes the
+ * place of the shortest item that is not urgent and makes room (ties: the
+ * smaller id, then the lower rank), which is left unplaced instead.
+ * Returns whether x was placed. */
+static int make_room(lfp_split *s, const lfp_items *it, const lfp_caps *caps, uint32_t x,
+                     uint32_t *tail)
+{
+    uint32_t y = NONE;
+    for (size_t i = 0; i < it->n; i++) {
+        uint32_t r = s->assign[i];
+        if (r == NONE || it->urgent[i] || it->len[i] + caps->row_tokens - s->tokens[r] < it->len[x])
+            continue;
+        if (y == NONE || it->len[i] < it->len[y] ||
+            (it->len[i] == it->len[y] && it->id[i] < it->id[y]))
+            y = (uint32_t)i;
+    }
+    if (y == NONE) return 0;
+    uint32_t r = s->assign[y];
+    s->assign[y] = NONE;
+    s->cost[r] -= it->cost[y];
+    s->tokens[r] -= it->len[y];
+    s->excess[r] -= it->excess[y];
+    s->row_room[s->row_head[r]] += it->len[y];
+    row_put(s, it, x, r, s->row_head[r], caps->seq_len, tail);
+    return 1;
+}
+
 /* pack: the rest, keys[m..n), into the ranks' rows. A rank's cost is the
  * leanest price times its tokens plus its items' excess over that price; the
  * rows hold the tokens, so equal cost needs equal excess. Each item, longest
@@ -643,8 +670,9 @@ static void lpt_fill_rows(lfp_split *s, const lfp_items *it, size_t m, const lfp
             best = r;
             best_w = w;
         }
-        if (best == NONE) s->assign[x] = NONE;
-        else row_put(s, it, x, best, best_w, caps->seq_len, tail);
+        if (best != NONE) row_put(s, it, x, best, best_w, caps->seq_len, tail);
+        else if (cap != 1 || !it->urgent[x] || !make_room(s, it, caps, x, tail))
+            s->assign[x] = NONE;
     }
 }
 

@@ -41,6 +41,9 @@
 #include <jpeglib.h>
 #include <jerror.h>
 #include <jpegint.h>             /* struct jpeg_inverse_dct: see "scaled IDCT" */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #define MAX_JPEG_SIDE 65535u
 #define ROWS_PER_READ 16
@@ -74,10 +77,7 @@ static int cpu_has_avx2_fma(void)
 
 /* 8 lanes for the IDCT: one row of coefficients. */
 typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
 typedef int16_t v8s __attribute__((vector_size(16)));
-typedef uint8_t v8u8 __attribute__((vector_size(8)));
-typedef uint8_t v32u8 __attribute__((vector_size(32)));
 
 #define IDCT_SIZES 7             /* the scaled sizes replaced: 3 5 6 7 10 12 14 */
 #define IDCT_MAX_N 14
@@ -268,29 +268,59 @@ static void idct_tables_build(idct_tables *t)
     }
 }
 
-/* Clamps to [0, 255] and stores 8 bytes, rounded to nearest: adding 2^23
- * leaves the rounded integer in the low mantissa bits, whose low bytes a
- * shuffle gathers. Clamped in float first, as corrupt data makes huge values. */
-static inline void idct_store8(const v8f *in, unsigned char *dst)
+#ifdef TF_HAVE_AVX2
+/* Everything below runs only with AVX2 + FMA (cpu_has_avx2_fma): the same
+ * source built for baseline x86-64 cost 3x libjpeg's C, so without them
+ * libjpeg keeps its own IDCTs. */
+#define IDCT_INLINE TF_AVX2_FMA static inline __attribute__((always_inline))
+
+/* 1 + the highest nonzero row or column index among the block's first
+ * k x k coefficients (0 for an all-zero block). Columns from the OR of the
+ * rows; rows from three rounds of saturating packs, which keep a nonzero
+ * int16 nonzero and leave row v in bytes 2v and 2v + 1. */
+IDCT_INLINE int idct_extent(const JCOEF *coef, int k)
 {
-    const v8f top = {255, 255, 255, 255, 255, 255, 255, 255};
-    v8f v = *in;
-    v8i low = v < 0, high = v > top;
-    v = (v8f)(((v8i)v & ~low & ~high) | ((v8i)top & high)) + 0x1p23f;
-    v32u8 bytes = (v32u8)v;
-    v8u8 b = __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12, 16, 20, 24, 28);
-    memcpy(dst, &b, sizeof b);
+    __m128i r[8], any = _mm_setzero_si128(), zero = _mm_setzero_si128();
+    for (int v = 0; v < 8; v++) {
+        r[v] = v < k ? _mm_loadu_si128((const __m128i *)(const void *)(coef + 8 * v)) : zero;
+        any = _mm_or_si128(any, r[v]);
+    }
+    unsigned cols = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(any, zero)) & 0xffffu;
+    cols &= (1u << (2 * k)) - 1;
+    __m128i lo = _mm_packs_epi16(_mm_packs_epi16(r[0], r[1]), _mm_packs_epi16(r[2], r[3]));
+    __m128i hi = _mm_packs_epi16(_mm_packs_epi16(r[4], r[5]), _mm_packs_epi16(r[6], r[7]));
+    unsigned rows = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_packs_epi16(lo, hi), zero));
+    rows &= 0xffffu;
+    unsigned both = rows | cols;
+    return both ? (31 - __builtin_clz(both)) / 2 + 1 : 0;
 }
 
-/* One N x N block; si and n are constants after inlining, so every loop
- * unrolls. */
-static inline __attribute__((always_inline)) void
-idct_block(const idct_tables *t, int si, int n, const v8f *q, const JCOEF *coef,
-           JSAMPARRAY out, JDIMENSION col)
+/* Rounds (to nearest even), clamps to 0..255 and stores one output row of
+ * 8 or 16 samples. min first: a huge value (corrupt data) would convert to
+ * INT_MIN; the saturating packs clamp the rest. */
+IDCT_INLINE void idct_store_row(const v8f *acc, int halves, unsigned char *dst)
 {
-    const int k = n < 8 ? n : 8, halves = (n + 7) / 8;
+    const __m256 top = _mm256_set1_ps(255.0f);
+    __m256i a = _mm256_cvtps_epi32(_mm256_min_ps((__m256)acc[0], top));
+    if (halves == 1) {
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+        _mm_storel_epi64((__m128i *)(void *)dst, _mm_packus_epi16(w, w));
+        return;
+    }
+    __m256i b = _mm256_cvtps_epi32(_mm256_min_ps((__m256)acc[1], top));
+    __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+    _mm_storeu_si128((__m128i *)(void *)dst,
+                     _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+}
+
+/* One N x N block using the first f <= min(N, 8) frequencies per axis; si,
+ * n and f are constants after inlining, so every loop unrolls. */
+IDCT_INLINE void idct_block(const idct_tables *t, int si, int n, int f, const v8f *q,
+                            const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
+{
+    const int halves = (n + 7) / 8;
     v8f d[8];
-    for (int v = 0; v < k; v++) {
+    for (int v = 0; v < f; v++) {
         v8s s;
         memcpy(&s, coef + 8 * v, sizeof s);
         d[v] = __builtin_convertvector(s, v8f) * q[v];
@@ -298,46 +328,49 @@ idct_block(const idct_tables *t, int si, int n, const v8f *q, const JCOEF *coef,
     float rows[IDCT_MAX_N][8];
     for (int y = 0; y < n; y++) {
         v8f acc = d[0] * t->col[si][y][0];
-        for (int v = 1; v < k; v++) acc += d[v] * t->col[si][y][v];
+        for (int v = 1; v < f; v++) acc += d[v] * t->col[si][y][v];
         memcpy(rows[y], &acc, sizeof acc);
     }
     for (int y = 0; y < n; y++) {
-        unsigned char px[16];
+        v8f acc[2];
         for (int h = 0; h < halves; h++) {
-            v8f acc = {128, 128, 128, 128, 128, 128, 128, 128};
-            for (int u = 0; u < k; u++) acc += rows[y][u] * t->row[si][u][h];
-            idct_store8(&acc, px + 8 * h);
+            acc[h] = (v8f){128, 128, 128, 128, 128, 128, 128, 128};
+            for (int u = 0; u < f; u++) acc[h] += rows[y][u] * t->row[si][u][h];
         }
+        unsigned char px[16];
+        idct_store_row(acc, halves, px);
         memcpy(out[y] + col, px, (size_t)n);
     }
 }
 
-static inline __attribute__((always_inline)) void
-idct_dispatch(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
-              JSAMPARRAY out, JDIMENSION col)
+/* Blocks are sparse (in the bench set 4:2:0 chroma reaches 2-4 rows and
+ * columns, luma 4-6), so a block whose coefficients stop within the first
+ * 2 or 4 frequencies per axis takes an instance that reads only those. */
+IDCT_INLINE void idct_sparse(const idct_tables *t, int si, int n, const v8f *q,
+                             const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
 {
-    const idct_tables *t = ((struct tf_error_mgr *)(void *)c->err)->ws->idct;
-    const v8f *q = t->q[comp->component_index];
-    switch (comp->DCT_scaled_size) {   /* only the sizes idct_install chose */
-    case 3: idct_block(t, 0, 3, q, coef, out, col); break;
-    case 5: idct_block(t, 1, 5, q, coef, out, col); break;
-    case 6: idct_block(t, 2, 6, q, coef, out, col); break;
-    case 7: idct_block(t, 3, 7, q, coef, out, col); break;
-    case 10: idct_block(t, 4, 10, q, coef, out, col); break;
-    case 12: idct_block(t, 5, 12, q, coef, out, col); break;
-    default: idct_block(t, 6, 14, q, coef, out, col); break;
-    }
+    const int k = n < 8 ? n : 8;
+    int e = idct_extent(coef, k);
+    if (k > 2 && e <= 2) idct_block(t, si, n, 2, q, coef, out, col);
+    else if (k > 4 && e <= 4) idct_block(t, si, n, 4, q, coef, out, col);
+    else idct_block(t, si, n, k, q, coef, out, col);
 }
 
-/* Only with AVX2 + FMA (cpu_has_avx2_fma): the same source compiled for
- * baseline x86-64 (two SSE2 halves per vector, no FMA, scalar byte packing)
- * costs 3x libjpeg's C, so without them libjpeg keeps its own IDCTs. */
-#ifdef TF_HAVE_AVX2
 TF_AVX2_FMA
 static void idct_avx2(j_decompress_ptr c, jpeg_component_info *comp, JCOEFPTR coef,
                       JSAMPARRAY out, JDIMENSION col)
 {
-    idct_dispatch(c, comp, coef, out, col);
+    const idct_tables *t = ((struct tf_error_mgr *)(void *)c->err)->ws->idct;
+    const v8f *q = t->q[comp->component_index];
+    switch (comp->DCT_scaled_size) {   /* only the sizes idct_install chose */
+    case 3: idct_sparse(t, 0, 3, q, coef, out, col); break;
+    case 5: idct_sparse(t, 1, 5, q, coef, out, col); break;
+    case 6: idct_sparse(t, 2, 6, q, coef, out, col); break;
+    case 7: idct_sparse(t, 3, 7, q, coef, out, col); break;
+    case 10: idct_sparse(t, 4, 10, q, coef, out, col); break;
+    case 12: idct_sparse(t, 5, 12, q, coef, out, col); break;
+    default: idct_sparse(t, 6, 14, q, coef, out, col); break;
+    }
 }
 #endif
 

@@ -487,11 +487,16 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap)
 {
     if (cap < LF_STATE_SIZE) return -ENOBUFS;
     unsigned char s[LF_STATE_SIZE] = {0};
-    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch = c->pos_epoch;
-    uint64_t step = c->pos_step;
-    /* With a device the host side runs ahead by the prefetched batches; the
-     * state is where the trainer is. */
-    if (c->gpu) lf_gpu_position(c->gpu, &epoch, &step);
+    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch;
+    uint64_t step;
+    /* With a device the host side (the prefetch thread's) runs ahead by the
+     * prefetched batches; the state is where the trainer is. */
+    if (c->gpu) {
+        lf_gpu_position(c->gpu, &epoch, &step);
+    } else {
+        epoch = c->pos_epoch;
+        step = c->pos_step;
+    }
     memcpy(s, &magic, 4);
     memcpy(s + 4, &rank, 4);
     memcpy(s + 8, &epoch, 4);

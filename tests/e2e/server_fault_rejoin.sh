@@ -50,8 +50,8 @@ for _ in $(seq 600); do
 done
 [[ ${e:-0} -eq 1 ]] || fail "rank 1 never saved a state in epoch 1"
 sleep 0.05
-read -r e s < <(state_position "$WORK/st1")
 kill_client_until_gone "$c1" 1 "$HB"
+read -r e s < <(state_position "$WORK/st1") # final: its writer is dead
 
 # Rank 0 is not held up by the dead rank: it gets 3 more batches meanwhile.
 read -r _ n0 < <(rank_stat 0)
@@ -127,8 +127,8 @@ rank1_client x1 40000 --save-every 4 --state-file "$WORK/st4"
 wait_saved "0 0"
 wait_saved "$(state_position "$WORK/st4")"
 sleep 0.05
-p1=$(state_position "$WORK/st4")
 kill_client_until_gone "$C1" 1 "$HB"
+p1=$(state_position "$WORK/st4")
 rank1_client x2 60000 --save-every 3 --state-file "$WORK/st4" --restore "$WORK/st4"
 wait_saved "$p1"
 for _ in $(seq 300); do
@@ -136,8 +136,8 @@ for _ in $(seq 300); do
   sleep 0.01
 done
 [[ $(rank_stat 1 | cut -d' ' -f1) == catching_up ]] || fail "the second client of rank 1 is not being caught up"
-p2=$(state_position "$WORK/st4")
 kill_client_until_gone "$C1" 1 "$HB"
+p2=$(state_position "$WORK/st4")
 rank1_client x3 0 --restore "$WORK/st4" --verify "$WORK/ds"
 wait "$C1" || { cat "$WORK/x3.log" >&2; fail "the third client of rank 1 failed"; }
 for p in "${others[@]}"; do wait "$p" || fail "a rank other than 1 failed"; done

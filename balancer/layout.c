@@ -106,11 +106,16 @@ int lf_plan_rank_batch(lf_plan *p, uint32_t rank, lf_plan_batch *b)
     if (!p->have_step || rank >= p->prm.world) return LF_PLAN_E_RANGE;
     uint32_t lo = p->rank_start[rank];
     size_t m = p->rank_start[rank + 1] - lo;
+    const uint32_t *from = p->sorted_ok ? p->rank_sorted + lo : p->rank_idx + lo;
+    int sorted = p->sorted_ok;
     for (size_t i = 0; i < m; i++) {
-        uint32_t s = p->rank_idx[lo + i];
+        uint32_t s = from[i];
         p->b_keys[i] = (lfp_key){p->len[s], p->id[s], s};
+        if (i > 0 && sorted) sorted = p->b_keys[i - 1].len > p->b_keys[i].len ||
+                                      (p->b_keys[i - 1].len == p->b_keys[i].len &&
+                                       p->b_keys[i - 1].id < p->b_keys[i].id);
     }
-    lfp_sort_keys(p->b_keys, m, p->b_keys + m);
+    if (!sorted) lfp_sort_keys(p->b_keys, m, p->b_keys + m);
     uint64_t tokens = 0;
     for (size_t i = 0; i < m; i++) {
         p->b_ids[i] = p->b_keys[i].id;

@@ -111,21 +111,15 @@ static void merge_sort(lfp_key *keys, size_t n, lfp_key *tmp)
 #define RADIX_BITS 11
 #define RADIX_SIZE (1u << RADIX_BITS)
 
-/* One stable counting pass on the digit of `field` (0: id, 1: len, taken
- * as ~len so longer sorts first) at `shift`, from src to dst. */
-static void radix_pass(const lfp_key *src, lfp_key *dst, size_t n, int field, unsigned shift)
+/* One stable counting pass on the digit of ~len (longer sorts first) at
+ * `shift`, from src to dst. */
+static void radix_pass(const lfp_key *src, lfp_key *dst, size_t n, unsigned shift)
 {
     uint32_t count[RADIX_SIZE + 1];
     memset(count, 0, sizeof count);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t v = field ? ~src[i].len : src[i].id;
-        count[((v >> shift) & (RADIX_SIZE - 1)) + 1]++;
-    }
+    for (size_t i = 0; i < n; i++) count[((~src[i].len >> shift) & (RADIX_SIZE - 1)) + 1]++;
     for (uint32_t d = 0; d < RADIX_SIZE; d++) count[d + 1] += count[d];
-    for (size_t i = 0; i < n; i++) {
-        uint64_t v = field ? ~src[i].len : src[i].id;
-        dst[count[(v >> shift) & (RADIX_SIZE - 1)]++] = src[i];
-    }
+    for (size_t i = 0; i < n; i++) dst[count[(~src[i].len >> shift) & (RADIX_SIZE - 1)]++] = src[i];
 }
 
 static unsigned bits_of(uint64_t v)
@@ -135,29 +129,45 @@ static unsigned bits_of(uint64_t v)
     return b;
 }
 
-/* LSD radix sort: by id first, then (stably) by length, over only the bits
- * the values use, so a step's few thousand keys take a few passes. */
+/* Sorts each run of equal lengths by id: a short run by insertion, a long
+ * one (many samples of one length) by merge sort. */
+static void sort_runs_by_id(lfp_key *keys, size_t n, lfp_key *tmp)
+{
+    for (size_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && keys[hi].len == keys[lo].len; hi++) {
+        }
+        if (hi - lo > 16) {
+            merge_sort(keys + lo, hi - lo, tmp);
+            continue;
+        }
+        for (size_t i = lo + 1; i < hi; i++) {
+            lfp_key v = keys[i];
+            size_t j = i;
+            for (; j > lo && keys[j - 1].id > v.id; j--) keys[j] = keys[j - 1];
+            keys[j] = v;
+        }
+    }
+}
+
+/* LSD radix sort by length over only the bits the lengths use (a step's
+ * few thousand keys take two passes), then each run of equal lengths by id.
+ * Ids are unique, so the order is the same as merge_sort's. */
 static void radix_sort(lfp_key *keys, size_t n, lfp_key *tmp)
 {
-    uint64_t max_id = 0, min_len = UINT64_MAX, max_len = 0;
+    uint64_t min_len = UINT64_MAX, max_len = 0;
     for (size_t i = 0; i < n; i++) {
-        if (keys[i].id > max_id) max_id = keys[i].id;
         if (keys[i].len < min_len) min_len = keys[i].len;
         if (keys[i].len > max_len) max_len = keys[i].len;
     }
     lfp_key *src = keys, *dst = tmp;
-    unsigned id_bits = bits_of(max_id);
     /* ~len differs from ~max_len only in the bits below max_len's top bit */
     unsigned len_bits = bits_of(max_len ^ min_len) ? bits_of(max_len) : 0;
-    for (unsigned sh = 0; sh < id_bits; sh += RADIX_BITS) {
-        radix_pass(src, dst, n, 0, sh);
-        lfp_key *t = src; src = dst; dst = t;
-    }
     for (unsigned sh = 0; sh < len_bits; sh += RADIX_BITS) {
-        radix_pass(src, dst, n, 1, sh);
+        radix_pass(src, dst, n, sh);
         lfp_key *t = src; src = dst; dst = t;
     }
     if (src != keys) memcpy(keys, src, n * sizeof *keys);
+    sort_runs_by_id(keys, n, tmp);
 }
 
 void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)

@@ -275,7 +275,7 @@ void lf_plan_free(lf_plan *p)
                     p->group_start, p->group_members, p->gperm, p->grem, p->pool,
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
-                    p->rank_ids, p->rank_idx, p->rank_cost, p->rank_tokens, p->item_cost,
+                    p->rank_ids, p->rank_idx, p->rank_sorted, p->rank_cost, p->rank_tokens, p->item_cost,
                     p->item_len, p->item_id, p->item_excess, p->item_urgent, p->b_ids,
                     p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
@@ -298,7 +298,8 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
     ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1); ALLOC(p->rej, n);
     ALLOC(p->sidx, ms); ALLOC(p->sdelay, ms); ALLOC(p->sfrom_o, ms); ALLOC(p->sids, ms);
-    ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms); ALLOC(p->rank_cost, w);
+    ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms);
+    ALLOC(p->rank_sorted, ms); ALLOC(p->rank_cost, w);
     ALLOC(p->rank_tokens, w); ALLOC(p->item_cost, ms); ALLOC(p->item_len, ms);
     ALLOC(p->item_id, ms); ALLOC(p->item_excess, ms); ALLOC(p->item_urgent, ms);
     ALLOC(p->b_ids, ms); ALLOC(p->b_lens, ms); ALLOC(p->b_room, ms);
@@ -359,6 +360,7 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
     p->epoch_done = 0;
     p->step = 0;
     p->cursor = p->np = p->no = p->nrej = 0;
+    p->due_floor = UINT32_MAX;
     p->due_cost = 0;
     p->emitted = 0;
     p->have_step = 0;
@@ -373,7 +375,9 @@ static void refill_window(lf_plan *p)
         uint32_t s = p->order[p->cursor++];
         if (p->cost[s] <= p->prm.outlier_cost) {
             p->pidx[p->np] = s;
-            p->page[p->np++] = (uint32_t)(p->due_cost / p->prm.step_budget);
+            p->page[p->np] = (uint32_t)(p->due_cost / p->prm.step_budget);
+            if (p->page[p->np] < p->due_floor) p->due_floor = p->page[p->np];
+            p->np++;
             p->due_cost += p->cost[s];
         } else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) {
             p->rej[p->nrej++] = s;
@@ -504,6 +508,27 @@ static int step_full(const step_fill *f, uint64_t enough)
     return !f->tok_cap || f->tok >= f->tok_goal - (f->tok_goal >> FULL_SHIFT);
 }
 
+/* Takes the pending samples max_defer or more steps past due, first, where
+ * they fit; sets due_floor to the earliest due step of those left. Returns
+ * one past the last entry taken (0: none). */
+static size_t take_late(lf_plan *p, step_fill *f)
+{
+    size_t end = 0;
+    uint32_t floor = UINT32_MAX;
+    for (size_t i = 0; i < p->np; i++) {
+        uint32_t s = p->pidx[i];
+        if (lateness(p, i) >= p->prm.max_defer && fits(p, f, s)) {
+            take(p, s, lateness(p, i), 0, f);
+            p->ptaken[i] = 1;
+            end = i + 1;
+        } else if (p->page[i] < floor) {
+            floor = p->page[i];
+        }
+    }
+    p->due_floor = floor;
+    return end;
+}
+
 static void select_balanced(lf_plan *p)
 {
     step_fill f = {0, 0, 0, 0, 0, 0};
@@ -518,37 +543,38 @@ static void select_balanced(lf_plan *p)
     }
     p->tok_cap = f.tok_cap;
     memset(p->ptaken, 0, p->np);
-    for (size_t i = 0; i < p->np; i++) {
-        uint32_t s = p->pidx[i];
-        if (lateness(p, i) >= p->prm.max_defer && fits(p, &f, s)) {
-            take(p, s, lateness(p, i), 0, &f);
-            p->ptaken[i] = 1;
-        }
-    }
+    size_t end = 0;                      /* entries from here on are not taken */
+    if (p->step >= p->prm.max_defer && p->due_floor <= p->step - p->prm.max_defer)
+        end = take_late(p, &f);
     uint64_t enough = f.budget - (f.budget >> FULL_SHIFT);
-    for (size_t i = 0; i < p->np && !step_full(&f, enough); i++) {
+    size_t i = 0;
+    for (; i < p->np && !step_full(&f, enough); i++) {
         uint32_t s = p->pidx[i];
         if (!p->ptaken[i] && fits(p, &f, s) && on_course(p, &f, s)) {
             take(p, s, lateness(p, i), 0, &f);
             p->ptaken[i] = 1;
         }
     }
+    if (i > end) end = i;
     /* off course to the end: what still fits fills the step anyway */
-    for (size_t i = 0; f.tok_cap && i < p->np && !step_full(&f, enough); i++) {
+    for (i = 0; f.tok_cap && i < p->np && !step_full(&f, enough); i++) {
         uint32_t s = p->pidx[i];
         if (!p->ptaken[i] && fits(p, &f, s)) {
             take(p, s, lateness(p, i), 0, &f);
             p->ptaken[i] = 1;
         }
     }
+    if (i > end) end = i;
     size_t kept = 0;
-    for (size_t i = 0; i < p->np; i++) {
+    for (i = 0; i < end; i++) {
         if (p->ptaken[i]) continue;
         p->pidx[kept] = p->pidx[i];
         p->page[kept++] = p->page[i];
     }
-    p->np = kept;
-    for (size_t i = 0; i < p->no; i++) p->owait[i]++;
+    memmove(p->pidx + kept, p->pidx + end, (p->np - end) * sizeof(uint32_t));
+    memmove(p->page + kept, p->page + end, (p->np - end) * sizeof(uint32_t));
+    p->np = kept + (p->np - end);
+    for (i = 0; i < p->no; i++) p->owait[i]++;
 }
 
 /* Puts a sample the caps left out back where it came from, at the front:
@@ -562,6 +588,7 @@ static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
     memmove(age + 1, age, *cnt * sizeof(uint32_t));
     idx[0] = s;
     age[0] = from_o ? delay + 1 : (uint32_t)(p->step - delay);
+    if (!from_o && age[0] < p->due_floor) p->due_floor = age[0];
     (*cnt)++;
 }
 
@@ -712,6 +739,24 @@ static void split_step(lf_plan *p)
     p->ns = kept;
 }
 
+/* Lists each rank's samples in the order the split sorted the step in
+ * (costliest first, ties by id), which is the layout's order (longest
+ * first) whenever cost grows with length: lf_plan_rank_batch checks that
+ * and sorts only if not. Valid while the split's keys index the step, that
+ * is unless the caps gave samples back. */
+static void sort_ranks(lf_plan *p)
+{
+    lfp_split *s = &p->split;
+    p->sorted_ok = p->prm.sampler == LF_PLAN_BALANCED && !p->cur.cap_deferred;
+    if (!p->sorted_ok) return;
+    uint32_t *at = s->tmp_aux;           /* world + 1 scratch */
+    memcpy(at, p->rank_start, p->prm.world * sizeof(uint32_t));
+    for (size_t k = 0; k < p->ns; k++) {
+        uint32_t i = s->keys[k].idx;
+        p->rank_sorted[at[s->assign[i]]++] = p->sidx[i];
+    }
+}
+
 /* Fills the step's output arrays from sidx and split.assign. */
 static void publish(lf_plan *p)
 {
@@ -736,6 +781,7 @@ static void publish(lf_plan *p)
         p->rank_ids[pos] = p->id[p->sidx[i]];
         p->rank_idx[pos] = p->sidx[i];
     }
+    sort_ranks(p);
     for (uint32_t r = 0; r < w; r++) p->rank_cost[r] += rank_overhead(p, r);
     p->cur.epoch = p->epoch;
     p->cur.step = p->step;

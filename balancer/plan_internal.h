@@ -39,6 +39,12 @@ typedef struct lfp_key {
 /* Sorts keys longest first, then smaller id; tmp has room for n keys. */
 void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp);
 
+/* A rank and its cost, an entry of the split's LPT heap. */
+typedef struct lfp_slot {
+    uint64_t cost;
+    uint32_t rank;
+} lfp_slot;
+
 /* Split scratch, sized for the largest step at create time. */
 typedef struct lfp_split {
     uint32_t world;
@@ -61,6 +67,8 @@ typedef struct lfp_split {
     uint64_t *cost, *tokens;     /* per rank */
     uint32_t *count;             /* per rank */
     uint64_t *excess;            /* per rank: Σ item excess (pack's row fill) */
+    lfp_slot *slots;             /* per rank: the LPT heap */
+    lfp_key *lo_keys;            /* 2 * maxn: a swap search's cheaper rank, sorted */
     uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
     uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */
     uint32_t *row_next;          /* pack: per row, the rank's next row */
@@ -152,6 +160,8 @@ struct lf_plan {
     uint32_t *order;             /* this epoch's order (capfail samples left out) */
     size_t norder, cursor;
     uint32_t *pidx, *page;       /* pending window: sample, due step */
+    uint32_t due_floor;          /* no pending entry is due before this step
+                                    (a bound: the late pass is skipped below it) */
     uint64_t due_cost;           /* cost of the normal samples pulled so far */
     size_t np;
     uint32_t *oidx, *owait;      /* held outliers: sample, steps waited */
@@ -172,6 +182,9 @@ struct lf_plan {
     uint32_t *rank_start;
     uint64_t *rank_ids, *rank_cost, *rank_tokens;
     uint32_t *rank_idx;          /* rank_ids as sample indices */
+    uint32_t *rank_sorted;       /* the same, each rank's in the split's order
+                                    (cost, then id), valid if sorted_ok */
+    int sorted_ok;
     lf_plan_step cur;
     lfp_split split;
     uint64_t *item_cost, *item_len, *item_id;   /* the step's items, for the split */

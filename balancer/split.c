@@ -68,6 +68,8 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->tokens = malloc(((size_t)world + 1) * sizeof(uint64_t));
     s->count = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->excess = malloc(((size_t)world + 1) * sizeof(uint64_t));
+    s->slots = malloc(((size_t)world + 1) * sizeof *s->slots);
+    s->lo_keys = malloc(2 * nt * sizeof *s->lo_keys);
     s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_next = malloc(nt * sizeof(uint32_t));
@@ -82,7 +84,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
         if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
-        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->rank_rows ||
+        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->slots || !s->lo_keys || !s->rank_rows ||
         !s->row_head || !s->row_next || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
@@ -102,7 +104,8 @@ void lfp_split_free(lfp_split *s)
     free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
     free(s->heap); free(s->next);
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
-    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
+    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess); free(s->slots);
+    free(s->lo_keys);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
@@ -473,12 +476,28 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
     uint64_t pairs = (uint64_t)s->count[hi] * s->count[lo];
     if (best.x != NONE || pairs > *swap_work) return best;
     *swap_work -= pairs;
+    /* A swap gains only if y is cheaper than x by less than the gap: with
+     * lo's items sorted costliest first, those are a run found by bisection.
+     * `better` orders candidates totally, so the order they come in does
+     * not change the choice. */
+    uint32_t nlo = s->count[lo];
+    lfp_key *ly = s->lo_keys;
+    for (uint32_t q = 0; q < nlo; q++) {
+        uint32_t y = s->members[s->rank_start[lo] + q];
+        ly[q] = (lfp_key){it->cost[y], it->id[y], y};
+    }
+    lfp_sort_keys(ly, nlo, ly + nlo);
     for (uint32_t p = s->rank_start[hi]; p < s->rank_start[hi + 1]; p++) {
-        uint32_t x = s->members[p];
-        for (uint32_t q = s->rank_start[lo]; q < s->rank_start[lo + 1]; q++) {
-            uint32_t y = s->members[q];
-            if (it->cost[y] >= it->cost[x]) continue;
-            uint64_t delta = it->cost[x] - it->cost[y];
+        uint32_t x = s->members[p], a = 0, b = nlo;
+        uint64_t cx = it->cost[x];
+        while (a < b) {                          /* the first item cheaper than x */
+            uint32_t mid = a + (b - a) / 2;
+            if (ly[mid].len >= cx) a = mid + 1;
+            else b = mid;
+        }
+        for (uint32_t q = a; q < nlo && cx - ly[q].len < gap; q++) {
+            uint32_t y = ly[q].idx;
+            uint64_t delta = cx - ly[q].len;
             if (better(it, gap, delta, x, y, &best) && rank_fits(s, it, caps, lo, x, y) &&
                 rank_fits(s, it, caps, hi, y, x))
                 best = (change){x, y, delta};
@@ -541,36 +560,45 @@ static void sort_by_cost(lfp_split *s, const lfp_items *it)
     lfp_sort_keys(s->keys, it->n, s->keys + it->n);
 }
 
-/* Sifts rank heap entry i down; the heap's top is the cheapest rank. */
-static void rank_heap_down(lfp_split *s, uint32_t *h, uint32_t i)
+/* A rank in the LPT heap: its cost kept beside it, so a sift compares
+ * neighbouring entries rather than chasing ranks into s->cost. */
+static int slot_before(const lfp_slot *a, const lfp_slot *b)
 {
-    uint32_t k = s->world;
+    return a->cost < b->cost || (a->cost == b->cost && a->rank < b->rank);
+}
+
+/* Sifts entry i of the k-entry heap h down; the top is the cheapest rank
+ * (ties: the lower rank). */
+static void rank_heap_down(lfp_slot *h, uint32_t k, uint32_t i)
+{
+    lfp_slot v = h[i];
     for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, best = i;
-        if (l < k && (s->cost[h[l]] < s->cost[h[best]] ||
-                      (s->cost[h[l]] == s->cost[h[best]] && h[l] < h[best]))) best = l;
-        if (r < k && (s->cost[h[r]] < s->cost[h[best]] ||
-                      (s->cost[h[r]] == s->cost[h[best]] && h[r] < h[best]))) best = r;
-        if (best == i) return;
-        uint32_t t = h[i]; h[i] = h[best]; h[best] = t;
-        i = best;
+        uint32_t c = 2 * i + 1;
+        if (c >= k) break;
+        if (c + 1 < k && slot_before(&h[c + 1], &h[c])) c++;
+        if (!slot_before(&h[c], &v)) break;
+        h[i] = h[c];
+        i = c;
     }
+    h[i] = v;
 }
 
 /* LPT for keys[m..n): each item, costliest first, to the cheapest rank. */
 static void lpt_assign(lfp_split *s, const lfp_items *it, size_t m)
 {
-    uint32_t k = s->world, *h = s->tmp_ord;
+    uint32_t k = s->world;
+    lfp_slot *h = s->slots;
     memset(s->cost, 0, k * sizeof(uint64_t));
     for (size_t i = 0; i < m; i++) s->cost[s->assign[s->keys[i].idx]] += it->cost[s->keys[i].idx];
-    for (uint32_t r = 0; r < k; r++) h[r] = r;
-    for (uint32_t i = k / 2; i-- > 0;) rank_heap_down(s, h, i);
+    for (uint32_t r = 0; r < k; r++) h[r] = (lfp_slot){s->cost[r], r};
+    for (uint32_t i = k / 2; i-- > 0;) rank_heap_down(h, k, i);
     for (size_t i = m; i < it->n; i++) {
         uint32_t x = s->keys[i].idx;
-        s->assign[x] = h[0];
-        s->cost[h[0]] += it->cost[x];
-        rank_heap_down(s, h, 0);
+        s->assign[x] = h[0].rank;
+        h[0].cost += it->cost[x];
+        rank_heap_down(h, k, 0);
     }
+    for (uint32_t r = 0; r < k; r++) s->cost[h[r].rank] = h[r].cost;
 }
 
 /* pack: the row of rank r that best-fit decreasing would put an item of

@@ -116,6 +116,7 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     }
     p->np = np;
     p->no = no;
+    p->due_floor = 0;            /* unknown: the next step looks at every entry */
     p->cursor = (size_t)cursor;
     p->due_cost = get64(b + 48);
     p->step = step;

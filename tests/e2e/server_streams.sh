@@ -45,11 +45,17 @@ diff <(stream_of node) "$WORK/nodes.plan" >/dev/null || fail "per-node servers d
 check_exactly_once node 2000
 echo "one server per node (--node-rank/--ranks-per-node): ok"
 
-# Pack layout (rows of 4096 tokens, cu_seqlens), with a cache too small to
-# hold the epoch's blocks, so eviction and re-reads are exercised.
+# Pack layout (rows of 16384 tokens, cu_seqlens), with a cache too small to
+# hold the epoch's blocks, so eviction and re-reads are exercised: the
+# memory limit is what the rings and read buffers need (the server names it
+# when refusing a limit of 1 byte, as the rings' size follows the plan) plus
+# 1 MiB of cache.
 CLIENT_ARGS=(--pad-id 7)
-run_one pack2 2 uring --layout pack --seq-len 16384 --token-dtype i64 --pad-id 7 \
-  --memory-limit 5M
+PACK=(--layout pack --seq-len 16384 --token-dtype i64 --pad-id 7 --slots 3)
+need=$("$LF_BIN/lf-server" "${PLAN[@]}" --world 2 "${PACK[@]}" --memory-limit 1 2>&1 |
+  sed -n 's/.* is below rings \([0-9]*\) + read buffers \([0-9]*\) + two blocks \([0-9]*\).*/\1 + \2 + \3/p' || true)
+[[ -n "$need" ]] || fail "no memory need reported for a 1-byte limit"
+run_one pack2 2 uring "${PACK[@]}" --memory-limit $(($need + 1048576))
 ev=$(sed -n "s/.* \([0-9]*\) evictions.*/\1/p" "$WORK/server.log")
 [[ -n "$ev" && $ev -gt 0 ]] || fail "the small cache evicted nothing: $(cat "$WORK/server.log")"
 echo "pack layout with a small cache: ok"

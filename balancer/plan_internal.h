@@ -39,12 +39,6 @@ typedef struct lfp_key {
 /* Sorts keys longest first, then smaller id; tmp has room for n keys. */
 void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp);
 
-/* A rank and its cost, an entry of the split's LPT heap. */
-typedef struct lfp_slot {
-    uint64_t cost;
-    uint32_t rank;
-} lfp_slot;
-
 /* Split scratch, sized for the largest step at create time. */
 typedef struct lfp_split {
     uint32_t world;
@@ -67,7 +61,9 @@ typedef struct lfp_split {
     uint64_t *cost, *tokens;     /* per rank */
     uint32_t *count;             /* per rank */
     uint64_t *excess;            /* per rank: Σ item excess (pack's row fill) */
-    lfp_slot *slots;             /* per rank: the LPT heap */
+    uint32_t leaves;             /* LPT tournament: ranks rounded up to a power of 2 */
+    uint32_t *tree;              /* 2 * leaves: each node's winning rank */
+    uint64_t *tree_cost;         /* leaves: each rank's cost */
     lfp_key *lo_keys;            /* 2 * maxn: a swap search's cheaper rank, sorted */
     uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
     uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */

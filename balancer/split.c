@@ -68,7 +68,10 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->tokens = malloc(((size_t)world + 1) * sizeof(uint64_t));
     s->count = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->excess = malloc(((size_t)world + 1) * sizeof(uint64_t));
-    s->slots = malloc(((size_t)world + 1) * sizeof *s->slots);
+    for (s->leaves = 1; s->leaves < world; s->leaves *= 2) {
+    }
+    s->tree = malloc(2 * (size_t)s->leaves * sizeof(uint32_t));
+    s->tree_cost = malloc((size_t)s->leaves * sizeof(uint64_t));
     s->lo_keys = malloc(2 * nt * sizeof *s->lo_keys);
     s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
@@ -84,7 +87,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
         if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
-        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->slots || !s->lo_keys || !s->rank_rows ||
+        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree || !s->tree_cost || !s->lo_keys || !s->rank_rows ||
         !s->row_head || !s->row_next || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
@@ -104,7 +107,7 @@ void lfp_split_free(lfp_split *s)
     free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
     free(s->heap); free(s->next);
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
-    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess); free(s->slots);
+    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess); free(s->tree); free(s->tree_cost);
     free(s->lo_keys);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
@@ -560,45 +563,32 @@ static void sort_by_cost(lfp_split *s, const lfp_items *it)
     lfp_sort_keys(s->keys, it->n, s->keys + it->n);
 }
 
-/* A rank in the LPT heap: its cost kept beside it, so a sift compares
- * neighbouring entries rather than chasing ranks into s->cost. */
-static int slot_before(const lfp_slot *a, const lfp_slot *b)
+/* The winner of two ranks in the LPT tournament: the cheaper, ties the lower. */
+static uint32_t cheaper(const uint64_t *cost, uint32_t a, uint32_t b)
 {
-    return a->cost < b->cost || (a->cost == b->cost && a->rank < b->rank);
+    return cost[b] < cost[a] || (cost[b] == cost[a] && b < a) ? b : a;
 }
 
-/* Sifts entry i of the k-entry heap h down; the top is the cheapest rank
- * (ties: the lower rank). */
-static void rank_heap_down(lfp_slot *h, uint32_t k, uint32_t i)
-{
-    lfp_slot v = h[i];
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= k) break;
-        if (c + 1 < k && slot_before(&h[c + 1], &h[c])) c++;
-        if (!slot_before(&h[c], &v)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = v;
-}
-
-/* LPT for keys[m..n): each item, costliest first, to the cheapest rank. */
+/* LPT for keys[m..n): each item, costliest first, to the cheapest rank
+ * (ties: the lower). The cheapest rank is kept by a tournament tree over
+ * the ranks (leaves past the last rank cost the most there is): after a
+ * rank's cost grows, only its path to the root is played again. */
 static void lpt_assign(lfp_split *s, const lfp_items *it, size_t m)
 {
-    uint32_t k = s->world;
-    lfp_slot *h = s->slots;
-    memset(s->cost, 0, k * sizeof(uint64_t));
-    for (size_t i = 0; i < m; i++) s->cost[s->assign[s->keys[i].idx]] += it->cost[s->keys[i].idx];
-    for (uint32_t r = 0; r < k; r++) h[r] = (lfp_slot){s->cost[r], r};
-    for (uint32_t i = k / 2; i-- > 0;) rank_heap_down(h, k, i);
+    uint32_t k = s->world, leaves = s->leaves, *win = s->tree;
+    uint64_t *cost = s->tree_cost;
+    for (uint32_t r = 0; r < leaves; r++) cost[r] = r < k ? 0 : UINT64_MAX;
+    for (size_t i = 0; i < m; i++) cost[s->assign[s->keys[i].idx]] += it->cost[s->keys[i].idx];
+    for (uint32_t r = 0; r < leaves; r++) win[leaves + r] = r;
+    for (uint32_t t = leaves; t-- > 1;) win[t] = cheaper(cost, win[2 * t], win[2 * t + 1]);
     for (size_t i = m; i < it->n; i++) {
-        uint32_t x = s->keys[i].idx;
-        s->assign[x] = h[0].rank;
-        h[0].cost += it->cost[x];
-        rank_heap_down(h, k, 0);
+        uint32_t x = s->keys[i].idx, r = win[1];
+        s->assign[x] = r;
+        cost[r] += it->cost[x];
+        for (uint32_t t = (leaves + r) / 2; t >= 1; t /= 2)
+            win[t] = cheaper(cost, win[2 * t], win[2 * t + 1]);
     }
-    for (uint32_t r = 0; r < k; r++) s->cost[h[r].rank] = h[r].cost;
+    memcpy(s->cost, cost, k * sizeof(uint64_t));
 }
 
 /* pack: the row of rank r that best-fit decreasing would put an item of

@@ -64,6 +64,7 @@ typedef float v4f __attribute__((vector_size(16)));
 #else
 #define TF_AVX2_FMA __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
 #endif
+#define TF_AVX2_INLINE TF_AVX2_FMA static inline __attribute__((always_inline))
 #endif
 
 static int cpu_has_avx2_fma(void)
@@ -104,6 +105,7 @@ typedef struct axis_coeffs {
     float *w;
     uint16_t *wq;                /* y axis only: w in 1/32768 units (resize_vertical) */
     v4f *w4;                     /* x axis only: w in output order, each in 4 lanes */
+    v8f *w8;                     /* x axis with AVX2 only: w4 paired (resize_horizontal_x8) */
     size_t wcap;                 /* floats in w */
 } axis_coeffs;
 
@@ -272,13 +274,11 @@ static void idct_tables_build(idct_tables *t)
 /* Everything below runs only with AVX2 + FMA (cpu_has_avx2_fma): the same
  * source built for baseline x86-64 cost 3x libjpeg's C, so without them
  * libjpeg keeps its own IDCTs. */
-#define IDCT_INLINE TF_AVX2_FMA static inline __attribute__((always_inline))
-
 /* 1 + the highest nonzero row or column index among the block's first
  * k x k coefficients (0 for an all-zero block). Columns from the OR of the
  * rows; rows from three rounds of saturating packs, which keep a nonzero
  * int16 nonzero and leave row v in bytes 2v and 2v + 1. */
-IDCT_INLINE int idct_extent(const JCOEF *coef, int k)
+TF_AVX2_INLINE int idct_extent(const JCOEF *coef, int k)
 {
     __m128i r[8], any = _mm_setzero_si128(), zero = _mm_setzero_si128();
     for (int v = 0; v < 8; v++) {
@@ -298,7 +298,7 @@ IDCT_INLINE int idct_extent(const JCOEF *coef, int k)
 /* Rounds (to nearest even), clamps to 0..255 and stores one output row of
  * 8 or 16 samples. min first: a huge value (corrupt data) would convert to
  * INT_MIN; the saturating packs clamp the rest. */
-IDCT_INLINE void idct_store_row(const v8f *acc, int halves, unsigned char *dst)
+TF_AVX2_INLINE void idct_store_row(const v8f *acc, int halves, unsigned char *dst)
 {
     const __m256 top = _mm256_set1_ps(255.0f);
     __m256i a = _mm256_cvtps_epi32(_mm256_min_ps((__m256)acc[0], top));
@@ -315,7 +315,7 @@ IDCT_INLINE void idct_store_row(const v8f *acc, int halves, unsigned char *dst)
 
 /* One N x N block using the first f <= min(N, 8) frequencies per axis; si,
  * n and f are constants after inlining, so every loop unrolls. */
-IDCT_INLINE void idct_block(const idct_tables *t, int si, int n, int f, const v8f *q,
+TF_AVX2_INLINE void idct_block(const idct_tables *t, int si, int n, int f, const v8f *q,
                             const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
 {
     const int halves = (n + 7) / 8;
@@ -346,7 +346,7 @@ IDCT_INLINE void idct_block(const idct_tables *t, int si, int n, int f, const v8
 /* Blocks are sparse (in the bench set 4:2:0 chroma reaches 2-4 rows and
  * columns, luma 4-6), so a block whose coefficients stop within the first
  * 2 or 4 frequencies per axis takes an instance that reads only those. */
-IDCT_INLINE void idct_sparse(const idct_tables *t, int si, int n, const v8f *q,
+TF_AVX2_INLINE void idct_sparse(const idct_tables *t, int si, int n, const v8f *q,
                              const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
 {
     const int k = n < 8 ? n : 8;
@@ -392,7 +392,7 @@ static void idct_install(lf_tf_ws *ws)
 /* ---- workspace ----------------------------------------------------------- */
 
 /* The y axis (vertical) also gets 16-bit weights, the x axis broadcast ones. */
-static int coeffs_alloc(axis_coeffs *a, uint32_t max_out, int vertical)
+static int coeffs_alloc(axis_coeffs *a, uint32_t max_out, int vertical, int paired)
 {
     /* Taps per output are at most 2*support+2 with support = in/out, so all
      * outputs together need at most 2*in + 2*out weights. */
@@ -402,11 +402,14 @@ static int coeffs_alloc(axis_coeffs *a, uint32_t max_out, int vertical)
     a->w = malloc(a->wcap * sizeof *a->w);
     a->wq = vertical ? malloc(a->wcap * sizeof *a->wq) : NULL;
     a->w4 = vertical ? NULL : aligned_alloc(sizeof(v4f), a->wcap * sizeof *a->w4);
-    return a->start && a->count && a->w && (vertical ? !!a->wq : !!a->w4) ? 0 : LF_TF_E_NOMEM;
+    a->w8 = paired ? aligned_alloc(sizeof(v8f), a->wcap / 2 * sizeof *a->w8) : NULL;
+    return a->start && a->count && a->w && (vertical ? !!a->wq : !!a->w4) &&
+           (!paired || a->w8) ? 0 : LF_TF_E_NOMEM;
 }
 
 static void coeffs_free(axis_coeffs *a)
 {
+    free(a->w8);
     free(a->w4);
     free(a->wq);
     free(a->w);
@@ -455,14 +458,15 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     ws->region = malloc(ws->region_cap);
     ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
     ws->idct = aligned_alloc(sizeof(v8f), sizeof *ws->idct);
-    if (!ws->region || !ws->tmp || !ws->idct || coeffs_alloc(&ws->ax, l.max_out_side, 0) ||
-        coeffs_alloc(&ws->ay, l.max_out_side, 1))
+    int avx2 = cpu_has_avx2_fma();
+    if (!ws->region || !ws->tmp || !ws->idct || coeffs_alloc(&ws->ax, l.max_out_side, 0, avx2) ||
+        coeffs_alloc(&ws->ay, l.max_out_side, 1, 0))
         goto fail_alloc;
     idct_tables_build(ws->idct);
     ws->idct_fn = NULL;
     ws->resize_fn = resize_rows_generic;
 #ifdef TF_HAVE_AVX2
-    if (cpu_has_avx2_fma()) {
+    if (avx2) {
         ws->idct_fn = idct_avx2;
         ws->resize_fn = resize_rows_avx2;
     }
@@ -842,15 +846,15 @@ TF_INLINE void store_pixel(void *dst, uint32_t dtype, const v4f *norm, size_t pl
  * pixel. The x coefficients are in output order (mirrored already for a
  * flip) with starts relative to the region (crop_resize_decoded), so the loop
  * walks them linearly; with constant taps and dtype it unrolls completely. */
-TF_INLINE void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y,
-                                       const lf_tf_image_params *p, const v4f *norm,
-                                       int32_t taps, uint32_t dtype)
+TF_INLINE void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t i0,
+                                   const lf_tf_image_params *p, const v4f *norm,
+                                   int32_t taps, uint32_t dtype)
 {
     const axis_coeffs *a = &ws->ax;
     uint32_t W = p->out_w;
     size_t plane = (size_t)W * p->out_h, row = (size_t)y * W;
-    const v4f *w = a->w4;
-    for (uint32_t i = 0; i < W; i++, w += taps) {
+    const v4f *w = a->w4 + (size_t)i0 * (size_t)taps;
+    for (uint32_t i = i0; i < W; i++, w += taps) {
         const float *t = ws->tmp + (size_t)a->start[i] * 3;
         v4f acc = {0, 0, 0, 0};
         for (int32_t k = 0; k < taps; k++) acc += w[k] * load_f32x4(t + 3 * k);
@@ -858,28 +862,86 @@ TF_INLINE void resize_horizontal_k(const lf_tf_ws *ws, void *dst, uint32_t y,
     }
 }
 
-TF_INLINE void resize_horizontal_t(const lf_tf_ws *ws, void *dst, uint32_t y,
-                                       const lf_tf_image_params *p, const v4f *norm,
-                                       uint32_t dtype)
+TF_INLINE void resize_horizontal_t(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t i0,
+                                   const lf_tf_image_params *p, const v4f *norm,
+                                   uint32_t dtype)
 {
     switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
-    case 2: resize_horizontal_k(ws, dst, y, p, norm, 2, dtype); break;
-    case 3: resize_horizontal_k(ws, dst, y, p, norm, 3, dtype); break;
-    case 4: resize_horizontal_k(ws, dst, y, p, norm, 4, dtype); break;
-    case 5: resize_horizontal_k(ws, dst, y, p, norm, 5, dtype); break;
-    default: resize_horizontal_k(ws, dst, y, p, norm, ws->ax.count[0], dtype); break;
+    case 2: resize_horizontal_k(ws, dst, y, i0, p, norm, 2, dtype); break;
+    case 3: resize_horizontal_k(ws, dst, y, i0, p, norm, 3, dtype); break;
+    case 4: resize_horizontal_k(ws, dst, y, i0, p, norm, 4, dtype); break;
+    case 5: resize_horizontal_k(ws, dst, y, i0, p, norm, 5, dtype); break;
+    default: resize_horizontal_k(ws, dst, y, i0, p, norm, ws->ax.count[0], dtype); break;
     }
 }
 
-TF_INLINE void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y,
-                              const lf_tf_image_params *p, const v4f *norm)
+/* Output pixels i0.. of row y. */
+TF_INLINE void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y, uint32_t i0,
+                                 const lf_tf_image_params *p, const v4f *norm)
 {
     switch (p->out_dtype) {      /* the dtype as a constant too */
-    case LF_DTYPE_U8: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_U8); break;
-    case LF_DTYPE_F32: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_F32); break;
-    default: resize_horizontal_t(ws, dst, y, p, norm, LF_DTYPE_F16); break;
+    case LF_DTYPE_U8: resize_horizontal_t(ws, dst, y, i0, p, norm, LF_DTYPE_U8); break;
+    case LF_DTYPE_F32: resize_horizontal_t(ws, dst, y, i0, p, norm, LF_DTYPE_F32); break;
+    default: resize_horizontal_t(ws, dst, y, i0, p, norm, LF_DTYPE_F16); break;
     }
 }
+
+#ifdef TF_HAVE_AVX2
+/* F32 output with AVX2, 8 pixels per step: pixels j and j + 4 of a group
+ * share a 256-bit vector (weights paired in w8), so a tap is one load, one
+ * insert and one FMA for two pixels; the four vectors transpose into 8 R,
+ * 8 G and 8 B values with 7 shuffles, which are normalized and stored whole
+ * (instead of 24 single floats). Returns the pixels done: whole groups. */
+TF_AVX2_INLINE uint32_t resize_horizontal_x8_k(const lf_tf_ws *ws, float *dst, uint32_t y,
+                                               const lf_tf_image_params *p, const v4f *norm,
+                                               int32_t taps)
+{
+    const axis_coeffs *a = &ws->ax;
+    size_t plane = (size_t)p->out_w * p->out_h, row = (size_t)y * p->out_w;
+    const v8f *w = a->w8;
+    __m256 scale[3], shift[3];
+    for (int c = 0; c < 3; c++) {
+        scale[c] = _mm256_set1_ps(norm[0][c]);
+        shift[c] = _mm256_set1_ps(norm[1][c]);
+    }
+    uint32_t g = 0;
+    for (; g + 8 <= p->out_w; g += 8) {
+        __m256 acc[4];
+        for (int j = 0; j < 4; j++) {
+            const float *lo = ws->tmp + (size_t)a->start[g + j] * 3;
+            const float *hi = ws->tmp + (size_t)a->start[g + j + 4] * 3;
+            acc[j] = _mm256_setzero_ps();
+            for (int32_t k = 0; k < taps; k++, w++) {
+                __m256 px = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 3 * k)),
+                                                 _mm_loadu_ps(hi + 3 * k), 1);
+                acc[j] = _mm256_fmadd_ps((__m256)*w, px, acc[j]);
+            }
+        }
+        /* acc[j] = [Rj Gj Bj - | Rj+4 Gj+4 Bj+4 -] */
+        __m256 rg01 = _mm256_unpacklo_ps(acc[0], acc[1]), rg23 = _mm256_unpacklo_ps(acc[2], acc[3]);
+        __m256 b01 = _mm256_unpackhi_ps(acc[0], acc[1]), b23 = _mm256_unpackhi_ps(acc[2], acc[3]);
+        __m256 ch[3] = {_mm256_shuffle_ps(rg01, rg23, 0x44), _mm256_shuffle_ps(rg01, rg23, 0xee),
+                        _mm256_shuffle_ps(b01, b23, 0x44)};
+        for (int c = 0; c < 3; c++)
+            _mm256_storeu_ps(dst + (size_t)c * plane + row + g,
+                             _mm256_fmadd_ps(ch[c], scale[c], shift[c]));
+    }
+    return g;
+}
+
+TF_AVX2_FMA
+static uint32_t resize_horizontal_x8(const lf_tf_ws *ws, float *dst, uint32_t y,
+                                     const lf_tf_image_params *p, const v4f *norm)
+{
+    switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
+    case 2: return resize_horizontal_x8_k(ws, dst, y, p, norm, 2);
+    case 3: return resize_horizontal_x8_k(ws, dst, y, p, norm, 3);
+    case 4: return resize_horizontal_x8_k(ws, dst, y, p, norm, 4);
+    case 5: return resize_horizontal_x8_k(ws, dst, y, p, norm, 5);
+    default: return resize_horizontal_x8_k(ws, dst, y, p, norm, ws->ax.count[0]);
+    }
+}
+#endif
 
 /* One image's resize: the region's columns the filters read, its row
  * stride, bytes per row (n), first row y0, output and normalization. */
@@ -892,22 +954,42 @@ struct resize_job {
     const lf_tf_image_params *p;
 };
 
-TF_INLINE void resize_rows(const lf_tf_ws *ws, const resize_job *r)
+/* x8: F32 rows go through resize_horizontal_x8 first (AVX2 only). */
+TF_INLINE void resize_rows(const lf_tf_ws *ws, const resize_job *r, int x8)
 {
     for (uint32_t y = 0; y < r->p->out_h; y++) {
         resize_vertical(ws, r->cols, r->stride, r->n, y, r->y0);
-        resize_horizontal(ws, r->dst, y, r->p, r->norm);
+        uint32_t done = 0;
+#ifdef TF_HAVE_AVX2
+        if (x8 && r->p->out_dtype == LF_DTYPE_F32)
+            done = resize_horizontal_x8(ws, r->dst, y, r->p, r->norm);
+#endif
+        resize_horizontal(ws, r->dst, y, done, r->p, r->norm);
     }
 }
 
 /* resize_rows for the baseline ISA and for AVX2 + FMA (16 columns per
- * vertical step, fused multiply-adds), picked at run time. */
-static void resize_rows_generic(const lf_tf_ws *ws, const resize_job *r) { resize_rows(ws, r); }
+ * vertical step, fused multiply-adds, 8 pixels per horizontal step), picked
+ * at run time. */
+static void resize_rows_generic(const lf_tf_ws *ws, const resize_job *r) { resize_rows(ws, r, 0); }
 
 #ifdef TF_HAVE_AVX2
 TF_AVX2_FMA
-static void resize_rows_avx2(const lf_tf_ws *ws, const resize_job *r) { resize_rows(ws, r); }
+static void resize_rows_avx2(const lf_tf_ws *ws, const resize_job *r) { resize_rows(ws, r, 1); }
 #endif
+
+/* w8 for resize_horizontal_x8: per group of 8 outputs, for pair j = 0..3
+ * and each tap, output j's weight in lanes 0-3 and output j+4's in 4-7. */
+static void coeffs_pair(axis_coeffs *a, uint32_t out)
+{
+    size_t taps = (size_t)a->count[0], n = 0;
+    for (uint32_t g = 0; g + 8 <= out; g += 8)
+        for (uint32_t j = 0; j < 4; j++)
+            for (size_t k = 0; k < taps; k++) {
+                float lo = a->w4[(g + j) * taps + k][0], hi = a->w4[(g + j + 4) * taps + k][0];
+                a->w8[n++] = (v8f){lo, lo, lo, lo, hi, hi, hi, hi};
+            }
+}
 
 /* Makes the x coefficients relative to region column x0 and puts them in
  * output order (mirrored for a flip), each weight in all 4 lanes (w4), so
@@ -929,6 +1011,7 @@ static void coeffs_place(axis_coeffs *a, uint32_t out, uint32_t x0, int flip)
         a->start[i] = a->start[j];
         a->start[j] = t;
     }
+    if (a->w8) coeffs_pair(a, out);
 }
 
 struct crop_ctx {

@@ -178,6 +178,70 @@ static void test_exactly_once_and_caps(void)
     }
 }
 
+/* pack fills rows in tokens as well as the budget in cost: at the budget of
+ * one row a rank (about 16.5 samples), padding, fill, deferral and balance
+ * over an epoch (before rows were filled it padded 3.8-4 %). */
+static void test_pack_rows(void)
+{
+    static const uint32_t worlds[] = {4, 8};
+    lf_plan_params p;
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        base_params(&p, worlds[w], 16);
+        p.layout = LF_PLAN_PACK;
+        p.seq_len = 16384;
+        ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &p.step_budget), 0);
+        lf_plan *plan = make_plan(&p);
+        lf_plan_step st;
+        uint64_t tokens = 0, padded = 0, cost = 0, budget = 0, worst = 0, steps = 0;
+        uint32_t late = 0;
+        while (lf_plan_next_step(plan, &st) == 1) {
+            uint64_t max = 0, sum = 0;
+            for (uint32_t r = 0; r < st.world; r++) {
+                lf_plan_batch b;
+                ASSERT_EQ(lf_plan_rank_batch(plan, r, &b), 0);
+                ASSERT_EQ(b.padded_tokens, (uint64_t)b.rows * p.seq_len);
+                tokens += b.tokens;
+                padded += b.padded_tokens;
+                sum += st.rank_cost[r];
+                if (st.rank_cost[r] > max) max = st.rank_cost[r];
+            }
+            for (uint32_t i = st.noutliers; i < st.nsamples; i++)
+                if (st.delay[i] > late) late = st.delay[i];
+            if (st.flags & LF_PLAN_STEP_TAIL) continue;
+            cost += st.cost;
+            budget += st.budget;
+            /* max/mean in parts per million */
+            uint64_t ppm = max * st.world * 1000000 / sum;
+            if (ppm > worst) worst = ppm;
+            steps++;
+        }
+        lf_plan_free(plan);
+        printf("pack, world %u: %" PRIu64 " steps, padding %.3f %%, fill %.3f %%, "
+               "max/mean max %.5f, delay max %u\n", worlds[w], steps,
+               100.0 * (double)(padded - tokens) / (double)padded,
+               100.0 * (double)cost / (double)budget, (double)worst / 1e6, late);
+        ASSERT_LT((padded - tokens) * 100, padded);          /* < 1 % */
+        ASSERT_GT(cost * 1000, budget * 998);                /* > 99.8 % */
+        ASSERT_LT(worst, 1010000);                           /* < 1.01 */
+        ASSERT_LE(late, 4);                                  /* max_defer */
+    }
+    /* the budget is for pack, whole rows, a row length */
+    base_params(&p, 8, 16);
+    uint64_t b = 0;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &b), LF_PLAN_E_ARG);   /* pad */
+    p.layout = LF_PLAN_PACK;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &b), LF_PLAN_E_ARG);   /* no seq_len */
+    p.seq_len = 16384;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 0, &b), LF_PLAN_E_ARG);
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 2, &b), 0);
+    uint64_t one = 0;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &one), 0);
+    /* twice the rows, about twice the budget (the price moves a little, as
+     * the outliers' cost follows the budget) */
+    ASSERT_GT(b * 100, one * 195);
+    ASSERT_LT(b * 100, one * 205);
+}
+
 /* Runs `steps` steps (across epochs), recording each step's hash. */
 static void run_hashes(lf_plan *plan, uint64_t *out, size_t steps, int with_split)
 {
@@ -320,6 +384,7 @@ int main(void)
     make_samples();
     test_locality();
     test_exactly_once_and_caps();
+    test_pack_rows();
     test_identical_and_resume();
     test_world_sizes();
     printf("plan_props: ok\n");

@@ -179,6 +179,10 @@ static void merge_runs(const uint64_t *sum, const uint32_t *x, uint32_t nx,
                        const uint32_t *y, uint32_t ny, uint32_t *dst)
 {
     uint32_t i = 0, j = 0, m = 0;
+    if (nx == 0 || ny == 0) {            /* one run: a copy (full tuples' merges) */
+        memcpy(dst, nx ? x : y, (nx ? nx : ny) * sizeof(uint32_t));
+        return;
+    }
     while (i < nx || j < ny)
         dst[m++] = (j >= ny || (i < nx && sum[x[i]] >= sum[y[j]])) ? x[i++] : y[j++];
 }
@@ -204,7 +208,7 @@ static void sort_tmp(lfp_split *s, uint32_t na, uint32_t nb, uint32_t m)
 }
 
 /* Appends a subset (a's slot ia and/or b's slot ib, NONE for absent) to tmp. */
-static void tmp_add(lfp_split *s, uint32_t *m, uint32_t ia, uint32_t ib)
+static inline void tmp_add(lfp_split *s, uint32_t *m, uint32_t ia, uint32_t ib)
 {
     int cur = s->arena_cur;
     uint64_t sum = 0;

@@ -42,6 +42,7 @@
 #include <jerror.h>
 #include <jpegint.h>             /* struct jpeg_inverse_dct: see "scaled IDCT" */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -54,15 +55,16 @@
 
 /* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
 typedef float v4f __attribute__((vector_size(16)));
-/* Kernels cloned for AVX2 + FMA. GCC in ISO C mode (-std=c11) fuses a * b + c
+/* Kernels cloned for AVX2 + FMA (+ F16C, which every AVX2 CPU has, for f16
+ * stores). GCC in ISO C mode (-std=c11) fuses a * b + c
  * into an FMA only when asked; clang does by default and has no optimize
  * attribute. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TF_HAVE_AVX2 1
 #ifdef __clang__
-#define TF_AVX2_FMA __attribute__((target("avx2,fma")))
+#define TF_AVX2_FMA __attribute__((target("avx2,fma,f16c")))
 #else
-#define TF_AVX2_FMA __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+#define TF_AVX2_FMA __attribute__((target("avx2,fma,f16c"), optimize("fp-contract=fast")))
 #endif
 #define TF_AVX2_INLINE TF_AVX2_FMA static inline __attribute__((always_inline))
 #endif
@@ -70,7 +72,9 @@ typedef float v4f __attribute__((vector_size(16)));
 static int cpu_has_avx2_fma(void)
 {
 #ifdef TF_HAVE_AVX2
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    unsigned a, b, c, d;         /* clang 14's __builtin_cpu_supports knows no "f16c" */
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
     return 0;
 #endif
@@ -887,14 +891,15 @@ TF_INLINE void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y, uint
 }
 
 #ifdef TF_HAVE_AVX2
-/* F32 output with AVX2, 8 pixels per step: pixels j and j + 4 of a group
+/* F32/F16 output with AVX2, 8 pixels per step: pixels j and j + 4 of a group
  * share a 256-bit vector (weights paired in w8), so a tap is one load, one
  * insert and one FMA for two pixels; the four vectors transpose into 8 R,
  * 8 G and 8 B values with 7 shuffles, which are normalized and stored whole
- * (instead of 24 single floats). Returns the pixels done: whole groups. */
-TF_AVX2_INLINE uint32_t resize_horizontal_x8_k(const lf_tf_ws *ws, float *dst, uint32_t y,
+ * (instead of 24 single values; f16 rounded to nearest even by F16C, as
+ * tf_f32_to_f16 does). Returns the pixels done: whole groups. */
+TF_AVX2_INLINE uint32_t resize_horizontal_x8_k(const lf_tf_ws *ws, void *dst, uint32_t y,
                                                const lf_tf_image_params *p, const v4f *norm,
-                                               int32_t taps)
+                                               int32_t taps, uint32_t dtype)
 {
     const axis_coeffs *a = &ws->ax;
     size_t plane = (size_t)p->out_w * p->out_h, row = (size_t)y * p->out_w;
@@ -922,24 +927,37 @@ TF_AVX2_INLINE uint32_t resize_horizontal_x8_k(const lf_tf_ws *ws, float *dst, u
         __m256 b01 = _mm256_unpackhi_ps(acc[0], acc[1]), b23 = _mm256_unpackhi_ps(acc[2], acc[3]);
         __m256 ch[3] = {_mm256_shuffle_ps(rg01, rg23, 0x44), _mm256_shuffle_ps(rg01, rg23, 0xee),
                         _mm256_shuffle_ps(b01, b23, 0x44)};
-        for (int c = 0; c < 3; c++)
-            _mm256_storeu_ps(dst + (size_t)c * plane + row + g,
-                             _mm256_fmadd_ps(ch[c], scale[c], shift[c]));
+        for (int c = 0; c < 3; c++) {
+            __m256 v = _mm256_fmadd_ps(ch[c], scale[c], shift[c]);
+            size_t at = (size_t)c * plane + row + g;
+            if (dtype == LF_DTYPE_F32) _mm256_storeu_ps((float *)dst + at, v);
+            else _mm_storeu_si128((__m128i *)(void *)((uint16_t *)dst + at),
+                                  _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        }
     }
     return g;
 }
 
-TF_AVX2_FMA
-static uint32_t resize_horizontal_x8(const lf_tf_ws *ws, float *dst, uint32_t y,
-                                     const lf_tf_image_params *p, const v4f *norm)
+TF_AVX2_INLINE uint32_t resize_horizontal_x8_t(const lf_tf_ws *ws, void *dst, uint32_t y,
+                                               const lf_tf_image_params *p, const v4f *norm,
+                                               uint32_t dtype)
 {
     switch (ws->ax.count[0]) {   /* the common tap counts, as constants */
-    case 2: return resize_horizontal_x8_k(ws, dst, y, p, norm, 2);
-    case 3: return resize_horizontal_x8_k(ws, dst, y, p, norm, 3);
-    case 4: return resize_horizontal_x8_k(ws, dst, y, p, norm, 4);
-    case 5: return resize_horizontal_x8_k(ws, dst, y, p, norm, 5);
-    default: return resize_horizontal_x8_k(ws, dst, y, p, norm, ws->ax.count[0]);
+    case 2: return resize_horizontal_x8_k(ws, dst, y, p, norm, 2, dtype);
+    case 3: return resize_horizontal_x8_k(ws, dst, y, p, norm, 3, dtype);
+    case 4: return resize_horizontal_x8_k(ws, dst, y, p, norm, 4, dtype);
+    case 5: return resize_horizontal_x8_k(ws, dst, y, p, norm, 5, dtype);
+    default: return resize_horizontal_x8_k(ws, dst, y, p, norm, ws->ax.count[0], dtype);
     }
+}
+
+TF_AVX2_FMA
+static uint32_t resize_horizontal_x8(const lf_tf_ws *ws, void *dst, uint32_t y,
+                                     const lf_tf_image_params *p, const v4f *norm)
+{
+    if (p->out_dtype == LF_DTYPE_F32)
+        return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_F32);
+    return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_F16);
 }
 #endif
 
@@ -954,14 +972,14 @@ struct resize_job {
     const lf_tf_image_params *p;
 };
 
-/* x8: F32 rows go through resize_horizontal_x8 first (AVX2 only). */
+/* x8: F32 and F16 rows go through resize_horizontal_x8 first (AVX2 only). */
 TF_INLINE void resize_rows(const lf_tf_ws *ws, const resize_job *r, int x8)
 {
     for (uint32_t y = 0; y < r->p->out_h; y++) {
         resize_vertical(ws, r->cols, r->stride, r->n, y, r->y0);
         uint32_t done = 0;
 #ifdef TF_HAVE_AVX2
-        if (x8 && r->p->out_dtype == LF_DTYPE_F32)
+        if (x8 && r->p->out_dtype != LF_DTYPE_U8)
             done = resize_horizontal_x8(ws, r->dst, y, r->p, r->norm);
 #endif
         resize_horizontal(ws, r->dst, y, done, r->p, r->norm);

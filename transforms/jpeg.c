@@ -56,9 +56,8 @@
 /* GCC/clang vector extension: 4 lanes, so one RGB(x) pixel is one vector. */
 typedef float v4f __attribute__((vector_size(16)));
 /* Kernels cloned for AVX2 + FMA (+ F16C, which every AVX2 CPU has, for f16
- * stores). GCC in ISO C mode (-std=c11) fuses a * b + c
- * into an FMA only when asked; clang does by default and has no optimize
- * attribute. */
+ * stores). GCC in ISO C mode (-std=c11) fuses a * b + c into an FMA only
+ * when asked; clang does by default and has no optimize attribute. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TF_HAVE_AVX2 1
 #ifdef __clang__
@@ -275,9 +274,10 @@ static void idct_tables_build(idct_tables *t)
 }
 
 #ifdef TF_HAVE_AVX2
-/* Everything below runs only with AVX2 + FMA (cpu_has_avx2_fma): the same
- * source built for baseline x86-64 cost 3x libjpeg's C, so without them
- * libjpeg keeps its own IDCTs. */
+/* The kernel runs only with AVX2 + FMA (cpu_has_avx2_fma): the same source
+ * built for baseline x86-64 cost 3x libjpeg's C, so without them libjpeg
+ * keeps its own IDCTs. */
+
 /* 1 + the highest nonzero row or column index among the block's first
  * k x k coefficients (0 for an all-zero block). Columns from the OR of the
  * rows; rows from three rounds of saturating packs, which keep a nonzero
@@ -320,7 +320,7 @@ TF_AVX2_INLINE void idct_store_row(const v8f *acc, int halves, unsigned char *ds
 /* One N x N block using the first f <= min(N, 8) frequencies per axis; si,
  * n and f are constants after inlining, so every loop unrolls. */
 TF_AVX2_INLINE void idct_block(const idct_tables *t, int si, int n, int f, const v8f *q,
-                            const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
+                               const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
 {
     const int halves = (n + 7) / 8;
     v8f d[8];
@@ -351,7 +351,7 @@ TF_AVX2_INLINE void idct_block(const idct_tables *t, int si, int n, int f, const
  * columns, luma 4-6), so a block whose coefficients stop within the first
  * 2 or 4 frequencies per axis takes an instance that reads only those. */
 TF_AVX2_INLINE void idct_sparse(const idct_tables *t, int si, int n, const v8f *q,
-                             const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
+                                const JCOEF *coef, JSAMPARRAY out, JDIMENSION col)
 {
     const int k = n < 8 ? n : 8;
     int e = idct_extent(coef, k);
@@ -762,8 +762,8 @@ static v4f load_f32x4(const float *p)
  * fits: weights add up to exactly 32768 (coeffs_quantize), so it is at most
  * 255 * 128 + 2. Other tap counts take the float loop. */
 TF_INLINE void resize_vertical_fixed_k(const lf_tf_ws *ws, const unsigned char *region,
-                                           size_t stride, size_t n, uint32_t y, uint32_t y0,
-                                           int32_t taps)
+                                       size_t stride, size_t n, uint32_t y, uint32_t y0,
+                                       int32_t taps)
 {
     const axis_coeffs *a = &ws->ay;
     const unsigned char *src = region + (size_t)(a->start[y] - (int32_t)y0) * stride;
@@ -781,7 +781,7 @@ TF_INLINE void resize_vertical_fixed_k(const lf_tf_ws *ws, const unsigned char *
 }
 
 TF_INLINE void resize_vertical_float(const lf_tf_ws *ws, const unsigned char *region,
-                                  size_t stride, size_t n, uint32_t y, uint32_t y0)
+                                     size_t stride, size_t n, uint32_t y, uint32_t y0)
 {
     const axis_coeffs *a = &ws->ay;
     int32_t taps = a->count[0];
@@ -797,7 +797,7 @@ TF_INLINE void resize_vertical_float(const lf_tf_ws *ws, const unsigned char *re
 }
 
 TF_INLINE void resize_vertical(const lf_tf_ws *ws, const unsigned char *region, size_t stride,
-                            size_t n, uint32_t y, uint32_t y0)
+                               size_t n, uint32_t y, uint32_t y0)
 {
     switch (ws->ay.count[0]) {   /* the common tap counts, as constants */
     case 2: resize_vertical_fixed_k(ws, region, stride, n, y, y0, 2); break;
@@ -832,7 +832,7 @@ static void coeffs_quantize(axis_coeffs *a, uint32_t out)
  * output dtype and layout: u8 HWC, or normalized f32/f16 CHW. Called with a
  * constant dtype, so each resize_horizontal_k instance has one store. */
 TF_INLINE void store_pixel(void *dst, uint32_t dtype, const v4f *norm, size_t plane,
-                               size_t at, v4f v)
+                           size_t at, v4f v)
 {
     if (dtype == LF_DTYPE_U8) {
         unsigned char *o = (unsigned char *)dst + at * 3;

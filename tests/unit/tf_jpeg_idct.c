@@ -25,6 +25,9 @@
 #include "test.h"
 
 #include <turbojpeg.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #define W 96
 #define H 64
@@ -77,10 +80,13 @@ static void flip_rows(unsigned char *img, int w, int h)
     }
 }
 
+/* jpeg.c's condition for the kernel (cpu_has_avx2_fma). */
 static int kernel_used(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    unsigned a, b, c, d;
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
     return 0;
 #endif

@@ -275,7 +275,8 @@ void lf_plan_free(lf_plan *p)
                     p->group_start, p->group_members, p->gperm, p->grem, p->pool,
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
-                    p->rank_ids, p->rank_idx, p->rank_sorted, p->rank_cost, p->rank_tokens, p->item_cost,
+                    p->rank_ids, p->rank_idx, p->rank_sorted, p->rank_cost, p->rank_tokens,
+                    p->item_cost,
                     p->item_len, p->item_id, p->item_excess, p->item_urgent, p->b_ids,
                     p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
@@ -361,7 +362,7 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
     p->step = 0;
     p->cursor = p->np = p->no = p->nrej = 0;
     p->due_floor = UINT32_MAX;
-    p->due_cost = 0;
+    lfp_due_set(p, 0);
     p->emitted = 0;
     p->have_step = 0;
     lfp_order_build(p);
@@ -375,10 +376,10 @@ static void refill_window(lf_plan *p)
         uint32_t s = p->order[p->cursor++];
         if (p->cost[s] <= p->prm.outlier_cost) {
             p->pidx[p->np] = s;
-            p->page[p->np] = (uint32_t)(p->due_cost / p->prm.step_budget);
+            p->page[p->np] = (uint32_t)p->due_step;
             if (p->page[p->np] < p->due_floor) p->due_floor = p->page[p->np];
             p->np++;
-            p->due_cost += p->cost[s];
+            lfp_due_add(p, p->cost[s]);
         } else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) {
             p->rej[p->nrej++] = s;
         } else {
@@ -483,8 +484,8 @@ static lfp_i128 course(const lf_plan *p, const step_fill *f, uint64_t cost, uint
     uint64_t left = f->tok_goal > tok ? f->tok_goal - tok : 0;
     lfp_i128 pull = (lfp_i128)left * (lfp_i128)(p->price - p->lean_q);
     uint64_t m = left / 2 < p->rich_l ? left / 2 : p->rich_l;   /* the longest that fit */
-    lfp_i128 push = m ? (lfp_i128)(((lfp_u128)lf_plan_cost(&p->prm.cost, m) << PRICE_SHIFT) / m * left) -
-                            (lfp_i128)(left * p->price) : 0;
+    lfp_u128 rich = m ? ((lfp_u128)lf_plan_cost(&p->prm.cost, m) << PRICE_SHIFT) / m : 0;
+    lfp_i128 push = m ? (lfp_i128)(rich * left) - (lfp_i128)(left * p->price) : 0;
     lfp_i128 tol = (lfp_i128)(((lfp_u128)f->budget << PRICE_SHIFT) >> (FULL_SHIFT + 1));
     lfp_i128 lo = -push - tol, hi = pull / 2 + tol;
     if (drift < lo) return drift - lo;
@@ -539,7 +540,8 @@ static void select_balanced(lf_plan *p)
     if (f.tok_cap) {
         lfp_u128 buys = ((lfp_u128)f.budget << PRICE_SHIFT) / p->price;
         f.tok_goal = buys < f.tok_cap ? (uint64_t)buys : f.tok_cap;
-        f.excess = (lfp_i128)((lfp_u128)f.budget << PRICE_SHIFT) - (lfp_i128)(f.tok_goal * p->price);
+        f.excess = (lfp_i128)((lfp_u128)f.budget << PRICE_SHIFT) -
+                   (lfp_i128)(f.tok_goal * p->price);
     }
     p->tok_cap = f.tok_cap;
     memset(p->ptaken, 0, p->np);

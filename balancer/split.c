@@ -87,8 +87,9 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
         if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
-        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree || !s->tree_cost || !s->lo_keys || !s->rank_rows ||
-        !s->row_head || !s->row_next || !s->row_room || !s->members ||
+        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree ||
+        !s->tree_cost || !s->lo_keys || !s->rank_rows || !s->row_head || !s->row_next ||
+        !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
     return 0;
@@ -107,8 +108,8 @@ void lfp_split_free(lfp_split *s)
     free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
     free(s->heap); free(s->next);
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
-    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess); free(s->tree); free(s->tree_cost);
-    free(s->lo_keys);
+    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
+    free(s->tree); free(s->tree_cost); free(s->lo_keys);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);

@@ -118,7 +118,7 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     p->no = no;
     p->due_floor = 0;            /* unknown: the next step looks at every entry */
     p->cursor = (size_t)cursor;
-    p->due_cost = get64(b + 48);
+    lfp_due_set(p, get64(b + 48));
     p->step = step;
     p->epoch_done = (int)done;
     /* Rejected outliers are the ones before the cursor; the rest were placed. */

@@ -16,7 +16,9 @@
  * lays out one rank's samples (pad: sorted by length and cut into
  * micro-batches, each padded to its longest; pack: best-fit decreasing rows
  * of seq_len with cu_seqlens). Step (3) is per rank, so a
- * server computes the global steps but lays out only its local ranks.
+ * server computes the global steps but lays out only its local ranks. In
+ * pack mode a balanced step also fills whole rows in tokens and the split
+ * fills each rank's rows (README.md, "Pack: full rows").
  *
  * Conventions: functions return 0 (or a count) on success and a negative
  * lf_plan_status on failure; out-parameters are untouched on failure.
@@ -128,8 +130,10 @@ typedef struct lf_plan_params {
                                     goes first (0: 4); see README.md */
     uint32_t outlier_policy;     /* lf_plan_outlier */
     uint64_t outlier_cost;       /* a sample costlier than this is an outlier
-                                    (0: step_budget / world) */
-    uint32_t outlier_group;      /* outliers released together (0: world) */
+                                    (0: step_budget / world; balanced pack:
+                                    a quarter of that, see README.md) */
+    uint32_t outlier_group;      /* outliers released together (0: world;
+                                    balanced pack: 8 * world) */
     uint32_t locality_blocks;    /* blocks drawn from at once (0: 64; 1: block order) */
     uint64_t seed;
     uint32_t epoch;              /* the first epoch planned */
@@ -265,7 +269,9 @@ long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
  * sequence parameters; the following steps are bit-identical to the saved
  * plan's. world, the memory caps and layout may differ (a world-size change
  * keeps the global sequence and re-splits it, provided outlier_cost and
- * outlier_group were set explicitly, as their defaults follow world).
+ * outlier_group were set explicitly, as their defaults follow world). A
+ * balanced pack plan fills rows, so its sequence depends on seq_len and on
+ * world too: it restores only onto pack with the same seq_len.
  * Returns 0 or LF_PLAN_E_STATE; a blob whose header matches but whose
  * entries do not leaves the plan at the start of its first epoch. */
 int lf_plan_state_restore(lf_plan *plan, const void *buf, size_t size);

@@ -13,7 +13,10 @@
 #      pad cuts each rank into micro-batches weighing padding against
 #      --micro-overhead tokens per micro-batch (default 256): a sweep of it
 #      at world 8 shows the trade-off (micro-batches per rank-step);
-#      pack prints the floor no split of the same steps can beat;
+#      pack prints the floor no split of the same steps can beat; its
+#      default budget is the whole rows nearest to samples-per-rank samples'
+#      tokens (one row of 16384 a rank at 16: lf_plan_pack_budget), as a
+#      budget of no whole number of rows leaves the last one part empty;
 #   2. planner time per step at 4096 samples per step x 64 ranks;
 #   3. the same on a real `lf-shard synth tokens --samples N` dataset
 #      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard).

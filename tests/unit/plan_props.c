@@ -255,11 +255,11 @@ static void run_hashes(lf_plan *plan, uint64_t *out, size_t steps, int with_spli
 
 #define RUN_STEPS 400u   /* a little over two epochs at 8 ranks x 8 */
 
-static void test_identical_and_resume(void)
+/* Bit-identical runs, and restores at `trials` random steps (>= 20). */
+static void check_identical_and_resume(const lf_plan_params *q, int trials)
 {
     static uint64_t ref[RUN_STEPS], again[RUN_STEPS];
-    lf_plan_params p;
-    base_params(&p, 8, 8);
+    lf_plan_params p = *q;
     lf_plan *a = make_plan(&p), *b = make_plan(&p);
     run_hashes(a, ref, RUN_STEPS, 1);
     run_hashes(b, again, RUN_STEPS, 1);
@@ -269,7 +269,7 @@ static void test_identical_and_resume(void)
 
     static uint8_t blob[1 << 20];
     rng_state = 99;
-    for (int trial = 0; trial < 24; trial++) {
+    for (int trial = 0; trial < trials; trial++) {
         size_t at = rng() % (RUN_STEPS - 1);
         lf_plan *src = make_plan(&p);
         run_hashes(src, again, at, 1);
@@ -292,6 +292,29 @@ static void test_identical_and_resume(void)
         }
         lf_plan_free(dst);
     }
+}
+
+static void test_identical_and_resume(void)
+{
+    lf_plan_params p;
+    base_params(&p, 8, 8);
+    check_identical_and_resume(&p, 24);
+    /* pack fills rows: its steps restore too, and its blob is not pad's */
+    p.layout = LF_PLAN_PACK;
+    p.seq_len = 16384;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &p.step_budget), 0);
+    check_identical_and_resume(&p, 20);
+    static uint8_t blob[1 << 20];
+    lf_plan *src = make_plan(&p);
+    lf_plan_step st;
+    for (int i = 0; i < 30; i++) ASSERT_EQ(lf_plan_next_step(src, &st), 1);
+    long size = lf_plan_state_save(src, blob, sizeof blob);
+    ASSERT_GT(size, 0);
+    p.layout = LF_PLAN_PAD;
+    lf_plan *pad = make_plan(&p);
+    ASSERT_EQ(lf_plan_state_restore(pad, blob, (size_t)size), -3 /* E_STATE */);
+    lf_plan_free(pad);
+    lf_plan_free(src);
 }
 
 static void test_world_sizes(void)

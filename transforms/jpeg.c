@@ -891,12 +891,51 @@ TF_INLINE void resize_horizontal(const lf_tf_ws *ws, void *dst, uint32_t y, uint
 }
 
 #ifdef TF_HAVE_AVX2
-/* F32/F16 output with AVX2, 8 pixels per step: pixels j and j + 4 of a group
- * share a 256-bit vector (weights paired in w8), so a tap is one load, one
- * insert and one FMA for two pixels; the four vectors transpose into 8 R,
- * 8 G and 8 B values with 7 shuffles, which are normalized and stored whole
- * (instead of 24 single values; f16 rounded to nearest even by F16C, as
- * tf_f32_to_f16 does). Returns the pixels done: whole groups. */
+/* u8 HWC store of 8 pixels, acc[j] = [pixel j | pixel j + 4] as RGB(x):
+ * rounded as to_u8 does (+0.5, truncated; the saturating packs clamp),
+ * packed to bytes in pixel order, every 4th byte dropped, 24 bytes out. */
+TF_AVX2_INLINE void store_x8_u8(unsigned char *o, const __m256 *acc)
+{
+    const __m256 half = _mm256_set1_ps(0.5f);
+    __m256i i[4];
+    for (int j = 0; j < 4; j++) i[j] = _mm256_cvttps_epi32(_mm256_add_ps(acc[j], half));
+    __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    const __m256i rgb = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+                                         0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    b = _mm256_shuffle_epi8(b, rgb);   /* lane 0: pixels 0-3, lane 1: 4-7, 12 bytes each */
+    __m128i half_lo = _mm256_castsi256_si128(b), half_hi = _mm256_extracti128_si256(b, 1);
+    uint32_t tail[2] = {(uint32_t)_mm_extract_epi32(half_lo, 2), (uint32_t)_mm_extract_epi32(half_hi, 2)};
+    _mm_storel_epi64((__m128i *)(void *)o, half_lo);
+    memcpy(o + 8, &tail[0], 4);
+    _mm_storel_epi64((__m128i *)(void *)(o + 12), half_hi);
+    memcpy(o + 20, &tail[1], 4);
+}
+
+/* Normalized f32/f16 CHW store of 8 pixels: the four vectors transpose
+ * into 8 R, 8 G and 8 B values with 7 shuffles, normalized and stored whole
+ * (f16 rounded to nearest even by F16C, as tf_f32_to_f16 does). */
+TF_AVX2_INLINE void store_x8_chw(void *dst, size_t plane, size_t at, const __m256 *acc,
+                                 const __m256 *scale, const __m256 *shift, uint32_t dtype)
+{
+    /* acc[j] = [Rj Gj Bj - | Rj+4 Gj+4 Bj+4 -] */
+    __m256 rg01 = _mm256_unpacklo_ps(acc[0], acc[1]), rg23 = _mm256_unpacklo_ps(acc[2], acc[3]);
+    __m256 b01 = _mm256_unpackhi_ps(acc[0], acc[1]), b23 = _mm256_unpackhi_ps(acc[2], acc[3]);
+    __m256 ch[3] = {_mm256_shuffle_ps(rg01, rg23, 0x44), _mm256_shuffle_ps(rg01, rg23, 0xee),
+                    _mm256_shuffle_ps(b01, b23, 0x44)};
+    for (int c = 0; c < 3; c++) {
+        __m256 v = _mm256_fmadd_ps(ch[c], scale[c], shift[c]);
+        size_t i = (size_t)c * plane + at;
+        if (dtype == LF_DTYPE_F32) _mm256_storeu_ps((float *)dst + i, v);
+        else _mm_storeu_si128((__m128i *)(void *)((uint16_t *)dst + i),
+                              _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+/* Horizontal pass with AVX2, 8 pixels per step: pixels j and j + 4 of a
+ * group share a 256-bit vector (weights paired in w8), so a tap is one
+ * load, one insert and one FMA for two pixels; then one store per group
+ * instead of 8 (u8) or 24 (f32/f16) single ones. Returns the pixels done:
+ * whole groups. */
 TF_AVX2_INLINE uint32_t resize_horizontal_x8_k(const lf_tf_ws *ws, void *dst, uint32_t y,
                                                const lf_tf_image_params *p, const v4f *norm,
                                                int32_t taps, uint32_t dtype)
@@ -922,18 +961,8 @@ TF_AVX2_INLINE uint32_t resize_horizontal_x8_k(const lf_tf_ws *ws, void *dst, ui
                 acc[j] = _mm256_fmadd_ps((__m256)*w, px, acc[j]);
             }
         }
-        /* acc[j] = [Rj Gj Bj - | Rj+4 Gj+4 Bj+4 -] */
-        __m256 rg01 = _mm256_unpacklo_ps(acc[0], acc[1]), rg23 = _mm256_unpacklo_ps(acc[2], acc[3]);
-        __m256 b01 = _mm256_unpackhi_ps(acc[0], acc[1]), b23 = _mm256_unpackhi_ps(acc[2], acc[3]);
-        __m256 ch[3] = {_mm256_shuffle_ps(rg01, rg23, 0x44), _mm256_shuffle_ps(rg01, rg23, 0xee),
-                        _mm256_shuffle_ps(b01, b23, 0x44)};
-        for (int c = 0; c < 3; c++) {
-            __m256 v = _mm256_fmadd_ps(ch[c], scale[c], shift[c]);
-            size_t at = (size_t)c * plane + row + g;
-            if (dtype == LF_DTYPE_F32) _mm256_storeu_ps((float *)dst + at, v);
-            else _mm_storeu_si128((__m128i *)(void *)((uint16_t *)dst + at),
-                                  _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        }
+        if (dtype == LF_DTYPE_U8) store_x8_u8((unsigned char *)dst + (row + g) * 3, acc);
+        else store_x8_chw(dst, plane, row + g, acc, scale, shift, dtype);
     }
     return g;
 }
@@ -955,9 +984,11 @@ TF_AVX2_FMA
 static uint32_t resize_horizontal_x8(const lf_tf_ws *ws, void *dst, uint32_t y,
                                      const lf_tf_image_params *p, const v4f *norm)
 {
-    if (p->out_dtype == LF_DTYPE_F32)
-        return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_F32);
-    return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_F16);
+    switch (p->out_dtype) {      /* the dtype as a constant too */
+    case LF_DTYPE_U8: return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_U8);
+    case LF_DTYPE_F32: return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_F32);
+    default: return resize_horizontal_x8_t(ws, dst, y, p, norm, LF_DTYPE_F16);
+    }
 }
 #endif
 
@@ -972,15 +1003,14 @@ struct resize_job {
     const lf_tf_image_params *p;
 };
 
-/* x8: F32 and F16 rows go through resize_horizontal_x8 first (AVX2 only). */
+/* x8: rows go through resize_horizontal_x8 first (AVX2 only). */
 TF_INLINE void resize_rows(const lf_tf_ws *ws, const resize_job *r, int x8)
 {
     for (uint32_t y = 0; y < r->p->out_h; y++) {
         resize_vertical(ws, r->cols, r->stride, r->n, y, r->y0);
         uint32_t done = 0;
 #ifdef TF_HAVE_AVX2
-        if (x8 && r->p->out_dtype != LF_DTYPE_U8)
-            done = resize_horizontal_x8(ws, r->dst, y, r->p, r->norm);
+        if (x8) done = resize_horizontal_x8(ws, r->dst, y, r->p, r->norm);
 #endif
         resize_horizontal(ws, r->dst, y, done, r->p, r->norm);
     }

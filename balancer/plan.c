@@ -411,7 +411,8 @@ static void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step_fill *
 /* Releases a group of held outliers; sets the step's budget: a normal
  * step's plus room to bring every rank to the costliest outlier's level, so
  * the split has small samples to even the ranks out with. In pack mode the
- * room is whole rows: the outliers' tokens rounded up to outlier_group rows. */
+ * room is whole rows: the outliers' tokens rounded up to world rows, and a
+ * row more a rank. */
 static void release_outliers(lf_plan *p, step_fill *f)
 {
     uint64_t g = p->prm.outlier_group;
@@ -434,10 +435,12 @@ static void release_outliers(lf_plan *p, step_fill *f)
     p->no -= k;
     p->nout = k;
     uint64_t group_rows = p->prm.world * (uint64_t)p->prm.seq_len;
-    uint64_t more = p->rows ? (tok + group_rows - 1) / group_rows * group_rows : 0;
+    uint64_t more = p->rows ? ((tok + group_rows - 1) / group_rows + 1) * group_rows : 0;
     if (more && more <= PACK_TOKENS_LIMIT && drift >= 0 && k == g) {
-        /* whole rows for the outliers' tokens, g at a time, filled at the
-         * price; the outliers bring their own excess over it */
+        /* whole rows for the outliers' tokens, a row more a rank (KK evens
+         * out their excess, not their tokens: the spare row takes up the
+         * difference), filled at the price; the outliers bring their own
+         * excess over it */
         f->budget += (uint64_t)((more * p->price + (lfp_u128)drift) >> PRICE_SHIFT);
         f->tok_cap += more;
     } else if (p->rows) {
@@ -691,6 +694,11 @@ static void balance_overhead(lf_plan *p, const lfp_items *it, const lfp_caps *ca
     }
 }
 
+/* pack: KK places the outliers (the costliest items) and as many more, at
+ * least: eight outliers a rank are what KK evens out (README.md), and the
+ * next as many even out what they leave */
+#define KK_OUTLIERS 2u
+
 /* Splits the selected items; hands back what the caps leave out. */
 static void split_step(lf_plan *p)
 {
@@ -710,7 +718,8 @@ static void split_step(lf_plan *p)
         p->item_urgent[i] = p->sfrom_o[i] || p->sdelay[i] >= p->prm.max_defer;
     }
     lfp_items it = {p->ns, p->item_cost, p->item_len, p->item_id,
-                    p->tok_cap ? p->item_excess : NULL, p->item_urgent};
+                    p->tok_cap ? p->item_excess : NULL, p->item_urgent,
+                    p->tok_cap ? KK_OUTLIERS * p->nout : 0};
     /* pack: each rank gets its share of the step's rows, rounded up; with
      * more than one a rank, the rows best-fit decreasing needs are capped
      * too, as rank_max_padded is */

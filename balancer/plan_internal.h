@@ -87,6 +87,7 @@ typedef struct lfp_items {
     const uint64_t *excess;      /* pack: cost above the leanest price per token,
                                     what KK and the row fill even out (NULL: pad) */
     const uint8_t *urgent;       /* pack: left out, it would wait past max_defer */
+    size_t kk;                   /* items KK places at least (else world * 4) */
 } lfp_items;
 
 /* Memory caps applied by the split (0: none). */

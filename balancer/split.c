@@ -702,6 +702,7 @@ static void lpt_fill_rows(lfp_split *s, const lfp_items *it, size_t m, const lfp
 size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
     size_t m = (size_t)s->world * KK_PER_RANK;
+    if (it->kk > m) m = it->kk;
     if (m > it->n) m = it->n;
     memset(s->offset, 0, s->world * sizeof(uint64_t));
     for (size_t i = 0; i < it->n; i++) s->assign[i] = NONE;

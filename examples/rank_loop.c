@@ -6,6 +6,7 @@
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
  *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
  *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
+ *                [--hang-after K]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *                [--no-digest]   (benchmarks: do not read the tensor bytes)
  *
@@ -22,6 +23,9 @@
  * as a trainer checkpoints, so a process killed with SIGKILL leaves its last
  * state behind: written to FILE.tmp and renamed over FILE (never a torn
  * file), after --out and --digests are flushed up to that batch.
+ * --hang-after K stops after the K-th batch without releasing it, as a stuck
+ * trainer would, until the process is killed: fault tests pick the exact
+ * batch a client dies at.
  */
 #include "levelfeed.h"
 #include "lf_shard.h"
@@ -34,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -289,7 +294,7 @@ typedef struct args {
     lf_client_options o;
     const char *out, *verify, *save, *restore, *digests, *state_file;
     lf_tf_image_params image;
-    long max_batches, compute_us, save_every;
+    long max_batches, compute_us, save_every, hang_after;
     int no_digest;
     int timeout_ms;
     int64_t pad_id;
@@ -305,7 +310,7 @@ static int parse(int argc, char **argv, args *a)
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
-        {"connect-timeout-ms", 1, 0, 'T'}, {0, 0, 0, 0}};
+        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {0, 0, 0, 0}};
     static const char *const crops[] = {"full", "center", "random"};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
@@ -342,6 +347,7 @@ static int parse(int argc, char **argv, args *a)
         case 'K': a->save_every = atol(optarg); break;
         case 'f': a->state_file = optarg; break;
         case 'T': a->o.connect_timeout_ms = atoi(optarg); break;
+        case 'H': a->hang_after = atol(optarg); break;
         default: return -1;
         }
     }
@@ -356,7 +362,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]\n"
                         "  [--verify DATASET] [--pad-id N] [--max-batches K --save FILE]\n"
                         "  [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]\n"
-                        "  [--save-every K --state-file FILE] [--connect-timeout-ms N]\n");
+                        "  [--save-every K --state-file FILE] [--connect-timeout-ms N]\n"
+                        "  [--hang-after K]\n");
         return 2;
     }
     verifier v = {0};
@@ -421,6 +428,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank-loop %d: cannot write %s\n", a.o.rank, a.state_file);
             rc = -EIO;
         }
+        if (a.hang_after > 0 && batches == a.hang_after)
+            for (;;) pause(); /* a stuck trainer, holding its batch until it is killed */
         if (a.compute_us > 0)
             sleep_until(first_ns + (uint64_t)batches * (uint64_t)a.compute_us * 1000u);
         lf_release(c, &b);

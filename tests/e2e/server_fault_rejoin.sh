@@ -2,7 +2,8 @@
 # Issue 7a in full: a rank whose client is killed with SIGKILL mid-epoch
 # rejoins the same server run. Rank 1 saves its state every 5 batches and is
 # killed some batches after a save in epoch 1; the server marks it gone (its
-# slots free) within 2x the heartbeat interval; rank 0 keeps receiving while
+# slots free) within 2x the heartbeat interval (lf-rank-loop --hang-after
+# fixes the batch it dies at); rank 0 keeps receiving while
 # rank 1 is gone; a restarted rank 1 restores the saved state, which is
 # behind where it died, and the server catches it up. Checked:
 #   - rank 0's stream is its whole plan;
@@ -37,21 +38,26 @@ start_server "${SRV[@]}"
 "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --compute-us 25000 \
   --out "$WORK/rj.r0.txt" --digests "$WORK/rj.r0.dig" --verify "$WORK/ds" >"$WORK/r0.log" 2>&1 &
 c0=$!
+# Rank 1 saves every 5 batches and gets stuck 3 batches after a save in
+# epoch 1 (at its 10th step or later), holding that batch: the exact place
+# it dies at, whatever the machine's load.
+hang=$(( (steps0 + 10 + 4) / 5 * 5 + 3 ))
 "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --compute-us 15000 \
   --save-every 5 --state-file "$WORK/st1" --out "$WORK/a1.txt" --digests "$WORK/a1.dig" \
-  >"$WORK/a1.log" 2>&1 &
+  --hang-after "$hang" >"$WORK/a1.log" 2>&1 &
 c1=$!
 PIDS+=("$c0" "$c1")
 
-# Kill rank 1 a few batches after a save inside epoch 1.
-for _ in $(seq 600); do
-  [[ -s "$WORK/st1" ]] && read -r e s < <(state_position "$WORK/st1") && [[ $e -eq 1 && $s -ge 10 ]] && break
-  sleep 0.01
+# Kill rank 1 once the server has handed it the batch it is stuck on.
+for _ in $(seq 1000); do
+  read -r _ n1 < <(rank_stat 1)
+  [[ ${n1:-0} -ge $hang ]] && break
+  sleep 0.02
 done
-[[ ${e:-0} -eq 1 ]] || fail "rank 1 never saved a state in epoch 1"
-sleep 0.05
+[[ ${n1:-0} -ge $hang ]] || fail "rank 1 never got its batch $hang"
 kill_client_until_gone "$c1" 1 "$HB"
-read -r e s < <(state_position "$WORK/st1") # final: its writer is dead
+read -r e s < <(state_position "$WORK/st1")
+[[ $e -eq 1 && $s -ge 10 ]] || fail "rank 1's last save is at $e:$s, not in epoch 1 from step 10"
 
 # Rank 0 is not held up by the dead rank: it gets 3 more batches meanwhile.
 read -r _ n0 < <(rank_stat 0)

@@ -131,7 +131,9 @@ typedef struct lf_plan_params {
     uint32_t outlier_policy;     /* lf_plan_outlier */
     uint64_t outlier_cost;       /* a sample costlier than this is an outlier
                                     (0: step_budget / world; balanced pack:
-                                    a quarter of that, see README.md) */
+                                    less, as far as a sample's cost above
+                                    its tokens' price reaches 2/5 of a
+                                    rank's share of that, see README.md) */
     uint32_t outlier_group;      /* outliers released together (0: world;
                                     balanced pack: 8 * world) */
     uint32_t locality_blocks;    /* blocks drawn from at once (0: 64; 1: block order) */

@@ -44,6 +44,8 @@ void lf_plan_params_default(lf_plan_params *p)
 /* A limit on micro_max_padded and micro_overhead: with under 2^26 samples a
  * step, the cut search's sums (samples * (cap + overhead)) fit 64 bits. */
 #define MICRO_LIMIT (UINT64_C(1) << 36)
+/* pack prices tokens in Q32 cost units (see "pack: rows" below) */
+#define PRICE_SHIFT 32
 
 /* pack (balanced) fills rows in tokens as well as the budget in cost */
 static int pack_rows(const lf_plan_params *p)
@@ -51,21 +53,51 @@ static int pack_rows(const lf_plan_params *p)
     return p->layout == LF_PLAN_PACK && p->sampler == LF_PLAN_BALANCED;
 }
 
-/* pack: samples costlier than a quarter of a rank's budget are outliers,
- * released PACK_GROUP a rank at once (see README.md: a rank's rows are full,
- * so its cost is equal only if its cost above the price of its tokens is,
- * and a sample with much of a rank's share of that cannot be evened out in
- * a normal step; a group of many is, by KK) */
-#define PACK_OUTLIER_SHARE 4u
+/* pack: a sample is an outlier if its cost above the leanest price of its
+ * tokens (its excess, mostly the quadratic term) is over PACK_HEAVY of a
+ * rank's share of excess ((price - leanest price) x a rank's tokens), and
+ * outliers are released PACK_GROUP a rank at once. See README.md: a rank's
+ * rows are full, so its cost is equal only if its excess is, and a sample
+ * with much of a rank's share cannot be evened out in a normal step; a
+ * group of many is, by KK. */
+#define PACK_HEAVY_NUM 2u
+#define PACK_HEAVY_DEN 5u
 #define PACK_GROUP 8u
 
-static uint64_t default_outlier_cost(const lf_plan_params *p, uint64_t budget)
+/* price, lean: Q32 cost per token of all samples that fit a row, and the
+ * least of one sample (pack; else unused) */
+typedef struct pack_price {
+    lfp_u128 price, lean;
+} pack_price;
+
+/* excess of length len over the lean price, Q32 (0 if under it) */
+static lfp_u128 excess_q32(const lf_plan_params *p, uint64_t len, lfp_u128 lean)
 {
-    return budget / p->world / (pack_rows(p) ? PACK_OUTLIER_SHARE : 1);
+    lfp_u128 c = (lfp_u128)lf_plan_cost(&p->cost, len) << PRICE_SHIFT, t = lean * len;
+    return c > t ? c - t : 0;
 }
 
-/* Fills the defaults; mean_cost is the samples' mean cost (0 if none). */
-static int resolve(lf_plan_params *p, uint64_t mean_cost)
+static uint64_t default_outlier_cost(const lf_plan_params *p, uint64_t budget,
+                                     const pack_price *pp)
+{
+    uint64_t rank_budget = budget / p->world;
+    if (!pack_rows(p) || pp->price == 0 || pp->price <= pp->lean) return rank_budget;
+    lfp_u128 tokens = ((lfp_u128)rank_budget << PRICE_SHIFT) / pp->price;
+    lfp_u128 limit = (pp->price - pp->lean) * tokens / PACK_HEAVY_DEN * PACK_HEAVY_NUM;
+    if (excess_q32(p, p->seq_len, pp->lean) <= limit) return rank_budget;
+    uint64_t lo = 0, hi = p->seq_len;           /* excess(lo) <= limit < excess(hi) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (excess_q32(p, mid, pp->lean) <= limit) lo = mid;
+        else hi = mid;
+    }
+    uint64_t c = lf_plan_cost(&p->cost, lo);
+    return c < rank_budget ? c : rank_budget;
+}
+
+/* Fills the defaults; mean_cost is the samples' mean cost (0 if none), pp
+ * the pack prices of all samples that fit a row (zero if none). */
+static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 {
     if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
         p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK)
@@ -87,7 +119,7 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost)
     }
     if (p->max_defer == 0) p->max_defer = 4;
     if (p->outlier_group == 0) p->outlier_group = pack_rows(p) ? PACK_GROUP * p->world : p->world;
-    if (p->outlier_cost == 0) p->outlier_cost = default_outlier_cost(p, p->step_budget);
+    if (p->outlier_cost == 0) p->outlier_cost = default_outlier_cost(p, p->step_budget, pp);
     if (p->locality_blocks == 0) p->locality_blocks = 64;
     if (p->micro_overhead == 0) {
         /* d in tokens: d over the linear cost of one token, rounded up */
@@ -121,7 +153,6 @@ static int fits_alone(const lf_plan_params *p, uint64_t len)
  * rows = budget / (seq_len * price) rows, rounded; a budget of whole rows
  * (lf_plan_pack_budget) fills both together. Token sums stay below 2^40 and
  * the price below 2^84, so every product below fits 128 bits. */
-#define PRICE_SHIFT 32
 /* A step's rows cannot be filled to the last token (each rank's rows end in
  * a gap shorter than the samples left), so neither can a budget of exactly
  * whole rows: lf_plan_pack_budget leaves 2^-10 of them to the gaps. */
@@ -173,6 +204,16 @@ static lfp_u128 price_q32(const row_price *r)
     return q >> 84 ? 0 : q;
 }
 
+/* The prices the default outlier cost is made from: of every sample that
+ * fits a row. */
+static pack_price pack_prices(const lf_plan_params *p, const lf_plan_sample *smp, size_t n)
+{
+    row_price r = price_rows(p, smp, n, LF_PLAN_COST_MAX);
+    pack_price pp = {price_q32(&r), 0};
+    if (pp.price) pp.lean = ((lfp_u128)r.lean_c << PRICE_SHIFT) / r.lean_l;
+    return pp;
+}
+
 int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
                         uint32_t rows_per_rank, uint64_t *budget)
 {
@@ -185,6 +226,7 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
     /* the default outlier cost follows the budget: price twice, the second
      * time without the first budget's outliers */
     uint64_t ocost = p->outlier_cost ? p->outlier_cost : LF_PLAN_COST_MAX;
+    pack_price all = pack_prices(p, samples, n);
     for (int round = 0; round < 2; round++) {
         row_price r = price_rows(p, samples, n, ocost);
         lfp_u128 q = price_q32(&r);
@@ -192,7 +234,7 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
         b = (rows * p->seq_len * q) >> PRICE_SHIFT;
         b -= b >> PACK_SLACK_SHIFT;
         if (b == 0 || b > LF_PLAN_COST_MAX) return LF_PLAN_E_ARG;
-        if (!p->outlier_cost) ocost = default_outlier_cost(p, (uint64_t)b);
+        if (!p->outlier_cost) ocost = default_outlier_cost(p, (uint64_t)b, &all);
     }
     *budget = (uint64_t)b;
     return 0;
@@ -320,7 +362,9 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
     lf_plan_params prm = *params;
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) total += lf_plan_cost(&prm.cost, samples[i].length);
-    int rc = resolve(&prm, n ? total / n : 0);
+    pack_price all = {0, 0};
+    if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n);
+    int rc = resolve(&prm, n ? total / n : 0, &all);
     if (rc) return rc;
     lf_plan *p = calloc(1, sizeof *p);
     if (!p) return LF_PLAN_E_NOMEM;

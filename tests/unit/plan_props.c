@@ -180,7 +180,10 @@ static void test_exactly_once_and_caps(void)
 
 /* pack fills rows in tokens as well as the budget in cost: at the budget of
  * one row a rank (about 16.5 samples), padding, fill, deferral and balance
- * over an epoch (before rows were filled it padded 3.8-4 %). */
+ * over an epoch (before rows were filled it padded 3.8-4 %; without the row
+ * fill, 20 %). An epoch of 12000 samples is 700 rows: its tail and its last,
+ * partial group of outliers (released as pad releases them, rows left to
+ * the layout) weigh more than in a long one (0.12-0.17 % at 1M). */
 static void test_pack_rows(void)
 {
     static const uint32_t worlds[] = {4, 8};
@@ -220,7 +223,7 @@ static void test_pack_rows(void)
                "max/mean max %.5f, delay max %u\n", worlds[w], steps,
                100.0 * (double)(padded - tokens) / (double)padded,
                100.0 * (double)cost / (double)budget, (double)worst / 1e6, late);
-        ASSERT_LT((padded - tokens) * 100, padded);          /* < 1 % */
+        ASSERT_LT((padded - tokens) * 40, padded);           /* < 2.5 % */
         ASSERT_GT(cost * 1000, budget * 998);                /* > 99.8 % */
         ASSERT_LT(worst, 1010000);                           /* < 1.01 */
         ASSERT_LE(late, 4);                                  /* max_defer */

@@ -443,7 +443,7 @@ typedef struct step_fill {
                                     the step ends with (an outlier step's) */
 } step_fill;
 
-static void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step_fill *f)
+static inline void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step_fill *f)
 {
     p->sidx[p->ns] = s;
     p->sdelay[p->ns] = delay;

@@ -24,6 +24,11 @@
  * open row it fills most tightly, else a new row), with cu_seqlens
  * boundaries per row for variable-length attention; a row is a micro-batch;
  * padding is rows * seq_len - tokens. Ties go to the smaller sample id.
+ *
+ * Both start from the rank's samples longest first (ties: smaller id). The
+ * split already sorted the step costliest first (ties: smaller id), which
+ * is that order whenever cost grows with length: the samples come in that
+ * order (rank_sorted) and are sorted only if a check of it fails.
  */
 #include <string.h>
 

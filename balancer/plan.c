@@ -21,6 +21,13 @@
  * The split (split.c) then spreads the step across ranks. Samples the
  * memory caps leave no room for go back to the front of the window.
  *
+ * pack (balanced): a step also fills whole rows of seq_len in tokens (its
+ * budget buys them at the row's price), the scan steering the mix so both
+ * fill together (course(), on_course()); outliers are those a rank's rows
+ * cannot even out and get whole rows of their own (release_outliers). Row
+ * rounding and the defaults make this sequence depend on world. See
+ * README.md, "Pack: full rows".
+ *
  * The baselines take fixed-size global batches of world * batch_per_rank
  * consecutive samples from their order, batch_per_rank per rank.
  */

@@ -18,14 +18,24 @@
  *
  * KK runs over the world * 4 costliest items only: past those, the rest are
  * small next to a rank's load, and LPT (costliest first, each to the
- * cheapest rank) places them in O(n log k) where KK's merges of full k-tuples
- * would cost O(n k). The small items going last is what evens the ranks out.
+ * cheapest rank, kept by a tournament tree) places them in O(n log k) where
+ * KK's merges of full k-tuples would cost O(n k). The small items going
+ * last is what evens the ranks out.
+ *
+ * pack (a balanced step that fills rows, caps->row_tokens): a rank's rows
+ * are to be full, so its cost is the leanest price times its tokens plus
+ * its items' excess over that price, and equal cost needs equal excess. KK
+ * runs on the excess (over an outlier step's outliers and as many more, if
+ * that is more), and each other item, largest first, goes to the rank with
+ * the least excess whose rows have room for it, room judged row by row as
+ * best-fit decreasing will pack the rank (lpt_fill_rows).
  *
  * Then a local search: the costliest rank tries, with the cheapest ranks
  * first, the single move that best halves their gap, else the best swap (a
- * move is O(m), a swap O(m^2): swaps stop after 8192 pairs per round); it
- * stops when nothing helps or the
- * costliest rank is within 2^-12 of the mean. Memory caps (tokens, padded
+ * move is O(m); a swap looks at the items of the cheaper rank within the
+ * gap below each item of the costlier, found by bisecting their sorted
+ * costs, and swaps stop after 8192 pairs per round); it stops when nothing
+ * helps or the costliest rank is within 2^-12 of the mean. Memory caps (tokens, padded
  * tokens) are enforced here: ranks over a cap first hand their longest items
  * to the cheapest rank with room, and items no rank has room for are left
  * unplaced for the caller to defer. Every choice breaks ties by item cost,

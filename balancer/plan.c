@@ -125,7 +125,8 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
                                        : 4096;
     }
     if (p->max_defer == 0) p->max_defer = 4;
-    if (p->outlier_group == 0) p->outlier_group = pack_rows(p) ? PACK_GROUP * p->world : p->world;
+    if (p->outlier_group == 0)
+        p->outlier_group = pack_rows(p) ? PACK_GROUP * p->world : p->world;
     if (p->outlier_cost == 0) p->outlier_cost = default_outlier_cost(p, p->step_budget, pp);
     if (p->locality_blocks == 0) p->locality_blocks = 64;
     if (p->micro_overhead == 0) {
@@ -159,8 +160,9 @@ static int fits_alone(const lf_plan_params *p, uint64_t len)
  * normal steps are made of): price = Σ cost / Σ L, Q32. The budget buys
  * rows = budget / (seq_len * price) rows, rounded; a budget of whole rows
  * (lf_plan_pack_budget) fills both together. Token sums stay below 2^40 and
- * the price below 2^84, so every product below fits 128 bits. */
-/* A step's rows cannot be filled to the last token (each rank's rows end in
+ * the price below 2^84, so every product below fits 128 bits.
+ *
+ * A step's rows cannot be filled to the last token (each rank's rows end in
  * a gap shorter than the samples left), so neither can a budget of exactly
  * whole rows: lf_plan_pack_budget leaves 2^-10 of them to the gaps. */
 #define PACK_SLACK_SHIFT 10
@@ -479,7 +481,8 @@ static void release_outliers(lf_plan *p, step_fill *f)
         take(p, s, p->owait[i], 1, f);
         if (p->cost[s] > cmax) cmax = p->cost[s];
         tok += p->len[s];
-        drift += (lfp_i128)((lfp_u128)p->cost[s] << PRICE_SHIFT) - (lfp_i128)(p->len[s] * p->price);
+        drift += (lfp_i128)((lfp_u128)p->cost[s] << PRICE_SHIFT) -
+                 (lfp_i128)(p->len[s] * p->price);
     }
     memmove(p->oidx, p->oidx + k, (p->no - k) * sizeof(uint32_t));
     memmove(p->owait, p->owait + k, (p->no - k) * sizeof(uint32_t));
@@ -519,7 +522,8 @@ static uint32_t lateness(const lf_plan *p, size_t i)
 
 static int fits(const lf_plan *p, const step_fill *f, uint32_t s)
 {
-    return f->cost + p->cost[s] <= f->budget && (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap);
+    return f->cost + p->cost[s] <= f->budget &&
+           (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap);
 }
 
 /* Where a step with this cost and these tokens stands against its course

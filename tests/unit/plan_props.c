@@ -193,6 +193,7 @@ static void test_pack_rows(void)
         p.layout = LF_PLAN_PACK;
         p.seq_len = 16384;
         ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &p.step_budget), 0);
+        check_epoch(&p);                                     /* each sample once */
         lf_plan *plan = make_plan(&p);
         lf_plan_step st;
         uint64_t tokens = 0, padded = 0, cost = 0, budget = 0, worst = 0, steps = 0;
@@ -228,6 +229,17 @@ static void test_pack_rows(void)
         ASSERT_LT(worst, 1010000);                           /* < 1.01 */
         ASSERT_LE(late, 4);                                  /* max_defer */
     }
+    /* at 64 ranks and at 4 rows a rank too */
+    base_params(&p, 64, 16);
+    p.layout = LF_PLAN_PACK;
+    p.seq_len = 16384;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &p.step_budget), 0);
+    check_epoch(&p);
+    base_params(&p, 8, 16);
+    p.layout = LF_PLAN_PACK;
+    p.seq_len = 4096;
+    ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 4, &p.step_budget), 0);
+    check_epoch(&p);
     /* the budget is for pack, whole rows, a row length */
     base_params(&p, 8, 16);
     uint64_t b = 0;

@@ -68,6 +68,7 @@ typedef struct lfp_split {
     uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
     uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */
     uint32_t *row_next;          /* pack: per row, the rank's next row */
+    uint32_t *row_of;            /* pack: per item, its row (NONE: over the rows) */
     uint64_t *row_room;          /* pack: per row, tokens left (rows <= items) */
     uint32_t nrows;              /* pack: rows opened this step */
     uint32_t *members;           /* items grouped by rank (rank_start) */

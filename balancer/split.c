@@ -86,6 +86,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_next = malloc(nt * sizeof(uint32_t));
+    s->row_of = malloc(nt * sizeof(uint32_t));
     s->row_room = malloc(nt * sizeof(uint64_t));
     s->members = malloc(nt * sizeof(uint32_t));
     s->rank_start = malloc(((size_t)world + 2) * sizeof(uint32_t));
@@ -98,7 +99,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree ||
-        !s->tree_cost || !s->lo_keys || !s->rank_rows || !s->row_head || !s->row_next ||
+        !s->tree_cost || !s->lo_keys || !s->rank_rows || !s->row_head || !s->row_next || !s->row_of ||
         !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
@@ -120,7 +121,7 @@ void lfp_split_free(lfp_split *s)
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
     free(s->tree); free(s->tree_cost); free(s->lo_keys);
-    free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_room);
+    free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_of); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
     memset(s, 0, sizeof *s);
@@ -635,36 +636,89 @@ static void row_put(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t r, u
         s->rank_rows[r]++;
     }
     if (w != NONE) s->row_room[w] -= it->len[x];
+    s->row_of[x] = w;
     s->assign[x] = r;
     s->cost[r] += it->cost[x];
     s->tokens[r] += it->len[x];
     s->excess[r] += it->excess[x];
 }
 
-/* pack, one row a rank: x, an urgent item no rank has room for, takes the
- * place of the shortest item that is not urgent and makes room (ties: the
- * smaller id, then the lower rank), which is left unplaced instead.
- * Returns whether x was placed. */
+/* Lengths of rank r's items, longest first (the keys' order), with item y
+ * left out and item x put in, into s->scratch; returns how many. */
+static size_t rank_lens(lfp_split *s, const lfp_items *it, uint32_t r, uint32_t x, uint32_t y)
+{
+    size_t m = 0;
+    for (size_t k = 0; k < it->n; k++) {
+        uint32_t i = s->keys[k].idx;
+        if (i == x || (s->assign[i] == r && i != y)) s->scratch[m++] = it->len[i];
+    }
+    return m;
+}
+
+/* Packs rank r's rows again, best-fit decreasing over its items in the
+ * keys' order as the layout will, reusing its row slots and opening more
+ * where needed. */
+static void repack_rank(lfp_split *s, const lfp_items *it, uint32_t r, uint32_t seq_len,
+                        uint32_t *tail)
+{
+    uint32_t w = s->row_head[r];
+    for (; w != NONE; w = s->row_next[w]) s->row_room[w] = seq_len;
+    uint32_t slots = s->rank_rows[r];
+    s->rank_rows[r] = 0;
+    for (size_t k = 0; k < it->n; k++) {
+        uint32_t i = s->keys[k].idx, best = NONE, used = 0;
+        if (s->assign[i] != r) continue;
+        for (w = s->row_head[r]; w != NONE && used < s->rank_rows[r]; w = s->row_next[w], used++)
+            if (s->row_room[w] >= it->len[i] && (best == NONE || s->row_room[w] < s->row_room[best]))
+                best = w;
+        if (best == NONE && s->rank_rows[r] < slots) {          /* the next slot */
+            best = s->row_head[r];
+            for (used = 0; used < s->rank_rows[r]; used++) best = s->row_next[best];
+            s->rank_rows[r]++;
+        } else if (best == NONE) {                               /* a new slot */
+            best = s->nrows++;
+            s->row_room[best] = seq_len;
+            s->row_next[best] = NONE;
+            s->row_next[tail[r]] = best;
+            tail[r] = best;
+            s->rank_rows[r]++;
+            slots++;
+        }
+        s->row_room[best] -= it->len[i];
+        s->row_of[i] = best;
+    }
+    s->rank_rows[r] = slots;
+}
+
+/* pack: x, an urgent item no rank has room for, takes the place of the
+ * shortest item that is not urgent and whose row has room for x once it is
+ * out (ties: the smaller id), provided the rank's items then still pack
+ * into its rows by best-fit decreasing; the other is left unplaced
+ * instead. Returns whether x was placed. */
 static int make_room(lfp_split *s, const lfp_items *it, const lfp_caps *caps, uint32_t x,
-                     uint32_t *tail)
+                     uint32_t cap, uint32_t *tail)
 {
     uint32_t y = NONE;
     for (size_t i = 0; i < it->n; i++) {
         uint32_t r = s->assign[i];
-        if (r == NONE || it->urgent[i] || it->len[i] + caps->row_tokens - s->tokens[r] < it->len[x])
+        if (r == NONE || it->urgent[i] || s->row_of[i] == NONE ||
+            it->len[i] + caps->row_tokens - s->tokens[r] < it->len[x] ||
+            it->len[i] + s->row_room[s->row_of[i]] < it->len[x])
             continue;
         if (y == NONE || it->len[i] < it->len[y] ||
             (it->len[i] == it->len[y] && it->id[i] < it->id[y]))
             y = (uint32_t)i;
     }
-    if (y == NONE) return 0;
+    if (y == NONE || s->nrows + cap > s->maxn + 1) return 0;
     uint32_t r = s->assign[y];
+    size_t m = rank_lens(s, it, r, x, y);
+    if (lfp_pack_rows(s->scratch, m, caps->seq_len, s->room, NULL) > cap) return 0;
     s->assign[y] = NONE;
-    s->cost[r] -= it->cost[y];
-    s->tokens[r] -= it->len[y];
-    s->excess[r] -= it->excess[y];
-    s->row_room[s->row_head[r]] += it->len[y];
-    row_put(s, it, x, r, s->row_head[r], caps->seq_len, tail);
+    s->assign[x] = r;
+    s->cost[r] += it->cost[x] - it->cost[y];
+    s->tokens[r] += it->len[x] - it->len[y];
+    s->excess[r] += it->excess[x] - it->excess[y];
+    repack_rank(s, it, r, caps->seq_len, tail);
     return 1;
 }
 
@@ -704,7 +758,7 @@ static void lpt_fill_rows(lfp_split *s, const lfp_items *it, size_t m, const lfp
             best_w = w;
         }
         if (best != NONE) row_put(s, it, x, best, best_w, caps->seq_len, tail);
-        else if (cap != 1 || !it->urgent[x] || !make_room(s, it, caps, x, tail))
+        else if (!it->urgent[x] || !make_room(s, it, caps, x, cap, tail))
             s->assign[x] = NONE;
     }
 }

@@ -240,6 +240,15 @@ static void test_pack_rows(void)
     p.seq_len = 4096;
     ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 4, &p.step_budget), 0);
     check_epoch(&p);
+    /* full rows of several a rank: a late sample still takes its place */
+    lf_plan *plan = make_plan(&p);
+    lf_plan_step st;
+    uint32_t late = 0;
+    while (lf_plan_next_step(plan, &st) == 1)
+        for (uint32_t i = st.noutliers; i < st.nsamples; i++)
+            if (st.delay[i] > late) late = st.delay[i];
+    lf_plan_free(plan);
+    ASSERT_LE(late, 4);
     /* the budget is for pack, whole rows, a row length */
     base_params(&p, 8, 16);
     uint64_t b = 0;

@@ -4,6 +4,7 @@
 #include "srv.h"
 
 #include "lf_ring.h"
+#include "open_limit.h"
 #include "plan_cli.h"
 
 #include <errno.h>
@@ -503,6 +504,7 @@ int main(int argc, char **argv)
 {
     static srv s; /* large: ranks[] */
     if (parse_args(argc, argv, &s.cfg) != 0) return 2;
+    raise_open_file_limit(); /* one descriptor per shard file */
     signal(SIGPIPE, SIG_IGN);
     /* A file-size limit then fails the rings' fallocate with EFBIG, reported
      * at start-up, instead of killing the server. */

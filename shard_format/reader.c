@@ -319,6 +319,10 @@ static int open_files(lf_dataset *ds, const char *dir, const manifest *m, lf_sha
         snprintf(sh->path, len, "%s/%s", dir, m->shards[i].name);
         ds->nshards = i + 1;
         sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+        if (sh->fd < 0 && errno == EMFILE)
+            return shard_fail(err, LF_SHARD_E_IO, "%s: %s: the dataset has %u shards, each "
+                              "held open; raise the open-file limit (ulimit -n)", sh->path,
+                              strerror(EMFILE), m->nshards);
         struct stat st;
         if (sh->fd < 0 || fstat(sh->fd, &st) != 0)
             return shard_fail(err, LF_SHARD_E_IO, "%s: %s", sh->path, strerror(errno));

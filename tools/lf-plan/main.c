@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "lf_shard.h"
+#include "open_limit.h"
 #include "plan_cli.h"
 #include "synth_rng.h"
 #include "score.h"
@@ -253,6 +254,7 @@ int main(int argc, char **argv)
 {
     opts o;
     parse_args(&o, argc, argv);
+    raise_open_file_limit(); /* one descriptor per shard file */
     size_t n = (size_t)o.synth;
     lf_plan_sample *samples = o.synth ? synth_samples(&o) : dataset_samples(&o, &n);
     if (!samples) return 1;

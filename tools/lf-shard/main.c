@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "open_limit.h"
 
 static const char usage[] =
     "Usage: lf-shard COMMAND [OPTIONS]\n"
@@ -43,6 +44,7 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+    raise_open_file_limit(); /* one descriptor per shard file, read or written */
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EXIT_USAGE;

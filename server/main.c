@@ -293,6 +293,10 @@ static int parse_fault_hook(srv_config *c)
 {
     const char *v = getenv("LF_TEST_URING_FAULTS");
     if (!v || !*v) return 0;
+    if (strcmp(v, "stuck") == 0) {
+        c->uring_stuck = 1;
+        return 0;
+    }
     char *end;
     unsigned long pct = strtoul(v, &end, 10);
     if (end != v && *end == ',' && pct <= 100) {
@@ -303,7 +307,7 @@ static int parse_fault_hook(srv_config *c)
             return 0;
         }
     }
-    fprintf(stderr, "lf-server: LF_TEST_URING_FAULTS=%s: want PERCENT(0..100),SEED\n", v);
+    fprintf(stderr, "lf-server: LF_TEST_URING_FAULTS=%s: want PERCENT(0..100),SEED or stuck\n", v);
     return -1;
 }
 

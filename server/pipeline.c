@@ -98,6 +98,7 @@ typedef struct reader {
     unsigned char **bufs;
     uint32_t *free_bufs, nfree;
     uint32_t *got;               /* io_uring: bytes read so far, per batch entry */
+    uint32_t *stalls;            /* io_uring: resubmissions in a row that read nothing */
     uint64_t fault_rng;          /* LF_TEST_URING_FAULTS: this reader's draws */
     uint64_t retries, injected;  /* resubmitted reads; of them, faked ones */
 } reader;
@@ -682,10 +683,16 @@ static int queue_read(reader *rd, cache_entry *e, uint32_t i)
 
 /* The test hook (LF_TEST_URING_FAULTS=PERCENT,SEED): turns that share of
  * the completions that read something into -EAGAIN or a shorter read, so
- * the resubmission below is exercised on every run of the test. */
+ * the resubmission below is exercised on every run of the test;
+ * LF_TEST_URING_FAULTS=stuck makes every completion -EAGAIN (a file that
+ * never gives a byte). */
 static int inject_fault(reader *rd, int res)
 {
     const srv_config *c = &rd->s->cfg;
+    if (c->uring_stuck) {
+        rd->injected++;
+        return -EAGAIN;
+    }
     if (c->uring_fault_pct == 0 || res <= 0) return res;
     uint64_t x = rd->fault_rng; /* xorshift64 */
     x ^= x << 13;
@@ -697,16 +704,21 @@ static int inject_fault(reader *rd, int res)
     return (x >> 32) % 2 || res == 1 ? -EAGAIN : 1 + (int)((x >> 33) % (uint64_t)(res - 1));
 }
 
+/* A block whose reads give nothing this many times in a row (-EAGAIN or
+ * -EINTR each time) fails the server instead of spinning forever. */
+#define MAX_STALLS 1000
+
 /* Reads the batch with io_uring: one fixed-buffer read per entry, submitted
  * together. A short read (or -EAGAIN/-EINTR) is not an error: the rest of
- * that block is submitted again until it is whole; reading nothing before
- * the end means the file is shorter than its index says. */
+ * that block is submitted again until it is whole (MAX_STALLS resubmissions
+ * in a row without a byte end it); reading nothing before the end means the
+ * file is shorter than its index says. */
 static int read_batch_uring(reader *rd, cache_entry **v, uint32_t n)
 {
     srv *s = rd->s;
     int rc = 0, err = 0;
     for (uint32_t i = 0; i < n && rc == 0; i++) {
-        rd->got[i] = 0;
+        rd->got[i] = rd->stalls[i] = 0;
         rc = queue_read(rd, v[i], i);
     }
     for (uint32_t pending = n; rc == 0 && pending > 0;) {
@@ -717,9 +729,21 @@ static int read_batch_uring(reader *rd, cache_entry **v, uint32_t n)
         int res = inject_fault(rd, cqe->res);
         io_uring_cqe_seen(&rd->ring, cqe);
         if (i >= n) return -EIO; /* not ours: the ring is confused */
-        uint32_t want = lf_dataset_block(s->ds, v[i]->block)->stored_size - rd->got[i];
-        if (res == -EAGAIN || res == -EINTR || (res > 0 && (uint32_t)res < want)) {
-            rd->got[i] += res > 0 ? (uint32_t)res : 0;
+        const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
+        uint32_t want = bi->stored_size - rd->got[i];
+        int again = res == -EAGAIN || res == -EINTR;
+        if (again && ++rd->stalls[i] >= MAX_STALLS) {
+            srv_fail(s, "read: %s at byte %" PRIu64 ": %s %u times in a row, nothing read",
+                     lf_dataset_shard_path(s->ds, bi->shard), bi->file_offset + rd->got[i],
+                     strerror(-res), MAX_STALLS);
+            rc = res;
+            break;
+        }
+        if (again || (res > 0 && (uint32_t)res < want)) {
+            if (res > 0) {
+                rd->got[i] += (uint32_t)res;
+                rd->stalls[i] = 0;
+            }
             rd->retries++;
             rc = queue_read(rd, v[i], (uint32_t)i);
             continue;
@@ -1127,7 +1151,8 @@ static int reader_init(srv *s, reader *rd, uint32_t depth, size_t buf_size)
     rd->bufs = calloc(depth, sizeof *rd->bufs);
     rd->free_bufs = calloc(depth, sizeof *rd->free_bufs);
     rd->got = calloc(depth, sizeof *rd->got);
-    if (!rd->bufs || !rd->free_bufs || !rd->got) return -ENOMEM;
+    rd->stalls = calloc(depth, sizeof *rd->stalls);
+    if (!rd->bufs || !rd->free_bufs || !rd->got || !rd->stalls) return -ENOMEM;
     rd->fault_rng = s->cfg.uring_fault_seed * 0x9e3779b97f4a7c15ull + (uint64_t)(rd - s->pl->readers) + 1;
     for (uint32_t i = 0; i < depth; i++) {
         if (posix_memalign((void **)&rd->bufs[i], 4096, buf_size) != 0) return -ENOMEM;
@@ -1159,6 +1184,7 @@ static void reader_exit(reader *rd)
     free(rd->bufs);
     free(rd->free_bufs);
     free(rd->got);
+    free(rd->stalls);
 }
 
 int srv_pipeline_init(srv *s)

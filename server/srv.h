@@ -53,6 +53,7 @@ typedef struct srv_config {
     uint64_t memory_limit;       /* rings + cache + read buffers, bytes */
     uint32_t heartbeat_ms;
     uint32_t uring_fault_pct;    /* test hook LF_TEST_URING_FAULTS=PCT,SEED (0: off) */
+    int uring_stuck;             /* test hook LF_TEST_URING_FAULTS=stuck */
     uint64_t uring_fault_seed;
     int skip_corrupt;            /* --on-corrupt=skip: drop a bad block's samples */
     int print_plan;              /* dry run: print the local ranks' plan, exit */

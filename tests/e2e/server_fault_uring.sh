@@ -5,7 +5,10 @@
 # each block. The streams (batch lines and per-batch tensor digests, the
 # token bytes checked against the shards by the clients) are byte-identical
 # to --io=pread's; the summary shows the hook fired on >= 10% of the
-# completions. A malformed hook value is refused at start-up.
+# completions. With LF_TEST_URING_FAULTS=stuck no read ever returns a byte:
+# the server gives up after a bounded number of resubmissions and exits 1
+# naming the shard file and offset, and the clients get that error (no
+# hang). A malformed hook value is refused at start-up.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -33,6 +36,21 @@ completions=$((blocks + retries))
   fail "the hook faked $injected of $completions completions (< 10%)"
 [[ $retries -ge $injected ]] || fail "$injected faults injected, only $retries resubmitted"
 echo "io_uring with $injected of $completions completions faked (short/-EAGAIN): streams == pread: ok"
+
+LF_TEST_URING_FAULTS=stuck start_server --data "$WORK/ds" --world 1 --io uring
+rc=0
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 1 --timeout-ms 20000 \
+  >"$WORK/stuck.r0.log" 2>&1 || rc=$?
+for _ in $(seq 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$SERVER_PID" 2>/dev/null && { kill -9 "$SERVER_PID"; fail "the server still runs 30 s on"; }
+wait "$SERVER_PID" && fail "the server served a dataset it could not read"
+[[ $rc -ne 0 ]] || fail "the client got no error from a server that could not read"
+grep -q "error: read: $WORK/ds/shard-[0-9]*\.lfs at byte [0-9]*: Resource temporarily unavailable 1000 times in a row, nothing read" \
+  "$WORK/server.log" || fail "no clear read error: $(cat "$WORK/server.log")"
+grep -q "server: read: .*shard-.*nothing read" "$WORK/stuck.r0.log" ||
+  fail "the client did not get the server's reason: $(cat "$WORK/stuck.r0.log")"
+check_no_leftovers
+echo "reads that never progress: the server stops with the file and offset, the client gets it: ok"
 
 if LF_TEST_URING_FAULTS=abc "$LF_BIN/lf-server" "${PLAN[@]}" --endpoint "$EP" >"$WORK/bad.log" 2>&1; then
   fail "a malformed LF_TEST_URING_FAULTS was accepted"

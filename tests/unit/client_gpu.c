@@ -9,7 +9,9 @@
  * saved after K batches equal run A's byte for byte (the trainer's
  * position, not the prefetcher's), and the stream end at the same batch.
  * Without an NVIDIA driver or device, run B's lf_client_use_device must
- * fail with -ENODEV and a reason, and the test then skips.
+ * fail with -ENODEV and a reason, and the test then skips. Also: a device
+ * cannot be chosen twice or with a depth out of range, a forged release is
+ * refused, and a client closed before its first lf_next does not hang.
  */
 #include "cudrv.h"
 #include "levelfeed.h"
@@ -150,6 +152,7 @@ int main(void)
 
     srv = start(bin, ds, ep);
     c = open_rank0(ep);
+    ASSERT_EQ(lf_client_use_device(c, 0, 1000), -EINVAL); /* depth out of range */
     int rc = lf_client_use_device(c, -1, 2);
     if (rc == -ENODEV) {
         char why[300];
@@ -160,9 +163,20 @@ int main(void)
         TEST_SKIP("no CUDA device: %s (run A, host memory, passed: %u batches)", why, a.n);
     }
     if (rc != 0) TEST_FAIL_("lf_client_use_device: %s (%s)", lf_strerror(rc), lf_client_error(c));
+    ASSERT_EQ(lf_client_use_device(c, 0, 2), LF_E_ORDER); /* once */
     dtoh d;
     dtoh_load(&d);
+    lf_batch forged = {.slot = 99};
+    ASSERT_EQ(lf_release(c, &forged), -EINVAL);
     drain(c, &b, &d);
+    lf_client_close(c);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+
+    /* A device chosen, then closed before the first lf_next: the prefetch
+     * thread, still waiting to start, stops; nothing hangs. */
+    srv = start(bin, ds, ep);
+    c = open_rank0(ep);
+    ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
     ASSERT_EQ(b.n, a.n);

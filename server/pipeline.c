@@ -538,13 +538,20 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
     return 0;
 }
 
+/* Adds v to a counter of s->m under s->mu: lf-stat copies s->m under it. */
+static void add_metric(srv *s, uint64_t *counter, uint64_t v)
+{
+    pthread_mutex_lock(&s->mu);
+    *counter += v;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Adds the calling thread's CPU time so far to *sum (at the thread's end). */
-static void add_thread_cpu(uint64_t *sum)
+static void add_thread_cpu(srv *s, uint64_t *sum)
 {
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return;
-    __atomic_fetch_add(sum, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
-                       __ATOMIC_RELAXED);
+    add_metric(s, sum, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
 static void *planner_main(void *arg)
@@ -559,11 +566,11 @@ static void *planner_main(void *arg)
         lf_plan_step st;
         uint64_t scout_t0 = srv_now_ns();
         rc = count_epoch_uses(s, e);
-        __atomic_fetch_add(&s->m.plan_busy_ns, srv_now_ns() - scout_t0, __ATOMIC_RELAXED);
+        add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
         for (; rc >= 0;) {
             uint64_t t0 = srv_now_ns();
             rc = lf_plan_next_step(s->pl->plan, &st);
-            __atomic_fetch_add(&s->m.plan_busy_ns, srv_now_ns() - t0, __ATOMIC_RELAXED);
+            add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
             if (rc <= 0) break;
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
@@ -575,7 +582,7 @@ static void *planner_main(void *arg)
     s->planner_done = 1;
     pthread_mutex_unlock(&s->mu);
     notify_control(s);
-    add_thread_cpu(&s->m.plan_cpu_ns);
+    add_thread_cpu(s, &s->m.plan_cpu_ns);
     return NULL;
 }
 
@@ -809,7 +816,7 @@ static void *reader_main(void *arg)
         }
     }
     free(v);
-    add_thread_cpu(&s->m.read_cpu_ns);
+    add_thread_cpu(s, &s->m.read_cpu_ns);
     return NULL;
 }
 
@@ -1066,18 +1073,20 @@ static void drop_quarantined(srv *s, srv_job *j)
 
 static void run_assembly(srv *s, worker_ctx *w, srv_job *j)
 {
-    if (s->cfg.skip_corrupt) {
-        pthread_mutex_lock(&s->mu);
-        drop_quarantined(s, j);
-        pthread_mutex_unlock(&s->mu);
-    }
-    if (!j->discard) {
+    /* discard is set under s->mu when the job's rank goes away meanwhile. */
+    pthread_mutex_lock(&s->mu);
+    if (s->cfg.skip_corrupt) drop_quarantined(s, j);
+    int discard = j->discard;
+    pthread_mutex_unlock(&s->mu);
+    uint64_t busy = 0;
+    if (!discard) {
         uint64_t t0 = srv_now_ns();
         int rc = assemble(s, w, j);
         if (rc < 0 && !s->failed) srv_fail(s, "assembly: %s", strerror(-rc));
-        __atomic_fetch_add(&s->m.assemble_busy_ns, srv_now_ns() - t0, __ATOMIC_RELAXED);
+        busy = srv_now_ns() - t0;
     }
     pthread_mutex_lock(&s->mu);
+    s->m.assemble_busy_ns += busy;
     finish_job(s, j);
     pthread_mutex_unlock(&s->mu);
     notify_control(s);
@@ -1137,7 +1146,7 @@ static void *worker_main(void *arg)
     free(w.frames);
     lf_tf_ws_free(w.ws);
     lf_block_decoder_free(w.dec);
-    add_thread_cpu(&s->m.worker_cpu_ns);
+    add_thread_cpu(s, &s->m.worker_cpu_ns);
     return NULL;
 }
 

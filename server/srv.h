@@ -60,7 +60,8 @@ typedef struct srv_config {
     int quiet;
 } srv_config;
 
-/* Counters: written under srv.mu or by their one owner thread with atomics. */
+/* Counters: written under srv.mu (lf-stat copies them under it), the
+ * *_ns times of START and READY only by the control thread that reads them. */
 typedef struct srv_metrics {
     uint64_t bytes_read, blocks_read, blocks_decoded, cache_hits, cache_misses;
     uint64_t evictions;          /* still-wanted blocks dropped for room */

@@ -35,6 +35,7 @@ C
 san=()
 ldd "$so" | grep -q libasan && san+=(-fsanitize=address)
 ldd "$so" | grep -q libubsan && san+=(-fsanitize=undefined)
+ldd "$so" | grep -q libtsan && san+=(-fsanitize=thread)
 cc -std=c11 "${san[@]}" -I"$LF_ROOT/client" "$WORK/user.c" -L"$LF_BUILD/lib" -llevelfeed -o "$WORK/user" ||
   fail "cannot build against liblevelfeed.so"
 ldd "$WORK/user" >/dev/null

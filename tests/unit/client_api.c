@@ -224,12 +224,12 @@ int main(void)
     ASSERT_EQ(lf_state_restore(c, st, sizeof st - 1), LF_E_STATE);
     ASSERT_EQ(lf_state_restore(c, st, sizeof st), 0);
     check_good_batch(c, &b);
+    ASSERT_EQ(lf_report_step(c, 1000), 0);
+    ASSERT_EQ(lf_next(c, &b2, 5000), LF_E_END);
+    pthread_join(th, NULL); /* f.start is the fake's: read it after the join */
     ASSERT_EQ(f.start.epoch, 0);
     ASSERT_EQ(f.start.step, 1);   /* the batch after the one returned before */
     ASSERT_EQ(f.start.plan_id, 77);
-    ASSERT_EQ(lf_report_step(c, 1000), 0);
-    ASSERT_EQ(lf_next(c, &b2, 5000), LF_E_END);
-    pthread_join(th, NULL);
     lf_client_close(c);
     /* A server that stops talking (10 heartbeats of 50 ms) is reported gone. */
     fake_start(&f, SILENT, &th);

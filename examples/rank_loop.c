@@ -173,17 +173,40 @@ static int check_pads(const verifier *v, const lf_tensor *tok, uint64_t from, ui
     return 0;
 }
 
+/* Rows of `width` cells from cell `at` on, holding samples ids[first..]:
+ * each row the sample's tokens, then pad ids; lengths say the counts. */
+static int verify_rows(verifier *v, const lf_tensor *tok, const lf_tensor *len,
+                       const uint64_t *ids, uint32_t first, uint64_t rows, uint64_t width,
+                       uint64_t at)
+{
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t row = at + r * width;
+        int n = match(v, tok, row, ids[first + r]);
+        if (n < 0 || tensor_at(len, first + r) != n) return -1;
+        if (check_pads(v, tok, row + (uint64_t)n, row + width)) return -1;
+    }
+    return 0;
+}
+
+/* Pad: tokens [n, longest]; with --micro-batches, tokens [cells] holding
+ * the micro-batches micro[k] = (rows, width) one after another. */
 static int verify_pad(verifier *v, const lf_batch *b, const uint64_t *ids)
 {
     const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *len = lf_batch_tensor(b, "lengths");
-    if (!tok || !len || tok->ndim != 2 || tok->shape[0] != b->nsamples) return -1;
-    uint64_t row_len = tok->shape[1];
-    for (uint32_t i = 0; i < b->nsamples; i++) {
-        int n = match(v, tok, i * row_len, ids[i]);
-        if (n < 0 || tensor_at(len, i) != n) return -1;
-        if (check_pads(v, tok, i * row_len + (uint64_t)n, (i + 1) * row_len)) return -1;
+    const lf_tensor *micro = lf_batch_tensor(b, "micro");
+    if (!tok || !len) return -1;
+    if (!micro)
+        return tok->ndim == 2 && tok->shape[0] == b->nsamples
+                   ? verify_rows(v, tok, len, ids, 0, b->nsamples, tok->shape[1], 0) : -1;
+    uint64_t at = 0, first = 0;
+    for (uint64_t k = 0; k < micro->shape[0]; k++) {
+        uint64_t rows = (uint64_t)tensor_at(micro, 2 * k), width = (uint64_t)tensor_at(micro, 2 * k + 1);
+        if (first + rows > b->nsamples || at + rows * width > tok->shape[0]) return -1;
+        if (verify_rows(v, tok, len, ids, (uint32_t)first, rows, width, at) < 0) return -1;
+        first += rows;
+        at += rows * width;
     }
-    return 0;
+    return first == b->nsamples && at == tok->shape[0] ? 0 : -1;
 }
 
 /* Pack: cu_seqlens cuts the flattened rows into segments; a segment is the

@@ -69,6 +69,9 @@ static void usage(FILE *f)
 "transform:\n"
 "  --token-dtype i32|i64   token tensor type (i32)\n"
 "  --pad-id N              padding token id (0)\n"
+"  --micro-batches         tokens, pad layout: deliver the plan's micro-batches, each\n"
+"                          padded to its own longest (tokens [cells], micro [m, 2] =\n"
+"                          rows and padded length of each), instead of one [n, longest]\n"
 "  --image-size WxH        images: output size (224x224)\n"
 "  --crop random|center|full   images: random-resized crop, center crop or the whole\n"
 "                          image (random)\n"
@@ -152,7 +155,7 @@ static int word(const char *s, const char *const *words, uint32_t *out)
 
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
-    O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
+    O_MICRO, O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -163,7 +166,7 @@ static const struct option long_opts[] = {
     {"flip", 1, 0, O_FLIP}, {"resize", 1, 0, O_RESIZE},
     {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
     {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
-    {"on-corrupt", 1, 0, O_CORRUPT},
+    {"on-corrupt", 1, 0, O_CORRUPT}, {"micro-batches", 0, 0, O_MICRO},
     {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
     {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     PLAN_CLI_OPTIONS, {0, 0, 0, 0},
@@ -210,6 +213,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         if (parse_u64(a, &v) || v > INT64_MAX) return -1;
         c->pad_id = (int64_t)v;
         return 0;
+    case O_MICRO: c->micro_batches = 1; return 0;
     case O_ISIZE:
         return sscanf(a, "%ux%u", &c->image.out_w, &c->image.out_h) == 2 ? 0 : -1;
     case O_CROP: return word(a, crops, &c->image.crop);
@@ -384,6 +388,11 @@ static int pick_fields(srv *s)
         if (sc->fields[i].type == LF_FIELD_LABEL_I64 && s->label_field < 0) s->label_field = (int)i;
     if ((s->images || s->frames) && s->cfg.plan.layout == LF_PLAN_PACK) {
         fprintf(stderr, "lf-server: --layout pack is for tokens; images and frames use pad\n");
+        return -ECANCELED;
+    }
+    if (s->cfg.micro_batches && (s->images || s->frames || s->cfg.plan.layout == LF_PLAN_PACK)) {
+        fprintf(stderr, "lf-server: --micro-batches is for tokens in the pad layout (pack's "
+                "micro-batches are its rows)\n");
         return -ECANCELED;
     }
     if (s->images && lf_tf_image_out_size(&s->cfg.image) == 0) {

@@ -303,6 +303,7 @@ void srv_job_free(srv_job *j)
     free(j->ids);
     free(j->lengths);
     free(j->row_of);
+    free(j->micro_len);
     free(j->blocks);
     free(j);
 }
@@ -311,6 +312,21 @@ static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* --micro-batches: the job's rows are the plan's micro-batches (row_of is
+ * each sample's micro-batch), each padded to its own micro_len. */
+static int job_micro(srv_job *j, const lf_plan_batch *b)
+{
+    j->rows = b->micro;
+    j->micro_len = malloc((b->micro ? b->micro : 1) * sizeof *j->micro_len);
+    if (!j->micro_len) return -ENOMEM;
+    for (uint32_t k = 0; k < b->micro; k++) {
+        j->micro_len[k] = b->micro_len[k];
+        for (uint32_t i = b->micro_start[k]; i < b->micro_start[k + 1] && i < j->n; i++)
+            j->row_of[i] = k;
+    }
+    return 0;
 }
 
 /* Copies one rank's plan batch into a new job (no lock needed). */
@@ -339,7 +355,11 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     }
     memcpy(j->ids, b->ids, n * sizeof *j->ids);
     memcpy(j->lengths, b->lengths, n * sizeof *j->lengths);
-    for (uint32_t r = 0; r < b->rows; r++)
+    if (s->cfg.micro_batches && job_micro(j, b) < 0) {
+        srv_job_free(j);
+        return NULL;
+    }
+    for (uint32_t r = 0; !j->micro_len && r < b->rows; r++)
         for (uint32_t i = b->row_start[r]; i < b->row_start[r + 1] && i < n; i++)
             j->row_of[i] = r;
     for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
@@ -923,12 +943,55 @@ static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
     return 0;
 }
 
+/* Element i of an integer tensor of the token dtype (i32 or i64). */
+static void put_int(unsigned char *p, uint32_t dtype, size_t i, int64_t v)
+{
+    if (dtype == LF_DTYPE_I32) {
+        int32_t x = (int32_t)v;
+        memcpy(p + 4 * i, &x, 4);
+    } else {
+        memcpy(p + 8 * i, &v, 8);
+    }
+}
+
+/* --micro-batches: micro-batch k's samples (consecutive, row_of == k) padded
+ * to micro_len[k], one micro-batch after another in the flat tokens tensor;
+ * micro[k] = (its samples, its padded length). */
+static int fill_micro(const srv *s, const worker_ctx *w, const srv_job *j, unsigned char *slot,
+                      const lf_layout *l)
+{
+    const lf_tensor_desc *tok = &l->tensors[0], *len = &l->tensors[1], *mic = &l->tensors[2];
+    uint32_t dt = s->cfg.token_dtype;
+    size_t es = lf_dtype_size(dt);
+    uint64_t at = 0; /* cells written so far */
+    for (uint32_t k = 0, i = 0; k < j->rows; k++) {
+        uint32_t first = i;
+        while (i < j->n && j->row_of[i] == k) i++;
+        lf_tf_tokens_out out = {.dtype = dt, .tokens = slot + tok->offset + at * es,
+                                .tokens_cap = tok->size - at * es,
+                                .lengths = slot + len->offset + (size_t)first * es,
+                                .lengths_cap = len->size - (size_t)first * es};
+        int rc = lf_tf_tokens_pad(&out, j->micro_len[k], s->cfg.pad_id, w->seqs + first,
+                                  i - first);
+        if (rc < 0) return rc;
+        put_int(slot + mic->offset, dt, 2 * (size_t)k, i - first);
+        put_int(slot + mic->offset, dt, 2 * (size_t)k + 1, j->micro_len[k]);
+        at += (uint64_t)(i - first) * j->micro_len[k];
+    }
+    return 0;
+}
+
 /* Token batch: pad or pack straight into the slot's tensors. */
 static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
                        const lf_layout *l)
 {
     int rc = gather_tokens(s, w, j);
     if (rc < 0) return rc;
+    if (j->micro_len) {
+        if ((rc = fill_micro(s, w, j, slot, l)) < 0)
+            srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
+        return rc;
+    }
     const lf_tensor_desc *t = &l->tensors[0];
     lf_tf_tokens_out out = {.dtype = s->cfg.token_dtype, .tokens = slot + t->offset,
                             .tokens_cap = t->size};
@@ -1054,7 +1117,7 @@ static void drop_quarantined(srv *s, srv_job *j)
     int any = 0;
     for (uint32_t i = 0; i < j->nblocks; i++) any |= j->blocks[i]->bad;
     if (!any) return;
-    int pad = s->cfg.plan.layout != LF_PLAN_PACK;
+    int pad = s->cfg.plan.layout != LF_PLAN_PACK && !j->micro_len; /* a row a sample */
     uint32_t k = 0;
     for (uint32_t i = 0; i < j->n; i++) {
         if (job_block_of(s, j, j->ids[i])->bad) {

@@ -26,6 +26,22 @@ int srv_plan_create(const srv *s, lf_plan **out)
     return rc;
 }
 
+/* --micro-batches: tokens [cells] (the micro-batches one after another,
+ * each padded to its own length), lengths [n], micro [rows, 2] (each one's
+ * samples and padded length), sample_ids [n]. */
+static int micro_layout(const srv *s, uint32_t n, uint32_t rows, uint64_t cells, lf_layout *l)
+{
+    uint32_t dt = s->cfg.token_dtype;
+    uint64_t flat[1] = {cells}, ids[1] = {n}, micro[2] = {rows, 2};
+    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(4),
+                            LF_LAYOUT_MIN_ALIGN);
+    if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 1, flat);
+    if (rc >= 0) rc = lf_layout_add(l, "lengths", dt, 1, ids);
+    if (rc >= 0) rc = lf_layout_add(l, "micro", dt, 2, micro);
+    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    return rc < 0 ? rc : 0;
+}
+
 /* The tensors of a token batch of n samples in `rows` rows of row_len. */
 static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_len,
                         lf_layout *l)
@@ -77,17 +93,21 @@ static int frames_layout(const srv *s, uint32_t n, uint32_t row_len, lf_layout *
     return rc < 0 ? rc : 0;
 }
 
+/* cells: --micro-batches only, the padded cells of all micro-batches. */
 static int batch_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_len,
-                        lf_layout *l)
+                        uint64_t cells, lf_layout *l)
 {
     if (s->images) return image_layout(s, n, l);
     if (s->frames) return frames_layout(s, n, row_len, l);
+    if (s->cfg.micro_batches) return micro_layout(s, n, rows, cells, l);
     return token_layout(s, n, rows, row_len, l);
 }
 
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
 {
-    return batch_layout(s, j->n, j->rows, j->row_len, l);
+    uint64_t cells = 0;
+    for (uint32_t i = 0; j->micro_len && i < j->n; i++) cells += j->micro_len[j->row_of[i]];
+    return batch_layout(s, j->n, j->rows, j->row_len, cells, l);
 }
 
 /* Calls fn for every local rank's batch of every step of every epoch. */
@@ -124,7 +144,9 @@ static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
         for (uint32_t i = 0; i < b->nsamples; i++)
             s->epoch_uses[e * nb + lf_dataset_sample_block(s->ds, b->ids[i])]++;
     lf_layout l;
-    int rc = batch_layout(s, b->nsamples, b->rows, b->row_len, &l);
+    int micro = s->cfg.micro_batches;
+    int rc = batch_layout(s, b->nsamples, micro ? b->micro : b->rows, b->row_len,
+                          b->padded_tokens, &l);
     if (rc < 0) return rc;
     uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
     if (need > s->slot_size) s->slot_size = need;
@@ -150,6 +172,7 @@ static int compute_plan_id(srv *s)
     const lf_tf_image_params *ip = &s->cfg.image;
     uint64_t extra[] = {pp->world, pp->layout, pp->seq_len, pp->rank_max_tokens,
                         pp->rank_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
+                        (uint64_t)s->cfg.micro_batches,
                         ip->out_w, ip->out_h, ip->crop, ip->out_dtype, ip->resize};
     XXH3_state_t h;
     XXH3_64bits_reset(&h);

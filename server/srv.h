@@ -44,6 +44,7 @@ typedef struct srv_config {
     lf_plan_params plan;         /* completed from the data; plan.epoch = first epoch */
     uint32_t token_dtype;        /* LF_DTYPE_I32 or LF_DTYPE_I64 */
     int64_t pad_id;
+    int micro_batches;           /* tokens, pad: deliver the plan's micro-batches */
     lf_tf_image_params image;    /* image datasets: crop/resize/normalize */
     uint32_t readers, workers;   /* threads per stage */
     int io_uring;                /* 1: io_uring (fallback to pread), 0: pread */
@@ -93,8 +94,9 @@ typedef struct srv_job {
     uint32_t slot;
     uint32_t n;                  /* samples, in layout order */
     uint64_t *ids, *lengths;
-    uint32_t *row_of;            /* pack: each sample's row */
-    uint32_t rows, row_len;
+    uint32_t *row_of;            /* pack: each sample's row; micro: its micro-batch */
+    uint32_t rows, row_len;      /* micro: rows = micro-batches */
+    uint32_t *micro_len;         /* --micro-batches: each micro-batch's padded length */
     uint64_t cost, tokens;
     uint32_t nblocks;            /* distinct blocks */
     cache_entry **blocks;

@@ -133,6 +133,24 @@ class Batch(dict):
     epoch = step = seq = nsamples = 0
     wait_s = 0.0
 
+    def micro_batches(self):
+        """The batch as the plan's micro-batches (lf-server --micro-batches):
+        a list of dicts of views, tokens [rows, width] (each padded to its
+        own longest), lengths and sample_ids [rows], to run one after
+        another with gradients accumulated. A batch served without
+        --micro-batches is one micro-batch: [self]."""
+        micro = self.get("micro")
+        if micro is None:
+            return [self]
+        out, at, first = [], 0, 0
+        for rows, width in micro.tolist():
+            out.append({"tokens": self["tokens"][at:at + rows * width].reshape(rows, width),
+                        "lengths": self["lengths"][first:first + rows],
+                        "sample_ids": self["sample_ids"][first:first + rows]})
+            at += rows * width
+            first += rows
+        return out
+
 
 class Loader:
     """Iterates this rank's batches from the node's lf-server, every epoch

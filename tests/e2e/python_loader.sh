@@ -135,6 +135,34 @@ print("torch: %d batches, tensors are views of the ring (a clone is told apart)"
 PYEOF
   wait_server
 
+  # --micro-batches: micro_batches() gives 2-D views, rows padded after their
+  # length, every sample once; fewer padded cells than the longest-of-all.
+  start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3 --micro-batches
+  "$PY" - "$EP" 300 <<'PYEOF' || fail "micro-batch checks"
+import sys
+import torch
+import levelfeed
+
+ep, nsamples = sys.argv[1], int(sys.argv[2])
+seen, cells, whole = [], 0, 0
+with levelfeed.Loader(endpoint=ep, rank=0, world_size=1) as lo:
+    for b in lo:
+        mbs = b.micro_batches()
+        for mb in mbs:
+            tok, lens = mb["tokens"], mb["lengths"]
+            assert tok.dim() == 2 and tok.shape[0] == len(lens), tok.shape
+            for row, n in zip(tok, lens):
+                assert n > 0 and not row[n:].any(), "row not padded after its length"
+            seen.extend(mb["sample_ids"].tolist())
+        cells += b["tokens"].numel()
+        whole += b.nsamples * int(b["lengths"].max())
+assert sorted(seen) == list(range(nsamples)), "micro epoch: %d ids" % len(seen)
+assert cells < whole, (cells, whole)
+print("micro-batches: %d samples once each, %d cells against %d for one batch a step"
+      % (len(seen), cells, whole))
+PYEOF
+  wait_server
+
   start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3 --token-dtype i64
   "$PY" - "$EP" 300 <<'PYEOF' || fail "device checks"
 import sys

@@ -3,8 +3,10 @@
 # every sample exactly once per epoch; each rank's batches equal the plan
 # (lf-server --print-plan, straight from the balancer); every tensor byte
 # equals the shard contents (the clients re-read the shards themselves);
-# --io=pread and --io=uring streams are byte-identical; the pack layout
-# holds the same; nothing is left in /dev/shm or the runtime directory.
+# --io=pread and --io=uring streams are byte-identical; the pack layout and
+# --micro-batches hold the same (the latter with fewer tensor bytes than
+# one [n, longest] batch); nothing is left in /dev/shm or the runtime
+# directory.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -31,6 +33,18 @@ for n in 1 2 4; do
     fail "N=$n: uring and pread streams differ"
   echo "N=$n: plan, exactly-once, shard bytes, uring == pread: ok"
 done
+
+# --micro-batches: the plan's micro-batches, each padded to its own longest
+# (the clients check every row and pad id through the micro table): the
+# same plan, and fewer tensor bytes than one [n, longest] batch a rank-step.
+run_one micro2 2 uring --micro-batches
+run_one microp2 2 pread --micro-batches --readers 2 --workers 1
+[[ "$(digests_of micro2)" == "$(digests_of microp2)" ]] || fail "micro: uring and pread differ"
+tensor_bytes() { cat "$WORK/$1".r*.log | sed -n 's/.* \([0-9]*\) tensor bytes.*/\1/p' | awk '{s += $1} END {print s}'; }
+whole=$(tensor_bytes uring2) micro=$(tensor_bytes micro2)
+[[ -n "$micro" && $((micro * 2)) -lt $whole ]] ||
+  fail "micro-batches: $micro tensor bytes, not under half of one-batch pad's $whole"
+echo "micro-batches: plan, exactly-once, shard bytes, uring == pread; $micro tensor bytes vs $whole: ok"
 
 # Two "nodes" of one rank each: each server serves only its local rank and
 # the two together deliver exactly the single-server plan.

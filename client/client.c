@@ -42,6 +42,8 @@
 
 #define STATE_MAGIC 0x54534c46u  /* "FLST" */
 #define SILENT_HEARTBEATS 10     /* missed server heartbeats before LF_E_GONE */
+#define LAST_WORD_MS 200         /* after the ring socket closes, wait this long for
+                                    the server's last message (its error) */
 
 typedef struct held_slot {
     int held;                    /* handed to the trainer, not yet released */
@@ -168,7 +170,11 @@ static int wait_readable(lf_client *c, int timeout_ms)
     if (n < 0) return zmq_errno() == EINTR ? 0 : -zmq_errno();
     if (c->fdsock >= 0 && (it[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) &&
         !(it[0].revents & ZMQ_POLLIN)) {
-        /* The server sends nothing on this socket: readable means closed. */
+        /* The server sends nothing on this socket: readable means closed.
+         * A server that stopped on an error sent its reason just before;
+         * ZeroMQ's I/O thread may deliver it a moment after the close. */
+        zmq_pollitem_t last = {.socket = c->zsock, .events = ZMQ_POLLIN};
+        if (zmq_poll(&last, 1, LAST_WORD_MS) > 0) return 1;
         return fail(c, LF_E_GONE, "server closed the ring socket");
     }
     return n > 0;

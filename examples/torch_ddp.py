@@ -6,6 +6,12 @@ levelfeed or, for comparison, by a plain DataLoader + DistributedSampler.
     torchrun --nproc_per_node=2 examples/torch_ddp.py --vocab 32000
     torchrun --nproc_per_node=2 examples/torch_ddp.py --loader torch --data DIR --epochs 2
 
+With `lf-server --micro-batches` each step arrives as the plan's
+micro-batches (each padded to its own longest): the example runs them one
+after another with DDP's no_sync, each weighted by its share of the step's
+tokens, so the step's gradient is the same as one padded batch's and is
+all-reduced once (ranks may hold different numbers of micro-batches).
+
 Rank, world and rendezvous come from the variables torchrun sets (RANK,
 LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); without them it runs as a
 single process. gloo on CPU, nccl when CUDA is available.
@@ -34,6 +40,7 @@ loader.state_dict()) to --checkpoint PREFIX.rankR.pt after K steps and
 exits; --resume loads it and continues.
 """
 import argparse
+import contextlib
 import gc
 import os
 import shutil
@@ -128,6 +135,32 @@ def next_token_loss(model, tokens, lengths):
     pos = torch.arange(targets.shape[1], device=tokens.device)
     mask = pos[None, :] < (lengths[:, None] - 1)
     return (ce * mask).sum() / mask.sum().clamp(min=1)
+
+
+def micro_batches(b):
+    """The batch's micro-batches (lf-server --micro-batches), or the batch
+    itself as one (DataLoader batches are plain dicts)."""
+    return b.micro_batches() if hasattr(b, "micro_batches") else [b]
+
+
+def train_step(ddp, b, device, max_len):
+    """Forward and backward over the batch's micro-batches, gradients
+    accumulated: each weighted by its share of the step's predicted tokens,
+    and all-reduced once, with the last one (ranks may hold different
+    numbers of micro-batches). Returns the step's loss and its tokens."""
+    parts = micro_batches(b)
+    total = sum(int((mb["lengths"].clamp(max=max_len) - 1).clamp(min=0).sum()) for mb in parts)
+    loss_sum = 0.0
+    for k, mb in enumerate(parts):
+        tokens = mb["tokens"].to(device, non_blocking=True)[:, :max_len].long()
+        lengths = mb["lengths"].to(device, non_blocking=True).long().clamp(max=max_len)
+        share = float((lengths - 1).clamp(min=0).sum()) / max(total, 1)
+        sync = contextlib.nullcontext() if k == len(parts) - 1 else ddp.no_sync()
+        with sync:
+            loss = next_token_loss(ddp, tokens, lengths) * share
+            loss.backward()
+        loss_sum += float(loss)
+    return loss_sum, sum(int(mb["lengths"].sum()) for mb in parts)
 
 
 class AllreduceWait:
@@ -298,8 +331,9 @@ def report(args, rank, world, device, stats):
         print("  rank %d: waited %.3f s for data, %.3f s at the all-reduce (of %.2f s)"
               % (r, e[1], e[2], e[3]))
     print("summary loader=%s steps=%d tokens_per_s=%.0f step_p50_ms=%.3f step_p99_ms=%.3f "
-          "loss_first=%.4f loss_last=%.4f data_wait_s=%s allreduce_wait_s=%s"
+          "loss_first=%.4f loss_last=%.4f micro_per_step=%.2f data_wait_s=%s allreduce_wait_s=%s"
           % (args.loader, len(steps), tokens / wall, p50, p99, first, last,
+             stats["micro"] / max(len(steps), 1),
              ",".join("%.3f" % e[1] for e in every), ",".join("%.3f" % e[2] for e in every)))
 
 
@@ -329,7 +363,7 @@ def train(args, rank, world, device):
         batches = torch_batches(args, rank, world)
 
     dump = Dump(args.dump, rank)
-    stats = {"tokens": 0, "data_wait": 0.0, "step_times": [], "losses": []}
+    stats = {"tokens": 0, "data_wait": 0.0, "step_times": [], "losses": [], "micro": 0}
     dist.barrier()
     start = t_prev = time.perf_counter()
     steps = 0
@@ -340,18 +374,15 @@ def train(args, rank, world, device):
             break
         t_got = time.perf_counter()
         stats["data_wait"] += t_got - t_prev
-        tokens = b["tokens"].to(device, non_blocking=True)[:, :args.max_len].long()
-        lengths = b["lengths"].to(device, non_blocking=True).long().clamp(max=args.max_len)
-        loss = next_token_loss(ddp, tokens, lengths)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        value, ntok = train_step(ddp, b, device, args.max_len)
+        stats["micro"] += len(micro_batches(b))
         opt.step()
-        value = float(loss)
         t_done = time.perf_counter()
         if loader:
             loader.report_step(t_done - t_got)
         dump.write(epoch, step, b, value)
-        stats["tokens"] += int(lengths.sum())
+        stats["tokens"] += ntok
         stats["losses"].append(value)
         stats["step_times"].append(t_done - t_prev)
         steps += 1

@@ -18,7 +18,11 @@ SAMPLES=800
 "$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples $SAMPLES --seed 7 --threads 1 \
   --len-median 16 --len-min 4 --len-max 48 --vocab 64 >"$WORK/synth.log" 2>&1 ||
   { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
-SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --samples-per-rank 4 --slots 3)
+# --micro-batches with a small per-micro-batch overhead (4 tokens), so these
+# short samples are cut into several micro-batches a step: the example
+# accumulates their gradients and all-reduces once a step.
+SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --samples-per-rank 4 --slots 3
+     --micro-batches --micro-overhead 4)
 MODEL=(--vocab 64 --dim 32 --heads 2 --lr 0.01 --log-every 0)
 
 free_port() {
@@ -59,7 +63,9 @@ first=$(summary_field full loss_first) last=$(summary_field full loss_last)
 [[ -n $first && -n $last ]] || fail "no summary line: $(cat "$WORK/full.r0.log")"
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
   fail "loss did not fall: $first -> $last"
-echo "ddp: $steps steps, every sample once per epoch, loss $first -> $last"
+micro=$(summary_field full micro_per_step)
+awk -v m="$micro" 'BEGIN { exit !(m > 1.2) }' || fail "micro-batches per step: $micro (want several)"
+echo "ddp: $steps steps, every sample once per epoch, loss $first -> $last, $micro micro-batches a step"
 
 K=57
 start_server "${SRV[@]}"

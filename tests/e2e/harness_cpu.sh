@@ -5,6 +5,8 @@
 #    (lf-server --print-plan); the report has exactly the documented keys;
 #    the trace and chart are well formed; --calibrate fits;
 #  - 3 ranks, pack layout: the batches equal the plan too;
+#  - 2 ranks, lf-server --micro-batches (each micro-batch padded to its own
+#    longest): the batches equal the plan too;
 #  - a planted fault (one rank's parameter nudged after step 10) must fail
 #    the run with the cross-rank parameter check's message;
 #  - without a GPU, --device cuda is refused with a reason;
@@ -31,6 +33,13 @@ train pack 3 --sampler sorted --batches "$WORK/pack" -- "${PACK[@]}" ||
   { cat "$WORK/pack.out" >&2; fail "lf-train (3 ranks, pack) failed"; }
 check_plan pack 3 sorted "${PACK[@]}"
 echo "3 ranks, pack: batches == plan"
+
+# 2b. two ranks, the plan's pad micro-batches as the server delivers them
+MICRO=(--micro-batches --micro-overhead 4 --samples-per-rank 4)
+train micro 2 --batches "$WORK/micro" -- "${MICRO[@]}" ||
+  { cat "$WORK/micro.out" >&2; fail "lf-train (2 ranks, --micro-batches) failed"; }
+check_plan micro 2 balanced "${MICRO[@]}"
+echo "2 ranks, --micro-batches: batches == plan"
 
 # 3. a planted fault must be caught by the parameter check
 if train fault 2 --sampler naive --fault-step 10 --fault-rank 1 -- --samples-per-rank 1; then

@@ -116,6 +116,30 @@ static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t
     return 0;
 }
 
+/* Micro-batches (lf-server --micro-batches): tokens [cells] holds them one
+ * after another, micro[k] = (rows, width); lengths [n] as in pad. */
+static int seqs_micro(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
+                      const lf_tensor *micro, size_t *n)
+{
+    const lf_tensor *len = lf_batch_tensor(b, "lengths");
+    if (!len || tok->ndim != 1 || micro->ndim != 2 || micro->shape[1] != 2 ||
+        elems(len) < b->nsamples)
+        return -1;
+    uint64_t at = 0;
+    for (uint64_t k = 0; k < micro->shape[0]; k++) {
+        int64_t rows = int_at(micro, 2 * k), width = int_at(micro, 2 * k + 1);
+        if (rows < 0 || width < 0 || at + (uint64_t)rows * (uint64_t)width > tok->shape[0])
+            return -1;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t L = *n < b->nsamples ? int_at(len, *n) : -1;
+            if (L < 0 || L > width) return -1;
+            if (add_seq(x, n, at + (uint64_t)(r * width), (uint64_t)L) < 0) return -1;
+        }
+        at += (uint64_t)rows * (uint64_t)width;
+    }
+    return *n == b->nsamples ? 0 : -1;
+}
+
 static int all_pad(const lf_tensor *tok, uint64_t a, uint64_t e, int64_t pad_id)
 {
     for (uint64_t i = a; i < e; i++)
@@ -148,6 +172,7 @@ static int seqs_pack(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
 static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
 {
     const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *cu = lf_batch_tensor(b, "cu_seqlens");
+    const lf_tensor *micro = lf_batch_tensor(b, "micro");
     size_t n = 0;
     if (!tok) return -1;
     uint64_t cells = elems(tok);
@@ -157,7 +182,9 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
         if (v < 0) return -1;
         x->ids[i] = (int32_t)(v % x->o->model.vocab);
     }
-    if ((cu ? seqs_pack(x, b, tok, cu, &n) : seqs_pad(x, b, tok, &n)) < 0) return -1;
+    int rc = cu ? seqs_pack(x, b, tok, cu, &n)
+             : micro ? seqs_micro(x, b, tok, micro, &n) : seqs_pad(x, b, tok, &n);
+    if (rc < 0) return -1;
     for (size_t i = 0; i < n; i++) {
         double L = x->seqs[i].len;
         r->tokens += x->seqs[i].len;
@@ -165,7 +192,7 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
         r->sum_len += L;
         r->sum_len2 += L * L;
     }
-    if (n) r->planned_cost += x->cost.d * (cu ? tok->shape[0] : 1);
+    if (n) r->planned_cost += x->cost.d * (cu ? tok->shape[0] : micro ? micro->shape[0] : 1);
     r->nsamples = (uint32_t)n;
     return (long)n;
 }

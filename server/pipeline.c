@@ -355,13 +355,16 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     }
     memcpy(j->ids, b->ids, n * sizeof *j->ids);
     memcpy(j->lengths, b->lengths, n * sizeof *j->lengths);
-    if (s->cfg.micro_batches && job_micro(j, b) < 0) {
-        srv_job_free(j);
-        return NULL;
+    if (s->cfg.micro_batches) {
+        if (job_micro(j, b) < 0) {
+            srv_job_free(j);
+            return NULL;
+        }
+    } else {
+        for (uint32_t r = 0; r < b->rows; r++)
+            for (uint32_t i = b->row_start[r]; i < b->row_start[r + 1] && i < n; i++)
+                j->row_of[i] = r;
     }
-    for (uint32_t r = 0; !j->micro_len && r < b->rows; r++)
-        for (uint32_t i = b->row_start[r]; i < b->row_start[r + 1] && i < n; i++)
-            j->row_of[i] = r;
     for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
     qsort(blk, n, sizeof *blk, cmp_u64);
     uint32_t nb = 0;

@@ -5,14 +5,10 @@
 
 #include <sys/resource.h>
 
-long raise_open_file_limit(void)
+void raise_open_file_limit(void)
 {
     struct rlimit r;
-    if (getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
-    if (r.rlim_cur < r.rlim_max) {
-        rlim_t want = r.rlim_max;
-        r.rlim_cur = want;
-        if (setrlimit(RLIMIT_NOFILE, &r) != 0 && getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
-    }
-    return r.rlim_cur == RLIM_INFINITY ? -1 : (long)r.rlim_cur;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
 }

@@ -102,43 +102,41 @@ static int add_seq(rank_ctx *x, size_t *n, uint64_t start, uint64_t len)
     return 0;
 }
 
-/* Pad layout: row i holds lengths[i] real tokens. */
-static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t *n)
+/* `rows` rows of `width` cells from cell `at` on, the next samples in
+ * order: row r holds lengths[*n] real tokens. */
+static int add_rows(rank_ctx *x, const lf_batch *b, const lf_tensor *len, size_t *n,
+                    uint64_t rows, uint64_t width, uint64_t at)
 {
-    const lf_tensor *len = lf_batch_tensor(b, "lengths");
-    if (!len || tok->ndim != 2 || tok->shape[0] != b->nsamples || elems(len) < b->nsamples)
-        return -1;
-    for (uint32_t i = 0; i < b->nsamples; i++) {
-        int64_t L = int_at(len, i);
-        if (L < 0 || (uint64_t)L > tok->shape[1]) return -1;
-        if (add_seq(x, n, i * tok->shape[1], (uint64_t)L) < 0) return -1;
+    for (uint64_t r = 0; r < rows; r++) {
+        int64_t L = *n < b->nsamples ? int_at(len, *n) : -1;
+        if (L < 0 || (uint64_t)L > width) return -1;
+        if (add_seq(x, n, at + r * width, (uint64_t)L) < 0) return -1;
     }
     return 0;
 }
 
-/* Micro-batches (lf-server --micro-batches): tokens [cells] holds them one
- * after another, micro[k] = (rows, width); lengths [n] as in pad. */
-static int seqs_micro(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
-                      const lf_tensor *micro, size_t *n)
+/* Pad layout: tokens [n, longest], row i holds lengths[i] real tokens; with
+ * lf-server --micro-batches, tokens [cells] holds the micro-batches one after
+ * another, micro[k] = (rows, width). */
+static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t *n)
 {
-    const lf_tensor *len = lf_batch_tensor(b, "lengths");
-    if (!len || tok->ndim != 1 || micro->ndim != 2 || micro->shape[1] != 2 ||
-        elems(len) < b->nsamples)
-        return -1;
+    const lf_tensor *len = lf_batch_tensor(b, "lengths"), *micro = lf_batch_tensor(b, "micro");
+    if (!len || elems(len) < b->nsamples) return -1;
+    if (!micro)
+        return tok->ndim == 2 && tok->shape[0] == b->nsamples
+                   ? add_rows(x, b, len, n, b->nsamples, tok->shape[1], 0) : -1;
+    if (tok->ndim != 1 || micro->ndim != 2 || micro->shape[1] != 2) return -1;
     uint64_t at = 0;
     for (uint64_t k = 0; k < micro->shape[0]; k++) {
         int64_t rows = int_at(micro, 2 * k), width = int_at(micro, 2 * k + 1);
-        if (rows < 0 || width < 0 || at + (uint64_t)rows * (uint64_t)width > tok->shape[0])
+        if (rows < 0 || width < 0 || at + (uint64_t)rows * (uint64_t)width > tok->shape[0] ||
+            add_rows(x, b, len, n, (uint64_t)rows, (uint64_t)width, at) < 0)
             return -1;
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t L = *n < b->nsamples ? int_at(len, *n) : -1;
-            if (L < 0 || L > width) return -1;
-            if (add_seq(x, n, at + (uint64_t)(r * width), (uint64_t)L) < 0) return -1;
-        }
         at += (uint64_t)rows * (uint64_t)width;
     }
     return *n == b->nsamples ? 0 : -1;
 }
+
 
 static int all_pad(const lf_tensor *tok, uint64_t a, uint64_t e, int64_t pad_id)
 {
@@ -182,9 +180,7 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
         if (v < 0) return -1;
         x->ids[i] = (int32_t)(v % x->o->model.vocab);
     }
-    int rc = cu ? seqs_pack(x, b, tok, cu, &n)
-             : micro ? seqs_micro(x, b, tok, micro, &n) : seqs_pad(x, b, tok, &n);
-    if (rc < 0) return -1;
+    if ((cu ? seqs_pack(x, b, tok, cu, &n) : seqs_pad(x, b, tok, &n)) < 0) return -1;
     for (size_t i = 0; i < n; i++) {
         double L = x->seqs[i].len;
         r->tokens += x->seqs[i].len;

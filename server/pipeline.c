@@ -1292,15 +1292,28 @@ int srv_pipeline_init(srv *s)
     return srv_plan_create(s, &p->plan);
 }
 
+/* Names a thread for top -H, perf and ps: lf-worker0, lf-reader1, ... */
+static void name_thread(pthread_t t, const char *role, uint32_t i)
+{
+    char name[16]; /* the kernel's limit, with the NUL */
+    snprintf(name, sizeof name, "lf-%s%u", role, i % 1000);
+    pthread_setname_np(t, name);
+}
+
 int srv_pipeline_start(srv *s)
 {
     srv_pipeline *p = s->pl;
-    for (uint32_t i = 0; i < s->cfg.readers; i++, p->nreaders_started++)
+    for (uint32_t i = 0; i < s->cfg.readers; i++, p->nreaders_started++) {
         if (pthread_create(&p->readers[i].thread, NULL, reader_main, &p->readers[i]) != 0)
             return -EAGAIN;
-    for (uint32_t i = 0; i < s->cfg.workers; i++, p->nworkers_started++)
+        name_thread(p->readers[i].thread, "reader", i);
+    }
+    for (uint32_t i = 0; i < s->cfg.workers; i++, p->nworkers_started++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, s) != 0) return -EAGAIN;
+        name_thread(p->workers[i], "worker", i);
+    }
     if (pthread_create(&p->planner, NULL, planner_main, s) != 0) return -EAGAIN;
+    name_thread(p->planner, "planner", 0);
     p->planner_started = 1;
     return 0;
 }

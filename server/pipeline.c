@@ -946,17 +946,6 @@ static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
     return 0;
 }
 
-/* Element i of an integer tensor of the token dtype (i32 or i64). */
-static void put_int(unsigned char *p, uint32_t dtype, size_t i, int64_t v)
-{
-    if (dtype == LF_DTYPE_I32) {
-        int32_t x = (int32_t)v;
-        memcpy(p + 4 * i, &x, 4);
-    } else {
-        memcpy(p + 8 * i, &v, 8);
-    }
-}
-
 /* --micro-batches: micro-batch k's samples (consecutive, row_of == k) padded
  * to micro_len[k], one micro-batch after another in the flat tokens tensor;
  * micro[k] = (its samples, its padded length). */
@@ -977,8 +966,8 @@ static int fill_micro(const srv *s, const worker_ctx *w, const srv_job *j, unsig
         int rc = lf_tf_tokens_pad(&out, j->micro_len[k], s->cfg.pad_id, w->seqs + first,
                                   i - first);
         if (rc < 0) return rc;
-        put_int(slot + mic->offset, dt, 2 * (size_t)k, i - first);
-        put_int(slot + mic->offset, dt, 2 * (size_t)k + 1, j->micro_len[k]);
+        lf_put_int(slot + mic->offset, dt, 2 * (size_t)k, i - first);
+        lf_put_int(slot + mic->offset, dt, 2 * (size_t)k + 1, j->micro_len[k]);
         at += (uint64_t)(i - first) * j->micro_len[k];
     }
     return 0;

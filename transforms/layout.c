@@ -30,6 +30,12 @@ const char *lf_dtype_name(uint32_t dtype)
     return dtype < sizeof dtypes / sizeof dtypes[0] ? dtypes[dtype].name : NULL;
 }
 
+void lf_put_int(void *tensor, uint32_t dtype, size_t i, int64_t v)
+{
+    if (dtype == LF_DTYPE_I32) ((int32_t *)tensor)[i] = (int32_t)v;
+    else ((int64_t *)tensor)[i] = v;
+}
+
 /* x rounded up to a power-of-two `align`; 0 when that overflows (x > 0). */
 static uint64_t align_up(uint64_t x, uint64_t align)
 {

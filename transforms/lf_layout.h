@@ -65,6 +65,9 @@ typedef enum lf_dtype {
 size_t lf_dtype_size(uint32_t dtype);
 /* "u8", "f32", ...; NULL for an unknown dtype. */
 const char *lf_dtype_name(uint32_t dtype);
+/* Element i of an integer tensor of dtype LF_DTYPE_I32 (v truncated) or
+ * else LF_DTYPE_I64 = v: lengths, offsets, micro-batch tables. */
+void lf_put_int(void *tensor, uint32_t dtype, size_t i, int64_t v);
 
 typedef struct lf_tensor_desc {
     char name[LF_LAYOUT_NAME_MAX]; /* NUL-terminated, unique in the layout */

@@ -24,12 +24,6 @@ static int64_t load_token(const lf_tf_seq *s, uint32_t i)
     return v;
 }
 
-static void store(void *dst, uint32_t dtype, size_t i, int64_t v)
-{
-    if (dtype == LF_DTYPE_I32) ((int32_t *)dst)[i] = (int32_t)v;
-    else ((int64_t *)dst)[i] = v;
-}
-
 static int check_out(const lf_tf_tokens_out *out, int64_t pad_id)
 {
     if (out->dtype == LF_DTYPE_I64) return 0;
@@ -117,7 +111,7 @@ int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_
         size_t row = (size_t)i * max_len;
         copy_tokens(out->tokens, out->dtype, row, &seqs[i]);
         fill(out->tokens, out->dtype, row + seqs[i].count, max_len - seqs[i].count, pad_id);
-        if (out->lengths) store(out->lengths, out->dtype, i, seqs[i].count);
+        if (out->lengths) lf_put_int(out->lengths, out->dtype, i, seqs[i].count);
         if (out->mask) {
             memset(out->mask + row, 1, seqs[i].count);
             memset(out->mask + row + seqs[i].count, 0, max_len - seqs[i].count);
@@ -155,7 +149,7 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
 
     uint32_t i = 0;
     size_t segs = 0;
-    if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, segs, 0);
+    if (out->cu_seqlens) lf_put_int(out->cu_seqlens, out->dtype, segs, 0);
     for (uint32_t r = 0; r < rows; r++) {
         size_t at = (size_t)r * seq_len, row_end = at + seq_len;
         for (; i < n && seqs[i].row == r; i++) {
@@ -163,14 +157,15 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
             copy_tokens(out->tokens, out->dtype, at, &seqs[i]);
             if (out->positions) count_up(out->positions, out->dtype, at, seqs[i].count);
             at += seqs[i].count;
-            if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, ++segs, (int64_t)at);
+            if (out->cu_seqlens) lf_put_int(out->cu_seqlens, out->dtype, ++segs, (int64_t)at);
         }
         if (at == row_end) continue;
         fill(out->tokens, out->dtype, at, row_end - at, pad_id);
         if (out->positions) fill(out->positions, out->dtype, at, row_end - at, 0);
-        if (out->cu_seqlens) store(out->cu_seqlens, out->dtype, ++segs, (int64_t)row_end);
+        if (out->cu_seqlens) lf_put_int(out->cu_seqlens, out->dtype, ++segs, (int64_t)row_end);
     }
     if (out->cu_seqlens)
-        for (size_t k = segs + 1; k < ncu; k++) store(out->cu_seqlens, out->dtype, k, (int64_t)cells);
+        for (size_t k = segs + 1; k < ncu; k++)
+            lf_put_int(out->cu_seqlens, out->dtype, k, (int64_t)cells);
     return (long)segs + 1;
 }

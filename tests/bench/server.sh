@@ -99,7 +99,7 @@ done <"$work/alone"
 rounds=${ROUNDS:-3}
 : >"$work/rounds"
 one_round() {   # LAYOUT WORKERS ROUND: appends its figures to rounds
-  local layout=$1 w=$2 k=$3 tok secs steady cpu wcpu tbytes decoded
+  local layout=$1 w=$2 k=$3 tok secs steady cpu wcpu tbytes decoded layout_args
   zstd_run
   tok="$work/tok-$layout$w-$k"
   layout_args=(--layout "${layout/micro/pad}")

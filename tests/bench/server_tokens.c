@@ -87,6 +87,8 @@ static uint32_t block_seqs(bench *bh, uint64_t b, uint32_t *longest)
             fprintf(stderr, "server_tokens: %s\n", err.msg);
             return 0;
         }
+        /* A sample longer than a row is cut to one (the planner would
+         * make it an outlier); this set has none at the default 16384. */
         uint32_t n = v[bh->field].count < bh->seq_len ? v[bh->field].count : bh->seq_len;
         if (used + n > bh->seq_len) row++, used = 0;
         used += n;

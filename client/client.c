@@ -21,6 +21,7 @@
 
 #include "client_gpu.h"
 #include "lf_ipc.h"
+#include "lf_layout.h"
 #include "lf_ring.h"
 #include "lf_wire.h"
 
@@ -558,4 +559,21 @@ const lf_tensor *lf_batch_tensor(const lf_batch *b, const char *name)
     for (uint32_t i = 0; i < b->ntensors; i++)
         if (strcmp(b->tensors[i].name, name) == 0) return &b->tensors[i];
     return NULL;
+}
+
+int64_t lf_tensor_int(const lf_tensor *t, uint64_t i)
+{
+    size_t w = lf_dtype_size(t->dtype);
+    if (t->dtype < LF_DTYPE_U8 || t->dtype > LF_DTYPE_I64 || !t->host || i >= t->size / w)
+        return -1;
+    const unsigned char *p = (const unsigned char *)t->host + i * w;
+    switch (t->dtype) {
+    case LF_DTYPE_U8: return *p;
+    case LF_DTYPE_I8: return (int8_t)*p;
+    case LF_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); return x; }
+    case LF_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); return x; }
+    case LF_DTYPE_U32: { uint32_t x; memcpy(&x, p, 4); return x; }
+    case LF_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); return x; }
+    default: { int64_t x; memcpy(&x, p, 8); return x; }
+    }
 }

@@ -140,6 +140,12 @@ const char *lf_strerror(int code);
 /* The tensor of b named `name`, or NULL. */
 const lf_tensor *lf_batch_tensor(const lf_batch *b, const char *name);
 
+/* Element i of a host tensor of any integer dtype (u8 .. i64; a u64 above
+ * INT64_MAX comes back negative): lengths, offsets and token ids whatever
+ * --token-dtype the server was given. -1 for a float or device-only tensor
+ * or an i past its end. */
+int64_t lf_tensor_int(const lf_tensor *t, uint64_t i);
+
 #ifdef __cplusplus
 }
 #endif

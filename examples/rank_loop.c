@@ -139,14 +139,6 @@ static int verify_images(verifier *v, const lf_batch *b, const uint64_t *ids)
     return 0;
 }
 
-static int64_t tensor_at(const lf_tensor *t, uint64_t i)
-{
-    if (t->dtype == 6) { int32_t x; memcpy(&x, (char *)t->host + 4 * i, 4); return x; }
-    int64_t x;
-    memcpy(&x, (char *)t->host + 8 * i, 8);
-    return x;
-}
-
 static uint64_t stored_at(const lf_field_view *f, size_t elem, uint32_t i)
 {
     if (elem == 2) { uint16_t x; memcpy(&x, (const char *)f->data + 2 * i, 2); return x; }
@@ -162,14 +154,14 @@ static int match(verifier *v, const lf_tensor *tok, uint64_t at, uint64_t sample
     size_t elem;
     if (sample_tokens(v, sample, &f, &elem) < 0) return -1;
     for (uint32_t i = 0; i < f.count; i++)
-        if ((uint64_t)tensor_at(tok, at + i) != stored_at(&f, elem, i)) return -1;
+        if ((uint64_t)lf_tensor_int(tok, at + i) != stored_at(&f, elem, i)) return -1;
     return (int)f.count;
 }
 
 static int check_pads(const verifier *v, const lf_tensor *tok, uint64_t from, uint64_t to)
 {
     for (uint64_t k = from; k < to; k++)
-        if (tensor_at(tok, k) != v->pad_id) return -1;
+        if (lf_tensor_int(tok, k) != v->pad_id) return -1;
     return 0;
 }
 
@@ -182,7 +174,7 @@ static int verify_rows(verifier *v, const lf_tensor *tok, const lf_tensor *len,
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t row = at + r * width;
         int n = match(v, tok, row, ids[first + r]);
-        if (n < 0 || tensor_at(len, first + r) != n) return -1;
+        if (n < 0 || lf_tensor_int(len, first + r) != n) return -1;
         if (check_pads(v, tok, row + (uint64_t)n, row + width)) return -1;
     }
     return 0;
@@ -200,7 +192,8 @@ static int verify_pad(verifier *v, const lf_batch *b, const uint64_t *ids)
                    ? verify_rows(v, tok, len, ids, 0, b->nsamples, tok->shape[1], 0) : -1;
     uint64_t at = 0, first = 0;
     for (uint64_t k = 0; k < micro->shape[0]; k++) {
-        uint64_t rows = (uint64_t)tensor_at(micro, 2 * k), width = (uint64_t)tensor_at(micro, 2 * k + 1);
+        uint64_t rows = (uint64_t)lf_tensor_int(micro, 2 * k);
+        uint64_t width = (uint64_t)lf_tensor_int(micro, 2 * k + 1);
         if (first + rows > b->nsamples || at + rows * width > tok->shape[0]) return -1;
         if (verify_rows(v, tok, len, ids, (uint32_t)first, rows, width, at) < 0) return -1;
         first += rows;
@@ -218,7 +211,7 @@ static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
     uint64_t seq_len = tok->shape[1], cells = tok->shape[0] * seq_len, ncu = cu->shape[0];
     uint32_t k = 0;
     for (uint64_t s = 0; s + 1 < ncu; s++) {
-        uint64_t a = (uint64_t)tensor_at(cu, s), e = (uint64_t)tensor_at(cu, s + 1);
+        uint64_t a = (uint64_t)lf_tensor_int(cu, s), e = (uint64_t)lf_tensor_int(cu, s + 1);
         if (e < a || e > cells) return -1;
         if (a == e) continue;
         lf_field_view f;
@@ -247,7 +240,7 @@ static int verify_frames(verifier *v, const lf_batch *b, const uint64_t *ids)
         if (f->size > per || memcmp(base + i * per, f->data, f->size) != 0) return -1;
         for (size_t k = f->size; k < per; k++)
             if (base[i * per + k] != 0) return -1;
-        if (tensor_at(len, i) != (int64_t)f->count) return -1;
+        if (lf_tensor_int(len, i) != (int64_t)f->count) return -1;
     }
     return 0;
 }

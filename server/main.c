@@ -67,7 +67,10 @@ static void usage(FILE *f)
 "  --sampler balanced|naive|sorted     (balanced)\n"
 "  plan options (the same as lf-plan's): see below\n"
 "transform:\n"
-"  --token-dtype i32|i64   token tensor type (i32)\n"
+"  --token-dtype i32|i64|u16|u32   token tensor type (i32); u16/u32 copy the\n"
+"                          stored tokens as they are (u16: half the bytes of i32\n"
+"                          to write, share and copy; widen on the GPU). Lengths,\n"
+"                          positions and cu_seqlens stay i32 (i64 with i64)\n"
 "  --pad-id N              padding token id (0)\n"
 "  --micro-batches         tokens, pad layout: deliver the plan's micro-batches, each\n"
 "                          padded to its own longest (tokens [cells], micro [m, 2] =\n"
@@ -207,6 +210,8 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     case O_TDTYPE:
         if (strcmp(a, "i32") == 0) c->token_dtype = LF_DTYPE_I32;
         else if (strcmp(a, "i64") == 0) c->token_dtype = LF_DTYPE_I64;
+        else if (strcmp(a, "u16") == 0) c->token_dtype = LF_DTYPE_U16;
+        else if (strcmp(a, "u32") == 0) c->token_dtype = LF_DTYPE_U32;
         else return -1;
         return 0;
     case O_PADID:
@@ -360,6 +365,25 @@ static int dataset_defaults(srv *s)
     return rc;
 }
 
+/* --token-dtype and --pad-id against the shards: a u16 tensor cannot hold
+ * the u32 tokens a shard stores (refused here rather than at the first large
+ * token), and the pad id must fit the tensor. */
+static int check_token_dtype(const srv *s, const lf_field_def *f)
+{
+    const char *name = lf_dtype_name(s->cfg.token_dtype);
+    if (s->cfg.token_dtype == LF_DTYPE_U16 && s->token_in_dtype == LF_DTYPE_U32) {
+        fprintf(stderr, "lf-server: --token-dtype u16: field '%s' stores u32 tokens; use u32, "
+                "i32 or i64\n", f->name);
+        return -ECANCELED;
+    }
+    if (s->cfg.pad_id > lf_tf_token_max(s->cfg.token_dtype)) {
+        fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",
+                s->cfg.pad_id, name);
+        return -ECANCELED;
+    }
+    return 0;
+}
+
 /* The cost field says what is served: a token array (token path), a JPEG
  * (image path) or a frame array (frames path); images and frames carry the
  * first int64 label field as labels. */
@@ -395,6 +419,7 @@ static int pick_fields(srv *s)
                 "micro-batches are its rows)\n");
         return -ECANCELED;
     }
+    if (s->token_in_dtype && check_token_dtype(s, f) < 0) return -ECANCELED;
     if (s->images && lf_tf_image_out_size(&s->cfg.image) == 0) {
         fprintf(stderr, "lf-server: bad --image-size or --image-dtype\n");
         return -ECANCELED;

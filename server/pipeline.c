@@ -953,21 +953,21 @@ static int fill_micro(const srv *s, const worker_ctx *w, const srv_job *j, unsig
                       const lf_layout *l)
 {
     const lf_tensor_desc *tok = &l->tensors[0], *len = &l->tensors[1], *mic = &l->tensors[2];
-    uint32_t dt = s->cfg.token_dtype;
-    size_t es = lf_dtype_size(dt);
+    uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
+    size_t es = lf_dtype_size(dt), is = lf_dtype_size(idx);
     uint64_t at = 0; /* cells written so far */
     for (uint32_t k = 0, i = 0; k < j->rows; k++) {
         uint32_t first = i;
         while (i < j->n && j->row_of[i] == k) i++;
         lf_tf_tokens_out out = {.dtype = dt, .tokens = slot + tok->offset + at * es,
                                 .tokens_cap = tok->size - at * es,
-                                .lengths = slot + len->offset + (size_t)first * es,
-                                .lengths_cap = len->size - (size_t)first * es};
+                                .lengths = slot + len->offset + (size_t)first * is,
+                                .lengths_cap = len->size - (size_t)first * is};
         int rc = lf_tf_tokens_pad(&out, j->micro_len[k], s->cfg.pad_id, w->seqs + first,
                                   i - first);
         if (rc < 0) return rc;
-        lf_put_int(slot + mic->offset, dt, 2 * (size_t)k, i - first);
-        lf_put_int(slot + mic->offset, dt, 2 * (size_t)k + 1, j->micro_len[k]);
+        lf_put_int(slot + mic->offset, idx, 2 * (size_t)k, i - first);
+        lf_put_int(slot + mic->offset, idx, 2 * (size_t)k + 1, j->micro_len[k]);
         at += (uint64_t)(i - first) * j->micro_len[k];
     }
     return 0;

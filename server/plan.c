@@ -31,13 +31,13 @@ int srv_plan_create(const srv *s, lf_plan **out)
  * samples and padded length), sample_ids [n]. */
 static int micro_layout(const srv *s, uint32_t n, uint32_t rows, uint64_t cells, lf_layout *l)
 {
-    uint32_t dt = s->cfg.token_dtype;
+    uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
     uint64_t flat[1] = {cells}, ids[1] = {n}, micro[2] = {rows, 2};
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(4),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 1, flat);
-    if (rc >= 0) rc = lf_layout_add(l, "lengths", dt, 1, ids);
-    if (rc >= 0) rc = lf_layout_add(l, "micro", dt, 2, micro);
+    if (rc >= 0) rc = lf_layout_add(l, "lengths", idx, 1, ids);
+    if (rc >= 0) rc = lf_layout_add(l, "micro", idx, 2, micro);
     if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
     return rc < 0 ? rc : 0;
 }
@@ -47,15 +47,15 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
                         lf_layout *l)
 {
     int pack = s->cfg.plan.layout == LF_PLAN_PACK;
-    uint32_t dt = s->cfg.token_dtype;
+    uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
     uint32_t ntensors = pack ? 4 : 3;
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     uint64_t grid[2] = {rows, row_len}, ids[1] = {n}, cu[1] = {(uint64_t)n + rows + 1};
     if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 2, grid);
-    if (rc >= 0 && pack) rc = lf_layout_add(l, "positions", dt, 2, grid);
-    if (rc >= 0 && pack) rc = lf_layout_add(l, "cu_seqlens", dt, 1, cu);
-    if (rc >= 0 && !pack) rc = lf_layout_add(l, "lengths", dt, 1, ids);
+    if (rc >= 0 && pack) rc = lf_layout_add(l, "positions", idx, 2, grid);
+    if (rc >= 0 && pack) rc = lf_layout_add(l, "cu_seqlens", idx, 1, cu);
+    if (rc >= 0 && !pack) rc = lf_layout_add(l, "lengths", idx, 1, ids);
     if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
     return rc < 0 ? rc : 0;
 }

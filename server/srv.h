@@ -42,7 +42,7 @@ typedef struct srv_config {
     uint32_t epochs;             /* epochs to serve */
     plan_cli cli;                /* the plan options as given (shared with lf-plan) */
     lf_plan_params plan;         /* completed from the data; plan.epoch = first epoch */
-    uint32_t token_dtype;        /* LF_DTYPE_I32 or LF_DTYPE_I64 */
+    uint32_t token_dtype;        /* LF_DTYPE_I32, I64, U16 or U32 */
     int64_t pad_id;
     int micro_batches;           /* tokens, pad: deliver the plan's micro-batches */
     lf_tf_image_params image;    /* image datasets: crop/resize/normalize */

@@ -150,16 +150,28 @@ typedef struct lf_tf_seq {
     uint32_t row;                /* pack: the row it goes to (nondecreasing) */
 } lf_tf_seq;
 
-/* Output buffers. Integer outputs use `dtype` (LF_DTYPE_I32 or I64); a
- * buffer a layout does not use may be NULL (with cap 0). */
+/* Output buffers; a buffer a layout does not use may be NULL (with cap 0).
+ * Tokens use `dtype`: LF_DTYPE_I32 or I64, the types an embedding lookup
+ * takes, or LF_DTYPE_U16 or U32, the stored widths, copied as they are (u16
+ * halves the bytes written, shared and sent to the GPU against i32; the
+ * trainer widens on the device). Lengths, positions and cu_seqlens use
+ * lf_tf_index_dtype(dtype). */
 typedef struct lf_tf_tokens_out {
-    uint32_t dtype;              /* LF_DTYPE_I32 or LF_DTYPE_I64 */
+    uint32_t dtype;              /* LF_DTYPE_I32, I64, U16 or U32 */
     void *tokens; size_t tokens_cap;        /* pad: n x max_len; pack: rows x seq_len */
     void *lengths; size_t lengths_cap;      /* pad: n lengths (optional) */
     uint8_t *mask; size_t mask_cap;         /* pad: n x max_len, 1 = token (optional) */
     void *positions; size_t positions_cap;  /* pack: rows x seq_len (optional) */
     void *cu_seqlens; size_t cu_seqlens_cap;/* pack: n + rows + 1 entries */
 } lf_tf_tokens_out;
+
+/* The dtype of a token batch's lengths, positions and cu_seqlens: I64 for
+ * I64 tokens, else I32 (counts and offsets need more than u16). */
+uint32_t lf_tf_index_dtype(uint32_t token_dtype);
+
+/* The largest token (or pad id) a token tensor of `dtype` holds; 0 for a
+ * dtype the token layouts do not write. */
+int64_t lf_tf_token_max(uint32_t dtype);
 
 /* Pad layout: row i holds seqs[i], then pad_id up to max_len. A sequence
  * longer than max_len is an error (never silently cut). Returns 0 or < 0. */

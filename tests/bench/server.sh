@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # lf-server benchmarks (figures, never pass/fail):
 #  - token path: decompressed bytes/s through the server into the rings, for
-#    the pad, pad --micro-batches ("micro") and pack layouts and 1 and 2
-#    worker threads, each configuration ROUNDS times (best and median). Held
+#    the pad, pad --micro-batches ("micro") and pack layouts, i32 tokens (the
+#    default) and u16 (--token-dtype u16: the stored width, so the server
+#    writes the bytes zstd writes), and 1 and 2 worker threads, each
+#    configuration ROUNDS times (best and median). Held
 #    against two limits measured in the same run:
 #      zstd -d   single-core `zstd -d` on the same blocks (the issue's
 #                target: 0.8x per decode thread), by CPU-second and by wall;
@@ -82,13 +84,15 @@ times_of() {
 # What one decode thread can do in each layout without the server: every
 # block decoded and its samples transformed on one thread, sources hot
 # (server_tokens; "tokens" is the least any layout writes, as micro does).
-"$BUILD/bench/server_tokens" "$work/ds" >"$work/alone"
-alone_of() {   # LAYOUT: "decompressed-bytes cpu-seconds tensor-bytes" of its transform alone
+for dt in i32 u16; do
+  "$BUILD/bench/server_tokens" "$work/ds" 16384 "$dt" | sed "s/^/$dt /"
+done >"$work/alone"
+alone_of() {   # LAYOUT DTYPE: "decompressed-bytes cpu-seconds tensor-bytes" of its transform alone
   local mode=${1/micro/tokens}
-  awk -v m="$mode" '$1 == m {print $2, $3, $4}' "$work/alone"
+  awk -v m="$mode" -v d="$2" '$1 == d && $2 == m {print $3, $4, $5}' "$work/alone"
 }
-while read -r mode b c t; do
-  awk -v m="$mode" -v b="$b" -v c="$c" -v t="$t" 'BEGIN {
+while read -r dt mode b c t; do
+  awk -v m="$mode $dt" -v b="$b" -v c="$c" -v t="$t" 'BEGIN {
     printf "decode + %s transform alone (1 thread, no server): %.3f GB/s per CPU-second, %.2f tensor bytes per decompressed byte\n", m, b / c / 1e9, t / b }'
 done <"$work/alone"
 
@@ -98,11 +102,11 @@ done <"$work/alone"
 # server CPU-second, and tensor bytes per second.
 rounds=${ROUNDS:-3}
 : >"$work/rounds"
-one_round() {   # LAYOUT WORKERS ROUND: appends its figures to rounds
-  local layout=$1 w=$2 k=$3 tok secs steady cpu wcpu tbytes decoded layout_args
+one_round() {   # LAYOUT DTYPE WORKERS ROUND: appends its figures to rounds
+  local layout=$1 dt=$2 w=$3 k=$4 tok secs steady cpu wcpu tbytes decoded layout_args
   zstd_run
-  tok="$work/tok-$layout$w-$k"
-  layout_args=(--layout "${layout/micro/pad}")
+  tok="$work/tok-$layout$dt$w-$k"
+  layout_args=(--layout "${layout/micro/pad}" --token-dtype "$dt")
   [[ $layout == micro ]] && layout_args+=(--micro-batches)
   serve "$tok" "--no-digest" --data "$work/ds" --workers "$w" --memory-limit 1G \
     --epochs "$epochs" "${layout_args[@]}"
@@ -111,13 +115,15 @@ one_round() {   # LAYOUT WORKERS ROUND: appends its figures to rounds
   tbytes=$(cat "$tok".r* | sed -n 's/.*samples, \([0-9]*\) tensor bytes.*/\1/p' | awk '{s += $1} END {print s}')
   decoded=$(summary "$tok.server" '.*decoded \([0-9]*\),.*')
   awk -v raw="$((raw * epochs))" -v t="$tbytes" -v s="$secs" -v st="$steady" -v c="$cpu" \
-      -v wc="$wcpu" -v d="$decoded" -v cfg="$layout $w" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
+      -v wc="$wcpu" -v d="$decoded" -v cfg="$layout $dt $w" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
       'BEGIN { printf "%s %.4f %.4f %.4f %.4f %.4f %d %s\n", cfg, raw / wc / 1e9, raw / st / 1e9,
                raw / s / 1e9, raw / c / 1e9, t / st / 1e9, d, load }' >>"$work/rounds"
 }
 for k in $(seq "$rounds"); do
   for layout in pad micro pack; do
-    for w in 1 2; do one_round "$layout" "$w" "$k"; done
+    for dt in i32 u16; do
+      for w in 1 2; do one_round "$layout" "$dt" "$w" "$k"; done
+    done
   done
 done
 zstd_run
@@ -126,16 +132,18 @@ read -r zstd_gbs zstd_cpu_gbs <<<"$(awk -v b="$raw" '
   END {printf "%.3f %.3f\n", bw, bc}' "$work/zstd.runs")"
 echo "zstd -d (1 core, best of $(wc -l <"$work/zstd.runs") runs between the rounds): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
 for layout in pad micro pack; do
-  read -r _ acpu _ <<<"$(alone_of "$layout")"
-  for w in 1 2; do
-    awk -v cfg="$layout $w" '$1 " " $2 == cfg' "$work/rounds" | sort -g -r -k3 >"$work/cfg"
-    n=$(wc -l <"$work/cfg")
-    for pick in 1 $(((n + 1) / 2)); do
-      [[ $pick == 1 ]] && what="best of $n rounds" || what="median round"
-      sed -n "${pick}p" "$work/cfg" | awk -v z="$zstd_gbs" -v zc="$zstd_cpu_gbs" \
-          -v alone="$(awk -v b="$raw" -v c="$acpu" 'BEGIN {print b / c / 1e9}')" -v what="$what" '{
-        printf "token path, %s layout, %d worker(s), %s (by worker rate): worker %.3f GB/s per worker CPU-second = %.2fx zstd -d per CPU-second, %.2fx decode + transform alone; steady %.3f GB/s = %.2fx zstd -d wall, %.2fx per worker; run %.3f GB/s; server %.3f GB/s per CPU-second; %.3f GB/s tensor bytes; %d blocks decoded; load %s\n",
-          $1, $2, what, $3, $3 / zc, $3 / alone, $4, $4 / z, $4 / z / $2, $5, $6, $7, $8, $9 }'
+  for dt in i32 u16; do
+    read -r _ acpu _ <<<"$(alone_of "$layout" "$dt")"
+    for w in 1 2; do
+      awk -v cfg="$layout $dt $w" '$1 " " $2 " " $3 == cfg' "$work/rounds" | sort -g -r -k4 >"$work/cfg"
+      n=$(wc -l <"$work/cfg")
+      for pick in 1 $(((n + 1) / 2)); do
+        [[ $pick == 1 ]] && what="best of $n rounds" || what="median round"
+        sed -n "${pick}p" "$work/cfg" | awk -v z="$zstd_gbs" -v zc="$zstd_cpu_gbs" \
+            -v alone="$(awk -v b="$raw" -v c="$acpu" 'BEGIN {print b / c / 1e9}')" -v what="$what" '{
+          printf "token path, %s layout, %s tokens, %d worker(s), %s (by worker rate): worker %.3f GB/s per worker CPU-second = %.2fx zstd -d per CPU-second, %.2fx decode + transform alone; steady %.3f GB/s = %.2fx zstd -d wall, %.2fx per worker; run %.3f GB/s; server %.3f GB/s per CPU-second; %.3f GB/s tensor bytes; %d blocks decoded; load %s\n",
+            $1, $2, $3, what, $4, $4 / zc, $4 / alone, $5, $5 / z, $5 / z / $3, $6, $7, $8, $9, $10 }'
+      done
     done
   done
 done

@@ -10,14 +10,15 @@
  * own overhead from the cost of the layout.
  *
  * Modes, each a line "MODE RAW_BYTES CPU_SECONDS TENSOR_BYTES" (best of
- * ROUNDS, thread CPU time):
+ * ROUNDS, thread CPU time), tokens in DTYPE (i32, the server's default, or
+ * u16, the stored width, as --token-dtype u16 delivers them):
  *   pad     each block's samples as one batch padded to its longest;
  *   pack    rows of SEQ_LEN tokens (greedy, in block order) with positions
  *           and cu_seqlens;
  *   tokens  the same rows without positions: little more than the tokens
  *           themselves, as the pad layout with --micro-batches writes.
  *
- *   server_tokens DATASET_DIR [SEQ_LEN]
+ *   server_tokens DATASET_DIR [SEQ_LEN [DTYPE]]
  */
 #include "lf_shard.h"
 #include "lf_tf.h"
@@ -37,6 +38,7 @@ static const char *const mode_name[NMODES] = {"pad", "pack", "tokens"};
 typedef struct bench {
     lf_dataset *ds;
     uint32_t field, in_dtype, seq_len;
+    uint32_t dtype;              /* of the token tensor */
     unsigned char **stored;      /* every block's stored bytes, read beforehand */
     unsigned char *raw;          /* the decode buffer, reused */
     unsigned char *ring;         /* RING_SLOTS slots of slot bytes */
@@ -64,7 +66,7 @@ static size_t slot_bytes(const lf_dataset *ds, uint32_t seq_len)
             uint64_t len = lf_dataset_sample(ds, bi->first_sample + i)->length;
             longest = len > longest ? len : longest;
         }
-        /* pack: at most one row per sample plus one; 2 tensors of i32 */
+        /* pack: at most one row per sample plus one; 2 tensors of at most i32 */
         size_t pad = (size_t)(bi->nsamples * longest + bi->nsamples) * 4;
         size_t pack = (size_t)(bi->nsamples + 1) * seq_len * 8 + (2 * bi->nsamples + 2) * 4;
         size_t need = pad > pack ? pad : pack;
@@ -112,24 +114,25 @@ static int one_block(bench *bh, int mode, uint64_t b, uint32_t slot)
     uint32_t longest, rows = block_seqs(bh, b, &longest);
     if (!rows) return -1;
     unsigned char *s = bh->ring + (size_t)slot * bh->slot;
-    lf_tf_tokens_out out = {.dtype = LF_DTYPE_I32, .tokens = s, .tokens_cap = bh->slot};
+    lf_tf_tokens_out out = {.dtype = bh->dtype, .tokens = s, .tokens_cap = bh->slot};
+    size_t es = lf_dtype_size(bh->dtype), is = 4; /* index tensors: i32 */
     if (mode == MODE_PAD) {
-        size_t cells = (size_t)bi->nsamples * longest * 4;
+        size_t cells = (size_t)bi->nsamples * longest * es;
         out.tokens_cap = cells;
         out.lengths = s + cells;
         out.lengths_cap = bh->slot - cells;
-        bh->tensor_bytes += cells + (size_t)bi->nsamples * 4;
+        bh->tensor_bytes += cells + (size_t)bi->nsamples * is;
         return lf_tf_tokens_pad(&out, longest, 0, bh->seqs, bi->nsamples) < 0 ? -1 : 0;
     }
-    size_t cells = (size_t)rows * bh->seq_len * 4, ncu = ((size_t)bi->nsamples + rows + 1) * 4;
-    out.tokens_cap = cells;
-    out.cu_seqlens = s + cells;
+    size_t cells = (size_t)rows * bh->seq_len, ncu = ((size_t)bi->nsamples + rows + 1) * is;
+    out.tokens_cap = cells * es;
+    out.cu_seqlens = s + cells * es;
     out.cu_seqlens_cap = ncu;
     if (mode == MODE_PACK) {
-        out.positions = s + cells + ncu;
-        out.positions_cap = cells;
+        out.positions = s + cells * es + ncu;
+        out.positions_cap = cells * is;
     }
-    bh->tensor_bytes += cells * (mode == MODE_PACK ? 2 : 1) + ncu;
+    bh->tensor_bytes += cells * es + ncu + (mode == MODE_PACK ? cells * is : 0);
     return lf_tf_tokens_pack(&out, rows, bh->seq_len, 0, bh->seqs, bi->nsamples) < 0 ? -1 : 0;
 }
 
@@ -184,11 +187,13 @@ static int load(bench *bh, const char *dir)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: server_tokens DATASET_DIR [SEQ_LEN]\n");
+    const char *dtype = argc == 4 ? argv[3] : "i32";
+    if (argc < 2 || argc > 4 || (strcmp(dtype, "i32") != 0 && strcmp(dtype, "u16") != 0)) {
+        fprintf(stderr, "usage: server_tokens DATASET_DIR [SEQ_LEN [i32|u16]]\n");
         return 2;
     }
-    bench bh = {.seq_len = argc == 3 ? (uint32_t)strtoul(argv[2], NULL, 10) : 16384};
+    bench bh = {.seq_len = argc >= 3 ? (uint32_t)strtoul(argv[2], NULL, 10) : 16384,
+                .dtype = dtype[0] == 'u' ? LF_DTYPE_U16 : LF_DTYPE_I32};
     if (bh.seq_len == 0 || load(&bh, argv[1]) < 0) return 1;
     uint64_t raw = 0;
     for (uint64_t b = 0; b < lf_dataset_blocks(bh.ds); b++)

@@ -3,9 +3,9 @@
 # every sample exactly once per epoch; each rank's batches equal the plan
 # (lf-server --print-plan, straight from the balancer); every tensor byte
 # equals the shard contents (the clients re-read the shards themselves);
-# --io=pread and --io=uring streams are byte-identical; the pack layout and
-# --micro-batches hold the same (the latter with fewer tensor bytes than
-# one [n, longest] batch); nothing is left in /dev/shm or the runtime
+# --io=pread and --io=uring streams are byte-identical; the pack layout,
+# --micro-batches and --token-dtype u16 hold the same (the latter two with
+# fewer tensor bytes than one [n, longest] i32 batch); nothing is left in /dev/shm or the runtime
 # directory.
 source "$(dirname "$0")/server_lib.sh"
 
@@ -46,6 +46,33 @@ whole=$(tensor_bytes uring2) micro=$(tensor_bytes micro2)
   fail "micro-batches: $micro tensor bytes, not under half of one-batch pad's $whole"
 echo "micro-batches: plan, exactly-once, shard bytes, uring == pread; $micro tensor bytes vs $whole: ok"
 
+# --token-dtype u16 keeps the stored u16 tokens as they are: the same plan
+# and tokens (the clients read each element by its dtype), in half the token
+# bytes of i32 (lengths and sample ids are the same in both).
+run_one u16 2 uring --token-dtype u16
+[[ "$(digests_of u16)" != "$(digests_of uring2)" ]] || fail "u16 and i32 batches have equal digests"
+u16=$(tensor_bytes u16)
+[[ -n "$u16" && $((u16 * 10)) -lt $((whole * 6)) ]] ||
+  fail "u16: $u16 tensor bytes, not near half of i32's $whole"
+echo "--token-dtype u16: plan, exactly-once, shard bytes; $u16 tensor bytes vs $whole: ok"
+
+# A u16 tensor cannot hold u32 shards, nor a pad id past 65535: refused at
+# start-up, naming the field and the flag.
+make_dataset "$WORK/ds32" --vocab 100000
+refused() {   # WHAT EXPECTED-MESSAGE SERVER-ARGS...: the server must exit 1 with it
+  local what=$1 want=$2; shift 2
+  local rc=0
+  "$LF_BIN/lf-server" --endpoint "$EP" --world 1 "$@" >"$WORK/refused.log" 2>&1 || rc=$?
+  [[ $rc == 1 ]] && grep -qF -- "$want" "$WORK/refused.log" ||
+    fail "$what: rc $rc, want 1 and '$want': $(cat "$WORK/refused.log")"
+  check_no_leftovers
+}
+refused "u16 from u32 shards" "--token-dtype u16: field 'tokens' stores u32 tokens" \
+  --data "$WORK/ds32" --token-dtype u16
+refused "pad id past u16" "--pad-id 70000 does not fit --token-dtype u16" \
+  --data "$WORK/ds" --token-dtype u16 --pad-id 70000
+echo "--token-dtype u16 on u32 shards and a pad id past u16: refused: ok"
+
 # Two "nodes" of one rank each: each server serves only its local rank and
 # the two together deliver exactly the single-server plan.
 "$LF_BIN/lf-server" "${PLAN[@]}" --world 2 --print-plan | sort -k1,1n -k2,2n -k3,3n >"$WORK/nodes.plan"
@@ -73,3 +100,7 @@ run_one pack2 2 uring "${PACK[@]}" --memory-limit $(($need + 1048576))
 ev=$(sed -n "s/.* \([0-9]*\) evictions.*/\1/p" "$WORK/server.log")
 [[ -n "$ev" && $ev -gt 0 ]] || fail "the small cache evicted nothing: $(cat "$WORK/server.log")"
 echo "pack layout with a small cache: ok"
+
+# Pack with u16 tokens: positions and cu_seqlens stay i32.
+run_one packu16 2 uring --layout pack --seq-len 16384 --token-dtype u16 --pad-id 7 --slots 3
+echo "pack layout with u16 tokens: ok"

@@ -158,11 +158,34 @@ static void check_good_batch(lf_client *c, lf_batch *b)
     ASSERT_EQ(t->shape[0], 3);
     ASSERT_EQ(t->shape[1], 4);
     ASSERT_EQ(((const int32_t *)t->host)[11], 11);
+    ASSERT_EQ(lf_tensor_int(t, 11), 11);
+    ASSERT_EQ(lf_tensor_int(t, 12), -1);     /* past the end */
     ASSERT_TRUE(lf_batch_tensor(b, "nope") == NULL);
+}
+
+/* lf_tensor_int reads every integer dtype and refuses floats and devices. */
+static void check_tensor_int(void)
+{
+    static uint16_t u16[2] = {1, 65535};
+    static int8_t i8[1] = {-3};
+    static int64_t i64[1] = {-((int64_t)1 << 40)};
+    static float f32[1] = {1};
+    lf_tensor t = {.name = "x", .dtype = 3, .size = sizeof u16, .host = u16};
+    ASSERT_EQ(lf_tensor_int(&t, 1), 65535);
+    t = (lf_tensor){.name = "x", .dtype = 2, .size = 1, .host = i8};
+    ASSERT_EQ(lf_tensor_int(&t, 0), -3);
+    t = (lf_tensor){.name = "x", .dtype = 8, .size = 8, .host = i64};
+    ASSERT_EQ(lf_tensor_int(&t, 0), -((int64_t)1 << 40));
+    t.host = NULL;
+    ASSERT_EQ(lf_tensor_int(&t, 0), -1);
+    t = (lf_tensor){.name = "x", .dtype = 11, .size = 4, .host = f32};
+    ASSERT_EQ(lf_tensor_int(&t, 0), -1);
 }
 
 int main(void)
 {
+    check_tensor_int();
+
     /* Arguments and the absent server. */
     lf_client_options o;
     lf_client_options_default(&o);

@@ -1,7 +1,8 @@
 /*
  * tf_tokens.c — token pad/pack and frame pad/pack layouts, checked element
- * by element against hand-written expectations, plus the rejections (no
- * silent truncation, no overflowing ids, no partial writes).
+ * by element against hand-written expectations, in every token dtype, plus
+ * the rejections (no silent truncation, no overflowing ids, no partial
+ * writes).
  */
 #include "lf_tf.h"
 #include "test.h"
@@ -104,6 +105,54 @@ static void test_pack(void)
     ASSERT_EQ(lf_tf_tokens_pack(&o, UINT32_MAX, UINT32_MAX, 0, seqs, 3), LF_TF_E_BUFFER);
 }
 
+/* u16 and u32 outputs keep the stored width: tokens copied or converted,
+ * pad ids in range, lengths, positions and cu_seqlens in i32. */
+static void test_stored_width(void)
+{
+    unsigned char raw[1 + 3 * 2];        /* unaligned u16 input */
+    memcpy(raw + 1, t16a, sizeof t16a);
+    static const uint32_t small32[2] = {65535, 9};
+    lf_tf_seq seqs[2] = {{raw + 1, 3, LF_DTYPE_U16, 0}, {small32, 2, LF_DTYPE_U32, 0}};
+    uint16_t t16[8];
+    int32_t len[2];
+    lf_tf_tokens_out o = {LF_DTYPE_U16, t16, sizeof t16, len, sizeof len, NULL, 0,
+                          NULL, 0, NULL, 0};
+    ASSERT_EQ(lf_tf_index_dtype(LF_DTYPE_U16), LF_DTYPE_I32);
+    ASSERT_EQ(lf_tf_index_dtype(LF_DTYPE_I64), LF_DTYPE_I64);
+    ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 65535, seqs, 2), 0);
+    static const uint16_t want16[8] = {1, 2, 3, 65535, 65535, 9, 65535, 65535};
+    static const int32_t want_len[2] = {3, 2};
+    ASSERT_MEM_EQ(t16, want16, sizeof want16);
+    ASSERT_MEM_EQ(len, want_len, sizeof want_len);
+
+    /* A u32 token or a pad id past 65535 does not fit u16; no write. */
+    memset(t16, 0x5a, sizeof t16);
+    uint16_t before[8];
+    memcpy(before, t16, sizeof t16);
+    lf_tf_seq big = {t32b, 2, LF_DTYPE_U32, 0};
+    ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 0, &big, 1), LF_TF_E_ARG);
+    ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 65536, seqs, 2), LF_TF_E_ARG);
+    ASSERT_EQ(lf_tf_tokens_pad(&o, 4, -1, seqs, 2), LF_TF_E_ARG);
+    ASSERT_MEM_EQ(t16, before, sizeof t16);
+    o.lengths_cap = sizeof len - 1;      /* lengths are i32, not u16 */
+    ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 0, seqs, 2), LF_TF_E_BUFFER);
+
+    /* u32 output: u16 widened, u32 as is (70000 too), pad id 2^32 - 1. */
+    uint32_t t32[4], p32[4];
+    int32_t cu[4];
+    lf_tf_seq s2[2] = {{t16a, 1, LF_DTYPE_U16, 0}, {t32b, 2, LF_DTYPE_U32, 0}};
+    lf_tf_tokens_out o32 = {LF_DTYPE_U32, t32, sizeof t32, NULL, 0, NULL, 0,
+                            p32, sizeof p32, cu, sizeof cu};
+    ASSERT_EQ(lf_tf_tokens_pack(&o32, 1, 4, UINT32_MAX, s2, 2), 4);
+    static const uint32_t wt[4] = {1, 70000, 5, UINT32_MAX}, wp[4] = {0, 0, 1, 0};
+    static const int32_t wc[4] = {0, 1, 3, 4};
+    ASSERT_MEM_EQ(t32, wt, sizeof wt);
+    ASSERT_MEM_EQ(p32, wp, sizeof wp);
+    ASSERT_MEM_EQ(cu, wc, sizeof wc);
+    ASSERT_EQ(lf_tf_tokens_pack(&o32, 1, 4, (int64_t)1 << 32, s2, 2), LF_TF_E_ARG);
+    ASSERT_EQ(lf_tf_token_max(LF_DTYPE_F32), 0);
+}
+
 static void test_frames(void)
 {
     static const float fa[2 * 3] = {1, 2, 3, 4, 5, 6}, fb[1 * 3] = {7, 8, 9};
@@ -144,6 +193,7 @@ int main(void)
 {
     test_pad();
     test_pack();
+    test_stored_width();
     test_frames();
     printf("tf_tokens: ok\n");
     return 0;

@@ -74,20 +74,6 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* Element i of an integer tensor; -1 for a type the harness does not read. */
-static int64_t int_at(const lf_tensor *t, uint64_t i)
-{
-    const char *p = t->host;
-    switch (t->dtype) {
-    case 3: { uint16_t x; memcpy(&x, p + 2 * i, 2); return x; }
-    case 5: { uint32_t x; memcpy(&x, p + 4 * i, 4); return x; }
-    case 6: { int32_t x; memcpy(&x, p + 4 * i, 4); return x; }
-    case 7:
-    case 8: { int64_t x; memcpy(&x, p + 8 * i, 8); return x; }
-    default: return -1;
-    }
-}
-
 static uint64_t elems(const lf_tensor *t)
 {
     uint64_t n = 1;
@@ -108,7 +94,7 @@ static int add_rows(rank_ctx *x, const lf_batch *b, const lf_tensor *len, size_t
                     uint64_t rows, uint64_t width, uint64_t at)
 {
     for (uint64_t r = 0; r < rows; r++) {
-        int64_t L = *n < b->nsamples ? int_at(len, *n) : -1;
+        int64_t L = *n < b->nsamples ? lf_tensor_int(len, *n) : -1;
         if (L < 0 || (uint64_t)L > width) return -1;
         if (add_seq(x, n, at + r * width, (uint64_t)L) < 0) return -1;
     }
@@ -128,7 +114,7 @@ static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t
     if (tok->ndim != 1 || micro->ndim != 2 || micro->shape[1] != 2) return -1;
     uint64_t at = 0;
     for (uint64_t k = 0; k < micro->shape[0]; k++) {
-        int64_t rows = int_at(micro, 2 * k), width = int_at(micro, 2 * k + 1);
+        int64_t rows = lf_tensor_int(micro, 2 * k), width = lf_tensor_int(micro, 2 * k + 1);
         if (rows < 0 || width < 0 || at + (uint64_t)rows * (uint64_t)width > tok->shape[0] ||
             add_rows(x, b, len, n, (uint64_t)rows, (uint64_t)width, at) < 0)
             return -1;
@@ -141,7 +127,7 @@ static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t
 static int all_pad(const lf_tensor *tok, uint64_t a, uint64_t e, int64_t pad_id)
 {
     for (uint64_t i = a; i < e; i++)
-        if (int_at(tok, i) != pad_id) return 0;
+        if (lf_tensor_int(tok, i) != pad_id) return 0;
     return 1;
 }
 
@@ -155,7 +141,7 @@ static int seqs_pack(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
     uint64_t row = tok->ndim == 2 ? tok->shape[1] : 0, cells = elems(tok), ncu = elems(cu);
     if (row == 0) return -1;
     for (uint64_t s = 0; s + 1 < ncu; s++) {
-        int64_t a = int_at(cu, s), e = int_at(cu, s + 1);
+        int64_t a = lf_tensor_int(cu, s), e = lf_tensor_int(cu, s + 1);
         if (a < 0 || e < a || (uint64_t)e > cells) return -1;
         if (e == a) continue;
         int padding = (uint64_t)e % row == 0 && all_pad(tok, (uint64_t)a, (uint64_t)e,
@@ -176,7 +162,7 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
     uint64_t cells = elems(tok);
     if (grow((void **)&x->ids, &x->ids_cap, cells + 1, sizeof *x->ids) < 0) return -1;
     for (uint64_t i = 0; i < cells; i++) {
-        int64_t v = int_at(tok, i);
+        int64_t v = lf_tensor_int(tok, i);
         if (v < 0) return -1;
         x->ids[i] = (int32_t)(v % x->o->model.vocab);
     }
@@ -199,7 +185,7 @@ static void log_batch(rank_ctx *x, const lf_batch *b)
     if (!x->log) return;
     fprintf(x->log, "%u %" PRIu64 " %d %u", b->epoch, b->step, x->rank, b->nsamples);
     for (uint32_t i = 0; ids && i < b->nsamples && i < elems(ids); i++)
-        fprintf(x->log, "%c%" PRId64, i ? ',' : ' ', int_at(ids, i));
+        fprintf(x->log, "%c%" PRId64, i ? ',' : ' ', lf_tensor_int(ids, i));
     fputc('\n', x->log);
 }
 

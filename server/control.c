@@ -417,8 +417,11 @@ static void announce_rank(control *c, uint32_t li)
     }
 }
 
+/* Clears the pending wake-up before looking: a job finished after this
+ * writes the eventfd again (notify_control), so none waits unannounced. */
 static void announce(control *c)
 {
+    atomic_store(&c->s->notify_pending, 0);
     pthread_mutex_lock(&c->s->mu);
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) announce_rank(c, li);
     pthread_mutex_unlock(&c->s->mu);

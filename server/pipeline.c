@@ -135,8 +135,13 @@ typedef struct srv_pipeline {
     uint32_t last_gen;           /* the last catch-up generation handed out */
 } srv_pipeline;
 
+/* Wakes the control thread unless a wake-up it has not taken yet is pending:
+ * it announces every finished job when it takes one (announce clears the
+ * flag first), and each write that wakes a sleeping thread costs the worker
+ * a system call and an inter-processor interrupt. */
 static void notify_control(srv *s)
 {
+    if (atomic_exchange(&s->notify_pending, 1)) return;
     uint64_t one = 1;
     ssize_t n = write(s->notify_fd, &one, sizeof one);
     (void)n; /* an eventfd at its limit is still readable: nothing is lost */

@@ -21,6 +21,7 @@
 #define LF_SRV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "lf_layout.h"
@@ -153,6 +154,7 @@ struct srv {
     pthread_cond_t cv_work;      /* workers: a block to decode or a job to assemble */
     pthread_cond_t cv_catchup;   /* catch-up threads: a slot or cache room freed, stop */
     int notify_fd;               /* eventfd: wakes the control thread */
+    atomic_int notify_pending;   /* a wake-up the control thread has not taken */
     int stop;                    /* shutting down */
     int failed;                  /* a fatal pipeline error happened */
     char fail_msg[600];

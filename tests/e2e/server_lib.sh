@@ -102,6 +102,15 @@ check_exactly_once() {   # TAG SAMPLES
   done
 }
 
+# lf-server ARGS... must refuse to start: exit 1, saying MESSAGE.
+server_refuses() {   # WHAT MESSAGE ARGS...
+  local what=$1 want=$2 rc=0
+  shift 2
+  "$LF_BIN/lf-server" "$@" >"$WORK/refused.log" 2>&1 || rc=$?
+  [[ $rc == 1 ]] && grep -qF -- "$want" "$WORK/refused.log" ||
+    fail "$what: exit $rc, want 1 and '$want': $(cat "$WORK/refused.log")"
+}
+
 check_no_leftovers() {
   local now
   now=$(ls /dev/shm | sort)

@@ -59,18 +59,11 @@ echo "--token-dtype u16: plan, exactly-once, shard bytes; $u16 tensor bytes vs $
 # A u16 tensor cannot hold u32 shards, nor a pad id past 65535: refused at
 # start-up, naming the field and the flag.
 make_dataset "$WORK/ds32" --vocab 100000
-refused() {   # WHAT EXPECTED-MESSAGE SERVER-ARGS...: the server must exit 1 with it
-  local what=$1 want=$2; shift 2
-  local rc=0
-  "$LF_BIN/lf-server" --endpoint "$EP" --world 1 "$@" >"$WORK/refused.log" 2>&1 || rc=$?
-  [[ $rc == 1 ]] && grep -qF -- "$want" "$WORK/refused.log" ||
-    fail "$what: rc $rc, want 1 and '$want': $(cat "$WORK/refused.log")"
-  check_no_leftovers
-}
-refused "u16 from u32 shards" "--token-dtype u16: field 'tokens' stores u32 tokens" \
-  --data "$WORK/ds32" --token-dtype u16
-refused "pad id past u16" "--pad-id 70000 does not fit --token-dtype u16" \
-  --data "$WORK/ds" --token-dtype u16 --pad-id 70000
+server_refuses "u16 from u32 shards" "--token-dtype u16: field 'tokens' stores u32 tokens" \
+  --endpoint "$EP" --world 1 --data "$WORK/ds32" --token-dtype u16
+server_refuses "pad id past u16" "--pad-id 70000 does not fit --token-dtype u16" \
+  --endpoint "$EP" --world 1 --data "$WORK/ds" --token-dtype u16 --pad-id 70000
+check_no_leftovers
 echo "--token-dtype u16 on u32 shards and a pad id past u16: refused: ok"
 
 # Two "nodes" of one rank each: each server serves only its local rank and

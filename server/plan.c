@@ -10,20 +10,32 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-int srv_plan_create(const srv *s, lf_plan **out)
+/* The plan from epoch index e of the run on (epochs do not depend on each
+ * other: a plan started at epoch e makes the same steps as one that walked
+ * the epochs before it). */
+static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);
     if (!v) return -ENOMEM;
-    int rc = lf_plan_create(&s->cfg.plan, v, lf_dataset_samples(s->ds), out);
+    lf_plan_params prm = s->cfg.plan;
+    prm.epoch += e;
+    int rc = lf_plan_create(&prm, v, lf_dataset_samples(s->ds), out);
     free(v);
     return rc;
+}
+
+int srv_plan_create(const srv *s, lf_plan **out)
+{
+    return plan_create_at(s, 0, out);
 }
 
 /* --micro-batches: tokens [cells] (the micro-batches one after another,
@@ -110,21 +122,22 @@ int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
     return batch_layout(s, j->n, j->rows, j->row_len, cells, l);
 }
 
-/* Calls fn for every local rank's batch of every step of every epoch. */
-typedef int (*batch_fn)(srv *s, const lf_plan_step *st, const lf_plan_batch *b);
+/* Calls fn(s, arg, ...) for every local rank's batch of every step of the
+ * run's epochs e0 .. e1-1, in order. */
+typedef int (*batch_fn)(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b);
 
-static int walk_plan(srv *s, batch_fn fn)
+static int walk_plan(srv *s, uint32_t e0, uint32_t e1, batch_fn fn, void *arg)
 {
     lf_plan *p;
-    int rc = srv_plan_create(s, &p);
+    int rc = plan_create_at(s, e0, &p);
     if (rc < 0) return rc;
-    for (uint32_t e = 0; e < s->cfg.epochs && rc >= 0; e++) {
+    for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
         while (rc >= 0 && (rc = lf_plan_next_step(p, &st)) == 1) {
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
                 rc = lf_plan_rank_batch(p, s->cfg.local[li], &b);
-                if (rc >= 0) rc = fn(s, &st, &b);
+                if (rc >= 0) rc = fn(s, arg, &st, &b);
             }
         }
     }
@@ -136,9 +149,28 @@ static int walk_plan(srv *s, batch_fn fn)
  * walk those epochs a second time with a scout plan. */
 #define EPOCH_USES_MAX (16u << 20)
 
-/* Sizes the slot from the batch, and counts its samples per block. */
-static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
+/* The prepass's threads, at most: each holds a plan of about
+ * PLAN_BYTES_PER_SAMPLE per sample (about twice what lf_plan takes), and
+ * together they take at most an eighth of the free memory, so a very large
+ * index is walked by fewer threads, down to one. */
+#define PREPASS_THREADS 16
+#define PLAN_BYTES_PER_SAMPLE 128
+
+/* One prepass thread: epochs e0 .. e1-1, and the largest slot they need. */
+typedef struct prepass_part {
+    srv *s;
+    uint32_t e0, e1;
+    uint64_t slot_size;
+    int rc;
+    int started;                 /* has a thread of its own (part 0: the caller) */
+    pthread_t thread;
+} prepass_part;
+
+/* Sizes the slot from the batch, and counts its samples per block (each
+ * epoch's counts are its own row, written by the one thread walking it). */
+static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b)
 {
+    prepass_part *part = arg;
     uint64_t e = st->epoch - s->cfg.plan.epoch, nb = lf_dataset_blocks(s->ds) + 1;
     if (e < s->counted_epochs)
         for (uint32_t i = 0; i < b->nsamples; i++)
@@ -149,8 +181,53 @@ static int grow_slot(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
                           b->padded_tokens, &l);
     if (rc < 0) return rc;
     uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
-    if (need > s->slot_size) s->slot_size = need;
+    if (need > part->slot_size) part->slot_size = need;
     return 0;
+}
+
+static void *prepass_main(void *arg)
+{
+    prepass_part *part = arg;
+    part->rc = walk_plan(part->s, part->e0, part->e1, grow_slot, part);
+    return NULL;
+}
+
+/* How many threads walk the epochs: one per epoch up to the online CPUs,
+ * PREPASS_THREADS and the plans' memory bound. */
+static uint32_t prepass_threads(const srv *s)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t plan_bytes = (lf_dataset_samples(s->ds) + 1) * PLAN_BYTES_PER_SAMPLE;
+    uint64_t n = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 / plan_bytes : 1;
+    if (cpus > 0 && (uint64_t)cpus < n) n = (uint64_t)cpus;
+    if (n > PREPASS_THREADS) n = PREPASS_THREADS;
+    if (n > s->cfg.epochs) n = s->cfg.epochs;
+    return n < 1 ? 1 : (uint32_t)n;
+}
+
+/* Walks every epoch, a contiguous share of them per thread (the prepass is
+ * the server's start-up time: epochs x planning, cut by the threads). */
+static int walk_epochs_parallel(srv *s)
+{
+    prepass_part parts[PREPASS_THREADS];
+    uint32_t n = prepass_threads(s);
+    for (uint32_t t = 0; t < n; t++)
+        parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)s->cfg.epochs * t / n),
+                                  .e1 = (uint32_t)((uint64_t)s->cfg.epochs * (t + 1) / n)};
+    for (uint32_t t = 1; t < n; t++) /* this thread walks the first share */
+        if (pthread_create(&parts[t].thread, NULL, prepass_main, &parts[t]) != 0)
+            parts[t].rc = -EAGAIN;
+        else
+            parts[t].started = 1;
+    prepass_main(&parts[0]);
+    int rc = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        if (parts[t].started) pthread_join(parts[t].thread, NULL);
+        if (rc == 0) rc = parts[t].rc;
+        if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
+    }
+    return rc;
 }
 
 /* The plan id: the plan's own hash of samples and sequence parameters (in
@@ -193,14 +270,15 @@ int srv_plan_prepass(srv *s)
     s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
     if (!s->epoch_uses) return -ENOMEM;
-    int rc = walk_plan(s, grow_slot);
+    int rc = walk_epochs_parallel(s);
     if (rc == 0) rc = compute_plan_id(s);
     return rc;
 }
 
-static int print_batch(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
+static int print_batch(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b)
 {
     (void)s;
+    (void)arg;
     printf("%u %" PRIu64 " %u %u", st->epoch, st->step, b->rank, b->nsamples);
     for (uint32_t i = 0; i < b->nsamples; i++)
         printf("%c%" PRIu64, i ? ',' : ' ', b->ids[i]);
@@ -210,5 +288,5 @@ static int print_batch(srv *s, const lf_plan_step *st, const lf_plan_batch *b)
 
 int srv_print_plan(srv *s)
 {
-    return walk_plan(s, print_batch);
+    return walk_plan(s, 0, s->cfg.epochs, print_batch, NULL);
 }

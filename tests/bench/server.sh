@@ -20,7 +20,8 @@
 #    job), p50/p99, on a smaller dataset (LAT_SAMPLES);
 #  - image path: delivered images/s next to the transforms-only rate
 #    (server_tf: the same JPEGs through lf_tf_jpeg_augment on one thread);
-#  - the server's peak RSS next to its --memory-limit.
+#  - the server's peak RSS next to its --memory-limit;
+#  - start-up time (to the control socket) with 1 and 10 epochs.
 # SAMPLES (default 200000) sizes the synthetic token dataset, EPOCHS (2) the
 # token runs, LAT_SAMPLES (30000) the latency run, IMAGES (2000) the image
 # dataset. The load average is printed: the figures mean little without it.
@@ -158,6 +159,23 @@ done
 serve "$work/rss" "" --data "$work/lat_ds" --workers 2 --memory-limit 256M --slots 4
 rss=$(sed -n 's/peak_rss_kb \([0-9]*\)/\1/p' "$work/rss.server")
 awk -v k="$rss" 'BEGIN {printf "server peak RSS: %.1f MiB with --memory-limit 256 MiB (%.2f of the bound; RSS includes the index and code)\n", k / 1024, k / 1024 / 256}'
+
+# Start-up: exec to the control socket, dominated by the prepass that walks
+# every epoch's plan (in threads, a share of the epochs each: see
+# server/plan.c), for 1 and 10 epochs of the token dataset.
+startup_ms() {   # EPOCHS
+  local t0 t1 pid
+  t0=$(date +%s%N)
+  "$BIN/lf-server" --endpoint "$EP" --data "$work/ds" --world 8 --epochs "$1" --quiet &
+  pid=$!
+  while [[ ! -S "$EP" ]] && kill -0 "$pid" 2>/dev/null; do sleep 0.005; done
+  t1=$(date +%s%N)
+  kill -INT "$pid" && wait "$pid" || true
+  echo $(((t1 - t0) / 1000000))
+}
+s1=$(startup_ms 1) s10=$(startup_ms 10)
+threads=$(($(nproc) < 10 ? $(nproc) : 10))
+echo "server start-up ($samples samples, world 8, prepass in $threads threads): 1 epoch $s1 ms, 10 epochs $s10 ms ($(awk -v a="$s10" -v b="$s1" 'BEGIN {printf "%.1f", a / b}')x the 1-epoch start-up)"
 
 images=${IMAGES:-2000}
 "$BIN/lf-shard" synth images --out "$work/img" --samples "$images" --seed 2 --max-side 512 >/dev/null 2>&1

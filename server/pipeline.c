@@ -1131,13 +1131,10 @@ static void drop_quarantined(srv *s, srv_job *j)
     if (pad) j->rows = k; /* pad: one row per sample */
 }
 
-static void run_assembly(srv *s, worker_ctx *w, srv_job *j)
+/* Assembles job j, taken from the queue under mu, which also gave
+ * `discard` (set under mu when the job's rank has gone away). */
+static void run_assembly(srv *s, worker_ctx *w, srv_job *j, int discard)
 {
-    /* discard is set under s->mu when the job's rank goes away meanwhile. */
-    pthread_mutex_lock(&s->mu);
-    if (s->cfg.skip_corrupt) drop_quarantined(s, j);
-    int discard = j->discard;
-    pthread_mutex_unlock(&s->mu);
     uint64_t busy = 0;
     if (!discard) {
         uint64_t t0 = srv_now_ns();
@@ -1194,8 +1191,10 @@ static void *worker_main(void *arg)
             srv_job *j = p->asm_q[p->asm_head];
             p->asm_head = (p->asm_head + 1) % p->asm_cap;
             p->asm_len--;
+            if (s->cfg.skip_corrupt) drop_quarantined(s, j);
+            int discard = j->discard;
             pthread_mutex_unlock(&s->mu);
-            run_assembly(s, &w, j);
+            run_assembly(s, &w, j, discard);
         } else {
             cache_entry *e = q_pop(&p->decode_q);
             pthread_mutex_unlock(&s->mu);

@@ -22,8 +22,8 @@ const char plan_cli_help[] =
     "  --samples-per-rank S sets the default budget (default 16)\n"
     "  --batch-per-rank B   naive, sorted: samples per rank per step (default:\n"
     "                       balanced's mean per step / world, measured by\n"
-    "                       planning balanced first, so every sampler moves as\n"
-    "                       many samples per step)\n"
+    "                       planning balanced's epoch 0 first, so every sampler\n"
+    "                       moves as many samples per step)\n"
     "  --max-tokens N       per-rank cap on tokens per step (default none)\n"
     "  --max-padded N       per-rank cap on padded tokens per step (default none)\n"
     "  --lookahead N        selection window in samples (default 4096)\n"
@@ -151,11 +151,14 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
 /* The baselines' batch: balanced's mean samples per full step / world, so
  * every sampler moves as many samples per step. It has to be measured: with
  * long-tailed costs a budget of k mean costs holds far more than k samples,
- * because the costliest samples go to outlier steps of their own. */
+ * because the costliest samples go to outlier steps of their own. Measured
+ * on epoch 0 whatever --epoch says, so a run started at epoch E gets the
+ * batch, and so the plan, of epoch E of a run started at 0. */
 static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
 {
     lf_plan_params bp = *p;
     bp.sampler = LF_PLAN_BALANCED;
+    bp.epoch = 0;
     lf_plan *plan;
     int rc = lf_plan_create(&bp, s, n, &plan);
     if (rc) return rc;

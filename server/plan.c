@@ -1,8 +1,10 @@
 /*
  * plan.c — what lf-server asks of the balancer: the plan over the dataset
- * index, a pre-pass over every epoch to size the ring slots from the
- * largest batch any local rank will get, the plan id clients keep in their
- * saved states, and the batch layout of a job (which tensors, what shapes).
+ * index, a pre-pass over every epoch (in threads, a share of the epochs
+ * each) to size the ring slots from the largest batch any local rank will
+ * get and count each epoch's samples per block, the plan id clients keep
+ * in their saved states, and the batch layout of a job (which tensors, what
+ * shapes).
  */
 #include "srv.h"
 

@@ -214,6 +214,9 @@ static int walk_epochs_parallel(srv *s)
 {
     prepass_part parts[PREPASS_THREADS];
     uint32_t n = prepass_threads(s);
+    if (!s->cfg.quiet) /* minutes on a large index: say what start-up is doing */
+        fprintf(stderr, "lf-server: planning %u epoch(s) of %" PRIu64 " samples to size the "
+                "rings (%u thread(s))\n", s->cfg.epochs, lf_dataset_samples(s->ds), n);
     for (uint32_t t = 0; t < n; t++)
         parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)s->cfg.epochs * t / n),
                                   .e1 = (uint32_t)((uint64_t)s->cfg.epochs * (t + 1) / n)};

@@ -6,7 +6,8 @@
 # sample once per epoch. The seed is one whose largest batch falls in a
 # later epoch (checked), so a prepass that kept only its first share's
 # largest batch fails here. And a server started at a later epoch plans it
-# as a run from epoch 0 does, for every sampler.
+# as a run from epoch 0 does, for every sampler. The server says what its
+# start-up is doing (planning E epochs, in how many threads).
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -49,6 +50,8 @@ echo "--epoch 2 plans epoch 2 as a run from epoch 0 (balanced, naive, sorted): o
 start_server "${PLAN[@]}" --epochs 4
 run_clients four 2
 wait_server
+grep -Eq "^lf-server: planning 4 epoch\(s\) of 2000 samples to size the rings \([1-4] thread\(s\)\)$" \
+  "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
 diff <(stream_of four) "$WORK/plan" >/dev/null || fail "4 epochs: stream differs from the plan"
 check_exactly_once four 2000
 check_no_leftovers

@@ -153,10 +153,12 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, batch_fn fn, void *arg)
 
 /* The prepass's threads, at most: each holds a plan of about
  * PLAN_BYTES_PER_SAMPLE per sample (about twice what lf_plan takes), and
- * together they take at most an eighth of the free memory, so a very large
- * index is walked by fewer threads, down to one. */
+ * together they take at most an eighth of the free memory and at most
+ * PREPASS_PLAN_BYTES (free memory says nothing of a container's limit), so
+ * a very large index is walked by fewer threads, down to one. */
 #define PREPASS_THREADS 16
 #define PLAN_BYTES_PER_SAMPLE 128
+#define PREPASS_PLAN_BYTES (4ull << 30)
 
 /* One prepass thread: epochs e0 .. e1-1, and the largest slot they need. */
 typedef struct prepass_part {
@@ -201,7 +203,8 @@ static uint32_t prepass_threads(const srv *s)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t plan_bytes = (lf_dataset_samples(s->ds) + 1) * PLAN_BYTES_PER_SAMPLE;
-    uint64_t n = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 / plan_bytes : 1;
+    uint64_t room = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 : 0;
+    uint64_t n = (room < PREPASS_PLAN_BYTES ? room : PREPASS_PLAN_BYTES) / plan_bytes;
     if (cpus > 0 && (uint64_t)cpus < n) n = (uint64_t)cpus;
     if (n > PREPASS_THREADS) n = PREPASS_THREADS;
     if (n > s->cfg.epochs) n = s->cfg.epochs;

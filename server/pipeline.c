@@ -319,6 +319,14 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* row_of[i] = r for the samples i in [start[r], start[r + 1]) of each of
+ * the job's rows (the plan's rows, or its micro-batches). */
+static void mark_rows(srv_job *j, const uint32_t *start)
+{
+    for (uint32_t r = 0; r < j->rows; r++)
+        for (uint32_t i = start[r]; i < start[r + 1] && i < j->n; i++) j->row_of[i] = r;
+}
+
 /* --micro-batches: the job's rows are the plan's micro-batches (row_of is
  * each sample's micro-batch), each padded to its own micro_len. */
 static int job_micro(srv_job *j, const lf_plan_batch *b)
@@ -326,11 +334,8 @@ static int job_micro(srv_job *j, const lf_plan_batch *b)
     j->rows = b->micro;
     j->micro_len = malloc((b->micro ? b->micro : 1) * sizeof *j->micro_len);
     if (!j->micro_len) return -ENOMEM;
-    for (uint32_t k = 0; k < b->micro; k++) {
-        j->micro_len[k] = b->micro_len[k];
-        for (uint32_t i = b->micro_start[k]; i < b->micro_start[k + 1] && i < j->n; i++)
-            j->row_of[i] = k;
-    }
+    if (b->micro) memcpy(j->micro_len, b->micro_len, b->micro * sizeof *j->micro_len);
+    mark_rows(j, b->micro_start);
     return 0;
 }
 
@@ -366,9 +371,7 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
             return NULL;
         }
     } else {
-        for (uint32_t r = 0; r < b->rows; r++)
-            for (uint32_t i = b->row_start[r]; i < b->row_start[r + 1] && i < n; i++)
-                j->row_of[i] = r;
+        mark_rows(j, b->row_start);
     }
     for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
     qsort(blk, n, sizeof *blk, cmp_u64);

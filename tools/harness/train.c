@@ -123,7 +123,6 @@ static int seqs_pad(rank_ctx *x, const lf_batch *b, const lf_tensor *tok, size_t
     return *n == b->nsamples ? 0 : -1;
 }
 
-
 static int all_pad(const lf_tensor *tok, uint64_t a, uint64_t e, int64_t pad_id)
 {
     for (uint64_t i = a; i < e; i++)

@@ -282,8 +282,8 @@ class Dump:
     def write(self, epoch, step, b, loss):
         if not self.f:
             return
-        ids = ",".join(str(int(i)) for i in b["sample_ids"])
-        crc = zlib.crc32(b["tokens"].numpy().tobytes())
+        ids = ",".join(str(i) for i in b["sample_ids"].cpu().tolist())
+        crc = zlib.crc32(b["tokens"].cpu().numpy().tobytes())   # device tensors too
         self.f.write("%d %d %d %d %s %08x %.9g\n" % (epoch, step, self.rank, len(b["sample_ids"]),
                                                       ids, crc, loss))
 

@@ -2,7 +2,7 @@
 # examples/torch_ddp.py fed by levelfeed against the same training fed by a
 # plain DataLoader + DistributedSampler (data preloaded in memory: the
 # DataLoader's best case, see the example's note), two DDP ranks on CPU
-# (gloo), one epoch of a token set with lognormal lengths. Prints each run's
+# (gloo, even where GPUs are), one epoch of a token set with lognormal lengths. Prints each run's
 # figures and the ratios levelfeed / DataLoader measured in this run.
 # Env: LF_BENCH_SAMPLES (default 2000), LF_BENCH_SPR (samples per rank per
 # step, both loaders; default 8).
@@ -22,7 +22,7 @@ run() {            # TAG [torch_ddp.py args...]: 2 ranks; rank 0's summary line 
   shift
   port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   for r in 0 1; do
-    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    CUDA_VISIBLE_DEVICES="" RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$PY" "$ROOT/examples/torch_ddp.py" "${MODEL[@]}" "$@" >"$WORK/$tag.r$r.log" 2>&1 &
     rpids+=($!)
     PIDS+=($!)

@@ -2,7 +2,10 @@
 # Helpers for the Python end-to-end tests (sourced by tests/e2e/python_*.sh,
 # after server_lib.sh): the interpreter, the library the package loads, and
 # the leftover check.
-PY=/usr/bin/python3        # Debian's, with python3-numpy and python3-torch
+# Debian's interpreter, with python3-numpy and python3-torch; LF_PYTHON names
+# another (scripts/device-check.sh: the GPU image's, which holds torch).
+PY_BIN=${LF_PYTHON:-/usr/bin/python3}
+PY=$PY_BIN
 ROOT=${LF_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 export LEVELFEED_LIB=${LF_BUILD:-$LF_BIN/..}/lib/liblevelfeed.so
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -15,7 +18,7 @@ asan_rt=$(ldd "$LEVELFEED_LIB" | awk '/libasan/ {print $3}')
 if [[ -n $asan_rt ]]; then
   python_sanitized() {
     LD_PRELOAD="$asan_rt:$(cc -print-file-name=libstdc++.so.6)" \
-      ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" /usr/bin/python3 "$@"
+      ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$PY_BIN" "$@"
   }
   PY=python_sanitized
 fi

@@ -8,8 +8,8 @@
 # arrive as exceptions with the library's or the server's words. Device
 # tensors (torch): with a GPU, a whole epoch on cuda:0, each sample once and
 # rows padded; without one, the loader is refused with the driver's reason.
-# Exit 77 when /usr/bin/python3 lacks numpy (torch-only parts are skipped
-# without torch).
+# Exit 77 when the interpreter (python_lib.sh) lacks numpy (torch-only parts
+# are skipped without torch).
 source "$(dirname "$0")/server_lib.sh"
 
 source "$(dirname "$0")/python_lib.sh"

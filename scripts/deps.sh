@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential pkg-config clang zstd
+  build-essential pkg-config clang zstd time
   liburing-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev
   libzmq3-dev libxxhash-dev libjansson-dev
   libopenmpi-dev openmpi-bin

@@ -3,7 +3,8 @@
 #  - token path: decompressed bytes/s through the server into the rings, for
 #    the pad, pad --micro-batches ("micro") and pack layouts, i32 tokens (the
 #    default) and u16 (--token-dtype u16: the stored width, so the server
-#    writes the bytes zstd writes), and 1 and 2 worker threads, each
+#    writes the bytes zstd writes), and each count of worker threads in
+#    WORKERS (default "1 2"; on a machine with the cores, "1 2 4 8"), each
 #    configuration ROUNDS times (best and median). Held
 #    against two limits measured in the same run:
 #      zstd -d   single-core `zstd -d` on the same blocks (the issue's
@@ -33,6 +34,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -m 700 "$work/rt"
 EP="$work/rt/ctl"
 samples=${SAMPLES:-200000}
+workers=${WORKERS:-1 2}
+gnu_time=$(type -P time) || { echo "server bench: GNU time is needed (apt-get install time)"; exit 1; }
 epochs=${EPOCHS:-2}
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -52,7 +55,7 @@ stored=$(stat -c %s "$work/blocks.zst")
 zstd_run() {   # appends "wall-ns cpu-seconds" of one run to zstd.runs
   local t0 t1
   t0=$(date +%s%N)
-  /usr/bin/time -f "%U %S" -o "$work/zstd.cpu" zstd -q -d --no-asyncio -c "$work/blocks.zst" >/dev/null
+  "$gnu_time" -f "%U %S" -o "$work/zstd.cpu" zstd -q -d --no-asyncio -c "$work/blocks.zst" >/dev/null
   t1=$(date +%s%N)
   echo "$((t1 - t0)) $(awk '{print $1 + $2}' "$work/zstd.cpu")" >>"$work/zstd.runs"
 }
@@ -64,7 +67,7 @@ summary() {   # SERVER-LOG SED-PATTERN: one figure from the server's summary
 
 serve() {   # LOG CLIENT-ARGS SERVER-ARGS... : runs a server and 2 clients
   local log=$1 cargs=$2; shift 2
-  /usr/bin/time -f "peak_rss_kb %M" "$BIN/lf-server" --endpoint "$EP" --world 2 "$@" \
+  "$gnu_time" -f "peak_rss_kb %M" "$BIN/lf-server" --endpoint "$EP" --world 2 "$@" \
     >"$log.server" 2>&1 &
   for _ in $(seq 100); do [[ -S "$EP" ]] && break; sleep 0.05; done
   for r in 0 1; do
@@ -124,7 +127,7 @@ one_round() {   # LAYOUT DTYPE WORKERS ROUND: appends its figures to rounds
 for k in $(seq "$rounds"); do
   for layout in pad micro pack; do
     for dt in i32 u16; do
-      for w in 1 2; do one_round "$layout" "$dt" "$w" "$k"; done
+      for w in $workers; do one_round "$layout" "$dt" "$w" "$k"; done
     done
   done
 done
@@ -136,7 +139,7 @@ echo "zstd -d (1 core, best of $(wc -l <"$work/zstd.runs") runs between the roun
 for layout in pad micro pack; do
   for dt in i32 u16; do
     read -r _ acpu _ <<<"$(alone_of "$layout" "$dt")"
-    for w in 1 2; do
+    for w in $workers; do
       awk -v cfg="$layout $dt $w" '$1 " " $2 " " $3 == cfg' "$work/rounds" | sort -g -r -k4 >"$work/cfg"
       n=$(wc -l <"$work/cfg")
       for pick in 1 $(((n + 1) / 2)); do
@@ -182,7 +185,7 @@ images=${IMAGES:-2000}
 "$BIN/lf-shard" synth images --out "$work/img" --samples "$images" --seed 2 --max-side 512 >/dev/null 2>&1
 tf=$("$BUILD/bench/server_tf" "$work/img" 224x224)
 echo "transforms only (1 thread, 224x224 random-resized crop, f32): $tf images/s"
-for w in 1 2; do
+for w in $workers; do
   serve "$work/img$w" "--no-digest" --data "$work/img" --workers "$w" --image-size 224x224 --memory-limit 1G
   read -r secs steady cpu <<<"$(times_of "$work/img$w.server")"
   awk -v n="$images" -v s="$secs" -v st="$steady" -v c="$cpu" -v tf="$tf" -v w="$w" \

@@ -41,7 +41,7 @@ cc -std=c11 "${san[@]}" -I"$LF_ROOT/client" "$WORK/user.c" -L"$LF_BUILD/lib" -ll
 ldd "$WORK/user" >/dev/null
 make_dataset "$WORK/ds"
 start_server --data "$WORK/ds" --world 1
-LD_LIBRARY_PATH="$LF_BUILD/lib" RANK=0 WORLD_SIZE=1 LEVELFEED_ENDPOINT="$EP" "$WORK/user" \
+LD_LIBRARY_PATH="$LF_BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=0 WORLD_SIZE=1 LEVELFEED_ENDPOINT="$EP" "$WORK/user" \
   >"$WORK/user.log" 2>&1 || fail "user program: $(cat "$WORK/user.log")"
 grep -q "^2000 samples" "$WORK/user.log" || fail "user program: $(cat "$WORK/user.log")"
 wait_server

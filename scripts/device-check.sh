@@ -10,8 +10,9 @@
 #                                   e2e/python_ddp_gpu no longer skip)
 #   scripts/device-check.sh gpu     the GPU figures: H2D rate from the
 #                                   registered ring against cudaHostAlloc
-#                                   memory; lf-train --compare on the GPU
-#                                   (the demo: one rank per GPU)
+#                                   memory; the demo's lf-train --compare
+#                                   (on the GPUs where there are 2 or
+#                                   more); e2e/harness_gpu's GPU report
 #   scripts/device-check.sh server  the token-path benchmark with 1, 2, 4
 #                                   and 8 decode threads (it has the cores)
 # Several phases may be named; logs go to $OUT (the device tool's folder
@@ -61,10 +62,16 @@ phase_tests() {
 }
 
 phase_gpu() {
-  local rc=0
+  local rc=0 keep
   bash "$root/tests/bench/run.sh" "$kit/build" client_gpu || rc=$?
   bash "$root/tests/bench/run.sh" "$kit/build" harness || rc=$?
   tar czf "$out/harness.tgz" -C "$kit/build/demo" --exclude=data --exclude=tmp . 2>/dev/null
+  # lf-train on the GPU (one rank per GPU): e2e/harness_gpu's report and trace.
+  keep=$(mktemp -d)
+  TMPDIR=$keep LF_KEEP_TMP=1 bash "$root/tests/run.sh" "$kit/build" harness_gpu || rc=$?
+  cat "$keep"/lf-e2e.*/report.json 2>/dev/null
+  tar czf "$out/harness_gpu.tgz" -C "$keep" --exclude='*/ds' --exclude='*/rt' . 2>/dev/null
+  rm -rf "$keep"
   return $rc
 }
 

@@ -35,8 +35,6 @@ setup_env() {
   export PATH="$kit/bin:$ompi/bin:$PATH"
   export OMPI_MCA_mca_base_component_show_load_errors=0
   export LF_PYTHON="$py"
-  # A link in the kit named what the scripts call.
-  [[ -e "$ompi/bin/mpirun" ]] || ln -s orterun "$ompi/bin/mpirun"
 }
 
 phase_env() {

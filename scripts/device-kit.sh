@@ -43,6 +43,8 @@ dpkg -L "${ompi_pkgs[@]}" | while read -r f; do
   mkdir -p "$kit/ompi$(dirname "$f")"
   if [[ -L $f && $(readlink "$f") != /* ]]; then cp -a "$f" "$kit/ompi$f"; else cp -L "$f" "$kit/ompi$f"; fi
 done
+# mpirun itself is Debian's alternatives link, in no package's file list.
+ln -s orterun "$kit/ompi/usr/bin/mpirun"
 
 # The shared libraries every ELF file in the kit loads, less those the
 # machine has: glibc, the C++ runtime (newer there), the driver and NCCL

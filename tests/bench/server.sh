@@ -142,7 +142,9 @@ for layout in pad micro pack; do
     for w in $workers; do
       awk -v cfg="$layout $dt $w" '$1 " " $2 " " $3 == cfg' "$work/rounds" | sort -g -r -k4 >"$work/cfg"
       n=$(wc -l <"$work/cfg")
-      for pick in 1 $(((n + 1) / 2)); do
+      picks=1   # the best round, and the median where it is another round
+      ((n > 2)) && picks+=" $(((n + 1) / 2))"
+      for pick in $picks; do
         [[ $pick == 1 ]] && what="best of $n rounds" || what="median round"
         sed -n "${pick}p" "$work/cfg" | awk -v z="$zstd_gbs" -v zc="$zstd_cpu_gbs" \
             -v alone="$(awk -v b="$raw" -v c="$acpu" 'BEGIN {print b / c / 1e9}')" -v what="$what" '{

@@ -81,6 +81,7 @@ struct cache_entry {
     int state;
     int bad;                     /* --on-corrupt=skip: failed to decode, raw NULL */
     uint32_t pins;               /* jobs that still need this block */
+    srv_job_wait *waiters;       /* jobs waiting for it to be decoded */
     cache_entry *hnext;          /* hash chain */
     cache_entry *qnext;          /* read or decode queue */
     cache_entry *lru_prev, *lru_next; /* unpinned and ready: eviction order */
@@ -310,6 +311,8 @@ void srv_job_free(srv_job *j)
     free(j->row_of);
     free(j->micro_len);
     free(j->blocks);
+    free(j->block_of);
+    free(j->waits);
     free(j);
 }
 
@@ -337,6 +340,23 @@ static int job_micro(srv_job *j, const lf_plan_batch *b)
     if (b->micro) memcpy(j->micro_len, b->micro_len, b->micro * sizeof *j->micro_len);
     mark_rows(j, b->micro_start);
     return 0;
+}
+
+/* block_of[i] = the index of sample i's block in the job's sorted,
+ * distinct block numbers `blk`: the workers find a sample's bytes without
+ * searching. */
+static void mark_blocks(const srv *s, srv_job *j, const uint64_t *blk)
+{
+    for (uint32_t i = 0; i < j->n; i++) {
+        uint64_t b = lf_dataset_sample_block(s->ds, j->ids[i]);
+        uint32_t lo = 0, hi = j->nblocks - 1;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (blk[mid] < b) lo = mid + 1;
+            else hi = mid;
+        }
+        j->block_of[i] = lo;
+    }
 }
 
 /* Copies one rank's plan batch into a new job (no lock needed). */
@@ -380,10 +400,13 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
         if (nb == 0 || blk[nb - 1] != blk[i]) blk[nb++] = blk[i];
     j->nblocks = nb;
     j->blocks = calloc(nb ? nb : 1, sizeof *j->blocks);
-    if (!j->blocks) {
+    j->waits = calloc(nb ? nb : 1, sizeof *j->waits);
+    j->block_of = malloc(alloc * sizeof *j->block_of);
+    if (!j->blocks || !j->waits || !j->block_of) {
         srv_job_free(j);
         return NULL;
     }
+    mark_blocks(s, j, blk);
     return j;
 }
 
@@ -455,6 +478,13 @@ static int submit_job(srv *s, srv_job *j, const uint64_t *blocks, uint64_t key)
             return -ENOMEM;
         }
         j->missing += !ready;
+    }
+    /* Linked once every pin held, so a failed pin leaves no link behind. */
+    for (uint32_t i = 0; i < j->nblocks; i++) {
+        cache_entry *e = j->blocks[i];
+        if (e->state == CE_READY) continue;
+        j->waits[i] = (srv_job_wait){.job = j, .next = e->waiters};
+        e->waiters = &j->waits[i];
     }
     if (r->jobs_tail) r->jobs_tail->next = j;
     else r->jobs_head = j;
@@ -866,12 +896,9 @@ typedef struct worker_ctx {
 static void block_ready(srv *s, cache_entry *e)
 {
     e->state = CE_READY;
-    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
-        for (srv_job *j = s->ranks[li].jobs_head; j; j = j->next) {
-            if (j->done || j->missing == 0) continue;
-            for (uint32_t i = 0; i < j->nblocks; i++)
-                if (j->blocks[i] == e && --j->missing == 0) asm_push(s, j);
-        }
+    for (srv_job_wait *w = e->waiters; w; w = w->next)
+        if (--w->job->missing == 0) asm_push(s, w->job);
+    e->waiters = NULL;
     if (e->pins == 0) park(s, e);
 }
 
@@ -908,20 +935,11 @@ static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
     return 0;
 }
 
-static cache_entry *job_block_of(const srv *s, const srv_job *j, uint64_t sample)
-{
-    uint64_t b = lf_dataset_sample_block(s->ds, sample);
-    for (uint32_t i = 0; i < j->nblocks; i++)
-        if (j->blocks[i]->block == b) return j->blocks[i];
-    return NULL;
-}
-
 /* The fields of a job's sample i, located in its pinned block. */
 static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *views)
 {
-    cache_entry *e = job_block_of(s, j, j->ids[i]);
+    const cache_entry *e = j->blocks[j->block_of[i]];
     lf_shard_error err;
-    if (!e) return -EINVAL;
     if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
         srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
         return -EIO;
@@ -1120,13 +1138,14 @@ static void drop_quarantined(srv *s, srv_job *j)
     int pad = s->cfg.plan.layout != LF_PLAN_PACK && !j->micro_len; /* a row a sample */
     uint32_t k = 0;
     for (uint32_t i = 0; i < j->n; i++) {
-        if (job_block_of(s, j, j->ids[i])->bad) {
+        if (j->blocks[j->block_of[i]]->bad) {
             j->tokens -= j->lengths[i] <= j->tokens ? j->lengths[i] : j->tokens;
             s->m.quarantined_samples++;
             continue;
         }
         j->ids[k] = j->ids[i];
         j->lengths[k] = j->lengths[i];
+        j->block_of[k] = j->block_of[i];
         j->row_of[k] = pad ? k : j->row_of[i];
         k++;
     }

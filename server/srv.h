@@ -87,8 +87,15 @@ typedef struct srv_rank_metrics {
 } srv_rank_metrics;
 
 typedef struct cache_entry cache_entry;
+typedef struct srv_job srv_job;
 
-typedef struct srv_job {
+/* A job's place in the waiter list of one block it is missing. */
+typedef struct srv_job_wait {
+    srv_job *job;
+    struct srv_job_wait *next;
+} srv_job_wait;
+
+struct srv_job {
     uint32_t li;                 /* local rank index */
     uint32_t epoch;
     uint64_t step, seq;
@@ -99,14 +106,16 @@ typedef struct srv_job {
     uint32_t rows, row_len;      /* micro: rows = micro-batches */
     uint32_t *micro_len;         /* --micro-batches: each micro-batch's padded length */
     uint64_t cost, tokens;
-    uint32_t nblocks;            /* distinct blocks */
+    uint32_t nblocks;            /* distinct blocks, in block order */
     cache_entry **blocks;
+    uint32_t *block_of;          /* per sample: its block's index in blocks */
+    srv_job_wait *waits;         /* per block: the link for its waiter list */
     uint32_t missing;            /* blocks not decoded yet */
     int done;                    /* assembled into its slot */
     int discard;                 /* its rank is gone: assemble nothing */
     int counts;                  /* its samples count off the pending counts */
-    struct srv_job *next;        /* in-flight list of its rank, seq order */
-} srv_job;
+    srv_job *next;               /* in-flight list of its rank, seq order */
+};
 
 typedef struct srv_rank {
     uint32_t rank;

@@ -81,7 +81,7 @@ struct cache_entry {
     int state;
     int bad;                     /* --on-corrupt=skip: failed to decode, raw NULL */
     uint32_t pins;               /* jobs that still need this block */
-    srv_job_wait *waiters;       /* jobs waiting for it to be decoded */
+    srv_job_wait *waiters, *waiters_last; /* jobs waiting for it to be decoded, oldest first */
     cache_entry *hnext;          /* hash chain */
     cache_entry *qnext;          /* read or decode queue */
     cache_entry *lru_prev, *lru_next; /* unpinned and ready: eviction order */
@@ -479,12 +479,16 @@ static int submit_job(srv *s, srv_job *j, const uint64_t *blocks, uint64_t key)
         }
         j->missing += !ready;
     }
-    /* Linked once every pin held, so a failed pin leaves no link behind. */
+    /* Linked once every pin held, so a failed pin leaves no link behind;
+     * appended, so jobs that a block completes go to assembly oldest first,
+     * the order the control thread announces them in. */
     for (uint32_t i = 0; i < j->nblocks; i++) {
         cache_entry *e = j->blocks[i];
         if (e->state == CE_READY) continue;
-        j->waits[i] = (srv_job_wait){.job = j, .next = e->waiters};
-        e->waiters = &j->waits[i];
+        j->waits[i] = (srv_job_wait){.job = j};
+        if (e->waiters_last) e->waiters_last->next = &j->waits[i];
+        else e->waiters = &j->waits[i];
+        e->waiters_last = &j->waits[i];
     }
     if (r->jobs_tail) r->jobs_tail->next = j;
     else r->jobs_head = j;
@@ -898,7 +902,7 @@ static void block_ready(srv *s, cache_entry *e)
     e->state = CE_READY;
     for (srv_job_wait *w = e->waiters; w; w = w->next)
         if (--w->job->missing == 0) asm_push(s, w->job);
-    e->waiters = NULL;
+    e->waiters = e->waiters_last = NULL;
     if (e->pins == 0) park(s, e);
 }
 

@@ -2,8 +2,9 @@
 # examples/torch_ddp.py fed by levelfeed against the same training fed by a
 # plain DataLoader + DistributedSampler (data preloaded in memory: the
 # DataLoader's best case, see the example's note), two DDP ranks on CPU
-# (gloo, even where GPUs are), one epoch of a token set with lognormal lengths. Prints each run's
-# figures and the ratios levelfeed / DataLoader measured in this run.
+# (gloo, even where GPUs are), one epoch of a token set with lognormal
+# lengths. Prints each run's figures and the ratios levelfeed / DataLoader
+# measured in this run.
 # Env: LF_BENCH_SAMPLES (default 2000), LF_BENCH_SPR (samples per rank per
 # step, both loaders; default 8).
 root=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}

@@ -169,19 +169,21 @@ awk -v k="$rss" 'BEGIN {printf "server peak RSS: %.1f MiB with --memory-limit 25
 # Start-up: exec to the control socket, dominated by the prepass that walks
 # every epoch's plan (in threads, a share of the epochs each: see
 # server/plan.c), for 1 and 10 epochs of the token dataset.
-startup_ms() {   # EPOCHS
+startup_ms() {   # EPOCHS: the milliseconds; the server's own words in startup.log
   local t0 t1 pid
   t0=$(date +%s%N)
-  "$BIN/lf-server" --endpoint "$EP" --data "$work/ds" --world 8 --epochs "$1" --quiet &
+  "$BIN/lf-server" --endpoint "$EP" --data "$work/ds" --world 8 --epochs "$1" \
+    >"$work/startup.log" 2>&1 &
   pid=$!
   while [[ ! -S "$EP" ]] && kill -0 "$pid" 2>/dev/null; do sleep 0.005; done
   t1=$(date +%s%N)
   kill -INT "$pid" && wait "$pid" || true
   echo $(((t1 - t0) / 1000000))
 }
-s1=$(startup_ms 1) s10=$(startup_ms 10)
-threads=$(($(nproc) < 10 ? $(nproc) : 10))
-echo "server start-up ($samples samples, world 8, prepass in $threads threads): 1 epoch $s1 ms, 10 epochs $s10 ms ($(awk -v a="$s10" -v b="$s1" 'BEGIN {printf "%.1f", a / b}')x the 1-epoch start-up)"
+s1=$(startup_ms 1)
+s10=$(startup_ms 10)
+threads=$(sed -n 's/.*size the rings (\([0-9]*\) thread(s)).*/\1/p' "$work/startup.log")
+echo "server start-up ($samples samples, world 8): 1 epoch $s1 ms, 10 epochs $s10 ms in ${threads:-?} prepass thread(s) ($(awk -v a="$s10" -v b="$s1" 'BEGIN {printf "%.1f", a / b}')x the 1-epoch start-up)"
 
 images=${IMAGES:-2000}
 "$BIN/lf-shard" synth images --out "$work/img" --samples "$images" --seed 2 --max-side 512 >/dev/null 2>&1

@@ -5,8 +5,8 @@
 # equals the shard contents (the clients re-read the shards themselves);
 # --io=pread and --io=uring streams are byte-identical; the pack layout,
 # --micro-batches and --token-dtype u16 hold the same (the latter two with
-# fewer tensor bytes than one [n, longest] i32 batch); nothing is left in /dev/shm or the runtime
-# directory.
+# fewer tensor bytes than one [n, longest] i32 batch); nothing is left in
+# /dev/shm or the runtime directory.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"

@@ -244,13 +244,17 @@ static void unpin(srv *s, cache_entry *e)
 }
 
 /* Counts job j's samples off the pending counts of its epoch (if that is
- * the epoch counted now); an idle cached block with none left is freed. */
+ * the epoch counted now); an idle cached block with none left is freed.
+ * Block by block, from the job's own arrays: it runs under mu. */
 static void count_off(srv *s, const srv_job *j)
 {
     srv_pipeline *p = s->pl;
-    for (uint32_t i = 0; i < j->n && j->epoch == p->uses_epoch; i++) {
-        uint64_t b = lf_dataset_sample_block(s->ds, j->ids[i]);
-        if (p->uses[b] == 0 || --p->uses[b] > 0) continue;
+    if (j->epoch != p->uses_epoch) return;
+    for (uint32_t k = 0; k < j->nblocks; k++) {
+        uint64_t b = j->block_ids[k];
+        if (p->uses[b] == 0) continue;
+        p->uses[b] -= j->block_n[k] < p->uses[b] ? j->block_n[k] : p->uses[b];
+        if (p->uses[b] > 0) continue;
         cache_entry *e = cache_find(p, b);
         if (e && e->pins == 0 && e->state == CE_READY && !e->bad) {
             lru_remove(p, e);
@@ -310,6 +314,8 @@ void srv_job_free(srv_job *j)
     free(j->lengths);
     free(j->row_of);
     free(j->micro_len);
+    free(j->block_ids);
+    free(j->block_n);
     free(j->blocks);
     free(j->block_of);
     free(j->waits);
@@ -342,24 +348,25 @@ static int job_micro(srv_job *j, const lf_plan_batch *b)
     return 0;
 }
 
-/* block_of[i] = the index of sample i's block in the job's sorted,
- * distinct block numbers `blk`: the workers find a sample's bytes without
- * searching. */
-static void mark_blocks(const srv *s, srv_job *j, const uint64_t *blk)
+/* block_of[i] = the index of sample i's block (sample_blk[i]) in the job's
+ * sorted, distinct block_ids, so the workers find a sample's bytes without
+ * searching; block_n counts each block's samples. */
+static void mark_blocks(srv_job *j, const uint64_t *sample_blk)
 {
     for (uint32_t i = 0; i < j->n; i++) {
-        uint64_t b = lf_dataset_sample_block(s->ds, j->ids[i]);
         uint32_t lo = 0, hi = j->nblocks - 1;
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
-            if (blk[mid] < b) lo = mid + 1;
+            if (j->block_ids[mid] < sample_blk[i]) lo = mid + 1;
             else hi = mid;
         }
         j->block_of[i] = lo;
+        j->block_n[lo]++;
     }
 }
 
-/* Copies one rank's plan batch into a new job (no lock needed). */
+/* Copies one rank's plan batch into a new job (no lock needed).
+ * scratch_blocks: the caller's buffer for each sample's block number. */
 static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
                                const lf_plan_batch *b, uint64_t **scratch_blocks)
 {
@@ -377,9 +384,10 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     j->ids = malloc(alloc * sizeof *j->ids);
     j->lengths = malloc(alloc * sizeof *j->lengths);
     j->row_of = malloc(alloc * sizeof *j->row_of);
+    j->block_ids = malloc(alloc * sizeof *j->block_ids);
     uint64_t *blk = realloc(*scratch_blocks, alloc * sizeof *blk);
     if (blk) *scratch_blocks = blk;
-    if (!j->ids || !j->lengths || !j->row_of || !blk) {
+    if (!j->ids || !j->lengths || !j->row_of || !j->block_ids || !blk) {
         srv_job_free(j);
         return NULL;
     }
@@ -394,44 +402,49 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
         mark_rows(j, b->row_start);
     }
     for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
-    qsort(blk, n, sizeof *blk, cmp_u64);
+    uint64_t *ids = j->block_ids;
+    memcpy(ids, blk, n * sizeof *ids);
+    qsort(ids, n, sizeof *ids, cmp_u64);
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (nb == 0 || blk[nb - 1] != blk[i]) blk[nb++] = blk[i];
+        if (nb == 0 || ids[nb - 1] != ids[i]) ids[nb++] = ids[i];
     j->nblocks = nb;
+    j->block_n = calloc(nb ? nb : 1, sizeof *j->block_n);
     j->blocks = calloc(nb ? nb : 1, sizeof *j->blocks);
     j->waits = calloc(nb ? nb : 1, sizeof *j->waits);
     j->block_of = malloc(alloc * sizeof *j->block_of);
-    if (!j->blocks || !j->waits || !j->block_of) {
+    if (!j->block_n || !j->blocks || !j->waits || !j->block_of) {
         srv_job_free(j);
         return NULL;
     }
-    mark_blocks(s, j, blk);
+    mark_blocks(j, blk);
     return j;
 }
 
-static uint64_t job_raw_bytes(srv *s, const uint64_t *blocks, uint32_t nb)
+/* Raw bytes of the job's blocks that are not cached yet. Under mu. */
+static uint64_t job_raw_bytes(srv *s, const srv_job *j)
 {
     uint64_t sum = 0;
-    for (uint32_t i = 0; i < nb; i++)
-        if (!cache_find(s->pl, blocks[i])) sum += lf_dataset_block(s->ds, blocks[i])->raw_size;
+    for (uint32_t i = 0; i < j->nblocks; i++)
+        if (!cache_find(s->pl, j->block_ids[i]))
+            sum += lf_dataset_block(s->ds, j->block_ids[i])->raw_size;
     return sum;
 }
 
-/* Waits (under mu) until rank li has a free slot and the job's new blocks
+/* Waits (under mu) until job j's rank (li) has a free slot and the job's new blocks
  * fit the cache. gen is the caller's catch-up generation (0: the planner),
  * key the job's step. Returns 0, 1 when the caller no longer makes this
  * rank's job (the rank is gone, or the other thread feeds it, or it starts
  * later), -1 on stop. */
-static int wait_for_room(srv *s, uint32_t li, const uint64_t *blocks, uint32_t nb,
-                         uint32_t gen, uint64_t key)
+static int wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key)
 {
+    uint32_t li = j->li;
     srv_rank *r = &s->ranks[li];
     for (;;) {
         if (s->stop) return -1;
         if (r->gone || r->catchup_gen != gen || (gen == 0 && key < r->from_key)) return 1;
         if (r->nfree > 0) {
-            uint64_t need = job_raw_bytes(s, blocks, nb);
+            uint64_t need = job_raw_bytes(s, j);
             cache_make_room(s, need);
             /* Over the limit only when nothing else is in flight: one
              * job must always be able to run. */
@@ -461,9 +474,8 @@ static int claim_count(srv_rank *r, uint64_t key)
     return 1;
 }
 
-/* Places job j (its blocks in `blocks`) of step `key` into rank li's ring.
- * Under mu. */
-static int submit_job(srv *s, srv_job *j, const uint64_t *blocks, uint64_t key)
+/* Places job j of step `key` into its rank's ring. Under mu. */
+static int submit_job(srv *s, srv_job *j, uint64_t key)
 {
     srv_rank *r = &s->ranks[j->li];
     j->slot = r->free_slots[--r->nfree];
@@ -471,7 +483,7 @@ static int submit_job(srv *s, srv_job *j, const uint64_t *blocks, uint64_t key)
     j->counts = claim_count(r, key);
     for (uint32_t i = 0; i < j->nblocks; i++) {
         int ready = 0;
-        j->blocks[i] = pin_block(s, blocks[i], &ready);
+        j->blocks[i] = pin_block(s, j->block_ids[i], &ready);
         if (!j->blocks[i]) {
             for (uint32_t k = 0; k < i; k++) unpin(s, j->blocks[k]);
             j->nblocks = 0;
@@ -592,8 +604,8 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
             return -ENOMEM;
         }
         pthread_mutex_lock(&s->mu);
-        rc = wait_for_room(s, li, *scratch, j->nblocks, 0, key);
-        if (rc == 0) rc = submit_job(s, j, *scratch, key);
+        rc = wait_for_room(s, j, 0, key);
+        if (rc == 0) rc = submit_job(s, j, key);
         else if (rc == 1) skip_step(s, li, j, key);
         s->ranks[li].planner_key = key + 1;
         pthread_mutex_unlock(&s->mu);
@@ -687,8 +699,8 @@ static int catchup_step(const catchup *cu, lf_plan *plan, const lf_plan_step *st
     srv_job *j = job_from_batch(s, cu->li, st, &b, scratch);
     if (!j) return -ENOMEM;
     pthread_mutex_lock(&s->mu);
-    rc = wait_for_room(s, cu->li, *scratch, j->nblocks, cu->gen, key);
-    if (rc == 0) rc = submit_job(s, j, *scratch, key);
+    rc = wait_for_room(s, j, cu->gen, key);
+    if (rc == 0) rc = submit_job(s, j, key);
     pthread_mutex_unlock(&s->mu);
     if (rc != 0) srv_job_free(j);
     return rc == -1 ? 1 : rc; /* -1: stopping, not an error of ours */

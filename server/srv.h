@@ -107,7 +107,9 @@ struct srv_job {
     uint32_t *micro_len;         /* --micro-batches: each micro-batch's padded length */
     uint64_t cost, tokens;
     uint32_t nblocks;            /* distinct blocks, in block order */
-    cache_entry **blocks;
+    uint64_t *block_ids;         /* their numbers */
+    uint32_t *block_n;           /* how many of the job's samples each holds */
+    cache_entry **blocks;        /* their cache entries, once pinned */
     uint32_t *block_of;          /* per sample: its block's index in blocks */
     srv_job_wait *waits;         /* per block: the link for its waiter list */
     uint32_t missing;            /* blocks not decoded yet */

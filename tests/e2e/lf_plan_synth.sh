@@ -68,7 +68,8 @@ grep -q "^balanced:" "$tmp/out.txt" || fail "text report has no balanced section
 grep -q "padding fraction" "$tmp/out.txt" || fail "text report has no padding line"
 ! grep -q "^naive:" "$tmp/out.txt" || fail "--sampler balanced printed naive"
 
-"$B/lf-plan" --help | grep -q "Usage: lf-plan" || fail "--help"
+out=$("$B/lf-plan" --help) || fail "--help: exit $?"
+[[ "$out" == *"Usage: lf-plan"* ]] || fail "--help: no usage line"
 "$B/lf-plan" "$tmp/ds" >/dev/null 2>&1; [[ $? -eq 2 ]] || fail "missing --world is not exit 2"
 "$B/lf-plan" "$tmp/ds" --world 0 >/dev/null 2>&1; [[ $? -eq 2 ]] || fail "--world 0 is not exit 2"
 "$B/lf-plan" "$tmp/ds" --world 4 --sampler bogus >/dev/null 2>&1; [[ $? -eq 2 ]] || fail "bad --sampler"

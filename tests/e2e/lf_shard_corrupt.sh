@@ -53,11 +53,14 @@ msize = os.path.getsize(os.path.join(ds, "manifest.lfm"))
 regions.append(("manifest.lfm", 0, msize, []))
 
 def positions(start, end):
-    """Both ends and the first 16 bytes, then random ones: 12 per block,
-    more for the small metadata regions that hold every count and offset."""
+    """Both ends and the first 16 bytes, then random ones past those: 12 in
+    a block or an index, 48 in the small metadata regions that hold every
+    count and offset (a header, a footer, the manifest)."""
     n = 12 if end - start > FOOTER and start >= ALIGN else 48
     fixed = list(range(start, min(end, start + 16))) + [end - 1]
-    return sorted(set(fixed + [rng.randrange(start, end) for _ in range(n - len(set(fixed)))]))
+    inner = (start + 16, end - 1)
+    drawn = [rng.randrange(*inner) for _ in range(n)] if inner[1] > inner[0] else []
+    return sorted(set(fixed + drawn))
 
 failures, flips, cuts = [], 0, 0
 def check(what, name, words):

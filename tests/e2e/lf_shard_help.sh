@@ -16,7 +16,8 @@ for cmd in "synth" "synth tokens" "synth images" "synth frames" "create" "create
   # shellcheck disable=SC2086 # the words of cmd are separate arguments
   check_help $cmd
 done
-"$LF_SHARD" -h | head -n 1 | grep -q '^Usage: lf-shard COMMAND' || fail "lf-shard -h"
+out=$("$LF_SHARD" -h) || fail "lf-shard -h: exit $?"
+[[ "$out" == "Usage: lf-shard COMMAND"* ]] || fail "lf-shard -h: no usage line"
 "$LF_SHARD" >/dev/null 2>&1
 [[ $? -eq 2 ]] || fail "lf-shard without arguments should exit 2"
 echo "help: every command answers --help"

@@ -15,8 +15,8 @@ server_refuses "a second server on $EP" "another server" \
 for k in bytes_read blocks_decoded cache_hits queue_depth busy_ns ranks data_wait_ns; do
   grep -q "\"$k\"" "$WORK/stat.json" || fail "lf-stat --json lacks $k"
 done
-"$LF_BIN/lf-stat" "$EP" --count 2 --interval-ms 100 | grep -c "samples/s" | grep -q 2 ||
-  fail "lf-stat live lines"
+live=$("$LF_BIN/lf-stat" "$EP" --count 2 --interval-ms 100) || fail "lf-stat live: exit $?"
+[[ $(grep -c "samples/s" <<<"$live") == 2 ]] || fail "lf-stat live: want 2 lines, got: $live"
 # A rank this server does not serve is refused with the server's reason.
 if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 5 --world 2 >"$WORK/bad.log" 2>&1; then
   fail "rank 5 was served"; fi

@@ -96,7 +96,7 @@ run_skip() {   # TAG [client args]: the metrics are polled while the clients run
   done
   diff <(stream_of "$1" | sed 's/ $//') "$WORK/skip.plan" >"$WORK/$1.diff" ||
     fail "$1: stream is not the plan less the damaged samples: $(head -5 "$WORK/$1.diff")"
-  check_exactly_once "$1" $((2000 - want_q))
+  check_exactly_once "$1" $((2000 - want_q)) 2
   check_no_leftovers
 }
 SKIP_EXTRA=()

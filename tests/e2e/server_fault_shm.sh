@@ -35,6 +35,6 @@ PIDS+=("$SERVER_PID")
 for _ in $(seq 400); do [[ -S "$EP" ]] && break; sleep 0.05; done
 run_clients fits 2 --verify "$WORK/ds"
 wait_server
-check_exactly_once fits 2000
+check_exactly_once fits 2000 1
 check_no_leftovers
 echo "rings within the file-size limit: served, exactly once: ok"

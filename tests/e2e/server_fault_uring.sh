@@ -25,7 +25,7 @@ wait_server
 check_no_leftovers
 [[ "$(stream_of faults)" == "$(stream_of pread)" ]] || fail "batch lines differ from pread's"
 [[ "$(digests_of faults)" == "$(digests_of pread)" ]] || fail "tensor digests differ from pread's"
-check_exactly_once faults 2000
+check_exactly_once faults 2000 2
 
 read -r retries injected < <(sed -n 's/.*io_uring: \([0-9]*\) reads resubmitted.*, \([0-9]*\) of them injected.*/\1 \2/p' "$WORK/server.log")
 blocks=$(sed -n 's/.* in \([0-9]*\) blocks, decoded.*/\1/p' "$WORK/server.log")

@@ -14,7 +14,7 @@ for io in uring pread; do
   run_clients "$io" 2 --verify "$WORK/fr"
   wait_server
   diff <(stream_of "$io") "$WORK/plan" >/dev/null || fail "$io: stream differs from the plan"
-  check_exactly_once "$io" 300
+  check_exactly_once "$io" 300 2
   check_no_leftovers
 done
 [[ "$(digests_of uring)" == "$(digests_of pread)" ]] || fail "uring and pread frame streams differ"

@@ -18,7 +18,7 @@ for io in uring pread; do
     run_clients "$io$dt" 2 --verify "$WORK/img" "${IMG[@]}" --image-dtype "$dt"
     wait_server
     diff <(stream_of "$io$dt") "$WORK/plan" >/dev/null || fail "$io $dt: stream differs from the plan"
-    check_exactly_once "$io$dt" 120
+    check_exactly_once "$io$dt" 120 2
     check_no_leftovers
   done
 done

@@ -90,11 +90,15 @@ digests_of() {     # TAG: per-batch digests of every rank, sorted
   cat "$WORK/$1".r*.dig | sort -k1,1n -k2,2n -k3,3n
 }
 
-# Every sample once per epoch: the ids of each epoch are distinct and, with
-# nothing rejected by the plan, as many as the dataset holds.
-check_exactly_once() {   # TAG SAMPLES
-  local tag=$1 want=$2 e ids uniq
-  for e in $(stream_of "$tag" | cut -d' ' -f1 | sort -u); do
+# Every sample once per epoch: the stream holds epochs 0..EPOCHS-1 (an
+# empty stream fails), the ids of each epoch are distinct and, with nothing
+# rejected by the plan, as many as the dataset holds.
+check_exactly_once() {   # TAG SAMPLES EPOCHS
+  local tag=$1 want=$2 epochs=$3 e ids uniq seen
+  seen=$(stream_of "$tag" | cut -d' ' -f1 | sort -un | tr '\n' ' ')
+  [[ "$seen" == "$(seq -s ' ' 0 $((epochs - 1))) " ]] ||
+    fail "$tag: delivered epochs '${seen% }', want 0..$((epochs - 1))"
+  for e in $seen; do
     ids=$(stream_of "$tag" | awk -v e="$e" '$1 == e && $4 > 0 {print $5}' | tr , '\n' | wc -l)
     uniq=$(stream_of "$tag" | awk -v e="$e" '$1 == e && $4 > 0 {print $5}' | tr , '\n' | sort -u | wc -l)
     [[ $ids -eq $uniq ]] || fail "$tag: epoch $e delivered $ids ids, $uniq distinct"

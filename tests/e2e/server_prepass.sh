@@ -53,6 +53,6 @@ wait_server
 grep -Eq "^lf-server: planning 4 epoch\(s\) of 2000 samples to size the rings \([1-4] thread\(s\)\)$" \
   "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
 diff <(stream_of four) "$WORK/plan" >/dev/null || fail "4 epochs: stream differs from the plan"
-check_exactly_once four 2000
+check_exactly_once four 2000 4
 check_no_leftovers
 echo "4 epochs: plan, exactly-once, no leftovers: ok"

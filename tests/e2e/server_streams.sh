@@ -22,7 +22,7 @@ run_one() {   # TAG N IO [server args...]
   run_clients "$tag" "$n" --verify "$WORK/ds" "${CLIENT_ARGS[@]}"
   wait_server
   diff <(stream_of "$tag") "$WORK/$tag.plan" >/dev/null || fail "$tag: stream differs from the plan"
-  check_exactly_once "$tag" 2000
+  check_exactly_once "$tag" 2000 2
   check_no_leftovers
 }
 
@@ -76,7 +76,7 @@ for node in 0 1; do
   wait_server
 done
 diff <(stream_of node) "$WORK/nodes.plan" >/dev/null || fail "per-node servers differ from the plan"
-check_exactly_once node 2000
+check_exactly_once node 2000 2
 echo "one server per node (--node-rank/--ranks-per-node): ok"
 
 # Pack layout (rows of 16384 tokens, cu_seqlens), with a cache too small to

@@ -40,7 +40,12 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.text.code, b->u.text.code);
         ASSERT_EQ(a->u.text.len, b->u.text.len);
         ASSERT_MEM_EQ(a->u.text.text, b->u.text.text, a->u.text.len);
-    } else if (a->type == LF_MSG_WELCOME) {
+    } else if (a->type == LF_MSG_WELCOME) { /* field by field: fd_path is a string */
+        ASSERT_EQ(a->u.welcome.rank, b->u.welcome.rank);
+        ASSERT_EQ(a->u.welcome.nslots, b->u.welcome.nslots);
+        ASSERT_EQ(a->u.welcome.slot_size, b->u.welcome.slot_size);
+        ASSERT_EQ(a->u.welcome.heartbeat_ms, b->u.welcome.heartbeat_ms);
+        ASSERT_EQ(a->u.welcome.server_pid, b->u.welcome.server_pid);
         ASSERT_EQ(a->u.welcome.token, b->u.welcome.token);
         ASSERT_EQ(a->u.welcome.plan_id, b->u.welcome.plan_id);
         ASSERT_EQ(a->u.welcome.segment_size, b->u.welcome.segment_size);

@@ -18,6 +18,30 @@ static void *driver_lib;
 static char load_error[160];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* tests/unit/client_cudrv checks each name against cuda.h's. */
+const lf_cudrv_sym lf_cudrv_syms[LF_CUDRV_NSYMS] = {
+    {"cuInit", offsetof(lf_cudrv, init)},
+    {"cuDeviceGetCount", offsetof(lf_cudrv, device_get_count)},
+    {"cuDeviceGet", offsetof(lf_cudrv, device_get)},
+    {"cuDeviceGetAttribute", offsetof(lf_cudrv, device_get_attribute)},
+    {"cuDevicePrimaryCtxRetain", offsetof(lf_cudrv, primary_ctx_retain)},
+    {"cuDevicePrimaryCtxRelease_v2", offsetof(lf_cudrv, primary_ctx_release)},
+    {"cuCtxSetCurrent", offsetof(lf_cudrv, ctx_set_current)},
+    {"cuMemHostRegister_v2", offsetof(lf_cudrv, mem_host_register)},
+    {"cuMemHostUnregister", offsetof(lf_cudrv, mem_host_unregister)},
+    {"cuMemAlloc_v2", offsetof(lf_cudrv, mem_alloc)},
+    {"cuMemFree_v2", offsetof(lf_cudrv, mem_free)},
+    {"cuStreamCreate", offsetof(lf_cudrv, stream_create)},
+    {"cuStreamDestroy_v2", offsetof(lf_cudrv, stream_destroy)},
+    {"cuStreamWaitEvent", offsetof(lf_cudrv, stream_wait_event)},
+    {"cuMemcpyHtoDAsync_v2", offsetof(lf_cudrv, memcpy_htod_async)},
+    {"cuEventCreate", offsetof(lf_cudrv, event_create)},
+    {"cuEventDestroy_v2", offsetof(lf_cudrv, event_destroy)},
+    {"cuEventRecord", offsetof(lf_cudrv, event_record)},
+    {"cuEventSynchronize", offsetof(lf_cudrv, event_synchronize)},
+    {"cuGetErrorString", offsetof(lf_cudrv, get_error_string)},
+};
+
 /* dlsym into a function-pointer slot: POSIX guarantees the conversion. */
 static int bind(void *lib, const char *name, void *slot)
 {
@@ -37,33 +61,8 @@ static void load(void)
         snprintf(load_error, sizeof load_error, "no NVIDIA driver: %s", dlerror());
         return;
     }
-    static const struct {
-        const char *name;
-        size_t offset;
-    } syms[] = {
-        {"cuInit", offsetof(lf_cudrv, init)},
-        {"cuDeviceGetCount", offsetof(lf_cudrv, device_get_count)},
-        {"cuDeviceGet", offsetof(lf_cudrv, device_get)},
-        {"cuDeviceGetAttribute", offsetof(lf_cudrv, device_get_attribute)},
-        {"cuDevicePrimaryCtxRetain", offsetof(lf_cudrv, primary_ctx_retain)},
-        {"cuDevicePrimaryCtxRelease_v2", offsetof(lf_cudrv, primary_ctx_release)},
-        {"cuCtxSetCurrent", offsetof(lf_cudrv, ctx_set_current)},
-        {"cuMemHostRegister_v2", offsetof(lf_cudrv, mem_host_register)},
-        {"cuMemHostUnregister", offsetof(lf_cudrv, mem_host_unregister)},
-        {"cuMemAlloc_v2", offsetof(lf_cudrv, mem_alloc)},
-        {"cuMemFree_v2", offsetof(lf_cudrv, mem_free)},
-        {"cuStreamCreate", offsetof(lf_cudrv, stream_create)},
-        {"cuStreamDestroy_v2", offsetof(lf_cudrv, stream_destroy)},
-        {"cuStreamWaitEvent", offsetof(lf_cudrv, stream_wait_event)},
-        {"cuMemcpyHtoDAsync_v2", offsetof(lf_cudrv, memcpy_htod_async)},
-        {"cuEventCreate", offsetof(lf_cudrv, event_create)},
-        {"cuEventDestroy_v2", offsetof(lf_cudrv, event_destroy)},
-        {"cuEventRecord", offsetof(lf_cudrv, event_record)},
-        {"cuEventSynchronize", offsetof(lf_cudrv, event_synchronize)},
-        {"cuGetErrorString", offsetof(lf_cudrv, get_error_string)},
-    };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-        if (bind(lib, syms[i].name, (char *)&drv + syms[i].offset) != 0) return;
+    for (size_t i = 0; i < LF_CUDRV_NSYMS; i++)
+        if (bind(lib, lf_cudrv_syms[i].name, (char *)&drv + lf_cudrv_syms[i].offset) != 0) return;
     lf_cu_result r = drv.init(0);
     if (r != 0) {
         lf_cudrv_explain(&drv, "cuInit", r, load_error, sizeof load_error);

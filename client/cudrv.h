@@ -55,6 +55,15 @@ typedef struct lf_cudrv {
     lf_cu_result (*get_error_string)(lf_cu_result r, const char **text);
 } lf_cudrv;
 
+/* Where load() finds each member: the driver's exported name (several carry
+ * a _v2 suffix that cuda.h hides behind macros) and the member's offset. */
+typedef struct lf_cudrv_sym {
+    const char *name;
+    size_t offset;
+} lf_cudrv_sym;
+#define LF_CUDRV_NSYMS (sizeof(lf_cudrv) / sizeof(void (*)(void)))
+extern const lf_cudrv_sym lf_cudrv_syms[LF_CUDRV_NSYMS];
+
 /* The process's driver table, loaded and cuInit'ed once. Returns NULL and
  * a reason in why[] when there is no usable driver (no libcuda.so.1, a
  * missing symbol, cuInit failing: no device or no kernel module). */

@@ -14,29 +14,6 @@
 #ifdef LF_HAVE_CUDA_H
 #include <cuda.h>
 
-#define SAME_TYPE(member, fn)                                                  \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(((lf_cudrv *)0)->member), \
-                                                __typeof__(&fn)),              \
-                   #member " differs from " #fn)
-SAME_TYPE(init, cuInit);
-SAME_TYPE(device_get_count, cuDeviceGetCount);
-SAME_TYPE(device_get, cuDeviceGet);
-SAME_TYPE(primary_ctx_retain, cuDevicePrimaryCtxRetain);
-SAME_TYPE(primary_ctx_release, cuDevicePrimaryCtxRelease);
-SAME_TYPE(ctx_set_current, cuCtxSetCurrent);
-SAME_TYPE(mem_host_register, cuMemHostRegister);
-SAME_TYPE(mem_host_unregister, cuMemHostUnregister);
-SAME_TYPE(mem_alloc, cuMemAlloc);
-SAME_TYPE(mem_free, cuMemFree);
-SAME_TYPE(stream_create, cuStreamCreate);
-SAME_TYPE(stream_destroy, cuStreamDestroy);
-SAME_TYPE(stream_wait_event, cuStreamWaitEvent);
-SAME_TYPE(memcpy_htod_async, cuMemcpyHtoDAsync);
-SAME_TYPE(event_create, cuEventCreate);
-SAME_TYPE(event_destroy, cuEventDestroy);
-SAME_TYPE(event_record, cuEventRecord);
-SAME_TYPE(event_synchronize, cuEventSynchronize);
-SAME_TYPE(get_error_string, cuGetErrorString);
 /* cuDeviceGetAttribute takes the enum; cudrv.h passes its value. */
 _Static_assert(sizeof(CUdevice_attribute) == sizeof(unsigned int), "attribute size");
 _Static_assert(LF_CU_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING, "stream flag");
@@ -47,18 +24,49 @@ _Static_assert(LF_CU_ATTR_READ_ONLY_HOST_REGISTER ==
 
 #define NAME_(x) #x
 #define NAME(x) NAME_(x)
+
+/* The name cudrv.c's table gives the member at `offset`. */
+static const char *table_name(size_t offset)
+{
+    for (size_t i = 0; i < LF_CUDRV_NSYMS; i++)
+        if (lf_cudrv_syms[i].offset == offset) return lf_cudrv_syms[i].name;
+    return "(not in the table)";
+}
+
+/* Member `member` has fn's type, and cudrv.c looks it up by the name cuda.h
+ * maps fn to (e.g. cuMemAlloc_v2). */
+#define SAME_NAME(member, fn) ASSERT_STR_EQ(table_name(offsetof(lf_cudrv, member)), NAME(fn))
+#define SAME(member, fn)                                                       \
+    do {                                                                       \
+        _Static_assert(__builtin_types_compatible_p(                           \
+                           __typeof__(((lf_cudrv *)0)->member), __typeof__(&fn)), \
+                       #member " differs from " #fn);                          \
+        SAME_NAME(member, fn);                                                 \
+    } while (0)
+
 static void check_names(void)
 {
-    /* The names cudrv.c passes to dlsym, next to what cuda.h calls. */
-    ASSERT_STR_EQ(NAME(cuDevicePrimaryCtxRelease), "cuDevicePrimaryCtxRelease_v2");
-    ASSERT_STR_EQ(NAME(cuMemHostRegister), "cuMemHostRegister_v2");
-    ASSERT_STR_EQ(NAME(cuMemAlloc), "cuMemAlloc_v2");
-    ASSERT_STR_EQ(NAME(cuMemFree), "cuMemFree_v2");
-    ASSERT_STR_EQ(NAME(cuStreamDestroy), "cuStreamDestroy_v2");
-    ASSERT_STR_EQ(NAME(cuMemcpyHtoDAsync), "cuMemcpyHtoDAsync_v2");
-    ASSERT_STR_EQ(NAME(cuEventDestroy), "cuEventDestroy_v2");
-    ASSERT_STR_EQ(NAME(cuStreamWaitEvent), "cuStreamWaitEvent");
-    ASSERT_STR_EQ(NAME(cuEventRecord), "cuEventRecord");
+    SAME(init, cuInit);
+    SAME(device_get_count, cuDeviceGetCount);
+    SAME(device_get, cuDeviceGet);
+    SAME_NAME(device_get_attribute, cuDeviceGetAttribute); /* its enum is an int here */
+    SAME(primary_ctx_retain, cuDevicePrimaryCtxRetain);
+    SAME(primary_ctx_release, cuDevicePrimaryCtxRelease);
+    SAME(ctx_set_current, cuCtxSetCurrent);
+    SAME(mem_host_register, cuMemHostRegister);
+    SAME(mem_host_unregister, cuMemHostUnregister);
+    SAME(mem_alloc, cuMemAlloc);
+    SAME(mem_free, cuMemFree);
+    SAME(stream_create, cuStreamCreate);
+    SAME(stream_destroy, cuStreamDestroy);
+    SAME(stream_wait_event, cuStreamWaitEvent);
+    SAME(memcpy_htod_async, cuMemcpyHtoDAsync);
+    SAME(event_create, cuEventCreate);
+    SAME(event_destroy, cuEventDestroy);
+    SAME(event_record, cuEventRecord);
+    SAME(event_synchronize, cuEventSynchronize);
+    SAME(get_error_string, cuGetErrorString);
+    ASSERT_EQ(LF_CUDRV_NSYMS, 20); /* a member added to cudrv.h is added here too */
     printf("cudrv.h: types, flags and symbol names match <cuda.h> %d\n", CUDA_VERSION);
 }
 #else

@@ -63,6 +63,7 @@ typedef struct control {
     int lockfd, listenfd, sigfd;
     char path[LF_IPC_PATH_MAX + 1], fd_path[LF_IPC_PATH_MAX + 8];
     int pending[MAX_PENDING];
+    uint64_t pending_ns[MAX_PENDING]; /* when each was accepted */
     uint32_t npending;
     session sess[SRV_MAX_RANKS];
     uint64_t last_hb_ns, start_ns;
@@ -340,15 +341,25 @@ static void accept_fd_conn(control *c)
         close(fd);
         return;
     }
+    c->pending_ns[c->npending] = srv_now_ns();
     c->pending[c->npending++] = fd;
+}
+
+/* Closes pending connection pi (its slot takes the last one's place). */
+static int take_pending(control *c, uint32_t pi)
+{
+    int fd = c->pending[pi];
+    c->npending--;
+    c->pending[pi] = c->pending[c->npending];
+    c->pending_ns[pi] = c->pending_ns[c->npending];
+    return fd;
 }
 
 /* A pending connection sent its token: hand over the memfd, keep the link. */
 static void identify_fd_conn(control *c, uint32_t pi)
 {
     srv *s = c->s;
-    int fd = c->pending[pi];
-    c->pending[pi] = c->pending[--c->npending];
+    int fd = take_pending(c, pi);
     unsigned char msg[12];
     ssize_t n = recv(fd, msg, sizeof msg, MSG_DONTWAIT);
     uint64_t token;
@@ -446,12 +457,24 @@ static void forget_stalled(control *c, uint64_t now)
     }
 }
 
+/* A connection that never sends its token (a client stopped between
+ * connect and send) would hold one of the MAX_PENDING places forever, and
+ * with all of them taken no rank could map its ring: closed after ten
+ * heartbeats. */
+static void drop_stale_pending(control *c, uint64_t now)
+{
+    uint64_t limit = 10ull * c->s->cfg.heartbeat_ms * 1000000u;
+    for (uint32_t i = c->npending; i-- > 0;)
+        if (now - c->pending_ns[i] > limit) close(take_pending(c, i));
+}
+
 static void heartbeat(control *c)
 {
     uint64_t now = srv_now_ns();
     if (now - c->last_hb_ns < (uint64_t)c->s->cfg.heartbeat_ms * 1000000u) return;
     c->last_hb_ns = now;
     forget_stalled(c, now);
+    drop_stale_pending(c, now);
     lf_msg m = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
         if (live(c, li)) send_to(c, c->sess[li].id, c->sess[li].idlen, &m);
@@ -557,9 +580,12 @@ static void poll_once(control *c)
         if (read(c->sigfd, &si, sizeof si) == (ssize_t)sizeof si) c->stop_signal = (int)si.ssi_signo;
     }
     if (it[0].revents) recv_router(c);
-    /* Closed kept connections: the client is gone, however it left. */
+    /* Closed kept connections: the client is gone, however it left. Only a
+     * connection its session still keeps: recv_router may have seen the
+     * client's BYE and a new client's HELLO for the rank since the poll. */
     for (uint32_t k = 0; k < nconn; k++)
-        if (it[conn0 + k].revents) rank_gone(c, rank_at[k]);
+        if (it[conn0 + k].revents && c->sess[rank_at[k]].fdconn == it[conn0 + k].fd)
+            rank_gone(c, rank_at[k]);
     for (uint32_t i = c->npending; i-- > 0;)
         if (it[pend0 + i].revents) identify_fd_conn(c, i);
     if (it[3].revents) accept_fd_conn(c);

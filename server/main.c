@@ -432,12 +432,17 @@ static int create_ring(srv *s, srv_rank *r)
     char name[48];
     snprintf(name, sizeof name, "levelfeed-rank-%u", r->rank);
     r->seg_size = lf_ring_segment_size(s->cfg.slots, s->slot_size);
-    r->memfd = memfd_create(name, MFD_CLOEXEC);
+    r->memfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (r->memfd < 0) return -errno;
     if (fchmod(r->memfd, 0600) != 0) return -errno;
     /* Reserve the memory now: a full tmpfs fails here, not as SIGBUS later. */
     int rc = posix_fallocate(r->memfd, 0, (off_t)r->seg_size);
     if (rc != 0) return -rc;
+    /* The client gets this descriptor: sealed, it cannot truncate the ring
+     * under the workers' mapping (their next write would be a SIGBUS that
+     * kills the server and every local rank with it). */
+    if (fcntl(r->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        return -errno;
     /* Populated: the workers' first writes into each slot would otherwise
      * take a page fault per page, inside the delivery. */
     void *p = mmap(NULL, r->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,

@@ -32,6 +32,26 @@ static inline void srv_test_dataset(const char *dir)
     ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
 }
 
+/* Where a test's server lives: the programs ($LF_BIN, set by tests/run.sh;
+ * the test skips without it), the dataset (made by srv_test_dataset), a
+ * private runtime directory and the control endpoint in it. */
+typedef struct srv_test_dirs {
+    const char *bin;
+    char ds[512], rt[512], ep[512];
+} srv_test_dirs;
+
+static inline void srv_test_dirs_make(srv_test_dirs *d)
+{
+    d->bin = getenv("LF_BIN");
+    if (!d->bin || !*d->bin) TEST_SKIP("LF_BIN not set (run through tests/run.sh)");
+    const char *tmp = test_tmpdir();
+    snprintf(d->ds, sizeof d->ds, "%.400s/ds", tmp);
+    snprintf(d->rt, sizeof d->rt, "%.400s/rt", tmp);
+    snprintf(d->ep, sizeof d->ep, "%.400s/ctl", d->rt);
+    ASSERT_EQ(mkdir(d->rt, 0700), 0);
+    srv_test_dataset(d->ds);
+}
+
 /* Starts $bin/lf-server with argv (NULL-terminated, after the program
  * name) and waits until its control socket `ep` exists. */
 static inline pid_t srv_test_start(const char *bin, const char *ep, const char *const *argv)

@@ -127,15 +127,9 @@ static void drain(lf_client *c, run *r, const dtoh *d)
 
 int main(void)
 {
-    const char *bin = getenv("LF_BIN");
-    if (!bin || !*bin) TEST_SKIP("LF_BIN not set (run through tests/run.sh)");
-    const char *tmp = test_tmpdir();
-    char ds[512], rt[512], ep[512];
-    snprintf(ds, sizeof ds, "%.400s/ds", tmp);
-    snprintf(rt, sizeof rt, "%.400s/rt", tmp);
-    snprintf(ep, sizeof ep, "%.400s/ctl", rt);
-    ASSERT_EQ(mkdir(rt, 0700), 0);
-    srv_test_dataset(ds);
+    srv_test_dirs dirs;
+    srv_test_dirs_make(&dirs);
+    const char *bin = dirs.bin, *ds = dirs.ds, *ep = dirs.ep;
     static run a, b;
 
     pid_t srv = start(bin, ds, ep);

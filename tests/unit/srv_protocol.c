@@ -152,16 +152,11 @@ static void oversized_peer(void *ctx, const char *url, size_t size, int expect_d
 
 int main(void)
 {
-    const char *bin = getenv("LF_BIN");
-    if (!bin || !*bin) TEST_SKIP("LF_BIN not set (run through tests/run.sh)");
-    const char *tmp = test_tmpdir();
-    char ds[512], rt[512], ep[512], url[520];
-    snprintf(ds, sizeof ds, "%.400s/ds", tmp);
-    snprintf(rt, sizeof rt, "%.400s/rt", tmp);
-    snprintf(ep, sizeof ep, "%.400s/ctl", rt);
+    srv_test_dirs dirs;
+    srv_test_dirs_make(&dirs);
+    const char *bin = dirs.bin, *ds = dirs.ds, *ep = dirs.ep;
+    char url[520];
     snprintf(url, sizeof url, "ipc://%s", ep);
-    ASSERT_EQ(mkdir(rt, 0700), 0);
-    srv_test_dataset(ds);
     char *plan0 = plan_of_rank0(bin, ds);
     size_t got_cap = strlen(plan0) + 4096;
     char *got0 = calloc(1, got_cap);
@@ -206,6 +201,12 @@ int main(void)
     char ack[4];
     ASSERT_EQ(lf_ipc_recv_fd(good, &memfd, ack, sizeof ack), 4);
     ASSERT_GE(memfd, 0);
+    /* The ring cannot be resized from the client's side: a shrink would
+     * make the workers' next write into it a SIGBUS. The server goes on. */
+    ASSERT_EQ(ftruncate(memfd, 0), -1);
+    ASSERT_EQ(errno, EPERM);
+    ASSERT_EQ(ftruncate(memfd, 1 << 30), -1);
+    ASSERT_EQ(errno, EPERM);
     raw_send(&r, &m); /* START, now allowed */
 
     /* A real client on rank 0 alongside. */

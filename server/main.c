@@ -280,6 +280,12 @@ static int finish_config(srv_config *c, parse_state *ps)
             fprintf(stderr, "lf-server: --ranks-per-node must be 1..%d\n", SRV_MAX_RANKS);
             return -1;
         }
+        /* In 64 bits: the 32-bit product could wrap to ranks below --world. */
+        if ((uint64_t)ps->node_rank * ps->per_node + ps->per_node > c->world) {
+            fprintf(stderr, "lf-server: --node-rank %u --ranks-per-node %u: ranks past --world %u\n",
+                    ps->node_rank, ps->per_node, c->world);
+            return -1;
+        }
         c->nlocal = ps->per_node;
         for (uint32_t i = 0; i < ps->per_node; i++) c->local[i] = ps->node_rank * ps->per_node + i;
     } else {

@@ -108,11 +108,17 @@ check_exactly_once() {   # TAG SAMPLES EPOCHS
 
 # lf-server ARGS... must refuse to start: exit 1, saying MESSAGE.
 server_refuses() {   # WHAT MESSAGE ARGS...
-  local what=$1 want=$2 rc=0
-  shift 2
+  server_exits "$1" 1 "${@:2}"
+}
+
+# lf-server ARGS... must stop at once with exit RC, saying MESSAGE (2: the
+# command line is wrong).
+server_exits() {   # WHAT RC MESSAGE ARGS...
+  local what=$1 want_rc=$2 want=$3 rc=0
+  shift 3
   "$LF_BIN/lf-server" "$@" >"$WORK/refused.log" 2>&1 || rc=$?
-  [[ $rc == 1 ]] && grep -qF -- "$want" "$WORK/refused.log" ||
-    fail "$what: exit $rc, want 1 and '$want': $(cat "$WORK/refused.log")"
+  [[ $rc == "$want_rc" ]] && grep -qF -- "$want" "$WORK/refused.log" ||
+    fail "$what: exit $rc, want $want_rc and '$want': $(cat "$WORK/refused.log")"
 }
 
 check_no_leftovers() {

@@ -77,7 +77,12 @@ for node in 0 1; do
 done
 diff <(stream_of node) "$WORK/nodes.plan" >/dev/null || fail "per-node servers differ from the plan"
 check_exactly_once node 2000 2
-echo "one server per node (--node-rank/--ranks-per-node): ok"
+# A node past the job, also where node rank x ranks per node wraps 32 bits.
+server_exits "node 2 of 2" 2 "ranks past --world 4" \
+  --endpoint "$EP" --data "$WORK/ds" --world 4 --node-rank 2 --ranks-per-node 2
+server_exits "node rank that wraps" 2 "ranks past --world 512" \
+  --endpoint "$EP" --data "$WORK/ds" --world 512 --node-rank 16777216 --ranks-per-node 256
+echo "one server per node (--node-rank/--ranks-per-node), a node past the job refused: ok"
 
 # Pack layout (rows of 16384 tokens, cu_seqlens), with a cache too small to
 # hold the epoch's blocks, so eviction and re-reads are exercised: the

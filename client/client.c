@@ -60,18 +60,20 @@ struct lf_client {
     int device;                  /* the options' device, for lf_client_use_device */
     lf_gpu *gpu;                 /* NULL: batches stay in host memory */
     int asked;                   /* lf_next was called: no restore, no device now */
+    int got;                     /* lf_next has returned a batch */
     lf_msg_welcome welcome;
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
     held_slot *slots;            /* welcome.nslots entries */
+    uint32_t nheld;              /* of them held */
     lf_msg_ready *fifo;          /* READYs not yet returned by lf_next */
     uint32_t fifo_head, fifo_len;
     uint64_t next_seq;           /* seq the next READY must carry */
-    uint32_t pos_epoch;          /* position after the last batch returned */
+    uint32_t pos_epoch;          /* the trainer's position (trainer_got), or the restored one */
     uint64_t pos_step;
     uint64_t restore_plan;       /* plan_id from lf_state_restore, or 0 */
     int started, ended;
-    uint32_t last_epoch;         /* last batch returned, for lf_report_step */
+    uint32_t last_epoch;         /* the trainer's last batch, for lf_report_step */
     uint64_t last_step, last_wait_ns;
     uint64_t last_sent_ns;       /* for heartbeats */
     uint64_t last_heard_ns;      /* last message from the server */
@@ -393,6 +395,7 @@ static int take_ready(lf_client *c, lf_batch *b)
     c->fifo_len--;
     c->next_seq++;
     s->held = 1;
+    c->nheld++;
     s->seq = r.seq;
     fill_batch(c, &r, s, nsamples, b);
     return 0;
@@ -410,22 +413,40 @@ int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
         if ((rc = send_msg(c, &m)) < 0) return rc;
         c->started = 1;
     }
+    if (c->fifo_len == 0 && !c->ended && c->nheld == c->welcome.nslots) {
+        /* The server has no slot to fill until one is released: waiting
+         * would only time out. Unless the stream has ended meanwhile. */
+        if ((rc = pump(c, 0)) < 0 && rc != LF_E_TIMEOUT) return rc;
+        if (c->fifo_len == 0 && !c->ended) return LF_E_ORDER;
+    }
     if (c->fifo_len == 0 && !c->ended && (rc = pump(c, timeout_ms)) < 0) return rc;
     if (c->fifo_len == 0) return LF_E_END;
     if ((rc = take_ready(c, b)) < 0) return rc;
     b->wait_ns = now_ns() - start;
+    return 0;
+}
+
+/* The trainer's side of the stream (with a device, the prefetch thread
+ * runs ahead of it): where a saved state resumes, what a step report is
+ * about. Only the trainer's thread touches these. */
+static void trainer_got(lf_client *c, const lf_batch *b)
+{
+    c->got = 1;
     c->last_epoch = b->epoch;
     c->last_step = b->step;
     c->last_wait_ns = b->wait_ns;
     c->pos_epoch = b->epoch;
     c->pos_step = b->step + 1;
-    return 0;
 }
 
 int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
 {
     c->asked = 1;
-    return c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
+    int rc = c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
+    if (rc == LF_E_ORDER)
+        return fail(c, rc, "every slot holds a batch not released yet: lf_release one first");
+    if (rc == 0) trainer_got(c, b);
+    return rc;
 }
 
 int lf_client_use_device(lf_client *c, int device, uint32_t depth)
@@ -466,26 +487,26 @@ int lf_client_host_release(lf_client *c, const lf_batch *b)
     held_slot *s = &c->slots[b->slot];
     if (!s->held || s->seq != b->seq) return -EINVAL;
     s->held = 0;
+    c->nheld--;
     lf_msg m = {.type = LF_MSG_RELEASE, .u.release = {.slot = b->slot, .seq = b->seq}};
     return send_msg(c, &m);
 }
 
 int lf_report_step(lf_client *c, uint64_t compute_ns)
 {
-    if (!c->asked) return LF_E_ORDER;
-    if (c->gpu) {
-        lf_gpu_report(c->gpu, compute_ns);
-        return 0;
-    }
-    if (c->next_seq == 0) return LF_E_ORDER;
-    return lf_client_host_report(c, compute_ns, c->last_wait_ns);
+    if (!c->got) return LF_E_ORDER; /* no step to report on yet */
+    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step,
+                        .compute_ns = compute_ns, .wait_ns = c->last_wait_ns};
+    return c->gpu ? lf_gpu_report(c->gpu, &r)
+                  : lf_client_host_report(c, r.epoch, r.step, r.compute_ns, r.wait_ns);
 }
 
-int lf_client_host_report(lf_client *c, uint64_t compute_ns, uint64_t wait_ns)
+int lf_client_host_report(lf_client *c, uint32_t epoch, uint64_t step, uint64_t compute_ns,
+                          uint64_t wait_ns)
 {
     lf_msg m = {.type = LF_MSG_STEP,
-                .u.step = {.epoch = c->last_epoch, .step = c->last_step,
-                           .compute_ns = compute_ns, .wait_ns = wait_ns}};
+                .u.step = {.epoch = epoch, .step = step, .compute_ns = compute_ns,
+                           .wait_ns = wait_ns}};
     return send_msg(c, &m);
 }
 
@@ -494,16 +515,10 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap)
 {
     if (cap < LF_STATE_SIZE) return -ENOBUFS;
     unsigned char s[LF_STATE_SIZE] = {0};
-    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch;
-    uint64_t step;
-    /* With a device the host side (the prefetch thread's) runs ahead by the
-     * prefetched batches; the state is where the trainer is. */
-    if (c->gpu) {
-        lf_gpu_position(c->gpu, &epoch, &step);
-    } else {
-        epoch = c->pos_epoch;
-        step = c->pos_step;
-    }
+    /* The trainer's position (trainer_got): with a device the prefetch
+     * thread runs ahead of it; before any batch, where a restore put it. */
+    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch = c->pos_epoch;
+    uint64_t step = c->pos_step;
     memcpy(s, &magic, 4);
     memcpy(s + 4, &rank, 4);
     memcpy(s + 8, &epoch, 4);

@@ -14,7 +14,14 @@
  * before a device was set. */
 int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
 int lf_client_host_release(lf_client *c, const lf_batch *b);
-int lf_client_host_report(lf_client *c, uint64_t compute_ns, uint64_t wait_ns);
+/* A STEP report of the trainer's step (epoch, step): its compute time and
+ * the data wait of the lf_next that gave it the batch. */
+typedef struct lf_step_report {
+    uint32_t epoch;
+    uint64_t step, compute_ns, wait_ns;
+} lf_step_report;
+int lf_client_host_report(lf_client *c, uint32_t epoch, uint64_t step, uint64_t compute_ns,
+                          uint64_t wait_ns);
 /* The mapped ring and its slot size. */
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
 /* Records a failure's text for lf_client_error. */
@@ -27,11 +34,11 @@ typedef struct lf_gpu lf_gpu;
  * -EINVAL (bad device or depth), -EIO (a CUDA call failed). */
 int lf_gpu_open(lf_client *c, int device, uint32_t depth, lf_gpu **out, char *why,
                 size_t cap);
+/* As lf_next; LF_E_ORDER when the trainer holds every device slot. */
 int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms);
 int lf_gpu_release(lf_gpu *g, const lf_batch *b, void *stream);
-void lf_gpu_report(lf_gpu *g, uint64_t compute_ns);
-/* The position after the last batch the trainer got (what a state holds). */
-void lf_gpu_position(lf_gpu *g, uint32_t *epoch, uint64_t *step);
+/* Queues a report for the thread (each goes out as its own STEP). */
+int lf_gpu_report(lf_gpu *g, const lf_step_report *r);
 /* Stops the thread and frees the device ring. Accepts NULL. */
 void lf_gpu_close(lf_gpu *g);
 

@@ -16,6 +16,10 @@
  * slot wait on the GPU (the CPU does not block), so a slot is never
  * overwritten under a running kernel. No device memory is allocated per
  * batch: the ring is one allocation at start.
+ *
+ * The trainer's step reports queue here, one entry per lf_report_step, and
+ * the thread sends each as its own STEP; once the thread has ended (the
+ * stream's end) the trainer's thread sends them itself.
  */
 #include "client_gpu.h"
 
@@ -32,6 +36,7 @@
 
 #define POLL_MS 50               /* the thread's longest wait on the socket */
 #define MAX_DEPTH 64
+#define MAX_REPORTS 64           /* step reports queued for the thread */
 
 enum { DS_FREE, DS_READY, DS_HELD };
 
@@ -65,11 +70,8 @@ struct lf_gpu {
     int go;                      /* the trainer asked for a batch: START may go out */
     int stop;
     int ended, end_rc;           /* the thread stopped with end_rc (LF_E_END or an error) */
-    uint64_t compute_ns, wait_ns; /* step reports for the thread to send */
-    int report_pending;
-    uint64_t last_wait_ns;
-    uint32_t pos_epoch;          /* after the last batch handed out */
-    uint64_t pos_step;
+    lf_step_report reports[MAX_REPORTS]; /* lf_report_step's, oldest first */
+    uint32_t nreports;
     char why[256];
 };
 
@@ -131,25 +133,44 @@ static int setup_ring(lf_gpu *g)
 
 /* ---- the prefetch thread ------------------------------------------------ */
 
-/* Waits until the trainer has asked for a batch and slot s is free. */
-static int wait_for_room(lf_gpu *g, const dslot *s)
+/* Waits until there are step reports to send, or the trainer has asked
+ * for a batch and slot s is free. Returns -1 on stop, 1 when s may be
+ * filled, 0 when only reports wait. */
+static int wait_for_work(lf_gpu *g, const dslot *s)
 {
     pthread_mutex_lock(&g->mu);
-    while (!g->stop && (!g->go || s->state != DS_FREE)) pthread_cond_wait(&g->cv, &g->mu);
-    int stop = g->stop;
+    while (!g->stop && !g->nreports && (!g->go || s->state != DS_FREE))
+        pthread_cond_wait(&g->cv, &g->mu);
+    int rc = g->stop ? -1 : g->go && s->state == DS_FREE;
     pthread_mutex_unlock(&g->mu);
-    return stop ? -1 : 0;
+    return rc;
 }
 
-static int send_report(lf_gpu *g)
+/* Takes the queued reports (under mu); the queue has room again. */
+static uint32_t take_reports(lf_gpu *g, lf_step_report *out)
 {
+    uint32_t n = g->nreports;
+    memcpy(out, g->reports, n * sizeof *out);
+    g->nreports = 0;
+    pthread_cond_broadcast(&g->cv);
+    return n;
+}
+
+static int send_reports(lf_client *c, const lf_step_report *r, uint32_t n)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++)
+        rc = lf_client_host_report(c, r[i].epoch, r[i].step, r[i].compute_ns, r[i].wait_ns);
+    return rc;
+}
+
+static int send_queued_reports(lf_gpu *g)
+{
+    lf_step_report r[MAX_REPORTS];
     pthread_mutex_lock(&g->mu);
-    int pending = g->report_pending;
-    uint64_t compute = g->compute_ns, wait = g->wait_ns;
-    g->report_pending = 0;
-    g->compute_ns = g->wait_ns = 0;
+    uint32_t n = take_reports(g, r);
     pthread_mutex_unlock(&g->mu);
-    return pending ? lf_client_host_report(g->c, compute, wait) : 0;
+    return send_reports(g->c, r, n);
 }
 
 /* Copies the span of hb's tensors into s and describes them there. */
@@ -208,8 +229,9 @@ static void *prefetch_main(void *arg)
     int rc = cu(g, "cuCtxSetCurrent", g->d->ctx_set_current(g->ctx));
     while (rc == 0) {
         dslot *s = &g->slots[g->fill];
-        if (wait_for_room(g, s) != 0) return NULL;
-        if ((rc = send_report(g)) < 0) break;
+        int room = wait_for_work(g, s);
+        if (room < 0) return NULL;
+        if ((rc = send_queued_reports(g)) < 0 || !room) continue;
         lf_batch hb;
         rc = lf_client_host_next(g->c, &hb, POLL_MS);
         if (rc == LF_E_TIMEOUT) { rc = 0; continue; }
@@ -220,11 +242,22 @@ static void *prefetch_main(void *arg)
         if (rc == 0) publish(g, s);
     }
     if (g->why[0]) lf_client_set_error(g->c, g->why);
-    pthread_mutex_lock(&g->mu);
-    g->ended = 1;
-    g->end_rc = rc;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    /* The reports queued so far go out (at the stream's end the server
+     * still listens); ended is set with the queue empty, and from then on
+     * lf_gpu_report sends them from the trainer's thread. */
+    lf_step_report r[MAX_REPORTS];
+    for (;;) {
+        pthread_mutex_lock(&g->mu);
+        uint32_t n = take_reports(g, r);
+        if (n == 0) {
+            g->ended = 1;
+            g->end_rc = rc;
+            pthread_mutex_unlock(&g->mu);
+            break;
+        }
+        pthread_mutex_unlock(&g->mu);
+        if (rc == LF_E_END) send_reports(g->c, r, n);
+    }
     return NULL;
 }
 
@@ -287,6 +320,10 @@ int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms)
         pthread_cond_broadcast(&g->cv);
     }
     dslot *s = &g->slots[g->take];
+    if (s->state == DS_HELD && !g->ended) { /* the trainer holds every device slot */
+        pthread_mutex_unlock(&g->mu);
+        return LF_E_ORDER;
+    }
     int late = 0;
     while (s->state != DS_READY && !g->ended && !late) late = wait_until(g, deadline);
     if (s->state != DS_READY) {
@@ -297,9 +334,7 @@ int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms)
     s->state = DS_HELD;
     *b = s->b;
     g->take = (g->take + 1) % g->depth;
-    g->pos_epoch = b->epoch;
-    g->pos_step = b->step + 1;
-    b->wait_ns = g->last_wait_ns = now_ns() - start;
+    b->wait_ns = now_ns() - start;
     pthread_mutex_unlock(&g->mu);
     return 0;
 }
@@ -330,21 +365,20 @@ int lf_gpu_release(lf_gpu *g, const lf_batch *b, void *stream)
     return 0;
 }
 
-void lf_gpu_report(lf_gpu *g, uint64_t compute_ns)
+int lf_gpu_report(lf_gpu *g, const lf_step_report *r)
 {
     pthread_mutex_lock(&g->mu);
-    g->compute_ns += compute_ns;
-    g->wait_ns += g->last_wait_ns;
-    g->report_pending = 1;
+    /* A full queue waits for the thread: it wakes for reports, and sends
+     * them between copies (at most a socket poll apart). */
+    while (!g->ended && !g->stop && g->nreports == MAX_REPORTS)
+        pthread_cond_wait(&g->cv, &g->mu);
+    int direct = g->ended || g->stop; /* the socket is the trainer's again */
+    if (!direct) {
+        g->reports[g->nreports++] = *r;
+        pthread_cond_broadcast(&g->cv);
+    }
     pthread_mutex_unlock(&g->mu);
-}
-
-void lf_gpu_position(lf_gpu *g, uint32_t *epoch, uint64_t *step)
-{
-    pthread_mutex_lock(&g->mu);
-    *epoch = g->pos_epoch;
-    *step = g->pos_step;
-    pthread_mutex_unlock(&g->mu);
+    return direct ? send_reports(g->c, r, 1) : 0;
 }
 
 void lf_gpu_close(lf_gpu *g)
@@ -356,6 +390,7 @@ void lf_gpu_close(lf_gpu *g)
         pthread_cond_broadcast(&g->cv);
         pthread_mutex_unlock(&g->mu);
         pthread_join(g->thread, NULL);
+        send_reports(g->c, g->reports, g->nreports); /* queued before the close */
     }
     const lf_cudrv *d = g->d;
     if (g->ctx_retained) {

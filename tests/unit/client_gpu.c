@@ -12,6 +12,13 @@
  * fail with -ENODEV and a reason, and the test then skips. Also: a device
  * cannot be chosen twice or with a depth out of range, a forged release is
  * refused, and a client closed before its first lf_next does not hang.
+ *
+ * Both runs also check: with every slot held (the ring's 3, or the device's
+ * depth of 2) lf_next returns LF_E_ORDER at once instead of waiting; each
+ * lf_report_step reaches the server as one step (lf-stat's steps_reported,
+ * the device path's reports going through its thread); and a state saved
+ * after a restore, before any batch, is the restored one (with a device it
+ * once read 0, 0: the prefetcher's position, not yet set).
  */
 #include "cudrv.h"
 #include "levelfeed.h"
@@ -33,7 +40,7 @@ typedef struct record {
 
 typedef struct run {
     record rec[MAX_BATCHES];
-    uint32_t n;
+    uint32_t n, reports;
     unsigned char state[LF_STATE_SIZE];
 } run;
 
@@ -106,14 +113,34 @@ static void record_batch(run *r, const lf_batch *b, const dtoh *d)
     }
 }
 
-/* Reads the whole stream; saves the state after SAVE_AT batches. */
-static void drain(lf_client *c, run *r, const dtoh *d)
+/* Takes `slots` batches without releasing any: one more lf_next is refused
+ * at once (it could only wait); then reports and releases them. */
+static void hold_all(lf_client *c, run *r, const dtoh *d, uint32_t slots)
+{
+    lf_batch held[8], extra;
+    ASSERT_LE(slots, 8);
+    for (uint32_t i = 0; i < slots; i++) {
+        ASSERT_EQ(lf_next(c, &held[i], 10000), 0);
+        record_batch(r, &held[i], d);
+        ASSERT_EQ(lf_report_step(c, 1000), 0);
+        r->reports++;
+    }
+    ASSERT_EQ(lf_next(c, &extra, 10000), LF_E_ORDER);
+    ASSERT_TRUE(strstr(lf_client_error(c), "lf_release") != NULL);
+    for (uint32_t i = 0; i < slots; i++) ASSERT_EQ(lf_release(c, &held[i]), 0);
+}
+
+/* Reads the whole stream (`slots` of it held at once first); saves the
+ * state after SAVE_AT batches. */
+static void drain(lf_client *c, run *r, const dtoh *d, uint32_t slots)
 {
     lf_batch b;
     int rc;
+    hold_all(c, r, d, slots);
     while ((rc = lf_next(c, &b, 10000)) == 0) {
         record_batch(r, &b, d);
         ASSERT_EQ(lf_report_step(c, 1000), 0);
+        r->reports++;
         ASSERT_EQ(lf_release(c, &b), 0);
         if (r->n == SAVE_AT) {
             /* Give a prefetcher time to run ahead (it may take the next
@@ -123,6 +150,27 @@ static void drain(lf_client *c, run *r, const dtoh *d)
         }
     }
     if (rc != LF_E_END) TEST_FAIL_("lf_next: %s (%s)", lf_strerror(rc), lf_client_error(c));
+}
+
+/* The server counts every STEP; they arrive on the client's connection
+ * while lf-stat asks on its own, so the count is polled for up to 5 s. */
+static void expect_steps(const char *bin, const char *ep, uint32_t want)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "'%.4000s/lf-stat' '%.4000s' --json", bin, ep);
+    long got = -1;
+    for (int i = 0; i < 100 && got != want; i++) {
+        if (i) usleep(50000);
+        FILE *p = popen(cmd, "r");
+        ASSERT_TRUE(p != NULL);
+        static char out[1 << 16];
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        pclose(p);
+        const char *at = strstr(out, "\"steps_reported\"");
+        got = at ? strtol(strchr(at, ':') + 1, NULL, 10) : -1;
+    }
+    if (got != want) TEST_FAIL_("the server counted %ld steps, %u were reported", got, want);
 }
 
 int main(void)
@@ -138,8 +186,11 @@ int main(void)
     ASSERT_EQ(lf_next(c, &first, 10000), 0);
     ASSERT_EQ(lf_client_use_device(c, 0, 2), LF_E_ORDER);
     record_batch(&a, &first, NULL);
+    ASSERT_EQ(lf_report_step(c, 1000), 0);
+    a.reports++;
     ASSERT_EQ(lf_release(c, &first), 0);
-    drain(c, &a, NULL);
+    drain(c, &a, NULL, 3);
+    expect_steps(bin, ep, a.reports);
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
     ASSERT_GT(a.n, SAVE_AT);
@@ -162,15 +213,22 @@ int main(void)
     dtoh_load(&d);
     lf_batch forged = {.slot = 99};
     ASSERT_EQ(lf_release(c, &forged), -EINVAL);
-    drain(c, &b, &d);
+    ASSERT_EQ(lf_report_step(c, 1000), LF_E_ORDER); /* no batch yet */
+    drain(c, &b, &d, 2);
+    expect_steps(bin, ep, b.reports);
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
 
-    /* A device chosen, then closed before the first lf_next: the prefetch
-     * thread, still waiting to start, stops; nothing hangs. */
+    /* Restored, a device chosen, saved before any batch: the restored
+     * position. Then closed before the first lf_next: the prefetch thread,
+     * still waiting to start, stops; nothing hangs. */
     srv = start(bin, ds, ep);
     c = open_rank0(ep);
+    ASSERT_EQ(lf_state_restore(c, a.state, sizeof a.state), 0);
     ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
+    unsigned char again[LF_STATE_SIZE];
+    ASSERT_EQ(lf_state_save(c, again, sizeof again), LF_STATE_SIZE);
+    ASSERT_MEM_EQ(again, a.state, LF_STATE_SIZE);
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
     ASSERT_EQ(b.n, a.n);

@@ -237,9 +237,8 @@ static int pump(lf_client *c, int timeout_ms)
     }
 }
 
-static int await_welcome(lf_client *c, int timeout_ms)
+static int await_welcome(lf_client *c, uint64_t deadline)
 {
-    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
     for (;;) {
         unsigned char buf[LF_WIRE_MAX];
         lf_msg m;
@@ -261,8 +260,24 @@ static int await_welcome(lf_client *c, int timeout_ms)
     }
 }
 
+/* Bounds each blocking call on the fd socket (connect, send, the
+ * descriptor's arrival) by the time left until the open's deadline. */
+static void fd_socket_deadline(int sock, uint64_t deadline)
+{
+    uint64_t now = now_ns(), left = deadline > now ? deadline - now : 1000000u;
+    struct timeval tv = {.tv_sec = (time_t)(left / 1000000000u),
+                         .tv_usec = (suseconds_t)(left % 1000000000u / 1000u)};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static int fd_socket_timeout(lf_client *c)
+{
+    return fail(c, LF_E_TIMEOUT, "the server did not hand over the ring within the connect timeout");
+}
+
 /* Connects to the fd socket, presents the token and maps the ring. */
-static int map_ring(lf_client *c)
+static int map_ring(lf_client *c, uint64_t deadline)
 {
     const lf_msg_welcome *w = &c->welcome;
     if (lf_ring_segment_size(w->nslots, w->slot_size) != w->segment_size ||
@@ -273,16 +288,22 @@ static int map_ring(lf_client *c)
     strcpy(sa.sun_path, w->fd_path);
     c->fdsock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->fdsock < 0) return -errno;
-    if (connect(c->fdsock, (struct sockaddr *)&sa, sizeof sa) != 0) return -errno;
+    fd_socket_deadline(c->fdsock, deadline);
+    if (connect(c->fdsock, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return errno == EAGAIN || errno == EINPROGRESS ? fd_socket_timeout(c) : -errno;
     unsigned char hello[12];
     memcpy(hello, &w->token, 8);
     memcpy(hello + 8, &w->rank, 4);
     if (send(c->fdsock, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello)
-        return -errno;
+        return errno == EAGAIN ? fd_socket_timeout(c) : -errno;
     int fd = -1;
     unsigned char ack[4];
     long n = lf_ipc_recv_fd(c->fdsock, &fd, ack, sizeof ack);
+    if (n == -EAGAIN) return fd_socket_timeout(c);
     if (n < 0) return (int)n;
+    if (fd < 0 && n == 0) /* closed: a token it refused, or a session it dropped */
+        return fail(c, LF_E_GONE, "the server closed the ring connection without handing "
+                                  "over the ring (session refused or dropped)");
     if (fd < 0) return fail(c, LF_E_PROTOCOL, "fd socket sent no ring descriptor");
     struct stat st;
     int rc = 0;
@@ -337,9 +358,10 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
                                 .pid = (uint32_t)getpid()}};
         rc = send_msg(c, &h);
     }
-    if (rc == 0)
-        rc = await_welcome(c, o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000);
-    if (rc == 0) rc = map_ring(c);
+    uint64_t deadline =
+        now_ns() + (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000) * 1000000u;
+    if (rc == 0) rc = await_welcome(c, deadline);
+    if (rc == 0) rc = map_ring(c, deadline);
     if (rc == 0) {
         c->slots = calloc(c->welcome.nslots, sizeof *c->slots);
         c->fifo = calloc(c->welcome.nslots, sizeof *c->fifo);

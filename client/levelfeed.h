@@ -85,13 +85,17 @@ void lf_client_options_default(lf_client_options *o);
 
 typedef struct lf_client lf_client;
 
-/* Connects to the server, announces the rank and maps its ring. Returns 0,
- * -EINVAL (no rank known), LF_E_TIMEOUT (no server), LF_E_SERVER, ... */
+/* Connects to the server, announces the rank and maps its ring, all within
+ * connect_timeout_ms. Returns 0, -EINVAL (no rank known), LF_E_TIMEOUT (no
+ * server, or no ring in time), LF_E_GONE (the server closed the ring's
+ * connection), LF_E_SERVER, ... */
 int lf_client_open(const lf_client_options *o, lf_client **out);
 
 /* Waits up to timeout_ms (-1: forever) for the next batch. Returns 0 and
  * fills *b, LF_E_END after the last batch, LF_E_TIMEOUT, or an error. Up to
- * the ring's slot count of batches may be held before releasing. */
+ * the ring's slot count of batches (with a device, its depth) may be held
+ * before releasing; asked for one more, lf_next returns LF_E_ORDER at once,
+ * as nothing could arrive until a release. */
 int lf_next(lf_client *c, lf_batch *b, int timeout_ms);
 
 /* Gives the batch's slot back to the server (or, on a device, to the
@@ -116,11 +120,13 @@ int lf_client_use_device(lf_client *c, int device, uint32_t depth);
 int lf_release_stream(lf_client *c, const lf_batch *b, void *stream);
 
 /* Reports the trainer's compute time for the last batch lf_next returned;
- * the server shows it next to the data-wait the client measured. */
+ * the server shows it next to the data-wait the client measured. One call,
+ * one step (with a device, sent by its thread). LF_E_ORDER before any batch. */
 int lf_report_step(lf_client *c, uint64_t compute_ns);
 
 /* Writes this rank's position (the batch after the last one lf_next
- * returned) into buf. Returns the byte count (LF_STATE_SIZE) or -ENOBUFS. */
+ * returned; before any, the restored one) into buf. Returns the byte count
+ * (LF_STATE_SIZE) or -ENOBUFS. */
 #define LF_STATE_SIZE 40
 long lf_state_save(const lf_client *c, void *buf, size_t cap);
 

@@ -4,8 +4,10 @@
  * bytes were changed, a READY naming a slot out of range or out of
  * sequence, make lf_next fail with LF_E_PROTOCOL instead of handing out a
  * pointer; END ends; START carries a restored position; a server that
- * falls silent is reported gone; and the argument
- * and order checks of open, release and state restore hold.
+ * falls silent is reported gone; a server that sends WELCOME but never
+ * hands over the ring makes lf_client_open time out (it once blocked for
+ * good), one that closes the ring connection is reported gone; and the
+ * argument and order checks of open, release and state restore hold.
  */
 #include "levelfeed.h"
 #include "lf_ipc.h"
@@ -23,7 +25,8 @@
 #define NSLOTS 2
 #define SLOT 8192u
 
-enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SILENT };
+enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SILENT, NO_RING,
+       RING_REFUSED };
 
 typedef struct fake {
     int mode;
@@ -95,6 +98,14 @@ static void *fake_main(void *arg)
                                    .token = 1, .heartbeat_ms = 50, .plan_id = 77};
     strcpy(w.u.welcome.fd_path, f->fd_path);
     fsend(f, &w);
+    if (f->mode == NO_RING) return NULL; /* the connection waits in the backlog */
+    if (f->mode == RING_REFUSED) {
+        int c = accept(f->listenfd, NULL, NULL);
+        unsigned char hello[12];
+        if (c < 0 || recv(c, hello, sizeof hello, MSG_WAITALL) != 12) TEST_FAIL_("fd hello");
+        close(c);
+        return NULL;
+    }
     hand_over_ring(f);
     if (frecv(f, &m, buf) != LF_MSG_START) TEST_FAIL_("expected START");
     f->start = m.u.start;
@@ -261,6 +272,20 @@ int main(void)
     ASSERT_TRUE(strstr(lf_client_error(c), "heartbeat") != NULL);
     pthread_join(th, NULL);
     lf_client_close(c);
+
+    /* WELCOME, then no ring: the open ends at its timeout. Or the ring
+     * connection closed: the server is gone. */
+    for (int mode = NO_RING; mode <= RING_REFUSED; mode++) {
+        fake_start(&f, mode, &th);
+        o = (lf_client_options){.endpoint = f.ep, .rank = 0, .world_size = 1,
+                                .connect_timeout_ms = 300, .error = why,
+                                .error_size = sizeof why};
+        c = NULL;
+        ASSERT_EQ(lf_client_open(&o, &c), mode == NO_RING ? LF_E_TIMEOUT : LF_E_GONE);
+        ASSERT_TRUE(c == NULL);
+        ASSERT_TRUE(strstr(why, "ring") != NULL);
+        pthread_join(th, NULL);
+    }
     printf("client api ok\n");
     return 0;
 }

@@ -7,7 +7,9 @@
  * "tokens". Without --dtype the ids are stored as u16; if a later line holds
  * an id above 65535 the partial output is abandoned and the file is written
  * again as u32, so the common case reads the input once and the result never
- * depends on guessing. Lines are parsed in batches on --threads threads and
+ * depends on guessing. Input that cannot be read twice (a pipe) is written
+ * as u32 from the start, unless --dtype says otherwise: a second pass would
+ * see only what the first left in the pipe. Lines are parsed in batches on --threads threads and
  * added in line order, so the first bad line in the file is the one named.
  */
 #include <errno.h>
@@ -31,7 +33,8 @@ static const char tokens_help[] =
     "  --in FILE          input .jsonl file (required)\n"
     "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
     "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255)\n"
-    "  --dtype u16|u32    id width (default: u16 when every id fits, else u32)\n"
+    "  --dtype u16|u32    id width (default: u16 when every id fits, else u32;\n"
+    "                     u32 when FILE is a pipe, which cannot be read twice)\n"
     CLI_WRITER_HELP("64K")
     "\n"
     "Example:\n"
@@ -299,7 +302,14 @@ int create_tokens(int argc, char **argv)
         cli_usage_error(&c, "--in FILE is required");
     if (have_field && a.text)
         cli_usage_error(&c, "--field and --text-field exclude each other");
-    if (run_pass(&a, a.dtype ? (size_t)a.dtype : 2) == PASS_NEED_U32)
+    size_t width = a.dtype ? (size_t)a.dtype : 2;
+    struct stat st;
+    if (!a.dtype && !a.text && stat(a.in, &st) == 0 && !S_ISREG(st.st_mode)) {
+        width = 4;
+        cli_warn("%s is not a regular file and cannot be read twice: ids are stored as u32 "
+                 "(--dtype u16 stores u16 and stops at an id above 65535)", a.in);
+    }
+    if (run_pass(&a, width) == PASS_NEED_U32)
         run_pass(&a, 4);
     return 0;
 }

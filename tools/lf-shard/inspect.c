@@ -152,23 +152,25 @@ static int by_value(const void *a, const void *b)
 }
 
 /* Log-spaced edges from the smallest to past the largest value; fewer bins
- * when the range holds fewer distinct integers. */
+ * when the range holds fewer distinct integers. The edges are integers
+ * clamped to the top (doubles lose the last digits past 2^53, and a forged
+ * index can hold any 64-bit cost), and the last bin takes the rest. */
 static void histogram(const uint64_t *v, uint64_t n, cost_stats *st)
 {
-    double lo = v[0] ? (double)v[0] : 1.0, hi = (double)v[n - 1] + 1.0;
+    uint64_t top = v[n - 1] == UINT64_MAX ? UINT64_MAX : v[n - 1] + 1;
+    double lo = v[0] ? (double)v[0] : 1.0, hi = (double)top;
     int bins = 0;
     st->lo[0] = v[0];
     for (int k = 1; k <= HIST_BINS; k++) {
-        uint64_t e = (uint64_t)ceil(lo * pow(hi / lo, (double)k / HIST_BINS));
-        if (k == HIST_BINS || e > (uint64_t)hi)
-            e = (uint64_t)hi;
+        double d = ceil(lo * pow(hi / lo, (double)k / HIST_BINS));
+        uint64_t e = k == HIST_BINS || d >= hi ? top : (uint64_t)d;
         if (e > st->lo[bins])
             st->lo[++bins] = e;
     }
     st->bins = bins;
     memset(st->count, 0, sizeof st->count);
     for (uint64_t i = 0, k = 0; i < n; i++) {
-        while (v[i] >= st->lo[k + 1])
+        while (k + 1 < (uint64_t)bins && v[i] >= st->lo[k + 1])
             k++;
         st->count[k]++;
     }
@@ -185,7 +187,7 @@ static void cost_collect(const lf_dataset *ds, cost_stats *st)
         cli_die("out of memory");
     for (uint64_t i = 0; i < st->n; i++) {
         v[i] = lf_dataset_sample(ds, i)->length;
-        st->total += v[i];
+        st->total = v[i] > UINT64_MAX - st->total ? UINT64_MAX : st->total + v[i];
     }
     qsort(v, st->n, sizeof *v, by_value);
     for (int k = 0; k < 6; k++) {
@@ -194,6 +196,12 @@ static void cost_collect(const lf_dataset *ds, cost_stats *st)
     }
     histogram(v, st->n, st);
     free(v);
+}
+
+/* The largest value bin k holds: the last bin ends at the maximum. */
+static uint64_t bin_last(const cost_stats *st, int k)
+{
+    return k == st->bins - 1 ? st->pct[5] : st->lo[k + 1] - 1;
 }
 
 static const char *cost_unit(const lf_schema *s)
@@ -223,7 +231,7 @@ static void stats_text(const char *dir, const lf_schema *s, const cost_stats *st
     for (int k = 0; k < st->bins; k++) {
         int bar = (int)((st->count[k] * HIST_WIDTH + most - 1) / most);
         printf("  %10" PRIu64 " .. %-10" PRIu64 " %9" PRIu64 " %.*s\n", st->lo[k],
-               st->lo[k + 1] - 1, st->count[k], bar,
+               bin_last(st, k), st->count[k], bar,
                "##################################################");
     }
 }
@@ -243,7 +251,7 @@ static void stats_json(const char *dir, const lf_schema *s, const cost_stats *st
         json_object_set_new(o, pct_name[k], json_integer((json_int_t)st->pct[k]));
     for (int k = 0; k < st->bins; k++)
         json_array_append_new(hist, json_pack("{s:I,s:I,s:I}", "lo", (json_int_t)st->lo[k],
-                                              "hi", (json_int_t)st->lo[k + 1] - 1, "count",
+                                              "hi", (json_int_t)bin_last(st, k), "count",
                                               (json_int_t)st->count[k]));
     json_object_set_new(o, "histogram", hist);
     if (json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) < 0)

@@ -75,7 +75,7 @@ size_t lf_field_elem_size(const lf_field_def *f)
     if (is_frames(f->type)) {
         /* a frame row must fit a block several times over; also keeps the
          * product far from overflow */
-        if (f->row_width == 0 || f->row_width > (1u << 24)) return 0;
+        if (f->row_width == 0 || f->row_width > LF_MAX_ROW_WIDTH) return 0;
         size_t value = f->type == LF_FIELD_FRAMES_F32 ? 4 : 2;
         return value * f->row_width;
     }

@@ -31,6 +31,7 @@ extern "C" {
 #define LF_SHARD_ALIGN 4096u     /* blocks start on this boundary in the file */
 #define LF_MAX_FIELDS 16
 #define LF_FIELD_NAME_MAX 32     /* including the terminating NUL */
+#define LF_MAX_ROW_WIDTH (1u << 24) /* values per frame of a FRAMES_* field */
 #define LF_MANIFEST_NAME "manifest.lfm"
 
 /* Status codes: negative values are errors. */

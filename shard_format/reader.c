@@ -174,7 +174,8 @@ static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local
     if (s->block != j || s->offset != want_off || s->size < table ||
         s->size > raw_size - want_off)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64
-                          ": bad place in block", sh->path, j, local);
+                          " (dataset sample %" PRIu64 "): bad place in block", sh->path, j,
+                          local, ds->nsamples + local);
     bool ok;
     if (cf->type == LF_FIELD_JPEG)
         ok = s->length == (uint64_t)s->width * s->height;
@@ -185,7 +186,8 @@ static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local
              s->length <= (s->size - table) / lf_field_elem_size(cf);
     if (!ok)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64
-                          ": cost inputs do not fit the record", sh->path, j, local);
+                          " (dataset sample %" PRIu64 "): cost inputs do not fit the record",
+                          sh->path, j, local, ds->nsamples + local);
     return 0;
 }
 
@@ -211,7 +213,8 @@ static int parse_index(lf_dataset *ds, uint32_t no, const shard_header *h,
             lf_sample_info *s = &ds->samples[ds->nsamples + local];
             if (sample_entry_decode(stab + local * SAMPLE_ENTRY_SIZE, s) != 0)
                 return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64
-                                  ": reserved bytes not zero", sh->path, local);
+                                  " (dataset sample %" PRIu64 "): reserved bytes not zero",
+                                  sh->path, local, ds->nsamples + local);
             rc = check_sample(ds, sh, local, s, j, in_block, b.raw_size, err);
             if (rc != 0) return rc;
             s->shard = no;

@@ -46,6 +46,9 @@ def npy(name, arr, **kw):
 Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save("imgs/a/ok.jpg")
 put("imgs/b/broken.jpg", b"\xff\xd8\xff\xe0 not really a jpeg")
 put("imgs/b/notes.txt", b"hello\n")
+Image.fromarray(np.random.default_rng(1).integers(0, 256, (64, 64, 3), np.uint8)).save("whole.jpg")
+whole = open("whole.jpg", "rb").read()
+put("imgs/b/cut.jpg", whole[:len(whole) // 2])     # headers intact, scans cut
 good = np.zeros((3, 4), "<f4")
 for case, arr in [("bigendian", good.astype(">f4")), ("float64", good.astype("<f8")),
                   ("threed", np.zeros((2, 3, 4), "<f4")), ("oned", np.zeros(5, "<f4")),
@@ -61,6 +64,7 @@ npy("npy-width/a.npy", good)
 npy("npy-width/b.npy", np.zeros((3, 5), "<f4"))
 npy("npy-dtype/a.npy", good)
 npy("npy-dtype/b.npy", np.zeros((3, 4), "<i2"))
+npy("npy-wide/x.npy", np.zeros((1, (1 << 24) + 1), "<i2"))   # past the format's row width
 EOF
 "$LF_SHARD" synth tokens --out toks --samples 10 --seed 1 2>/dev/null || fail "synth"
 
@@ -95,7 +99,7 @@ EOF
   case_ create images --in empty --out bad-24
   case_ create images --in nowhere --out bad-25
   case_ create images --in imgs --out skipped --skip-bad
-  for d in bigendian float64 threed oned fortran short long magic hlen version width dtype; do
+  for d in bigendian float64 threed oned fortran short long magic hlen version width dtype wide; do
     case_ create frames --in npy-$d --out bad-npy-$d
   done
   case_ create frames --in npy-width --out width-skipped --skip-bad
@@ -104,6 +108,7 @@ EOF
   case_ cat toks
   case_ stats toks extra
   case_ inspect nowhere
+  case_ inspect toks --blocks=1
   case_ verify nowhere
   echo "\$ ls -d bad-*"
   ls -d bad-* 2>&1 | sed 's/^ls: .*/(none)/'

@@ -69,9 +69,14 @@ int cli_getopt(const cli_cmd *c, int argc, char **argv, const struct option *opt
         fputs(c->help, stdout);
         exit(0);
     case '?':
-        if (optopt)
+        /* For a long option optopt is its id, not a letter: name the word
+         * (an unknown one, or --flag=VALUE for a flag that takes none). */
+        if (strncmp(argv[optind - 1], "--", 2) != 0)
             cli_usage_error(c, "unknown option '-%c'", optopt);
-        cli_usage_error(c, "unknown option '%s'", argv[optind - 1]);
+        cli_usage_error(c, strchr(argv[optind - 1], '=')
+                               ? "unknown option, or a value for a flag that takes none: '%s'"
+                               : "unknown option '%s'",
+                        argv[optind - 1]);
     case ':':
         cli_usage_error(c, "option '%s' needs a value", argv[optind - 1]);
     default:

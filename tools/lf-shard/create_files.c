@@ -194,6 +194,31 @@ typedef struct file_kind {
     void (*schema)(const void *state, lf_schema *s);  /* after the first good file */
 } file_kind;
 
+/* Whether the data after the first scan header reaches the end-of-image
+ * marker: a file cut short has none, and tjDecompressHeader3 reads only the
+ * headers. The segments before the scan are skipped by their lengths (an
+ * EXIF thumbnail inside APP1 has markers of its own); in the scans, 0xFF
+ * is followed only by a stuffed 0x00, a restart marker or a real marker. */
+static int jpeg_complete(const uint8_t *b, size_t n)
+{
+    size_t i = 2; /* after SOI */
+    while (i + 4 <= n && b[i] == 0xFF) {
+        uint8_t m = b[i + 1];
+        if (m == 0xFF || m == 0x01 || (m >= 0xD0 && m <= 0xD8)) { /* fill, standalone */
+            i += m == 0xFF ? 1 : 2;
+            continue;
+        }
+        size_t len = (size_t)b[i + 2] << 8 | b[i + 3];
+        if (m == 0xDA) { /* start of scan */
+            for (size_t k = i + 2 + len; k + 1 < n; k++)
+                if (b[k] == 0xFF && b[k + 1] == 0xD9) return 1;
+            return 0;
+        }
+        i += 2 + len;
+    }
+    return 0;
+}
+
 static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_input *in,
                       char *why, size_t why_len)
 {
@@ -205,6 +230,11 @@ static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_inp
     }
     if (w <= 0 || h <= 0) {
         snprintf(why, why_len, "not a readable JPEG (header gives size %dx%d)", w, h);
+        return -1;
+    }
+    if (!jpeg_complete(buf, size)) {
+        snprintf(why, why_len, "not a readable JPEG (no end-of-image marker after its scans: "
+                 "cut short?)");
         return -1;
     }
     *in = (lf_field_input){.data = buf, .size = size, .width = (uint32_t)w,
@@ -233,8 +263,9 @@ static int npy_file_parse(void *state, const uint8_t *buf, size_t size, lf_field
     if (npy_parse(buf, size, &a, why, why_len) < 0)
         return -1;
     if (!fs->have_first) {
-        if (a.cols > UINT32_MAX / 4) {
-            snprintf(why, why_len, "rows of %" PRIu64 " values are too wide", a.cols);
+        if (a.cols > LF_MAX_ROW_WIDTH) {
+            snprintf(why, why_len, "rows of %" PRIu64 " values are too wide (at most %u)",
+                     a.cols, LF_MAX_ROW_WIDTH);
             return -1;
         }
         fs->first = a;

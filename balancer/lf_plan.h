@@ -123,7 +123,9 @@ typedef struct lf_plan_params {
     uint32_t batch_per_rank;     /* naive, sorted: samples per rank per step */
     uint64_t rank_max_tokens;    /* memory cap: sum of L per rank per step (0: none) */
     uint64_t rank_max_padded;    /* memory cap: padded tokens per rank per step,
-                                    pad: count*max L, pack: rows*seq_len (0: none) */
+                                    pad: count*max L, pack: rows*seq_len (0: none).
+                                    Balanced only: the baselines take a fixed count
+                                    a rank, and a cap with them is LF_PLAN_E_ARG */
     uint32_t lookahead;          /* samples the selection may look at (0: four
                                     steps' worth, at least 4096) */
     uint32_t max_defer;          /* steps past its due step after which a sample

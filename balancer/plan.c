@@ -115,8 +115,9 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
         return LF_PLAN_E_ARG;
     if (p->sampler == LF_PLAN_BALANCED) {
         if (p->step_budget == 0 || p->step_budget > LF_PLAN_COST_MAX) return LF_PLAN_E_ARG;
-    } else if (p->batch_per_rank == 0 || p->batch_per_rank > (1u << 20)) {
-        return LF_PLAN_E_ARG;
+    } else if (p->batch_per_rank == 0 || p->batch_per_rank > (1u << 20) ||
+               p->rank_max_tokens || p->rank_max_padded) {
+        return LF_PLAN_E_ARG; /* a fixed count a rank: a cap could not hold */
     }
     if (p->lookahead == 0) {
         /* four steps' worth of samples, so a step can be filled from it */
@@ -274,16 +275,39 @@ static int cmp_block_id(const void *x, const void *y)
     return (a->id > b->id) - (a->id < b->id);
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Ids must be unique: they break every tie, and a repeated one would be
+ * served twice an epoch. Over a sorted copy, as equal ids can sit in any
+ * two blocks. */
+static int check_ids_unique(const lf_plan_sample *smp, size_t n)
+{
+    uint64_t *v = malloc(n * sizeof *v + 1);
+    if (!v) return LF_PLAN_E_NOMEM;
+    for (size_t i = 0; i < n; i++) v[i] = smp[i].id;
+    qsort(v, n, sizeof *v, cmp_u64);
+    int rc = 0;
+    for (size_t i = 1; i < n && !rc; i++)
+        if (v[i] == v[i - 1]) rc = LF_PLAN_E_ARG;
+    free(v);
+    return rc;
+}
+
 /* Groups samples by block: ids, not input order, decide the order inside. */
 static int build_groups(lf_plan *p, const lf_plan_sample *smp)
 {
+    int rc = check_ids_unique(smp, p->n);
+    if (rc) return rc;
     lfp_key *k = malloc(p->n * sizeof *k + 1);
     if (!k) return LF_PLAN_E_NOMEM;
     for (size_t i = 0; i < p->n; i++) k[i] = (lfp_key){smp[i].block, smp[i].id, (uint32_t)i};
     qsort(k, p->n, sizeof *k, cmp_block_id);
     uint32_t g = 0;
     for (size_t i = 0; i < p->n; i++) {
-        if (i > 0 && k[i].id == k[i - 1].id) { free(k); return LF_PLAN_E_ARG; }
         if (i > 0 && k[i].len != k[i - 1].len) g++;
         p->group_of[k[i].idx] = g;
         p->group_members[i] = k[i].idx;

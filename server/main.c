@@ -272,6 +272,10 @@ static int finish_config(srv_config *c, parse_state *ps)
         why = "--readers 1..64, --workers 1..256";
     else if (c->read_depth < 1 || c->read_depth > 4096) why = "--read-depth must be 1..4096";
     else if (c->heartbeat_ms < 10) why = "--heartbeat-ms must be at least 10";
+    else if (c->cli.params.sampler != LF_PLAN_BALANCED &&
+             (c->cli.params.rank_max_tokens || c->cli.params.rank_max_padded))
+        why = "--max-tokens and --max-padded bind --sampler balanced only (naive and sorted "
+              "take a fixed count a rank)";
     if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
     if (ps->ranks) {
         if (parse_ranks(ps->ranks, c)) { fprintf(stderr, "lf-server: bad --ranks\n"); return -1; }

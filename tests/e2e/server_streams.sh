@@ -84,6 +84,10 @@ server_exits "node rank that wraps" 2 "ranks past --world 512" \
   --endpoint "$EP" --data "$WORK/ds" --world 512 --node-rank 16777216 --ranks-per-node 256
 echo "one server per node (--node-rank/--ranks-per-node), a node past the job refused: ok"
 
+server_exits "a cap with a baseline" 2 "bind --sampler balanced only" \
+  --endpoint "$EP" --data "$WORK/ds" --world 2 --sampler naive --max-tokens 100000
+echo "--max-tokens with --sampler naive refused: ok"
+
 # Pack layout (rows of 16384 tokens, cu_seqlens), with a cache too small to
 # hold the epoch's blocks, so eviction and re-reads are exercised: the
 # memory limit is what the rings and read buffers need (the server names it

@@ -426,9 +426,38 @@ static void test_locality(void)
     ASSERT_LE(max_local, 8);
 }
 
+/* Refused at create: a sample id repeated in another block (it was caught
+ * only when the two copies sorted next to each other, in one block), and a
+ * memory cap with a baseline (naive and sorted take a fixed count a rank;
+ * they used to ignore the cap: 240 tokens a rank against a cap of 100). */
+static void test_refusals(void)
+{
+    lf_plan_params p;
+    base_params(&p, 2, 4);
+    lf_plan_sample dup[3] = {{.id = 7, .length = 60, .block = 0},
+                             {.id = 9, .length = 60, .block = 0},
+                             {.id = 7, .length = 60, .block = 1}};
+    lf_plan *plan = NULL;
+    ASSERT_EQ(lf_plan_create(&p, dup, 3, &plan), LF_PLAN_E_ARG);
+    dup[2].id = 8;
+    ASSERT_EQ(lf_plan_create(&p, dup, 3, &plan), 0);
+    lf_plan_free(plan);
+    for (uint32_t s = LF_PLAN_NAIVE; s <= LF_PLAN_SORTED; s++) {
+        base_params(&p, 2, 4);
+        p.sampler = s;
+        p.batch_per_rank = 4;
+        p.rank_max_tokens = 100;
+        ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &plan), LF_PLAN_E_ARG);
+        p.rank_max_tokens = 0;
+        p.rank_max_padded = 100;
+        ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &plan), LF_PLAN_E_ARG);
+    }
+}
+
 int main(void)
 {
     make_samples();
+    test_refusals();
     test_locality();
     test_exactly_once_and_caps();
     test_pack_rows();

@@ -34,7 +34,8 @@ static const char usage_head[] =
     "\n"
     "Baselines: naive (full shuffle, equal counts per rank, as DistributedSampler)\n"
     "and sorted (length-grouped mega-batches, as HF group_by_length) take\n"
-    "--batch-per-rank samples per rank per step.\n"
+    "--batch-per-rank samples per rank per step, and are planned without\n"
+    "--max-tokens / --max-padded (caps bind balanced only).\n"
     "\n"
     "In-memory input (instead of DIR):\n"
     "  --synth N            N samples, lognormal lengths\n"
@@ -266,6 +267,7 @@ int main(int argc, char **argv)
         if (!((o.samplers >> s) & 1)) continue;
         lf_plan_params p = o.cli.params;
         p.sampler = s;
+        if (s != LF_PLAN_BALANCED) p.rank_max_tokens = p.rank_max_padded = 0; /* balanced's */
         rc = plan_score_run(&p, samples, n, o.steps, &sc[nsc]);
         sc[nsc].name = names[s];
         if (!rc) nsc++;

@@ -129,6 +129,7 @@ int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_
     uint32_t idx = lf_tf_index_dtype(out->dtype);
     size_t es = lf_dtype_size(out->dtype), is = lf_dtype_size(idx);
     uint64_t cells = (uint64_t)n * max_len;
+    if (idx == LF_DTYPE_I32 && max_len > INT32_MAX) return LF_TF_E_ARG; /* lengths in i32 */
     if (!out->tokens || !tf_fits(out->tokens_cap, cells, es) ||
         (out->lengths && !tf_fits(out->lengths_cap, n, is)) ||
         (out->mask && !tf_fits(out->mask_cap, cells, 1)))
@@ -171,6 +172,7 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
     uint32_t idx = lf_tf_index_dtype(out->dtype);
     size_t es = lf_dtype_size(out->dtype), is = lf_dtype_size(idx);
     uint64_t cells = (uint64_t)rows * seq_len, ncu = (uint64_t)n + rows + 1;
+    if (idx == LF_DTYPE_I32 && cells > INT32_MAX) return LF_TF_E_ARG; /* cu_seqlens in i32 */
     if (!out->tokens || !tf_fits(out->tokens_cap, cells, es) ||
         (out->positions && !tf_fits(out->positions_cap, cells, is)) ||
         (out->cu_seqlens && !tf_fits(out->cu_seqlens_cap, ncu, is)))

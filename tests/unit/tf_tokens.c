@@ -56,6 +56,10 @@ static void test_pad(void)
     ASSERT_EQ(lf_tf_tokens_pad(&o32, 4, 0, seqs, 2), LF_TF_E_ARG);
     lf_tf_seq bad = {t16a, 3, LF_DTYPE_I16, 0};
     ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 0, &bad, 1), LF_TF_E_ARG);
+    /* Lengths are i32 with i32 tokens: a longest past INT32_MAX cannot be
+     * written (refused before any buffer is looked at). */
+    o32.dtype = LF_DTYPE_I32;
+    ASSERT_EQ(lf_tf_tokens_pad(&o32, 0x80000000u, 0, NULL, 0), LF_TF_E_ARG);
 }
 
 static void test_pack(void)
@@ -98,6 +102,9 @@ static void test_pack(void)
     ASSERT_EQ(lf_tf_tokens_pack(&o, 2, 6, 0, back, 2), LF_TF_E_ARG);    /* rows decrease */
     lf_tf_seq far[1] = {{a, 1, LF_DTYPE_U16, 2}};
     ASSERT_EQ(lf_tf_tokens_pack(&o, 2, 6, 0, far, 1), LF_TF_E_ARG);     /* row >= rows */
+    /* i32 cu_seqlens end at rows x seq_len: past INT32_MAX they would wrap
+     * (2 x (2^30 + 1) once gave {0, 1073741825, -2147483646}). */
+    ASSERT_EQ(lf_tf_tokens_pack(&o2, 2, (1u << 30) + 1, 0, NULL, 0), LF_TF_E_ARG);
     o.cu_seqlens_cap = 5 * sizeof(int64_t);
     ASSERT_EQ(lf_tf_tokens_pack(&o, 2, 6, 0, seqs, 3), LF_TF_E_BUFFER); /* needs n+rows+1 */
     o.cu_seqlens_cap = sizeof cu;

@@ -251,9 +251,10 @@ static void count_off(srv *s, const srv_job *j)
     srv_pipeline *p = s->pl;
     if (j->epoch != p->uses_epoch) return;
     for (uint32_t k = 0; k < j->nblocks; k++) {
-        uint64_t b = j->block_ids[k];
+        uint64_t b = j->blocks[k].id;
+        uint32_t taken = j->blocks[k].nsamples;
         if (p->uses[b] == 0) continue;
-        p->uses[b] -= j->block_n[k] < p->uses[b] ? j->block_n[k] : p->uses[b];
+        p->uses[b] -= taken < p->uses[b] ? taken : p->uses[b];
         if (p->uses[b] > 0) continue;
         cache_entry *e = cache_find(p, b);
         if (e && e->pins == 0 && e->state == CE_READY && !e->bad) {
@@ -314,11 +315,8 @@ void srv_job_free(srv_job *j)
     free(j->lengths);
     free(j->row_of);
     free(j->micro_len);
-    free(j->block_ids);
-    free(j->block_n);
     free(j->blocks);
     free(j->block_of);
-    free(j->waits);
     free(j);
 }
 
@@ -349,24 +347,25 @@ static int job_micro(srv_job *j, const lf_plan_batch *b)
 }
 
 /* block_of[i] = the index of sample i's block (sample_blk[i]) in the job's
- * sorted, distinct block_ids, so the workers find a sample's bytes without
- * searching; block_n counts each block's samples. */
+ * sorted, distinct blocks, so the workers find a sample's bytes without
+ * searching; each block counts its samples. */
 static void mark_blocks(srv_job *j, const uint64_t *sample_blk)
 {
     for (uint32_t i = 0; i < j->n; i++) {
         uint32_t lo = 0, hi = j->nblocks - 1;
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
-            if (j->block_ids[mid] < sample_blk[i]) lo = mid + 1;
+            if (j->blocks[mid].id < sample_blk[i]) lo = mid + 1;
             else hi = mid;
         }
         j->block_of[i] = lo;
-        j->block_n[lo]++;
+        j->blocks[lo].nsamples++;
     }
 }
 
 /* Copies one rank's plan batch into a new job (no lock needed).
- * scratch_blocks: the caller's buffer for each sample's block number. */
+ * scratch_blocks: the caller's buffer, 2 x n entries: each sample's block
+ * number, then the same sorted. */
 static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
                                const lf_plan_batch *b, uint64_t **scratch_blocks)
 {
@@ -384,10 +383,9 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     j->ids = malloc(alloc * sizeof *j->ids);
     j->lengths = malloc(alloc * sizeof *j->lengths);
     j->row_of = malloc(alloc * sizeof *j->row_of);
-    j->block_ids = malloc(alloc * sizeof *j->block_ids);
-    uint64_t *blk = realloc(*scratch_blocks, alloc * sizeof *blk);
+    uint64_t *blk = realloc(*scratch_blocks, 2 * (size_t)alloc * sizeof *blk);
     if (blk) *scratch_blocks = blk;
-    if (!j->ids || !j->lengths || !j->row_of || !j->block_ids || !blk) {
+    if (!j->ids || !j->lengths || !j->row_of || !blk) {
         srv_job_free(j);
         return NULL;
     }
@@ -402,21 +400,20 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
         mark_rows(j, b->row_start);
     }
     for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
-    uint64_t *ids = j->block_ids;
-    memcpy(ids, blk, n * sizeof *ids);
-    qsort(ids, n, sizeof *ids, cmp_u64);
+    uint64_t *sorted = blk + alloc;
+    memcpy(sorted, blk, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_u64);
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (nb == 0 || ids[nb - 1] != ids[i]) ids[nb++] = ids[i];
+        if (nb == 0 || sorted[nb - 1] != sorted[i]) sorted[nb++] = sorted[i];
     j->nblocks = nb;
-    j->block_n = calloc(nb ? nb : 1, sizeof *j->block_n);
     j->blocks = calloc(nb ? nb : 1, sizeof *j->blocks);
-    j->waits = calloc(nb ? nb : 1, sizeof *j->waits);
     j->block_of = malloc(alloc * sizeof *j->block_of);
-    if (!j->block_n || !j->blocks || !j->waits || !j->block_of) {
+    if (!j->blocks || !j->block_of) {
         srv_job_free(j);
         return NULL;
     }
+    for (uint32_t k = 0; k < nb; k++) j->blocks[k].id = sorted[k];
     mark_blocks(j, blk);
     return j;
 }
@@ -426,8 +423,8 @@ static uint64_t job_raw_bytes(srv *s, const srv_job *j)
 {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < j->nblocks; i++)
-        if (!cache_find(s->pl, j->block_ids[i]))
-            sum += lf_dataset_block(s->ds, j->block_ids[i])->raw_size;
+        if (!cache_find(s->pl, j->blocks[i].id))
+            sum += lf_dataset_block(s->ds, j->blocks[i].id)->raw_size;
     return sum;
 }
 
@@ -483,9 +480,9 @@ static int submit_job(srv *s, srv_job *j, uint64_t key)
     j->counts = claim_count(r, key);
     for (uint32_t i = 0; i < j->nblocks; i++) {
         int ready = 0;
-        j->blocks[i] = pin_block(s, j->block_ids[i], &ready);
-        if (!j->blocks[i]) {
-            for (uint32_t k = 0; k < i; k++) unpin(s, j->blocks[k]);
+        j->blocks[i].entry = pin_block(s, j->blocks[i].id, &ready);
+        if (!j->blocks[i].entry) {
+            for (uint32_t k = 0; k < i; k++) unpin(s, j->blocks[k].entry);
             j->nblocks = 0;
             return -ENOMEM;
         }
@@ -495,12 +492,13 @@ static int submit_job(srv *s, srv_job *j, uint64_t key)
      * appended, so jobs that a block completes go to assembly oldest first,
      * the order the control thread announces them in. */
     for (uint32_t i = 0; i < j->nblocks; i++) {
-        cache_entry *e = j->blocks[i];
+        cache_entry *e = j->blocks[i].entry;
+        srv_job_wait *w = &j->blocks[i].wait;
         if (e->state == CE_READY) continue;
-        j->waits[i] = (srv_job_wait){.job = j};
-        if (e->waiters_last) e->waiters_last->next = &j->waits[i];
-        else e->waiters = &j->waits[i];
-        e->waiters_last = &j->waits[i];
+        *w = (srv_job_wait){.job = j};
+        if (e->waiters_last) e->waiters_last->next = w;
+        else e->waiters = w;
+        e->waiters_last = w;
     }
     if (r->jobs_tail) r->jobs_tail->next = j;
     else r->jobs_head = j;
@@ -954,7 +952,7 @@ static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
 /* The fields of a job's sample i, located in its pinned block. */
 static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *views)
 {
-    const cache_entry *e = j->blocks[j->block_of[i]];
+    const cache_entry *e = j->blocks[j->block_of[i]].entry;
     lf_shard_error err;
     if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
         srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
@@ -1136,7 +1134,7 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
 static void finish_job(srv *s, srv_job *j)
 {
     if (j->counts) count_off(s, j);
-    for (uint32_t i = 0; i < j->nblocks; i++) unpin(s, j->blocks[i]);
+    for (uint32_t i = 0; i < j->nblocks; i++) unpin(s, j->blocks[i].entry);
     j->done = 1;
     s->pl->jobs_in_flight--;
     if (s->pl->plan_wait == PLAN_WAITS_ROOM) pthread_cond_signal(&s->cv_plan);
@@ -1149,12 +1147,12 @@ static void finish_job(srv *s, srv_job *j)
 static void drop_quarantined(srv *s, srv_job *j)
 {
     int any = 0;
-    for (uint32_t i = 0; i < j->nblocks; i++) any |= j->blocks[i]->bad;
+    for (uint32_t i = 0; i < j->nblocks; i++) any |= j->blocks[i].entry->bad;
     if (!any) return;
     int pad = s->cfg.plan.layout != LF_PLAN_PACK && !j->micro_len; /* a row a sample */
     uint32_t k = 0;
     for (uint32_t i = 0; i < j->n; i++) {
-        if (j->blocks[j->block_of[i]]->bad) {
+        if (j->blocks[j->block_of[i]].entry->bad) {
             j->tokens -= j->lengths[i] <= j->tokens ? j->lengths[i] : j->tokens;
             s->m.quarantined_samples++;
             continue;

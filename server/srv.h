@@ -95,6 +95,14 @@ typedef struct srv_job_wait {
     struct srv_job_wait *next;
 } srv_job_wait;
 
+/* One distinct block a job takes samples from. */
+typedef struct srv_job_block {
+    uint64_t id;                 /* the block's number */
+    uint32_t nsamples;           /* how many of the job's samples it holds */
+    cache_entry *entry;          /* its cache entry, once pinned */
+    srv_job_wait wait;           /* the job's link in that entry's waiter list */
+} srv_job_block;
+
 struct srv_job {
     uint32_t li;                 /* local rank index */
     uint32_t epoch;
@@ -107,11 +115,8 @@ struct srv_job {
     uint32_t *micro_len;         /* --micro-batches: each micro-batch's padded length */
     uint64_t cost, tokens;
     uint32_t nblocks;            /* distinct blocks, in block order */
-    uint64_t *block_ids;         /* their numbers */
-    uint32_t *block_n;           /* how many of the job's samples each holds */
-    cache_entry **blocks;        /* their cache entries, once pinned */
+    srv_job_block *blocks;
     uint32_t *block_of;          /* per sample: its block's index in blocks */
-    srv_job_wait *waits;         /* per block: the link for its waiter list */
     uint32_t missing;            /* blocks not decoded yet */
     int done;                    /* assembled into its slot */
     int discard;                 /* its rank is gone: assemble nothing */

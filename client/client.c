@@ -519,16 +519,14 @@ int lf_report_step(lf_client *c, uint64_t compute_ns)
     if (!c->got) return LF_E_ORDER; /* no step to report on yet */
     lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step,
                         .compute_ns = compute_ns, .wait_ns = c->last_wait_ns};
-    return c->gpu ? lf_gpu_report(c->gpu, &r)
-                  : lf_client_host_report(c, r.epoch, r.step, r.compute_ns, r.wait_ns);
+    return c->gpu ? lf_gpu_report(c->gpu, &r) : lf_client_host_report(c, &r);
 }
 
-int lf_client_host_report(lf_client *c, uint32_t epoch, uint64_t step, uint64_t compute_ns,
-                          uint64_t wait_ns)
+int lf_client_host_report(lf_client *c, const lf_step_report *r)
 {
     lf_msg m = {.type = LF_MSG_STEP,
-                .u.step = {.epoch = epoch, .step = step, .compute_ns = compute_ns,
-                           .wait_ns = wait_ns}};
+                .u.step = {.epoch = r->epoch, .step = r->step, .compute_ns = r->compute_ns,
+                           .wait_ns = r->wait_ns}};
     return send_msg(c, &m);
 }
 

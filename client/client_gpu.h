@@ -20,8 +20,7 @@ typedef struct lf_step_report {
     uint32_t epoch;
     uint64_t step, compute_ns, wait_ns;
 } lf_step_report;
-int lf_client_host_report(lf_client *c, uint32_t epoch, uint64_t step, uint64_t compute_ns,
-                          uint64_t wait_ns);
+int lf_client_host_report(lf_client *c, const lf_step_report *r);
 /* The mapped ring and its slot size. */
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
 /* Records a failure's text for lf_client_error. */

@@ -160,7 +160,7 @@ static int send_reports(lf_client *c, const lf_step_report *r, uint32_t n)
 {
     int rc = 0;
     for (uint32_t i = 0; i < n && rc == 0; i++)
-        rc = lf_client_host_report(c, r[i].epoch, r[i].step, r[i].compute_ns, r[i].wait_ns);
+        rc = lf_client_host_report(c, &r[i]);
     return rc;
 }
 
@@ -370,9 +370,8 @@ int lf_gpu_report(lf_gpu *g, const lf_step_report *r)
     pthread_mutex_lock(&g->mu);
     /* A full queue waits for the thread: it wakes for reports, and sends
      * them between copies (at most a socket poll apart). */
-    while (!g->ended && !g->stop && g->nreports == MAX_REPORTS)
-        pthread_cond_wait(&g->cv, &g->mu);
-    int direct = g->ended || g->stop; /* the socket is the trainer's again */
+    while (!g->ended && g->nreports == MAX_REPORTS) pthread_cond_wait(&g->cv, &g->mu);
+    int direct = g->ended; /* the thread is done with the socket */
     if (!direct) {
         g->reports[g->nreports++] = *r;
         pthread_cond_broadcast(&g->cv);

@@ -9,8 +9,9 @@
  * again as u32, so the common case reads the input once and the result never
  * depends on guessing. Input that cannot be read twice (a pipe) is written
  * as u32 from the start, unless --dtype says otherwise: a second pass would
- * see only what the first left in the pipe. Lines are parsed in batches on --threads threads and
- * added in line order, so the first bad line in the file is the one named.
+ * see only what the first left in the pipe. Lines are parsed in batches on
+ * --threads threads and added in line order, so the first bad line in the
+ * file is the one named.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -607,6 +607,11 @@ int main(int argc, char **argv)
     uint64_t t0 = srv_now_ns();
     int served = rc == 0;
     if (rc == 0) rc = srv_control_run(&s);
+    /* The control thread no longer reads the signalfd: a second SIGINT or
+     * SIGTERM now ends the process at once, as users expect when a thread is
+     * stuck in I/O below. Nothing is lost: the sockets are already removed
+     * and the rings are memfds, freed with the process. */
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     srv_pipeline_stop(&s);
     /* -ECANCELED and -EADDRINUSE were reported where they happened. */
     if (s.failed) fprintf(stderr, "lf-server: error: %s\n", s.fail_msg);

@@ -7,6 +7,8 @@
 #  - 3 ranks, pack layout: the batches equal the plan too;
 #  - 2 ranks, lf-server --micro-batches (each micro-batch padded to its own
 #    longest): the batches equal the plan too;
+#  - 2 ranks, --compare with --max-tokens: balanced is served with the cap,
+#    the baselines without it (their servers refuse caps), each == its plan;
 #  - a planted fault (one rank's parameter nudged after step 10) must fail
 #    the run with the cross-rank parameter check's message;
 #  - without a GPU, --device cuda is refused with a reason;
@@ -40,6 +42,19 @@ train micro 2 --batches "$WORK/micro" -- "${MICRO[@]}" ||
   { cat "$WORK/micro.out" >&2; fail "lf-train (2 ranks, --micro-batches) failed"; }
 check_plan micro 2 balanced "${MICRO[@]}"
 echo "2 ranks, --micro-batches: batches == plan"
+
+# 2c. --compare with a per-rank cap: balanced is served with it, naive and
+# sorted (whose servers refuse caps) without it, each equal to its plan
+train compare 2 --compare --batches "$WORK/cmp" -- --max-tokens 300 ||
+  { cat "$WORK/compare.out" >&2; fail "lf-train --compare --max-tokens failed"; }
+check_plan cmp.balanced 2 balanced --max-tokens 300
+for s in naive sorted; do
+  check_plan "cmp.$s" 2 "$s"
+  grep -q "^lf-train: $s runs without --max-tokens" "$WORK/compare.out" ||
+    fail "no word that $s runs without the cap: $(cat "$WORK/compare.out")"
+done
+grep -q "^balanced tokens/s vs naive: " "$WORK/compare.out" || fail "no comparison table"
+echo "2 ranks, --compare --max-tokens: the cap binds balanced only, batches == plans"
 
 # 3. a planted fault must be caught by the parameter check
 if train fault 2 --sampler naive --fault-step 10 --fault-rank 1 -- --samples-per-rank 1; then

@@ -53,7 +53,8 @@ static void usage(FILE *f)
 "  -- ARGS             more lf-server arguments (--budget, --layout, --max-tokens, ...)\n"
 "  --endpoint EP       use a running lf-server instead of --data\n"
 "  --sampler S         balanced, naive or sorted (default balanced)\n"
-"  --compare           run all three samplers back to back and print a table (--data)\n"
+"  --compare           run all three samplers back to back and print a table (--data);\n"
+"                      --max-tokens/--max-padded after -- bind balanced only\n"
 "  --epochs E, --seed S   plan epochs and seed given to lf-server (1, 0)\n"
 "  --cost A,B,C0,D     cost model for lf-server and the planned cost column\n"
 "                      (default: lf-server's text preset, hidden 4096)\n"
@@ -207,6 +208,43 @@ static pid_t spawn(const char *bin, char **argv)
     _exit(127);
 }
 
+/* How many words of the server arguments at a to leave out for a baseline
+ * sampler in --compare: the per-rank caps (--max-tokens, --max-padded and
+ * their values) bind balanced only, and naive and sorted servers refuse
+ * them, as lf-plan plans the baselines without them. */
+static int baseline_skips(char **a, int left)
+{
+    static const char *const caps[] = {"--max-tokens", "--max-padded"};
+    for (size_t i = 0; i < sizeof caps / sizeof *caps; i++) {
+        size_t n = strlen(caps[i]);
+        if (strncmp(a[0], caps[i], n) != 0) continue;
+        if (a[0][n] == '=') return 1;
+        if (a[0][n] == '\0') return left > 1 ? 2 : 1;
+    }
+    return 0;
+}
+
+/* The server's argument list: the fixed words, then the caller's server
+ * arguments (less the caps for a baseline in --compare), NULL-terminated. */
+static char **server_argv(const opts *o, const char *sampler, const char *const *fixed,
+                          size_t nf)
+{
+    char **argv = calloc(nf + (size_t)o->nserver_args + 1, sizeof *argv);
+    if (!argv) return NULL;
+    memcpy(argv, fixed, nf * sizeof *argv);
+    int drop = o->compare && strcmp(sampler, "balanced") != 0, dropped = 0;
+    for (int i = 0; i < o->nserver_args;) {
+        int k = drop ? baseline_skips(o->server_args + i, o->nserver_args - i) : 0;
+        if (k == 0) argv[nf++] = o->server_args[i++];
+        dropped |= k > 0;
+        i += k;
+    }
+    if (dropped)
+        printf("lf-train: %s runs without --max-tokens/--max-padded (they bind balanced "
+               "only)\n", sampler);
+    return argv;
+}
+
 static int server_start(const opts *o, const char *sampler, int world, server *s)
 {
     char bin[4096], sw[16], se[16], sseed[32], scost[128], spad[32];
@@ -232,11 +270,8 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     const char *fixed[] = {bin, "--data", o->data, "--world", sw, "--sampler", sampler,
                            "--epochs", se, "--seed", sseed, "--cost", scost, "--pad-id", spad,
                            "--endpoint", s->endpoint, "--quiet"};
-    size_t nf = sizeof fixed / sizeof *fixed, n = nf + (size_t)o->nserver_args;
-    char **argv = calloc(n + 1, sizeof *argv);
+    char **argv = server_argv(o, sampler, fixed, sizeof fixed / sizeof *fixed);
     if (!argv) return -ENOMEM;
-    memcpy(argv, fixed, sizeof fixed);
-    memcpy(argv + nf, o->server_args, (size_t)o->nserver_args * sizeof *argv);
     s->pid = spawn(bin, argv);
     free(argv);
     if (s->pid < 0) {

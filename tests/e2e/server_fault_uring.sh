@@ -10,6 +10,7 @@
 # naming the shard file and offset, and the clients get that error (no
 # hang). A malformed hook value is refused at start-up.
 source "$(dirname "$0")/server_lib.sh"
+need_uring
 
 make_dataset "$WORK/ds"
 PLAN=(--data "$WORK/ds" --seed 3 --epochs 2 --budget 400000 --world 2)

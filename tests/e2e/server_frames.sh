@@ -3,6 +3,7 @@
 # stored frames, zero-padded to the batch's longest, with the right lengths;
 # every sample once per epoch; batches equal the plan; pread == io_uring.
 source "$(dirname "$0")/server_lib.sh"
+need_uring
 
 "$LF_BIN/lf-shard" synth frames --out "$WORK/fr" --samples 300 --seed 2 --width 16 \
   --len-median 40 --len-min 4 --len-max 200 --threads 1 --block-size 16K >"$WORK/synth.log" 2>&1 ||

@@ -5,6 +5,7 @@
 # labels equal the stored labels; every sample once per epoch; batches equal
 # the plan; pread and io_uring give byte-identical streams.
 source "$(dirname "$0")/server_lib.sh"
+need_uring
 
 "$LF_BIN/lf-shard" synth images --out "$WORK/img" --samples 120 --seed 4 --min-side 48 \
   --max-side 160 --threads 1 >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "synth images"; }

@@ -33,6 +33,16 @@ cleanup() {
 trap cleanup EXIT
 
 # A small token dataset (2000 samples, 65 blocks) shared by the scenarios.
+# Tests that force --io uring (a failed set-up is then fatal, by design)
+# skip where the kernel or a seccomp profile refuses io_uring_setup (425 on
+# x86-64 and arm64), as Docker's default profile does.
+need_uring() {
+  /usr/bin/python3 -c 'import ctypes, sys
+p = ctypes.create_string_buffer(120)
+sys.exit(0 if ctypes.CDLL(None, use_errno=True).syscall(425, 1, p) >= 0 else 1)' ||
+    { echo "SKIP: io_uring cannot be set up here (kernel or seccomp), --io uring untestable"; exit 77; }
+}
+
 make_dataset() {   # DIR [extra lf-shard synth args]
   local dir=$1; shift
   "$LF_BIN/lf-shard" synth tokens --out "$dir" --samples 2000 --seed 7 --threads 1 "$@" >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }

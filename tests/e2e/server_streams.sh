@@ -8,6 +8,7 @@
 # fewer tensor bytes than one [n, longest] i32 batch); nothing is left in
 # /dev/shm or the runtime directory.
 source "$(dirname "$0")/server_lib.sh"
+need_uring
 
 make_dataset "$WORK/ds"
 PLAN=(--data "$WORK/ds" --seed 3 --epochs 2 --budget 400000)

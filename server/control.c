@@ -228,7 +228,6 @@ static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
     r->started = 1;
     r->start_epoch = p->epoch;
     r->start_step = p->step;
-    r->start_plan = p->plan_id;
     if (!s->all_started) {
         maybe_start_all(c);
         return;

@@ -370,9 +370,10 @@ static int dataset_defaults(srv *s)
                              (size_t)lf_dataset_samples(s->ds),
                              s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
     free(v);
-    if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
     s->cfg.plan = s->cfg.cli.params;
-    return rc;
+    if (rc >= 0) return rc;
+    fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+    return -ECANCELED; /* reported */
 }
 
 /* --token-dtype and --pad-id against the shards: a u16 tensor cannot hold
@@ -571,12 +572,14 @@ int main(int argc, char **argv)
     if (rc == 0) rc = pick_fields(&s);
     if (rc == 0 && s.cfg.print_plan) {
         rc = srv_print_plan(&s);
-        if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+        if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
         lf_dataset_close(s.ds);
         return rc < 0 ? 1 : 0;
     }
-    if (rc == 0 && (rc = srv_plan_prepass(&s)) < 0)
-        fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+    if (rc == 0 && (rc = srv_plan_prepass(&s)) < 0) {
+        fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
+        rc = -ECANCELED;
+    }
     if (rc == 0) rc = budget_memory(&s);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv_plan, NULL);
@@ -595,8 +598,10 @@ int main(int argc, char **argv)
                     strerror(-rc));
             rc = -ECANCELED;
         }
-    if (rc == 0 && (rc = srv_pipeline_init(&s)) < 0)
-        fprintf(stderr, "lf-server: pipeline: %s\n", rc > -4096 ? strerror(-rc) : "error");
+    if (rc == 0 && (rc = srv_pipeline_init(&s)) < 0 && rc != -ECANCELED) {
+        fprintf(stderr, "lf-server: pipeline: %s\n", strerror(-rc));
+        rc = -ECANCELED;
+    }
     /* From here SIGINT/SIGTERM arrive through the control thread's signalfd
      * (every thread inherits the mask), so they end the run cleanly. */
     sigset_t set;

@@ -95,7 +95,6 @@ typedef struct reader {
     struct io_uring ring;
     int use_uring;
     uint32_t nbufs;
-    size_t buf_size;
     unsigned char **bufs;
     uint32_t *free_bufs, nfree;
     uint32_t *got;               /* io_uring: bytes read so far, per batch entry */
@@ -591,9 +590,9 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
     uint64_t key = srv_pos_key(st->epoch, st->step);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         lf_plan_batch b;
-        int rc = lf_plan_rank_batch(s->pl->plan, s->cfg.local[li], &b);
+        int rc = srv_plan_errno(lf_plan_rank_batch(s->pl->plan, s->cfg.local[li], &b));
         if (rc < 0) {
-            srv_fail(s, "plan: rank batch: %s", lf_plan_strerror(rc));
+            srv_fail(s, "plan: rank batch: %s", strerror(-rc));
             return rc;
         }
         srv_job *j = job_from_batch(s, li, st, &b, scratch);
@@ -644,13 +643,13 @@ static void *planner_main(void *arg)
         add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
         for (; rc >= 0;) {
             uint64_t t0 = srv_now_ns();
-            rc = lf_plan_next_step(s->pl->plan, &st);
+            rc = srv_plan_errno(lf_plan_next_step(s->pl->plan, &st));
             add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
             if (rc <= 0) break;
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
         }
-        if (rc < 0 && !s->stop) srv_fail(s, "plan: %s", lf_plan_strerror(rc));
+        if (rc < 0 && !s->stop) srv_fail(s, "plan: %s", strerror(-rc));
     }
     free(scratch);
     pthread_mutex_lock(&s->mu);
@@ -692,7 +691,7 @@ static int catchup_step(const catchup *cu, lf_plan *plan, const lf_plan_step *st
     pthread_mutex_unlock(&s->mu);
     if (done) return 1;
     lf_plan_batch b;
-    int rc = lf_plan_rank_batch(plan, s->cfg.local[cu->li], &b);
+    int rc = srv_plan_errno(lf_plan_rank_batch(plan, s->cfg.local[cu->li], &b));
     if (rc < 0) return rc;
     srv_job *j = job_from_batch(s, cu->li, st, &b, scratch);
     if (!j) return -ENOMEM;
@@ -716,10 +715,10 @@ static void *catchup_main(void *arg)
     int rc = srv_plan_create(s, &plan);
     for (uint32_t e = 0; rc == 0 && e < s->cfg.epochs; e++) {
         lf_plan_step st;
-        while (rc == 0 && (rc = lf_plan_next_step(plan, &st)) == 1)
+        while (rc == 0 && (rc = srv_plan_errno(lf_plan_next_step(plan, &st))) == 1)
             rc = catchup_step(cu, plan, &st, &scratch);
     }
-    if (rc < 0) srv_fail(s, "catch-up of rank %u: %s", s->cfg.local[cu->li], lf_plan_strerror(rc));
+    if (rc < 0) srv_fail(s, "catch-up of rank %u: %s", s->cfg.local[cu->li], strerror(-rc));
     lf_plan_free(plan);
     free(scratch);
     srv_rank *r = &s->ranks[cu->li];
@@ -743,10 +742,21 @@ static int pread_full(int fd, unsigned char *buf, size_t len, uint64_t off)
         ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return -errno;
-        if (n == 0) return -EIO; /* the file is shorter than its index says */
+        if (n == 0) return -ENODATA; /* the file is shorter than its index says */
         done += (size_t)n;
     }
     return 0;
+}
+
+/* Stops the server on a failed read of entry e, naming the shard, the byte
+ * and the block (got: the bytes of the block already read). Returns err. */
+static int read_failed(reader *rd, const cache_entry *e, uint32_t got, int err)
+{
+    const lf_block_info *bi = lf_dataset_block(rd->s->ds, e->block);
+    srv_fail(rd->s, "read: %s at byte %" PRIu64 " (block %" PRIu64 "): %s",
+             lf_dataset_shard_path(rd->s->ds, bi->shard), bi->file_offset + got, e->block,
+             err == -ENODATA ? "the file ends before its index says it does" : strerror(-err));
+    return err;
 }
 
 /* Queues the rest of entry i's read: from byte got[i] of its block on. */
@@ -831,8 +841,8 @@ static int read_batch_uring(reader *rd, cache_entry **v, uint32_t n)
             continue;
         }
         pending--;
-        if (res < 0) err = res;
-        else if (res == 0 && want > 0) err = -EIO;
+        if (err == 0 && (res < 0 || (res == 0 && want > 0)))
+            err = read_failed(rd, v[i], rd->got[i], res < 0 ? res : -ENODATA);
     }
     return rc < 0 ? rc : err;
 }
@@ -844,7 +854,7 @@ static int read_batch_pread(reader *rd, cache_entry **v, uint32_t n)
         const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
         int rc = pread_full(s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf],
                             bi->stored_size, bi->file_offset);
-        if (rc < 0) return rc;
+        if (rc < 0) return read_failed(rd, v[i], 0, rc);
     }
     return 0;
 }
@@ -879,14 +889,17 @@ static void *reader_main(void *arg)
         s->m.uring_retries += rd->retries;
         s->m.uring_injected += rd->injected;
         rd->retries = rd->injected = 0;
-        for (uint32_t i = 0; i < n; i++) {
+        /* After a failed read nothing of the batch is decoded: a block not
+         * read whole would decode as damage (and --on-corrupt=skip would
+         * quarantine sound data). */
+        for (uint32_t i = 0; rc >= 0 && i < n; i++) {
             v[i]->state = CE_DECODING;
             q_push(&s->pl->decode_q, v[i]);
         }
         pthread_cond_broadcast(&s->cv_work);
         pthread_mutex_unlock(&s->mu);
         if (rc < 0) {
-            srv_fail(s, "read: %s", strerror(-rc));
+            srv_fail(s, "read: %s", strerror(-rc)); /* unless read_failed said more */
             break;
         }
     }
@@ -923,13 +936,18 @@ static int is_corrupt(long n, uint32_t raw_size)
            (n >= 0 && n != (long)raw_size);
 }
 
-/* Returns 0 (e->bad set when the block is quarantined) or <0 on failure. */
+/* Returns 0 (e->bad set when the block is quarantined) or <0 on failure,
+ * reported (srv_fail): the block never becomes ready, and the server stops. */
 static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
 {
     const lf_block_info *bi = lf_dataset_block(s->ds, e->block);
     lf_shard_error err;
     e->raw = malloc(e->raw_size ? e->raw_size : 1);
-    if (!e->raw) return -ENOMEM;
+    if (!e->raw) {
+        srv_fail(s, "block %" PRIu64 ": cannot allocate %" PRIu32 " bytes to decode it", e->block,
+                 e->raw_size);
+        return -ENOMEM;
+    }
     long n = lf_block_decode(w->dec, s->ds, e->block, e->owner->bufs[e->buf],
                              bi->stored_size, e->raw, e->raw_size, &err);
     if (s->cfg.skip_corrupt && is_corrupt(n, e->raw_size)) {
@@ -1172,13 +1190,16 @@ static void drop_quarantined(srv *s, srv_job *j)
 static void run_assembly(srv *s, worker_ctx *w, srv_job *j, int discard)
 {
     uint64_t busy = 0;
+    int rc = 0;
     if (!discard) {
         uint64_t t0 = srv_now_ns();
-        int rc = assemble(s, w, j);
-        if (rc < 0 && !s->failed) srv_fail(s, "assembly: %s", strerror(-rc));
+        rc = assemble(s, w, j);
+        if (rc < 0) srv_fail(s, "assembly: %s", strerror(-rc)); /* the first reason stays */
         busy = srv_now_ns() - t0;
     }
     pthread_mutex_lock(&s->mu);
+    /* A half-written slot is never announced: its rank gets the error. */
+    if (rc < 0) j->discard = 1;
     s->m.assemble_busy_ns += busy;
     finish_job(s, j);
     pthread_mutex_unlock(&s->mu);
@@ -1251,7 +1272,6 @@ static int reader_init(srv *s, reader *rd, uint32_t depth, size_t buf_size)
 {
     rd->s = s;
     rd->nbufs = depth;
-    rd->buf_size = buf_size;
     rd->bufs = calloc(depth, sizeof *rd->bufs);
     rd->free_bufs = calloc(depth, sizeof *rd->free_bufs);
     rd->got = calloc(depth, sizeof *rd->got);
@@ -1301,8 +1321,12 @@ int srv_pipeline_init(srv *s)
     if (!p->shard_fds) return -ENOMEM;
     for (uint32_t i = 0; i < p->nshards; i++) p->shard_fds[i] = -1;
     for (uint32_t i = 0; i < p->nshards; i++) {
-        p->shard_fds[i] = open(lf_dataset_shard_path(s->ds, i), O_RDONLY | O_CLOEXEC);
-        if (p->shard_fds[i] < 0) return -errno;
+        const char *path = lf_dataset_shard_path(s->ds, i);
+        if ((p->shard_fds[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+            int e = errno;
+            fprintf(stderr, "lf-server: %s: %s\n", path, strerror(e));
+            return -ECANCELED;
+        }
     }
     p->nbuckets = 1024;
     while (p->nbuckets < lf_dataset_blocks(s->ds) && p->nbuckets < (1u << 22)) p->nbuckets <<= 1;

@@ -24,6 +24,17 @@
 /* The plan from epoch index e of the run on (epochs do not depend on each
  * other: a plan started at epoch e makes the same steps as one that walked
  * the epochs before it). */
+int srv_plan_errno(int status)
+{
+    switch (status) {
+    case LF_PLAN_E_NOMEM: return -ENOMEM;
+    case LF_PLAN_E_STATE: return -EBADMSG;
+    case LF_PLAN_E_BUFFER: return -ENOBUFS;
+    case LF_PLAN_E_RANGE: return -ERANGE;
+    default: return status < 0 ? -EINVAL : status;
+    }
+}
+
 static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);
@@ -32,7 +43,7 @@ static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
     prm.epoch += e;
     int rc = lf_plan_create(&prm, v, lf_dataset_samples(s->ds), out);
     free(v);
-    return rc;
+    return srv_plan_errno(rc);
 }
 
 int srv_plan_create(const srv *s, lf_plan **out)
@@ -135,10 +146,10 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, batch_fn fn, void *arg)
     if (rc < 0) return rc;
     for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
-        while (rc >= 0 && (rc = lf_plan_next_step(p, &st)) == 1) {
+        while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
-                rc = lf_plan_rank_batch(p, s->cfg.local[li], &b);
+                rc = srv_plan_errno(lf_plan_rank_batch(p, s->cfg.local[li], &b));
                 if (rc >= 0) rc = fn(s, arg, &st, &b);
             }
         }
@@ -223,12 +234,12 @@ static int walk_epochs_parallel(srv *s)
     for (uint32_t t = 0; t < n; t++)
         parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)s->cfg.epochs * t / n),
                                   .e1 = (uint32_t)((uint64_t)s->cfg.epochs * (t + 1) / n)};
-    for (uint32_t t = 1; t < n; t++) /* this thread walks the first share */
-        if (pthread_create(&parts[t].thread, NULL, prepass_main, &parts[t]) != 0)
-            parts[t].rc = -EAGAIN;
-        else
-            parts[t].started = 1;
-    prepass_main(&parts[0]);
+    /* This thread walks the first share, and any a thread could not be
+     * made for (slower, but the start-up goes on). */
+    for (uint32_t t = 1; t < n; t++)
+        parts[t].started = pthread_create(&parts[t].thread, NULL, prepass_main, &parts[t]) == 0;
+    for (uint32_t t = 0; t < n; t++)
+        if (!parts[t].started) prepass_main(&parts[t]);
     int rc = 0;
     for (uint32_t t = 0; t < n; t++) {
         if (parts[t].started) pthread_join(parts[t].thread, NULL);
@@ -251,7 +262,7 @@ static int compute_plan_id(srv *s)
     lf_plan_free(p);
     if (!blob || n < 0) {
         free(blob);
-        return n < 0 ? (int)n : -ENOMEM;
+        return n < 0 ? srv_plan_errno((int)n) : -ENOMEM;
     }
     const lf_plan_params *pp = &s->cfg.plan;
     const lf_tf_image_params *ip = &s->cfg.image;

@@ -119,7 +119,7 @@ struct srv_job {
     uint32_t *block_of;          /* per sample: its block's index in blocks */
     uint32_t missing;            /* blocks not decoded yet */
     int done;                    /* assembled into its slot */
-    int discard;                 /* its rank is gone: assemble nothing */
+    int discard;                 /* rank gone (assemble nothing) or assembly failed */
     int counts;                  /* its samples count off the pending counts */
     srv_job *next;               /* in-flight list of its rank, seq order */
 };
@@ -135,7 +135,7 @@ typedef struct srv_rank {
     uint64_t next_seq;           /* planner: seq of the next job */
     int started, gone, ended;    /* START seen; client left or died; END sent */
     uint32_t start_epoch;
-    uint64_t start_step, start_plan;
+    uint64_t start_step;
     /* Step keys (srv_pos_key): where this rank's stream starts, the next
      * step the planner decides for it, and the first step whose samples
      * have not been counted off the cache's pending counts yet. */
@@ -207,6 +207,9 @@ int srv_rank_catch_up(srv *s, uint32_t li);
 uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
 
 /* plan.c */
+/* The balancer's status codes (LF_PLAN_E_*) as errno values: the server
+ * reports every error with strerror, so none is read in the wrong space. */
+int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
 int srv_plan_prepass(srv *s);    /* slot size and plan id */
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l);

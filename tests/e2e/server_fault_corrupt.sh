@@ -7,7 +7,9 @@
 # batch less those samples (so every other sample arrives exactly once per
 # epoch, its token bytes equal to the shards' as the clients check), and two
 # runs deliver byte-identical streams. A truncated shard (cut inside its
-# blocks) is refused at start-up in either mode, naming the file.
+# blocks) is refused at start-up in either mode, naming the file; one cut
+# while the server runs is a read error naming file, byte and block (with
+# either reader, in either mode, nothing quarantined).
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds" --shard-size 1M
@@ -128,3 +130,38 @@ for mode in fail skip; do
   check_no_leftovers
 done
 echo "truncated shard refused at start-up in both modes: $(head -1 "$WORK/cut.log")"
+
+# A shard cut short while the server runs (after start-up, before the ranks
+# START, so no block is read yet): a failing read, not damage. Both modes and
+# both readers exit 1 naming the shard, the byte and the block, the clients
+# get that reason, and nothing is quarantined (the blocks a read did not fill
+# are never decoded).
+make_dataset "$WORK/clean" --shard-size 1M   # $WORK/ds less the flipped bytes
+for io in pread uring; do
+  for mode in fail skip; do
+    rm -rf "$WORK/cut"
+    cp -r "$WORK/clean" "$WORK/cut"
+    f="$WORK/cut/$(shard_file "$last")"
+    start_server "${PLAN[@]/$WORK\/ds/$WORK/cut}" --io "$io" --on-corrupt "$mode"
+    truncate -s $(($(stat -c %s "$f") / 2)) "$f"
+    cpids=()
+    for r in 0 1; do
+      "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 2 >"$WORK/cut$io$mode.r$r.log" 2>&1 &
+      cpids+=($!)
+    done
+    for p in "${cpids[@]}"; do
+      if wait "$p"; then fail "cut while serving ($io, $mode): a rank finished"; fi
+    done
+    rc=0
+    wait "$SERVER_PID" || rc=$?
+    log=$(cat "$WORK/server.log")
+    [[ $rc -eq 1 ]] || fail "cut while serving ($io, $mode): exit $rc, want 1: $log"
+    grep -Eq "error: read: $f at byte [0-9]+ \(block [0-9]+\): the file ends before its index says it does" \
+      <<<"$log" || fail "cut while serving ($io, $mode): no read error naming file, byte and block: $log"
+    ! grep -Eq "quarantined(:| [1-9])" <<<"$log" || fail "cut while serving ($io, $mode): quarantined: $log"
+    grep -q "server: read: .*$(basename "$f") at byte" "$WORK"/cut$io$mode.r*.log ||
+      fail "cut while serving ($io, $mode): the clients lack the reason"
+    check_no_leftovers
+  done
+done
+echo "shard cut while serving: $(grep -o 'error: read: .*' "$WORK/server.log" | sed "s|$WORK/||")"

@@ -121,6 +121,7 @@ typedef struct srv_pipeline {
     cache_entry **buckets;
     uint64_t nbuckets;           /* a power of two */
     uint64_t cache_bytes;        /* raw bytes of every entry */
+    uint64_t lru_bytes;          /* of them, the idle entries' (in the LRU) */
     cache_entry *lru_head, *lru_tail;
     uint32_t *uses;              /* per block: local samples still to come this epoch */
     uint32_t uses_epoch;         /* the epoch `uses` counts */
@@ -189,6 +190,7 @@ static void lru_remove(srv_pipeline *p, cache_entry *e)
     if (e->lru_next) e->lru_next->lru_prev = e->lru_prev;
     else p->lru_tail = e->lru_prev;
     e->lru_prev = e->lru_next = NULL;
+    p->lru_bytes -= e->raw_size;
 }
 
 static void lru_append(srv_pipeline *p, cache_entry *e)
@@ -198,6 +200,7 @@ static void lru_append(srv_pipeline *p, cache_entry *e)
     if (p->lru_tail) p->lru_tail->lru_next = e;
     else p->lru_head = e;
     p->lru_tail = e;
+    p->lru_bytes += e->raw_size;
 }
 
 static void cache_drop(srv_pipeline *p, cache_entry *e)
@@ -210,12 +213,34 @@ static void cache_drop(srv_pipeline *p, cache_entry *e)
     free(e);
 }
 
-/* Evicts unpinned blocks, oldest first, until `need` more bytes fit. */
-static void cache_make_room(srv *s, uint64_t need)
+/* The index of the first of job j's blocks (sorted, distinct) >= block. */
+static uint32_t job_block_at(const srv_job *j, uint64_t block)
+{
+    uint32_t lo = 0, hi = j->nblocks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (j->blocks[mid].id < block) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int job_has_block(const srv_job *j, uint64_t block)
+{
+    uint32_t k = job_block_at(j, block);
+    return k < j->nblocks && j->blocks[k].id == block;
+}
+
+/* Evicts idle blocks, oldest first, until `need` more bytes fit, sparing
+ * job `spare`'s own (NULL: none): it is about to pin them, and evicting
+ * one would only read it again, over the limit. */
+static void cache_make_room(srv *s, uint64_t need, const srv_job *spare)
 {
     srv_pipeline *p = s->pl;
-    while (p->lru_head && p->cache_bytes + need > s->cache_limit) {
-        cache_entry *e = p->lru_head;
+    for (cache_entry *e = p->lru_head, *next; e && p->cache_bytes + need > s->cache_limit;
+         e = next) {
+        next = e->lru_next;
+        if (spare && job_has_block(spare, e->block)) continue;
         lru_remove(p, e);
         cache_drop(p, e);
         s->m.evictions++;
@@ -234,7 +259,7 @@ static void park(srv *s, cache_entry *e)
         return;
     }
     lru_append(s->pl, e);
-    cache_make_room(s, 0);
+    cache_make_room(s, 0, NULL);
 }
 
 static void unpin(srv *s, cache_entry *e)
@@ -351,14 +376,9 @@ static int job_micro(srv_job *j, const lf_plan_batch *b)
 static void mark_blocks(srv_job *j, const uint64_t *sample_blk)
 {
     for (uint32_t i = 0; i < j->n; i++) {
-        uint32_t lo = 0, hi = j->nblocks - 1;
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (j->blocks[mid].id < sample_blk[i]) lo = mid + 1;
-            else hi = mid;
-        }
-        j->block_of[i] = lo;
-        j->blocks[lo].nsamples++;
+        uint32_t k = job_block_at(j, sample_blk[i]);
+        j->block_of[i] = k;
+        j->blocks[k].nsamples++;
     }
 }
 
@@ -417,14 +437,17 @@ static srv_job *job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     return j;
 }
 
-/* Raw bytes of the job's blocks that are not cached yet. Under mu. */
-static uint64_t job_raw_bytes(srv *s, const srv_job *j)
+/* Of job j's blocks, the raw bytes not cached yet (*need) and those of the
+ * cached ones idle in the LRU (*idle), which making room for j spares.
+ * Under mu. */
+static void job_cache_bytes(srv *s, const srv_job *j, uint64_t *need, uint64_t *idle)
 {
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < j->nblocks; i++)
-        if (!cache_find(s->pl, j->blocks[i].id))
-            sum += lf_dataset_block(s->ds, j->blocks[i].id)->raw_size;
-    return sum;
+    *need = *idle = 0;
+    for (uint32_t i = 0; i < j->nblocks; i++) {
+        const cache_entry *e = cache_find(s->pl, j->blocks[i].id);
+        if (!e) *need += lf_dataset_block(s->ds, j->blocks[i].id)->raw_size;
+        else if (e->pins == 0 && e->state == CE_READY && !e->bad) *idle += e->raw_size;
+    }
 }
 
 /* Waits (under mu) until job j's rank (li) has a free slot and the job's new blocks
@@ -440,12 +463,17 @@ static int wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key)
         if (s->stop) return -1;
         if (r->gone || r->catchup_gen != gen || (gen == 0 && key < r->from_key)) return 1;
         if (r->nfree > 0) {
-            uint64_t need = job_raw_bytes(s, j);
-            cache_make_room(s, need);
-            /* Over the limit only when nothing else is in flight: one
+            uint64_t need, idle;
+            job_cache_bytes(s, j, &need, &idle);
+            /* What no eviction frees: pinned blocks and the job's own idle
+             * ones. Nothing is evicted for a job that would not fit anyway,
+             * and over the limit only when nothing else is in flight: one
              * job must always be able to run. */
-            if (s->pl->cache_bytes + need <= s->cache_limit || s->pl->jobs_in_flight == 0)
+            uint64_t kept = s->pl->cache_bytes - s->pl->lru_bytes + idle;
+            if (kept + need <= s->cache_limit || s->pl->jobs_in_flight == 0) {
+                cache_make_room(s, need, j);
                 return 0;
+            }
         }
         if (gen) { /* a catch-up thread: slots and room wake it on cv_catchup */
             uint32_t room = r->nfree > 0;

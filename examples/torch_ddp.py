@@ -105,7 +105,8 @@ class Block(nn.Module):
 
     def forward(self, x):
         n, length, dim = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(n, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = (self.qkv(self.ln1(x)).view(n, length, 3, self.heads, dim // self.heads)
+                   .permute(2, 0, 3, 1, 4))
         att = (q @ k.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
         causal = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
         att = att.masked_fill(causal, float("-inf")).softmax(-1)

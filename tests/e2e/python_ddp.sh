@@ -6,8 +6,9 @@
 # ranks dump their sample ids); a run stopped after K steps and resumed from
 # its checkpoint (model, optimizer, loader.state_dict()) gives the same
 # batches — ids, token bytes and losses — as the uninterrupted run; the
-# example's --loader torch (DataLoader + DistributedSampler) trains; nothing
-# is left in /dev/shm, the runtime directory or the process table.
+# example's --loader torch (DataLoader + DistributedSampler) trains; its
+# model takes empty batches; nothing is left in /dev/shm, the runtime
+# directory or the process table.
 # Two ranks on the CPU with gloo, whatever GPUs the machine has. With
 # DDP_GPU=1 (python_ddp_gpu.sh) the same on GPUs: nccl, the loader's device
 # tensors, one rank per GPU (at most 2); the resumed run's losses are then
@@ -107,6 +108,24 @@ awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
   fail "--loader torch: loss did not fall: $first -> $last"
 check_exactly_once dl $SAMPLES 1
 echo "ddp --loader torch: loss $first -> $last, every sample once"
+
+# Empty batches are real (one sample, world 2: rank 1 gets tokens [0, 0];
+# a longest sample of one token gives [n, 1]): the example's model and loss
+# take them, and backward runs, so the rank still joins DDP's all-reduce.
+"$PY" - "$LF_ROOT/examples/torch_ddp.py" <<'PYEOF' || fail "the example's model on empty batches"
+import importlib.util, sys
+import torch
+spec = importlib.util.spec_from_file_location("torch_ddp", sys.argv[1])
+ex = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ex)
+model = ex.TinyLM(256, 16, 2, 64)
+for shape in [(0, 0), (0, 5), (3, 1)]:
+    tokens = torch.randint(0, 256, shape)
+    loss = ex.next_token_loss(model, tokens, torch.full((shape[0],), shape[1]))
+    loss.backward()
+    assert loss.item() == 0, (shape, loss.item())
+print("the example's model takes batches [0, 0], [0, 5] and [3, 1]")
+PYEOF
 
 check_python_leftovers
 echo "python ddp ok"

@@ -48,10 +48,23 @@ def _cuda_index(device):
         raise ValueError("levelfeed: device=%r needs torch" % (device,))
     name = str(device)
     if name == "cuda":
+        index = None
+    elif name.startswith("cuda:") and name[5:].isdigit():
+        index = int(name[5:])
+    else:
+        raise ValueError("levelfeed: device=%r: want None, 'cpu', 'cuda' or 'cuda:N'" % (device,))
+    # Checked before connecting: a failure after lf_client_open would end
+    # this rank's session on the server, and a host Loader could not follow.
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise LevelfeedError(-errno.ENODEV, "levelfeed: device=%r: torch sees no CUDA device"
+                             % (device,))
+    if index is None:
         return torch.cuda.current_device()
-    if name.startswith("cuda:") and name[5:].isdigit():
-        return int(name[5:])
-    raise ValueError("levelfeed: device=%r: want None, 'cpu', 'cuda' or 'cuda:N'" % (device,))
+    if index >= count:
+        raise LevelfeedError(-errno.ENODEV, "levelfeed: device=%r: torch sees %d CUDA "
+                             "device(s)" % (device, count))
+    return index
 
 
 def _dtype_and_shape(t):
@@ -66,21 +79,24 @@ def _dtype_and_shape(t):
     return dt, shape
 
 
-def _host_array(t):
-    """A read-only numpy view of the tensor's bytes in the ring."""
+def _host_array(t, owner):
+    """A read-only numpy view of the tensor's bytes in the ring. The view's
+    base holds owner (the Loader), so the ring stays mapped while a view
+    lives, even after the caller's last reference to the Loader is gone."""
     dt, shape = _dtype_and_shape(t)
     if t.size == 0:
         return np.empty(shape, dt)
     raw = (ctypes.c_char * t.size).from_address(t.host)
+    raw.owner = owner
     return np.frombuffer(raw, dtype=dt).reshape(shape)
 
 
-def _host_view(t, as_torch):
+def _host_view(t, as_torch, owner):
     """The tensor as numpy (read-only) or torch. torch 1.13 lacks u16/u32/u64:
     u64 (sample ids) is viewed as int64 (same bits; exact below 2**63), u16
     and u32 are widened to int32/int64, which copies — the layouts give
     tokens as i32 or i64, so the token tensor itself is never copied."""
-    a = _host_array(t)
+    a = _host_array(t, owner)
     if not as_torch:
         a.flags.writeable = False
         return a
@@ -99,14 +115,16 @@ def _host_view(t, as_torch):
 
 class _DeviceArray:
     """A device tensor's bytes described for torch.as_tensor (CUDA array
-    interface v2: pointer, shape, element type; the copy is complete)."""
+    interface v2: pointer, shape, element type; the copy is complete). The
+    tensor torch makes of it holds it, and so owner (the Loader)."""
 
-    def __init__(self, t, typestr, shape):
+    def __init__(self, t, typestr, shape, owner):
+        self.owner = owner
         self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
                                          "data": (t.device, False), "version": 2}
 
 
-def _device_view(t, device):
+def _device_view(t, device, owner):
     """The device tensor as torch, a view of its device slot. Types torch
     1.13 lacks go as in _host_view: u64 is viewed as int64 and bf16 as
     bfloat16 (same bits), u16/u32 are widened on the device (a copy)."""
@@ -117,7 +135,7 @@ def _device_view(t, device):
     if t.size == 0:
         a = torch.from_numpy(np.empty(shape, np.dtype(typestr))).to(device)
     else:
-        a = torch.as_tensor(_DeviceArray(t, typestr, shape), device=device)
+        a = torch.as_tensor(_DeviceArray(t, typestr, shape, owner), device=device)
     if t.dtype == _BF16:
         return a.view(torch.bfloat16)
     if dt == np.uint16:
@@ -181,6 +199,9 @@ class Loader:
                              % (tensors, "" if torch is None else " or 'torch'"))
         self._as_torch = tensors == "torch"
         self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        # The C library reads 0 as its default (10 s): None waits as long as
+        # an int allows (24 days), 0 the least it can (1 ms).
+        self._connect_ms = 2**31 - 1 if timeout is None else max(1, self._timeout_ms)
         self._yielded = 0
         self._finished = False
         self._client = self._open(endpoint, rank, world_size)
@@ -196,8 +217,7 @@ class Loader:
             o.rank = int(rank)
         if world_size is not None:
             o.world_size = int(world_size)
-        if self._timeout_ms > 0:
-            o.connect_timeout_ms = self._timeout_ms
+        o.connect_timeout_ms = self._connect_ms
         why = ctypes.create_string_buffer(512)
         o.error = ctypes.cast(why, ctypes.c_char_p)
         o.error_size = len(why)
@@ -236,12 +256,12 @@ class Loader:
             raise StopIteration
         check(rc, c)
         self._held = b
-        self._yielded += 1
         out = Batch()
         for i in range(b.ntensors):
             t = b.tensors[i]
-            out[t.name.decode()] = (_host_view(t, self._as_torch) if self._cuda is None
-                                    else _device_view(t, self._device))
+            out[t.name.decode()] = (_host_view(t, self._as_torch, self) if self._cuda is None
+                                    else _device_view(t, self._device, self))
+        self._yielded += 1  # after the views: a batch that failed was not yielded
         out.epoch, out.step, out.seq, out.nsamples = b.epoch, b.step, b.seq, b.nsamples
         out.wait_s = b.wait_ns * 1e-9
         return out

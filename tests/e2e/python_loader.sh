@@ -7,7 +7,10 @@
 # each sample once and rows are padded after their length; library errors
 # arrive as exceptions with the library's or the server's words. Device
 # tensors (torch): with a GPU, a whole epoch on cuda:0, each sample once and
-# rows padded; without one, the loader is refused with the driver's reason.
+# rows padded; without one, "cuda" and "cuda:0" are refused before
+# connecting, and a host Loader for the rank then gets the whole epoch. A
+# view outlives the caller's last reference to its Loader: the ring stays
+# mapped while it lives, and goes with it.
 # Exit 77 when the interpreter (python_lib.sh) lacks numpy (torch-only parts
 # are skipped without torch).
 source "$(dirname "$0")/server_lib.sh"
@@ -99,6 +102,33 @@ sys.exit(1 if failures else 0)
 PYEOF
 wait_server
 
+# A view outlives the caller's last reference to its Loader: the ring stays
+# mapped while the view lives (reading it used to crash: SIGSEGV), and goes
+# when the last view does.
+start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3
+"$PY" - "$EP" <<'PYEOF' || fail "a view that outlives its Loader"
+import gc
+import sys
+import levelfeed
+
+
+def ring_mapped():
+    with open("/proc/self/maps") as f:
+        return any("memfd:levelfeed-rank-0" in line for line in f)
+
+
+b = next(iter(levelfeed.Loader(endpoint=sys.argv[1], rank=0, world_size=1, tensors="numpy")))
+gc.collect()
+assert ring_mapped(), "the ring was unmapped under a live view"
+total = int(b["tokens"].sum()) + int(b["sample_ids"].sum())
+del b
+gc.collect()
+assert not ring_mapped(), "the ring stayed mapped after the last view"
+print("a view keeps its Loader's ring mapped (token+id sum %d); the ring goes with the last view"
+      % total)
+PYEOF
+wait_server
+
 if "$PY" -c 'import torch' 2>/dev/null; then
   start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3
   "$PY" - "$EP" <<'PYEOF' || fail "torch checks"
@@ -172,13 +202,19 @@ from levelfeed import LevelfeedError
 
 ep, nsamples = sys.argv[1], int(sys.argv[2])
 if not torch.cuda.is_available():
-    try:
-        levelfeed.Loader(endpoint=ep, rank=0, world_size=1, device="cuda:0")
-    except LevelfeedError as e:
-        assert "No such device" in str(e) and "driver" in str(e), str(e)
-        print("device: no GPU here, refused: %s" % e)
-        sys.exit(0)
-    sys.exit("device: cuda:0 accepted without a GPU")
+    # Refused before connecting, so a host Loader can follow for the rank.
+    for name in ("cuda:0", "cuda"):
+        try:
+            levelfeed.Loader(endpoint=ep, rank=0, world_size=1, device=name)
+            sys.exit("device: %s accepted without a GPU" % name)
+        except LevelfeedError as e:
+            assert "no CUDA device" in str(e), str(e)
+            print("device: no GPU here, %s refused: %s" % (name, e))
+    with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, timeout=10) as lo:
+        seen = [i for b in lo for i in b["sample_ids"].tolist()]
+    assert sorted(seen) == list(range(nsamples)), "host after device: %d ids" % len(seen)
+    print("device: a host Loader after the refusals got every sample once")
+    sys.exit(0)
 seen = []
 with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, device="cuda:0") as lo:
     for b in lo:

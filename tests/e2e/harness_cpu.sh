@@ -4,7 +4,8 @@
 #    last 10% of steps); each rank's batches equal the server's plan
 #    (lf-server --print-plan); the report has exactly the documented keys;
 #    the trace and chart are well formed; --calibrate fits;
-#  - 3 ranks, pack layout: the batches equal the plan too;
+#  - 3 ranks, pack layout: the batches equal the plan too, and with 2 ranks
+#    on a set whose every 10th sample is empty;
 #  - 2 ranks, lf-server --micro-batches (each micro-batch padded to its own
 #    longest): the batches equal the plan too;
 #  - 2 ranks, --compare with --max-tokens: balanced is served with the cap,
@@ -35,6 +36,20 @@ train pack 3 --sampler sorted --batches "$WORK/pack" -- "${PACK[@]}" ||
   { cat "$WORK/pack.out" >&2; fail "lf-train (3 ranks, pack) failed"; }
 check_plan pack 3 sorted "${PACK[@]}"
 echo "3 ranks, pack: batches == plan"
+
+# 2a. pack layout with empty samples (every 10th): they have no cu_seqlens
+# segment, and still train and count, as in pad
+awk 'BEGIN { srand(5); for (i = 0; i < 200; i++) { printf "{\"tokens\": ["
+  for (k = 0; i % 10 && k < 1 + int(rand() * 60); k++) printf "%s%d", k ? ", " : "", int(rand() * 256)
+  print "]}" } }' >"$WORK/empty.jsonl"
+"$LF_BIN/lf-shard" create tokens --in "$WORK/empty.jsonl" --out "$WORK/dsz" >"$WORK/dsz.log" 2>&1 ||
+  fail "lf-shard create: $(cat "$WORK/dsz.log")"
+PACKZ=(--layout pack --seq-len 128 --samples-per-rank 4)
+mpirun -np 2 "$LF_BIN/lf-train" --data "$WORK/dsz" "${MODEL[@]}" --batches "$WORK/packz" \
+  -- "${PACKZ[@]}" >"$WORK/packz.out" 2>&1 ||
+  { cat "$WORK/packz.out" >&2; fail "lf-train (pack, empty samples) failed"; }
+DS="$WORK/dsz" check_plan packz 2 balanced "${PACKZ[@]}"
+echo "2 ranks, pack with empty samples: batches == plan"
 
 # 2b. two ranks, the plan's pad micro-batches as the server delivers them
 MICRO=(--micro-batches --micro-overhead 4 --samples-per-rank 4)

@@ -30,9 +30,9 @@ train() {   # TAG NP [lf-train args...]; output in $WORK/TAG.out
   mpirun -np "$np" "$LF_BIN/lf-train" --data "$WORK/ds" "${MODEL[@]}" "$@" >"$WORK/$tag.out" 2>&1
 }
 
-check_plan() {   # TAG NP SAMPLER [server args...]: batch logs == lf-server --print-plan
+check_plan() {   # TAG NP SAMPLER [server args...]: batch logs == lf-server --print-plan (of $DS)
   local tag=$1 np=$2 sampler=$3 r; shift 3
-  "$LF_BIN/lf-server" --data "$WORK/ds" --world "$np" --sampler "$sampler" --seed 0 \
+  "$LF_BIN/lf-server" --data "${DS:-$WORK/ds}" --world "$np" --sampler "$sampler" --seed 0 \
     --epochs 1 --cost "$COST" --pad-id 0 "$@" --print-plan | sort -k1,1n -k2,2n -k3,3n \
     >"$WORK/$tag.plan"
   [[ -s "$WORK/$tag.plan" ]] || fail "$tag: empty plan"

@@ -116,6 +116,10 @@ typedef struct lt_train_opts {
     double cost[4];              /* cost model a, b, c0, d (planned cost per step) */
     int timeout_ms;              /* lf_next timeout */
     int64_t pad_id;              /* the server's --pad-id (pack layout) */
+    /* Called before a rank ends the job with MPI_Abort (which skips the
+     * caller's clean-up): rank 0 stops the server it started. */
+    void (*on_abort)(void *arg);
+    void *on_abort_arg;
 } lt_train_opts;
 
 /* Trains until the server's plan ends. Collective over MPI_COMM_WORLD; on
@@ -129,6 +133,7 @@ int lt_train(const lt_train_opts *o, lt_run *run);
 typedef struct lt_record {
     uint64_t t_start;            /* lf_next called */
     uint64_t data_ns;            /* in lf_next */
+    uint64_t prep_ns;            /* the batch made model input, logged, released */
     uint64_t compute_ns;         /* forward + backward, wall clock */
     uint64_t compute_cpu_ns;     /* the same in this thread's CPU time (CPU model) */
     uint64_t reduce_ns;          /* in the all-reduce (sync wait + transfer) */

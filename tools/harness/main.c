@@ -17,6 +17,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,13 +91,43 @@ static int parse_cost(const char *s, double c[4])
     return sscanf(s, "%lf,%lf,%lf,%lf%c", &c[0], &c[1], &c[2], &c[3], &tail) == 4 ? 0 : -1;
 }
 
-static int positive(const char *s, int *out)
+/* A whole decimal integer in [lo, hi]. */
+static int integer(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v <= 0 || v > 1 << 20) return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int int_in(const char *s, long long lo, long long hi, int *out)
+{
+    long long v;
+    if (integer(s, lo, hi, &v) < 0) return -1;
     *out = (int)v;
     return 0;
+}
+
+static int long_in(const char *s, long long lo, long long hi, long *out)
+{
+    long long v;
+    if (integer(s, lo, hi, &v) < 0) return -1;
+    *out = (long)v;
+    return 0;
+}
+
+static int positive(const char *s, int *out)
+{
+    return int_in(s, 1, 1 << 20, out);
+}
+
+static int learning_rate(const char *s, float *out)
+{
+    char *end;
+    *out = strtof(s, &end);
+    return end != s && !*end && *out > 0 && isfinite(*out) ? 0 : -1;
 }
 
 static int option(opts *o, int c, const char *a)
@@ -109,9 +141,14 @@ static int option(opts *o, int c, const char *a)
     case O_SAMPLER: o->sampler = a; return 0;
     case O_COMPARE: o->compare = 1; return 0;
     case O_EPOCHS: return positive(a, &o->epochs);
-    case O_SEED: o->seed = atol(a); return 0;
+    case O_SEED: return long_in(a, 0, LONG_MAX, &o->seed);
     case O_COST: return parse_cost(a, o->t.cost);
-    case O_PADID: o->t.pad_id = strtoll(a, NULL, 10); return 0;
+    case O_PADID: {
+        long v = 0;
+        int rc = long_in(a, 0, INT64_MAX, &v);
+        o->t.pad_id = v;
+        return rc;
+    }
     case O_DEVICE:
         o->t.cuda = strcmp(a, "cuda") == 0;
         return o->t.cuda || strcmp(a, "cpu") == 0 ? 0 : -1;
@@ -119,18 +156,31 @@ static int option(opts *o, int c, const char *a)
     case O_DIM: return positive(a, &m->dim);
     case O_HIDDEN: return positive(a, &m->hidden);
     case O_WINDOW: return positive(a, &m->window) || m->window < 2 ? -1 : 0;
-    case O_LR: o->t.lr = strtof(a, NULL); return o->t.lr > 0 ? 0 : -1;
-    case O_LOG: o->t.log_every = atoi(a); return 0;
+    case O_LR: return learning_rate(a, &o->t.lr);
+    case O_LOG: return int_in(a, 0, INT_MAX, &o->t.log_every);
     case O_REPORT: o->report = a; return 0;
     case O_TRACE: o->trace = a; return 0;
     case O_CHART: o->chart = a; return 0;
     case O_BATCHES: o->batches = a; return 0;
     case O_CALIBRATE: o->calibrate = 1; return 0;
     case O_GRADCHECK: o->gradcheck = 1; return 0;
-    case O_FSTEP: o->t.fault_step = atol(a); return 0;
-    case O_FRANK: o->t.fault_rank = atoi(a); return 0;
+    case O_FSTEP: return long_in(a, -1, LONG_MAX, &o->t.fault_step);
+    case O_FRANK: return int_in(a, -1, INT_MAX, &o->t.fault_rank);
     default: return -1;
     }
+}
+
+/* Whether the directory an output goes to can take it, said before any
+ * training, not after it; 0 or -1 with the message printed. */
+static int output_writable(const char *what, const char *path)
+{
+    if (!path) return 0;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 1, slash ? path : ".");
+    if (access(dir, W_OK | X_OK) == 0) return 0;
+    fprintf(stderr, "lf-train: %s %s: cannot write in %s: %s\n", what, path, dir, strerror(errno));
+    return -1;
 }
 
 /* Returns 0, 1 (--help) or -1 (usage error, message printed). */
@@ -151,14 +201,16 @@ static int parse(int argc, char **argv, opts *o)
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
                            .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
                            .cost = {16, 16.0 / (12.0 * 4096), 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    int c, at = -1;
+    while ((c = getopt_long(argc, argv, "", lo, &at)) != -1) {
         if (c == O_HELP) return 1;
         if (option(o, c, optarg) < 0) {
-            if (c != '?') fprintf(stderr, "lf-train: bad value for an option: %s\n",
-                                  optarg ? optarg : "");
+            if (c != '?' && at >= 0)
+                fprintf(stderr, "lf-train: --%s: bad value '%s'\n", lo[at].name,
+                        optarg ? optarg : "");
             return -1;
         }
+        at = -1;
     }
     o->server_args = argv + optind;
     o->nserver_args = argc - optind;
@@ -171,7 +223,10 @@ static int parse(int argc, char **argv, opts *o)
                     : o->nserver_args && !o->data ? "server arguments need --data"
                     : NULL;
     if (err) fprintf(stderr, "lf-train: %s\n", err);
-    return err ? -1 : 0;
+    if (err || output_writable("--report", o->report) || output_writable("--trace", o->trace) ||
+        output_writable("--chart", o->chart) || output_writable("--batches", o->batches))
+        return -1;
+    return 0;
 }
 
 /* ---- the server of one run (rank 0) ------------------------------------- */
@@ -194,6 +249,17 @@ static void default_server(char *buf, size_t size)
     char *slash = n > 0 ? memrchr(buf, '/', (size_t)n) : NULL;
     if (slash) strcpy(slash + 1, "lf-server");
     else snprintf(buf, size, "lf-server");
+}
+
+/* A waitpid status in words: "exit status N" or "killed by signal N". */
+static const char *status_words(int status, char *buf, size_t size)
+{
+    if (WIFEXITED(status)) snprintf(buf, size, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, size, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else snprintf(buf, size, "status %d", status);
+    return buf;
 }
 
 /* Starts bin; the child gets SIGTERM if this rank dies first (MPI_Abort,
@@ -284,8 +350,10 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     for (int i = 0; i < 400; i++) {
         if (stat(s->endpoint, &st) == 0) return 0;
         int status;
+        char words[64];
         if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
-            fprintf(stderr, "lf-train: lf-server exited at start (status %d)\n", status);
+            fprintf(stderr, "lf-train: lf-server exited at start (%s)\n",
+                    status_words(status, words, sizeof words));
             s->pid = 0;
             return -1;
         }
@@ -310,8 +378,10 @@ static int server_stop(server *s, int failed)
             waitpid(s->pid, &status, 0);
         }
         rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-        if (rc < 0 && !failed) fprintf(stderr, "lf-train: lf-server failed (status %d)\n",
-                                       status);
+        char words[64];
+        if (rc < 0 && !failed)
+            fprintf(stderr, "lf-train: lf-server failed (%s)\n",
+                    status_words(status, words, sizeof words));
     }
     char path[128];
     snprintf(path, sizeof path, "%s/ctl.lock", s->dir);
@@ -334,6 +404,13 @@ static const char *named(const opts *o, const char *path, const char *sampler, c
     return buf;
 }
 
+/* After an lt_write_* failed: errno is the stdio call's. */
+static int write_failed(const char *path)
+{
+    fprintf(stderr, "lf-train: cannot write %s: %s\n", path, strerror(errno));
+    return -1;
+}
+
 static int write_outputs(const opts *o, const lt_run *run, const lt_summary *s)
 {
     char b1[4096], b2[4096], b3[4096];
@@ -341,13 +418,19 @@ static int write_outputs(const opts *o, const lt_run *run, const lt_summary *s)
     const char *tp = named(o, o->trace, run->sampler, b2, sizeof b2);
     const char *cp = named(o, o->chart, run->sampler, b3, sizeof b3);
     int rc = 0;
-    if (rp && lt_write_report(run, s, rp) < 0) rc = -1, fprintf(stderr, "lf-train: %s\n", rp);
-    if (tp && lt_write_trace(run, tp) < 0) rc = -1, fprintf(stderr, "lf-train: %s\n", tp);
-    if (cp && lt_write_chart(run, cp) < 0) rc = -1, fprintf(stderr, "lf-train: %s\n", cp);
+    if (rp && lt_write_report(run, s, rp) < 0) rc = write_failed(rp);
+    if (tp && lt_write_trace(run, tp) < 0) rc = write_failed(tp);
+    if (cp && lt_write_chart(run, cp) < 0) rc = write_failed(cp);
     if (rc == 0 && (rp || tp || cp))
         printf("%s:%s%s%s%s%s%s\n", run->sampler, rp ? " report " : "", rp ? rp : "",
                tp ? " trace " : "", tp ? tp : "", cp ? " chart " : "", cp ? cp : "");
     return rc;
+}
+
+/* lt_train_opts.on_abort on rank 0: the server goes, and its directory. */
+static void abort_server(void *arg)
+{
+    server_stop(arg, 1);
 }
 
 /* One sampler: server up (with --data), train, outputs. Collective. */
@@ -365,13 +448,19 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
     MPI_Bcast(endpoint, sizeof endpoint, MPI_CHAR, 0, MPI_COMM_WORLD);
     lt_train_opts t = o->t;
     if (o->data) t.endpoint = endpoint;
+    if (o->data && rank == 0) {
+        t.on_abort = abort_server;
+        t.on_abort_arg = &srv;
+    }
     t.batches = o->compare ? named(o, o->batches, sampler, b, sizeof b) : o->batches;
     if (rank == 0) printf("== sampler %s, %d ranks, %s\n", sampler, world, device);
     lt_run run = {.sampler = sampler, .device = device};
     if (rc == 0) rc = lt_train(&t, &run);
     if (o->data && rank == 0 && server_stop(&srv, rc < 0) < 0) rc = -1;
     if (rank == 0 && rc == 0) {
-        rc = lt_summarize(&run, s);
+        if ((rc = lt_summarize(&run, s)) < 0)
+            fprintf(stderr, "lf-train: %s: %s\n", sampler,
+                    run.steps ? "out of memory" : "no step was trained (the plan has none)");
         if (rc == 0) rc = write_outputs(o, &run, s);
         if (rc == 0 && o->calibrate) lt_calibrate(&run);
         if (rc == 0)

@@ -163,13 +163,15 @@ int lt_write_trace(const lt_run *run, const char *path)
         for (int r = 0; r < run->ranks; r++) {
             const lt_record *x = at(run, i, r);
             uint64_t t = x->t_start, sw = lt_sync_wait(run, i, r);
-            uint64_t used = x->data_ns + x->compute_ns + x->reduce_ns;
-            char args[160];
-            snprintf(args, sizeof args, "\"step\":%llu,\"samples\":%u,\"tokens\":%llu,"
-                     "\"planned_cost\":%llu", (unsigned long long)i, x->nsamples,
+            uint64_t used = x->data_ns + x->prep_ns + x->compute_ns + x->reduce_ns;
+            char args[200];
+            snprintf(args, sizeof args, "\"step\":%llu,\"epoch\":%u,\"plan_step\":%llu,"
+                     "\"samples\":%u,\"tokens\":%llu,\"planned_cost\":%llu",
+                     (unsigned long long)i, x->epoch, (unsigned long long)x->step, x->nsamples,
                      (unsigned long long)x->tokens, (unsigned long long)x->planned_cost);
             trace_event(f, &first, "data wait", r, t, x->data_ns, "");
-            trace_event(f, &first, "compute", r, t += x->data_ns, x->compute_ns, args);
+            trace_event(f, &first, "prepare", r, t += x->data_ns, x->prep_ns, "");
+            trace_event(f, &first, "compute", r, t += x->prep_ns, x->compute_ns, args);
             trace_event(f, &first, "sync wait", r, t += x->compute_ns, sw, "");
             trace_event(f, &first, "all-reduce", r, t += sw, x->reduce_ns - sw, "");
             trace_event(f, &first, "update", r, t + x->reduce_ns - sw,

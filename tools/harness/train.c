@@ -22,7 +22,9 @@
 
 #include <mpi.h>
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,38 +135,55 @@ static int all_pad(const lf_tensor *tok, uint64_t a, uint64_t e, int64_t pad_id)
 /* Pack layout: cu_seqlens cuts the flattened rows into segments; a row's
  * padding is a segment of its own that ends the row and holds only pad ids
  * (a sample of pad ids only, ending a row, would be taken for padding: the
- * count check below then fails the batch rather than train on a guess). */
+ * count check below then fails the batch rather than train on a guess).
+ * cu_seqlens has nsamples + rows + 1 entries: an empty sample has no
+ * segment, nor has a full row its padding, and each leaves an empty one at
+ * the end; the empty samples become sequences of length 0, as in pad. */
 static int seqs_pack(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
                      const lf_tensor *cu, size_t *n)
 {
     uint64_t row = tok->ndim == 2 ? tok->shape[1] : 0, cells = elems(tok), ncu = elems(cu);
+    uint64_t rows = tok->ndim == 2 ? tok->shape[0] : 0, pads = 0, unused = 0;
     if (row == 0) return -1;
     for (uint64_t s = 0; s + 1 < ncu; s++) {
         int64_t a = lf_tensor_int(cu, s), e = lf_tensor_int(cu, s + 1);
         if (a < 0 || e < a || (uint64_t)e > cells) return -1;
-        if (e == a) continue;
+        if (e == a) {
+            unused++;
+            continue;
+        }
         int padding = (uint64_t)e % row == 0 && all_pad(tok, (uint64_t)a, (uint64_t)e,
                                                          x->o->pad_id);
+        pads += padding;
         if (!padding && add_seq(x, n, (uint64_t)a, (uint64_t)(e - a)) < 0) return -1;
     }
+    if (pads > rows || unused < rows - pads) return -1;
+    for (uint64_t k = unused - (rows - pads); k > 0; k--)
+        if (add_seq(x, n, 0, 0) < 0) return -1;
     return *n == b->nsamples ? 0 : -1;
 }
 
 /* Turns the batch into model ids and sequences and fills the record's
- * token, cost and length sums. Returns the sequence count or -1. */
-static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r)
+ * token, cost and length sums. Returns the sequence count, or -1 with *why
+ * saying what did not hold. */
+static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r, const char **why)
 {
     const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *cu = lf_batch_tensor(b, "cu_seqlens");
     const lf_tensor *micro = lf_batch_tensor(b, "micro");
     size_t n = 0;
+    *why = "no tokens tensor";
     if (!tok) return -1;
     uint64_t cells = elems(tok);
+    *why = "out of memory";
     if (grow((void **)&x->ids, &x->ids_cap, cells + 1, sizeof *x->ids) < 0) return -1;
+    *why = "a negative token id";
     for (uint64_t i = 0; i < cells; i++) {
         int64_t v = lf_tensor_int(tok, i);
         if (v < 0) return -1;
         x->ids[i] = (int32_t)(v % x->o->model.vocab);
     }
+    *why = cu ? "cu_seqlens does not cut the tokens into the batch's samples"
+              : "the lengths (and micro) tensors do not fit the tokens and the sample count";
     if ((cu ? seqs_pack(x, b, tok, cu, &n) : seqs_pad(x, b, tok, &n)) < 0) return -1;
     for (size_t i = 0; i < n; i++) {
         double L = x->seqs[i].len;
@@ -193,21 +212,25 @@ static void log_batch(rank_ctx *x, const lf_batch *b)
 static int next_batch(rank_ctx *x, lt_record *r, lt_batch *mb)
 {
     lf_batch b;
+    uint64_t t0 = now_ns();
     int rc = lf_next(x->client, &b, x->o->timeout_ms);
+    r->data_ns = now_ns() - t0;
     if (rc == LF_E_END) return 0;
     if (rc < 0) {
         fprintf(stderr, "lf-train rank %d: lf_next: %s (%s)\n", x->rank, lf_strerror(rc),
                 lf_client_error(x->client));
         return -1;
     }
-    long n = take_batch(x, &b, r);
+    const char *why;
+    long n = take_batch(x, &b, r, &why);
     r->epoch = b.epoch;
     r->step = b.step;
     log_batch(x, &b);
     lf_release(x->client, &b);
+    r->prep_ns = now_ns() - t0 - r->data_ns;
     if (n < 0) {
-        fprintf(stderr, "lf-train rank %d: malformed batch at epoch %u step %" PRIu64 "\n",
-                x->rank, b.epoch, b.step);
+        fprintf(stderr, "lf-train rank %d: malformed batch at epoch %u step %" PRIu64 ": %s\n",
+                x->rank, b.epoch, b.step, why);
         return -1;
     }
     *mb = (lt_batch){x->ids, x->seqs, (uint32_t)n};
@@ -272,6 +295,14 @@ static int train_step(rank_ctx *x, const lt_batch *mb, int active, lt_record *r)
     return (int)(extra[2] + 0.5f);
 }
 
+/* Ends the whole job: a rank that cannot take or train a batch cannot
+ * join the next all-reduce, and the others would wait in it for ever. */
+static void abort_job(const rank_ctx *x)
+{
+    if (x->o->on_abort) x->o->on_abort(x->o->on_abort_arg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 static int run_steps(rank_ctx *x, uint64_t zero)
 {
     for (uint64_t step = 0;; step++) {
@@ -282,10 +313,9 @@ static int run_steps(rank_ctx *x, uint64_t zero)
         r->t_start = t0 - zero;
         lt_batch mb = {0};
         int active = next_batch(x, r, &mb);
-        r->data_ns = now_ns() - t0;
-        if (active < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (active < 0) abort_job(x);
         int ranks = train_step(x, &mb, active, r);
-        if (ranks < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (ranks < 0) abort_job(x);
         if (ranks == 0) return 0;
         r->step_ns = now_ns() - t0;
         if (active) lf_report_step(x->client, r->compute_ns);
@@ -342,10 +372,20 @@ static int open_client(rank_ctx *x)
 static int model_open(rank_ctx *x)
 {
     x->nparams = lt_param_count(&x->o->model);
+    /* MPI_Allreduce counts in int. */
+    if (x->nparams > (size_t)INT_MAX - LT_EXTRA) {
+        fprintf(stderr, "lf-train: the model has %zu parameters, more than one all-reduce "
+                "takes (%d): lower --vocab, --dim or --hidden\n", x->nparams, INT_MAX - LT_EXTRA);
+        return -1;
+    }
     x->grads = malloc((x->nparams + LT_EXTRA) * sizeof *x->grads);
-    if (!x->grads) return -1;
+    if (!x->grads || (!x->o->cuda && lt_cpu_create(&x->o->model, &x->cpu) < 0)) {
+        fprintf(stderr, "lf-train rank %d: cannot allocate the model: %zu parameters "
+                "(%.1f GiB each for values and gradients)\n", x->rank, x->nparams,
+                (double)x->nparams * sizeof(float) / (1 << 30));
+        return -1;
+    }
     if (!x->o->cuda) {
-        if (lt_cpu_create(&x->o->model, &x->cpu) < 0) return -1;
         x->params = lt_cpu_params(x->cpu);
         return 0;
     }
@@ -402,7 +442,8 @@ int lt_train(const lt_train_opts *o, lt_run *run)
     if (ok && o->batches) {
         char path[4096];
         snprintf(path, sizeof path, "%s.r%d.txt", o->batches, x.rank);
-        if (!(x.log = fopen(path, "w"))) fprintf(stderr, "lf-train: cannot write %s\n", path);
+        if (!(x.log = fopen(path, "w")))
+            fprintf(stderr, "lf-train: cannot write %s: %s\n", path, strerror(errno));
         ok = x.log != NULL;
     }
     ok = ok && model_open(&x) == 0 && open_client(&x) == 0;

@@ -56,11 +56,10 @@ for _ in $(seq 500); do
 done
 [[ -s "$WORK/st0" && -s "$WORK/st1" ]] || fail "the clients saved no state"
 kill -9 "$SERVER_PID"
-start=$(date +%s)
 for p in "$s0" "$s1"; do
   if wait "$p"; then fail "a client did not notice the server's death"; fi
 done
-[[ $(($(date +%s) - start)) -lt 10 ]] || fail "clients took too long to notice"
+# "went away" (the closed connection), not their 20 s lf_next timeout.
 grep -q "went away" "$WORK/s0.log" || fail "client 0 said: $(cat "$WORK/s0.log")"
 [[ "$(ls /dev/shm | sort)" == "$SHM_BEFORE" ]] || fail "/dev/shm changed after kill -9"
 # A new server takes over the endpoint; the clients restore their states.

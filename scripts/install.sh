@@ -25,8 +25,18 @@ for pc in "$root"/*/*.pc.in; do
   [[ -f $pc ]] || continue
   sed -e "s|@PREFIX@|$prefix|g" "$pc" >"$pcdir/$(basename "$pc" .in)"
 done
-# The Python package finds PREFIX/lib/liblevelfeed.so from its own place.
-pydir="$destdir$prefix/lib/python3/dist-packages"
+# The Python package, where Debian's and Ubuntu's python3 look under PREFIX
+# (lib/python3.X/dist-packages: /usr/local's is on their path); it finds
+# PREFIX/lib/liblevelfeed.so from its own place, three folders up.
+py=/usr/bin/python3
+pyver=$("$py" -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)
+pydir="$destdir$prefix/lib/$pyver/dist-packages"
 install -d "$pydir/levelfeed"
 install -m 0644 "$root"/python/levelfeed/*.py "$pydir/levelfeed/"
+if ! "$py" -c "import sys; sys.exit('$prefix/lib/$pyver/dist-packages' not in sys.path)" 2>/dev/null; then
+  echo "note: $prefix/lib/$pyver/dist-packages is not on $py's path: add it to PYTHONPATH"
+fi
+# The dynamic linker's cache, for programs linked with pkg-config's flags
+# (only for a real install: a staged one is the package manager's).
+if [[ -z $destdir && $(id -u) -eq 0 ]] && command -v ldconfig >/dev/null; then ldconfig; fi
 echo "installed into $destdir$prefix"

@@ -7,7 +7,7 @@ The library is found, in this order, at:
   3. <repository>/build/default/lib/liblevelfeed.so, when this package is
      used from the source tree (python/levelfeed/ -> ../../build/default);
   4. <prefix>/lib/liblevelfeed.so, when this package is installed as
-     <prefix>/lib/python3/dist-packages/levelfeed (make install);
+     <prefix>/lib/python3.X/dist-packages/levelfeed (make install);
   5. the system loader (liblevelfeed.so.1, then liblevelfeed.so).
 """
 import ctypes
@@ -77,7 +77,7 @@ def _candidates():
         yield os.path.join(os.environ["LF_BUILD"], "lib", "liblevelfeed.so")
     pkg = os.path.dirname(os.path.abspath(__file__))
     source_root = os.path.join(pkg, "..", "..")              # python/levelfeed
-    prefix_lib = os.path.join(pkg, "..", "..", "..")         # lib/python3/dist-packages/levelfeed
+    prefix_lib = os.path.join(pkg, "..", "..", "..")         # lib/python3.X/dist-packages/levelfeed
     yield os.path.normpath(os.path.join(source_root, "build", "default", "lib", "liblevelfeed.so"))
     yield os.path.normpath(os.path.join(prefix_lib, "liblevelfeed.so"))
     yield "liblevelfeed.so.1"

@@ -45,9 +45,14 @@ override CFLAGS += -fsanitize=fuzzer-no-link -DLF_FUZZING=1
 endif
 
 # Optional parts: detected, reported in one line, switchable (CUDA=0, MPI=0).
+# CUDA=1 builds lf-train's GPU model, which links NCCL: NVIDIA's toolkit
+# comes without it (libnccl-dev), so auto wants both.
 NVCC ?= $(wildcard /usr/local/cuda/bin/nvcc)
+NCCL_LIB := $(firstword $(wildcard $(patsubst %/bin/nvcc,%/lib64,$(NVCC))/libnccl.so \
+                                   /usr/lib/*-linux-gnu/libnccl.so))
 ifeq ($(CUDA),auto)
-CUDA := $(if $(NVCC),1,0)
+CUDA := $(if $(and $(NVCC),$(NCCL_LIB)),1,0)
+CUDA_WHY := $(if $(NVCC),$(if $(NCCL_LIB),, (nvcc without NCCL)), (no nvcc))
 endif
 ifeq ($(MPI),auto)
 MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
@@ -58,11 +63,14 @@ PROGRAMS :=
 
 # Objects depend on a stamp holding the configuration, so changing CFLAGS,
 # CUDA or MPI in the same build folder rebuilds instead of mixing objects.
+# Written by a rule, only when something is built (not by make -n, config
+# or clean), and only when the configuration differs (its time then says so).
 CONFIG_STAMP := $(B)/.config
 config_line := $(CC) $(CFLAGS) CUDA=$(CUDA) MPI=$(MPI)
-ifneq ($(config_line),$(shell cat $(CONFIG_STAMP) 2>/dev/null))
-$(shell mkdir -p $(B) && echo '$(config_line)' > $(CONFIG_STAMP))
-endif
+$(CONFIG_STAMP): FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(config_line)' ] || echo '$(config_line)' >$@
+.PHONY: FORCE
 
 # Objects also depend on the module.mk that lists them (the one being read
 # when the rule is made): per-file flags set there must rebuild them.
@@ -113,7 +121,7 @@ deps:
 	@scripts/deps.sh
 
 config:
-	@echo "levelfeed: build $(B), CC=$(CC), SANITIZE=$(or $(SANITIZE),none), CUDA=$(CUDA)$(if $(filter 1,$(CUDA)), ($(NVCC))), MPI=$(MPI)"
+	@echo "levelfeed: build $(B), CC=$(CC), SANITIZE=$(or $(SANITIZE),none), CUDA=$(CUDA)$(if $(filter 1,$(CUDA)), ($(NVCC)),$(CUDA_WHY)), MPI=$(MPI)"
 
 build: config $(LIBS) $(PROGRAMS) $(UNIT_BINS) $(FUZZ_REPLAY) $(BENCH_BINS)
 

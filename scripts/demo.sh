@@ -81,8 +81,13 @@ for s in balanced naive sorted; do
   echo "  $s: report $OUT/report.$s.json  trace $OUT/trace.$s.json  chart $OUT/chart.$s.svg"
 done
 
-# Clean shutdown: the servers are gone and left no shared memory.
-[[ "$(ls /dev/shm | sort)" == "$SHM_BEFORE" ]] || die "/dev/shm changed during the demo"
+# Clean shutdown: the servers are gone and left no shared memory. Only the
+# entries this run added count, and of them only levelfeed's: /dev/shm is
+# the machine's, and another job (or Open MPI's own segments) may come and
+# go meanwhile, which is said but is not the demo's failure.
+new_shm=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | sort) || true)
+! grep -q levelfeed <<<"$new_shm" || die "levelfeed left in /dev/shm: $(grep levelfeed <<<"$new_shm")"
+[[ -z $new_shm ]] || echo "note: /dev/shm has new entries, not levelfeed's: $new_shm"
 ! pgrep -f "$OUT/data" >/dev/null || die "processes left: $(pgrep -af "$OUT/data")"
 [[ -z "$(ls -A "$OUT/tmp")" ]] || die "runtime directories left in $OUT/tmp"
 echo "demo: done, nothing left running"

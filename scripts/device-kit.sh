@@ -52,7 +52,7 @@ ln -s orterun "$kit/ompi/usr/bin/mpirun"
 system_lib='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s|libcuda|libnccl)\.so'
 elf_files() { find "$kit/build" "$kit/ompi" "$kit/bin" -type f -perm -u+x -o -type f -name '*.so*'; }
 elf_files | while read -r f; do
-  file -b "$f" | grep -q '^ELF' || continue
+  [[ "$(head -c 4 "$f")" == $'\x7fELF' ]] || continue   # the ELF magic (`file` may be missing)
   ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   packed="$kit/ompi$(readlink -f "$(dirname "$path")")/$name"   # /lib is /usr/lib

@@ -40,14 +40,18 @@ run_one() {   # NAME COMMAND...
   esac
 }
 
-for t in "$B"/tests/unit/*; do
-  [[ -x "$t" && -f "$t" ]] || continue
-  run_one "unit/$(basename "$t")" "$t"
+# Tests are found by their sources (a binary left in the build folder by a
+# test since removed does not run); a source whose binary is missing fails.
+not_built=(sh -c 'echo "$0 is not built (make build)"; exit 1')
+for src in "$root"/tests/unit/*.c; do
+  name=$(basename "$src" .c) t="$B/tests/unit/$name"
+  if [[ -x "$t" ]]; then run_one "unit/$name" "$t"; else run_one "unit/$name" "${not_built[@]}" "$t"; fi
 done
-for r in "$B"/fuzz/*-replay; do
-  [[ -x "$r" ]] || continue
-  name=$(basename "$r" -replay)
-  run_one "fuzz/$name" "$r" "$root/tests/fuzz/corpus/$name"
+for src in "$root"/tests/fuzz/*.c; do
+  name=$(basename "$src" .c) r="$B/fuzz/$name-replay"
+  [[ $name == replay ]] && continue   # the replay driver, linked into each
+  if [[ -x "$r" ]]; then run_one "fuzz/$name" "$r" "$root/tests/fuzz/corpus/$name"
+  else run_one "fuzz/$name" "${not_built[@]}" "$r"; fi
 done
 for s in "$root"/tests/e2e/*.sh; do
   [[ -f "$s" && "$s" != *_lib.sh ]] || continue   # *_lib.sh are sourced helpers

@@ -39,12 +39,13 @@ synth frames i16 1 2 --samples 50 --dtype i16
 # The same seed gives the same values in every frame dtype: the f16 and i16
 # datasets must hold numpy's conversion of the f32 one (round to nearest even;
 # fixed point 1/1024), and cat must print f16 values as numpy reads them.
-if "$PY" -c 'import numpy' 2>/dev/null; then
-  for t in f32 f16 i16; do synth frames conv-$t 5 2 --samples 6 --dtype $t --width 7; done
-  for i in 0 5; do
-    for t in f32 f16 i16; do "$LF_SHARD" cat conv-$t $i --raw frames >raw-$t; done
-    "$LF_SHARD" cat conv-f16 $i | grep '^frames' >cat-f16
-    "$PY" - <<'PYEOF' || fail "frame dtype conversions of sample $i"
+"$PY" -c 'import numpy' 2>/dev/null ||
+  fail "numpy is needed for the frame dtype checks (python3-numpy: make test installs it)"
+for t in f32 f16 i16; do synth frames conv-$t 5 2 --samples 6 --dtype $t --width 7; done
+for i in 0 5; do
+  for t in f32 f16 i16; do "$LF_SHARD" cat conv-$t $i --raw frames >raw-$t; done
+  "$LF_SHARD" cat conv-f16 $i | grep '^frames' >cat-f16
+  "$PY" - <<'PYEOF' || fail "frame dtype conversions of sample $i"
 import numpy as np
 f32 = np.fromfile("raw-f32", "<f4")
 assert (np.fromfile("raw-f16", "<f2") == f32.astype("<f2")).all(), "f16"
@@ -54,8 +55,7 @@ shown = open("cat-f16").read().split("first values:")[1].split()
 want = ["%g" % v for v in np.fromfile("raw-f16", "<f2")[:8].astype(float)]
 assert shown == want, (shown, want)
 PYEOF
-  done
-fi
+done
 
 # Length bounds: every sample's token count within [--len-min, --len-max].
 synth tokens bounded 9 2 --samples 2000 --len-median 150 --len-min 100 --len-max 200

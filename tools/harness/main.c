@@ -383,10 +383,14 @@ static int server_stop(server *s, int failed)
             fprintf(stderr, "lf-train: lf-server failed (%s)\n",
                     status_words(status, words, sizeof words));
     }
-    char path[128];
-    snprintf(path, sizeof path, "%s/ctl.lock", s->dir);
-    unlink(path);
-    unlink(s->endpoint);
+    /* What a server killed before its own clean-up leaves: its sockets,
+     * and the lock file it always leaves (see server/README.md). */
+    static const char *const left[] = {"ctl.lock", "ctl.fd", "ctl"};
+    for (size_t k = 0; k < sizeof left / sizeof *left; k++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", s->dir, left[k]);
+        unlink(path);
+    }
     rmdir(s->dir);
     return rc;
 }

@@ -397,6 +397,11 @@ int main(int argc, char **argv)
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
     FILE *dig = a.digests ? fopen(a.digests, "w") : NULL;
+    if ((a.out && !out) || (a.digests && !dig)) {
+        fprintf(stderr, "rank-loop %d: cannot write %s: %s\n", a.o.rank,
+                a.out && !out ? a.out : a.digests, strerror(errno));
+        return 1;
+    }
     lf_client *c;
     char why[256] = "";
     a.o.error = why;

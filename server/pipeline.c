@@ -597,6 +597,13 @@ static int count_epoch_uses(srv *s, uint32_t e)
         pthread_mutex_lock(&s->mu);
         memcpy(p->uses, counts, nb * sizeof *p->uses);
         p->uses_epoch = s->cfg.plan.epoch + e;
+        /* Idle blocks this epoch takes nothing from go now, not when evicted. */
+        for (cache_entry *c = p->lru_head, *next; c; c = next) {
+            next = c->lru_next;
+            if (p->uses[c->block] > 0) continue;
+            lru_remove(p, c);
+            park(s, c);
+        }
         pthread_mutex_unlock(&s->mu);
     }
     free(own);

@@ -133,6 +133,10 @@ $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
 
+# tools/common's number parser is in no library: its test links it itself.
+$(B)/tests/unit/cli_parse_num: $(B)/obj/tools/common/parse_num.o
+$(B)/tests/unit/cli_parse_num: LINK_LIBS += $(B)/obj/tools/common/parse_num.o
+
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)

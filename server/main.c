@@ -5,6 +5,7 @@
 
 #include "lf_ring.h"
 #include "open_limit.h"
+#include "parse_num.h"
 #include "plan_cli.h"
 
 #include <errno.h>
@@ -88,7 +89,7 @@ static void usage(FILE *f)
 "  --io uring|pread        force an I/O method (default: io_uring, pread if unavailable)\n"
 "  --read-depth N          reads in flight per reader (8)\n"
 "  --slots N               ring depth per rank (4)\n"
-"  --memory-limit BYTES    rings + read buffers + block cache (1G; K/M/G suffixes)\n"
+"  --memory-limit BYTES    rings + read buffers + block cache (1G; K/M/G/T suffixes)\n"
 "  --on-corrupt fail|skip  a block failing its checksum or decompression: stop\n"
 "                          with an error naming shard and block (fail), or leave\n"
 "                          its samples out of their batches and report them (skip)\n"
@@ -103,25 +104,10 @@ static void usage(FILE *f)
     fputs(plan_cli_help, f);
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *s == '-') return -1;
-    uint64_t mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
-    else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
-    else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
-    if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
-    *out = (uint64_t)v * mul;
-    return 0;
-}
-
 static int parse_u32(const char *s, uint32_t *out)
 {
     uint64_t v;
-    if (parse_u64(s, &v) || v > UINT32_MAX) return -1;
+    if (parse_u64(s, 0, UINT32_MAX, &v)) return -1;
     *out = (uint32_t)v;
     return 0;
 }
@@ -197,7 +183,6 @@ typedef struct parse_state {
 static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
 {
     lf_plan_params *p = &c->cli.params;
-    uint64_t v;
     if (plan_cli_owns(opt)) return plan_cli_set(&c->cli, opt, a);
     switch (opt) {
     case O_DATA: c->data_dir = a; return 0;
@@ -214,10 +199,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         else if (strcmp(a, "u32") == 0) c->token_dtype = LF_DTYPE_U32;
         else return -1;
         return 0;
-    case O_PADID:
-        if (parse_u64(a, &v) || v > INT64_MAX) return -1;
-        c->pad_id = (int64_t)v;
-        return 0;
+    case O_PADID: return parse_i64(a, 0, INT64_MAX, &c->pad_id);
     case O_MICRO: c->micro_batches = 1; return 0;
     case O_ISIZE:
         return sscanf(a, "%ux%u", &c->image.out_w, &c->image.out_h) == 2 ? 0 : -1;
@@ -245,7 +227,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     }
     case O_DEPTH: return parse_u32(a, &c->read_depth);
     case O_SLOTS: return parse_u32(a, &c->slots);
-    case O_MEM: return parse_u64(a, &c->memory_limit);
+    case O_MEM: return parse_size(a, 1, UINT64_MAX, &c->memory_limit);
     case O_CORRUPT: {
         uint32_t w;
         if (word(a, on_corrupt, &w)) return -1;
@@ -316,13 +298,14 @@ static int parse_fault_hook(srv_config *c)
         c->uring_stuck = 1;
         return 0;
     }
-    char *end;
-    unsigned long pct = strtoul(v, &end, 10);
-    if (end != v && *end == ',' && pct <= 100) {
-        const char *seed = end + 1;
-        c->uring_fault_seed = strtoull(seed, &end, 10);
-        if (end != seed && !*end) {
-            c->uring_fault_pct = (uint32_t)pct;
+    const char *comma = strchr(v, ',');
+    char pct[8];
+    uint64_t p;
+    if (comma && (size_t)(comma - v) < sizeof pct) {
+        snprintf(pct, sizeof pct, "%.*s", (int)(comma - v), v);
+        if (parse_u64(pct, 0, 100, &p) == 0 &&
+            parse_u64(comma + 1, 0, UINT64_MAX, &c->uring_fault_seed) == 0) {
+            c->uring_fault_pct = (uint32_t)p;
             return 0;
         }
     }

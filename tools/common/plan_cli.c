@@ -2,6 +2,7 @@
  * plan_cli.c — the plan's command-line options (see plan_cli.h).
  */
 #include "plan_cli.h"
+#include "parse_num.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,16 +54,6 @@ void plan_cli_init(plan_cli *c)
 int plan_cli_owns(int code)
 {
     return code >= PLAN_CLI_BUDGET && code < PLAN_CLI_END;
-}
-
-/* A whole decimal (or 0x) number in [lo, hi]. */
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (!*s || *end || *s == '-' || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
 }
 
 static int parse_u32(const char *s, uint64_t lo, uint64_t hi, uint32_t *out)

@@ -12,6 +12,7 @@
  * that must match how that server was started.
  */
 #include "harness.h"
+#include "parse_num.h"
 
 #include <mpi.h>
 
@@ -91,29 +92,18 @@ static int parse_cost(const char *s, double c[4])
     return sscanf(s, "%lf,%lf,%lf,%lf%c", &c[0], &c[1], &c[2], &c[3], &tail) == 4 ? 0 : -1;
 }
 
-/* A whole decimal integer in [lo, hi]. */
-static int integer(const char *s, long long lo, long long hi, long long *out)
+static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-static int int_in(const char *s, long long lo, long long hi, int *out)
-{
-    long long v;
-    if (integer(s, lo, hi, &v) < 0) return -1;
+    int64_t v;
+    if (parse_i64(s, lo, hi, &v) < 0) return -1;
     *out = (int)v;
     return 0;
 }
 
-static int long_in(const char *s, long long lo, long long hi, long *out)
+static int long_in(const char *s, int64_t lo, int64_t hi, long *out)
 {
-    long long v;
-    if (integer(s, lo, hi, &v) < 0) return -1;
+    int64_t v;
+    if (parse_i64(s, lo, hi, &v) < 0) return -1;
     *out = (long)v;
     return 0;
 }
@@ -143,12 +133,7 @@ static int option(opts *o, int c, const char *a)
     case O_EPOCHS: return positive(a, &o->epochs);
     case O_SEED: return long_in(a, 0, LONG_MAX, &o->seed);
     case O_COST: return parse_cost(a, o->t.cost);
-    case O_PADID: {
-        long v = 0;
-        int rc = long_in(a, 0, INT64_MAX, &v);
-        o->t.pad_id = v;
-        return rc;
-    }
+    case O_PADID: return parse_i64(a, 0, INT64_MAX, &o->t.pad_id);
     case O_DEVICE:
         o->t.cuda = strcmp(a, "cuda") == 0;
         return o->t.cuda || strcmp(a, "cpu") == 0 ? 0 : -1;

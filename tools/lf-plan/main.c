@@ -16,6 +16,7 @@
 
 #include "lf_shard.h"
 #include "open_limit.h"
+#include "parse_num.h"
 #include "plan_cli.h"
 #include "synth_rng.h"
 #include "score.h"
@@ -61,11 +62,10 @@ static void die_usage(const char *what, const char *arg)
     exit(2);
 }
 
-static uint64_t parse_u64(const char *name, const char *s, uint64_t lo, uint64_t hi)
+static uint64_t flag_u64(const char *name, const char *s, uint64_t lo, uint64_t hi)
 {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (!*s || *end || *s == '-' || v < lo || v > hi) die_usage("invalid value for --", name);
+    uint64_t v;
+    if (parse_u64(s, lo, hi, &v)) die_usage("invalid value for --", name);
     return v;
 }
 
@@ -107,7 +107,7 @@ static void parse_one(opts *o, int c, const char *a)
         return;
     }
     switch (c) {
-    case O_WORLD: o->cli.params.world = (uint32_t)parse_u64(name, a, 1, 65536); break;
+    case O_WORLD: o->cli.params.world = (uint32_t)flag_u64(name, a, 1, 65536); break;
     case O_SAMPLER: {
         int w = -1;
         for (int i = 0; sampler_words[i]; i++)
@@ -116,14 +116,14 @@ static void parse_one(opts *o, int c, const char *a)
         o->samplers = w == 3 ? 7u : 1u << w;
         break;
     }
-    case O_STEPS: o->steps = parse_u64(name, a, 1, UINT64_MAX); break;
+    case O_STEPS: o->steps = flag_u64(name, a, 1, UINT64_MAX); break;
     case O_JSON: o->json = 1; break;
-    case O_SYNTH: o->synth = parse_u64(name, a, 1, UINT32_MAX - 2); break;
+    case O_SYNTH: o->synth = flag_u64(name, a, 1, UINT32_MAX - 2); break;
     case O_MEDIAN: o->len_median = parse_double(name, a, 1, 1e9); break;
     case O_SIGMA: o->len_sigma = parse_double(name, a, 0, 10); break;
-    case O_LMIN: o->len_min = parse_u64(name, a, 1, 1u << 28); break;
-    case O_LMAX: o->len_max = parse_u64(name, a, 1, 1u << 28); break;
-    case O_SBLOCK: o->synth_block = parse_u64(name, a, 1, UINT32_MAX); break;
+    case O_LMIN: o->len_min = flag_u64(name, a, 1, 1u << 28); break;
+    case O_LMAX: o->len_max = flag_u64(name, a, 1, 1u << 28); break;
+    case O_SBLOCK: o->synth_block = flag_u64(name, a, 1, UINT32_MAX); break;
     default: die_usage("unknown option", NULL);
     }
 }

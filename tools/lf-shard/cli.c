@@ -3,6 +3,7 @@
  * the lf-shard subcommands.
  */
 #include "cli.h"
+#include "parse_num.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,10 +107,8 @@ char **cli_positionals(const cli_cmd *c, int argc, char **argv, int want,
 uint64_t cli_parse_u64(const cli_cmd *c, const char *opt, const char *s,
                        uint64_t min, uint64_t max)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *s == '-' || *end || errno || v < min || v > max)
+    uint64_t v;
+    if (parse_u64(s, min, max, &v))
         cli_usage_error(c, "%s: invalid value '%s' (expected an integer in %" PRIu64
                         "..%" PRIu64 ")", opt, s, min, max);
     return v;
@@ -118,24 +117,8 @@ uint64_t cli_parse_u64(const cli_cmd *c, const char *opt, const char *s,
 uint64_t cli_parse_size(const cli_cmd *c, const char *opt, const char *s,
                         uint64_t min, uint64_t max)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    int shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'B' || *end == 'b'))
-        end++;
-    int bad = !*s || *s == '-' || end == s || *end || errno ||
-              (shift && v > (UINT64_MAX >> shift));
-    if (!bad)
-        v <<= shift;
-    if (bad || v < min || v > max)
+    uint64_t v;
+    if (parse_size(s, min, max, &v))
         cli_usage_error(c, "%s: invalid size '%s' (expected bytes in %" PRIu64 "..%"
                         PRIu64 ", suffixes K, M, G, T)", opt, s, min, max);
     return v;

@@ -9,6 +9,7 @@
  */
 #include "lf_ipc.h"
 #include "lf_wire.h"
+#include "parse_num.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -70,18 +71,29 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"json", 0, 0, 'j'}, {"count", 1, 0, 'n'},
                                          {"interval-ms", 1, 0, 'i'}, {"help", 0, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int json = 0, c;
-    long count = -1, interval = 1000;
+    int json = 0, c, bad = 0;
+    int64_t count = -1, interval = 1000;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'j') json = 1;
-        else if (c == 'n') count = atol(optarg);
-        else if (c == 'i') interval = atol(optarg);
-        else {
+        else if (c == 'n') bad = parse_i64(optarg, 1, INT64_MAX, &count) ? 'n' : 0;
+        else if (c == 'i') bad = parse_i64(optarg, 1, 3600000, &interval) ? 'i' : 0;
+        if (bad) {
+            fprintf(stderr, "lf-stat: --%s: bad value '%s'\n",
+                    bad == 'n' ? "count" : "interval-ms", optarg);
+            return 2;
+        }
+        if (c != 'j' && c != 'n' && c != 'i') {
             fprintf(c == 'h' ? stdout : stderr,
                     "usage: lf-stat [ENDPOINT] [--json] [--count N] [--interval-ms MS]\n"
-                    "Prints lf-server metrics: a line per interval, or the JSON once.\n");
+                    "Prints lf-server metrics: a line per interval, or the JSON once.\n"
+                    "  --count N         N lines, then exit (default: until the server goes)\n"
+                    "  --interval-ms MS  time between lines, 1..3600000 (default 1000)\n");
             return c == 'h' ? 0 : 2;
         }
+    }
+    if (argc - optind > 1) {
+        fprintf(stderr, "lf-stat: one endpoint, not '%s' as well\n", argv[optind + 1]);
+        return 2;
     }
     char path[LF_IPC_PATH_MAX + 1], url[LF_IPC_PATH_MAX + 8];
     if (lf_ipc_endpoint(optind < argc ? argv[optind] : NULL, path, sizeof path) < 0) {
@@ -95,7 +107,8 @@ int main(int argc, char **argv)
     int rc = 0;
     if (zmq_connect(sock, url) != 0) rc = 1;
     json_t *prev = NULL;
-    for (long i = 0; rc == 0 && (count < 0 || i < count); i++) {
+    if (rc) fprintf(stderr, "lf-stat: cannot connect to %s: %s\n", url, zmq_strerror(zmq_errno()));
+    for (int64_t i = 0; rc == 0 && (count < 0 || i < count); i++) {
         json_t *cur = fetch(sock, 2000);
         if (!cur) {
             fprintf(stderr, "lf-stat: no answer from %s\n", url);

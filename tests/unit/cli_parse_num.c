@@ -1,0 +1,66 @@
+/*
+ * cli_parse_num — tools/common/parse_num.c, the flag number parser every
+ * program uses: each accepted form and each refused one (a sign on an
+ * unsigned, a space, octal-looking zeros, trailing text, overflow, a bad
+ * size suffix) against the value or the refusal expected.
+ */
+#include "parse_num.h"
+#include "test.h"
+
+typedef struct {
+    const char *s;
+    int ok;                      /* accepted */
+    uint64_t want;               /* its value (as the bits of an int64 for i64) */
+} num_case;
+
+enum { KIND_U64, KIND_I64, KIND_SIZE };
+
+/* Parses c->s as kind over the whole range; a refusal must leave the
+ * output as it was (7). */
+static void check(int kind, const num_case *c)
+{
+    static const char *const names[] = {"parse_u64", "parse_i64", "parse_size"};
+    uint64_t u = 7;
+    int64_t i = 7;
+    int rc = kind == KIND_U64   ? parse_u64(c->s, 0, UINT64_MAX, &u)
+             : kind == KIND_I64 ? parse_i64(c->s, INT64_MIN, INT64_MAX, &i)
+                                : parse_size(c->s, 0, UINT64_MAX, &u);
+    uint64_t got = kind == KIND_I64 ? (uint64_t)i : u;
+    if (c->ok && (rc != 0 || got != c->want))
+        TEST_FAIL_("%s('%s'): rc %d, %" PRIu64 ", want %" PRIu64, names[kind], c->s, rc, got,
+                   c->want);
+    if (!c->ok && (rc == 0 || got != 7))
+        TEST_FAIL_("%s('%s') accepted as %" PRIu64, names[kind], c->s, got);
+}
+
+int main(void)
+{
+    static const num_case u64s[] = {
+        {"0", 1, 0}, {"42", 1, 42}, {"0100", 1, 100} /* decimal, not octal 64 */,
+        {"0x1F", 1, 31}, {"18446744073709551615", 1, UINT64_MAX},
+        {"", 0, 0}, {" 1", 0, 0}, {" -1", 0, 0}, {"-1", 0, 0}, {"+1", 0, 0}, {"2x", 0, 0},
+        {"1 ", 0, 0}, {"0x", 0, 0}, {"0x0x1", 0, 0}, {"1e3", 0, 0},
+        {"18446744073709551616", 0, 0}};
+    static const num_case i64s[] = {
+        {"-1", 1, (uint64_t)-1}, {"-9223372036854775808", 1, (uint64_t)INT64_MIN},
+        {"9223372036854775807", 1, INT64_MAX}, {"9223372036854775808", 0, 0},
+        {"-9223372036854775809", 0, 0}, {"--1", 0, 0}, {"- 1", 0, 0}, {"+1", 0, 0},
+        {"-", 0, 0}, {"", 0, 0}};
+    static const num_case sizes[] = {
+        {"16384", 1, 16384}, {"1K", 1, 1024}, {"2MB", 1, 2u << 20}, {"3g", 1, 3ull << 30},
+        {"1T", 1, 1ull << 40}, {"", 0, 0}, {"K", 0, 0}, {"1.5G", 0, 0}, {"1Kx", 0, 0},
+        {"-1K", 0, 0}, {"1P", 0, 0}, {"17179869184G", 0, 0}, {" 1K", 0, 0}};
+    for (size_t k = 0; k < sizeof u64s / sizeof *u64s; k++) check(KIND_U64, &u64s[k]);
+    for (size_t k = 0; k < sizeof i64s / sizeof *i64s; k++) check(KIND_I64, &i64s[k]);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) check(KIND_SIZE, &sizes[k]);
+    uint64_t u = 7;
+    int64_t i = 7;
+    ASSERT_NE(parse_u64("0", 1, 10, &u), 0);  /* below lo */
+    ASSERT_NE(parse_u64("11", 1, 10, &u), 0); /* above hi */
+    ASSERT_NE(parse_i64("-1", 0, 10, &i), 0);
+    ASSERT_EQ(u, 7);
+    ASSERT_EQ(i, 7);
+    printf("parse_u64, parse_i64, parse_size: %zu forms accepted or refused as expected\n",
+           sizeof u64s / sizeof *u64s + sizeof i64s / sizeof *i64s + sizeof sizes / sizeof *sizes);
+    return 0;
+}

@@ -1,0 +1,74 @@
+/*
+ * parse_num.c — strict integer parsing for command-line flags.
+ *
+ * strtoull alone takes " -1" as 2^64 - 1, "0100" (base 0) as 64 and "2x" as
+ * 2 where the caller forgets the end pointer: a typo would quietly become
+ * another run. Here the text must be the number and nothing else.
+ */
+#include "parse_num.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The digits of s (after any '-' the caller allows): "0x" then hex, else
+ * decimal; NULL when s does not start with a digit. */
+static const char *digits(const char *s, int *base)
+{
+    *base = s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+    const char *d = *base == 16 ? s + 2 : s;
+    int ok = *base == 16 ? isxdigit((unsigned char)d[0]) && d[1] != 'x' && d[1] != 'X'
+                         : isdigit((unsigned char)d[0]);
+    return ok ? d : NULL;
+}
+
+int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    int base;
+    const char *d = digits(s, &base);
+    if (!d) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(d, &end, base);
+    if (*end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int neg = s[0] == '-';
+    uint64_t mag, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    if (parse_u64(s + neg, 0, limit, &mag)) return -1;
+    int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+    if (v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    size_t n = strspn(s, "0123456789");
+    const char *suffix = s + n;
+    int shift = 0;
+    switch (*suffix) {
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    case 'T': case 't': shift = 40; break;
+    default: break;
+    }
+    const char *rest = suffix + (shift > 0);
+    if (shift && (*rest == 'B' || *rest == 'b')) rest++;
+    char num[32];
+    uint64_t v;
+    if (n == 0 || n >= sizeof num || *rest) return -1;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    if (parse_u64(num, 0, UINT64_MAX >> shift, &v)) return -1;
+    v <<= shift;
+    if (v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}

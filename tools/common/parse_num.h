@@ -1,0 +1,20 @@
+/*
+ * parse_num.h — numbers from the command line, strictly: every program's
+ * flags read integers the same way.
+ */
+#ifndef LF_PARSE_NUM_H
+#define LF_PARSE_NUM_H
+
+#include <stdint.h>
+
+/* A whole decimal (or 0x hexadecimal) integer in [lo, hi]: no sign for the
+ * unsigned form, no leading space or zero-led octal, no trailing text, no
+ * overflow. Returns 0 with *out set, or -1 leaving *out alone. */
+int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* A byte count: decimal digits, then K, M, G or T (powers of 1024, either
+ * case, an optional B after), in [lo, hi]. */
+int parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
+#endif

@@ -30,6 +30,7 @@
 #include "levelfeed.h"
 #include "lf_shard.h"
 #include "lf_tf.h"
+#include "parse_num.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -114,11 +115,27 @@ static int sample_tokens(verifier *v, uint64_t sample, lf_field_view *out, size_
     return 0;
 }
 
+/* Labels: where the schema has a label field, the batch must carry labels
+ * [n] (8 bytes each), and sample i's must equal its stored label. */
+static int verify_label(const verifier *v, const lf_batch *b, const lf_field_view *views,
+                        uint32_t i)
+{
+    const lf_schema *sc = lf_dataset_schema(v->ds);
+    const lf_tensor *lab = lf_batch_tensor(b, "labels");
+    for (uint32_t k = 0; k < sc->nfields; k++) {
+        if (sc->fields[k].type != LF_FIELD_LABEL_I64) continue;
+        if (!lab || lab->size != 8ull * b->nsamples ||
+            memcmp(views[k].data, (const char *)lab->host + 8 * (size_t)i, 8) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Images: each one equals the transform of the stored JPEG with the same
  * parameters, epoch and sample id; labels equal the stored labels. */
 static int verify_images(verifier *v, const lf_batch *b, const uint64_t *ids)
 {
-    const lf_tensor *img = lf_batch_tensor(b, "images"), *lab = lf_batch_tensor(b, "labels");
+    const lf_tensor *img = lf_batch_tensor(b, "images");
     size_t each = lf_tf_image_out_size(&v->image);
     const lf_schema *sc = lf_dataset_schema(v->ds);
     if (!img || img->size != each * b->nsamples) return -1;
@@ -129,12 +146,9 @@ static int verify_images(verifier *v, const lf_batch *b, const uint64_t *ids)
         const lf_field_view *f = &views[sc->cost_field];
         if (lf_tf_jpeg_augment(v->ws, v->expect, each, f->data, f->size, &v->image, b->epoch,
                                ids[i], NULL) != (long)each ||
-            memcmp(v->expect, (const char *)img->host + i * each, each) != 0)
+            memcmp(v->expect, (const char *)img->host + i * each, each) != 0 ||
+            verify_label(v, b, views, i) < 0)
             return -1;
-        for (uint32_t k = 0; lab && k < sc->nfields; k++)
-            if (sc->fields[k].type == LF_FIELD_LABEL_I64 &&
-                memcmp(views[k].data, (const char *)lab->host + 8 * i, 8) != 0)
-                return -1;
     }
     return 0;
 }
@@ -202,13 +216,26 @@ static int verify_pad(verifier *v, const lf_batch *b, const uint64_t *ids)
     return first == b->nsamples && at == tok->shape[0] ? 0 : -1;
 }
 
-/* Pack: cu_seqlens cuts the flattened rows into segments; a segment is the
- * next sample (same tokens) or a row's padding (pad ids up to the row end). */
+/* Positions in cells [a, e): 0, 1, 2, ... through a sample, 0 in padding. */
+static int check_positions(const lf_tensor *pos, uint64_t a, uint64_t e, int counting)
+{
+    for (uint64_t c = a; c < e; c++)
+        if (lf_tensor_int(pos, c) != (counting ? (int64_t)(c - a) : 0)) return -1;
+    return 0;
+}
+
+/* Pack: cu_seqlens cuts the flattened rows into segments, from cell 0 to
+ * the last; a segment is the next sample (same tokens, positions counting
+ * from 0) or a row's padding (pad ids up to the row end, positions 0). */
 static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
 {
     const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *cu = lf_batch_tensor(b, "cu_seqlens");
-    if (!tok || !cu || tok->ndim != 2) return -1;
+    const lf_tensor *pos = lf_batch_tensor(b, "positions");
+    if (!tok || !cu || !pos || tok->ndim != 2 || pos->ndim != 2 || cu->shape[0] == 0 ||
+        pos->shape[0] != tok->shape[0] || pos->shape[1] != tok->shape[1])
+        return -1;
     uint64_t seq_len = tok->shape[1], cells = tok->shape[0] * seq_len, ncu = cu->shape[0];
+    if (lf_tensor_int(cu, 0) != 0 || (uint64_t)lf_tensor_int(cu, ncu - 1) != cells) return -1;
     uint32_t k = 0;
     for (uint64_t s = 0; s + 1 < ncu; s++) {
         uint64_t a = (uint64_t)lf_tensor_int(cu, s), e = (uint64_t)lf_tensor_int(cu, s + 1);
@@ -217,8 +244,13 @@ static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
         lf_field_view f;
         size_t elem;
         while (k < b->nsamples && sample_tokens(v, ids[k], &f, &elem) == 0 && f.count == 0) k++;
-        if (k < b->nsamples && match(v, tok, a, ids[k]) == (int)(e - a)) { k++; continue; }
-        if (e % seq_len != 0 || check_pads(v, tok, a, e)) return -1;
+        if (k < b->nsamples && match(v, tok, a, ids[k]) == (int)(e - a)) {
+            if (check_positions(pos, a, e, 1)) return -1;
+            k++;
+            continue;
+        }
+        if (e % seq_len != 0 || check_pads(v, tok, a, e) || check_positions(pos, a, e, 0))
+            return -1;
     }
     return k == b->nsamples ? 0 : -1;
 }
@@ -240,7 +272,8 @@ static int verify_frames(verifier *v, const lf_batch *b, const uint64_t *ids)
         if (f->size > per || memcmp(base + i * per, f->data, f->size) != 0) return -1;
         for (size_t k = f->size; k < per; k++)
             if (base[i * per + k] != 0) return -1;
-        if (lf_tensor_int(len, i) != (int64_t)f->count) return -1;
+        if (lf_tensor_int(len, i) != (int64_t)f->count || verify_label(v, b, views, i) < 0)
+            return -1;
     }
     return 0;
 }
@@ -320,12 +353,79 @@ typedef struct args {
     lf_client_options o;
     const char *out, *verify, *save, *restore, *digests, *state_file;
     lf_tf_image_params image;
-    long max_batches, compute_us, save_every, hang_after;
+    int64_t max_batches, compute_us, save_every, hang_after;
     int no_digest;
     int timeout_ms;
     int64_t pad_id;
 } args;
 
+static const char usage_text[] =
+    "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE] [--digests FILE]\n"
+    "  [--verify DATASET [--pad-id N] [--image-size WxH --crop full|center|random\n"
+    "   --image-dtype u8|f16|f32 --flip P --seed S]] [--no-digest]\n"
+    "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
+    "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K] [--help]\n"
+    "One training rank's loop: takes its batches from lf-server, checks them against\n"
+    "the shards (--verify, with the server's transform flags), prints a summary.\n";
+
+/* --image-size WxH, each side 1..65536. */
+static int image_size(const char *v, lf_tf_image_params *im)
+{
+    const char *x = strchr(v, 'x');
+    char w[16];
+    uint64_t W, H;
+    if (!x || (size_t)(x - v) >= sizeof w) return -1;
+    snprintf(w, sizeof w, "%.*s", (int)(x - v), v);
+    if (parse_u64(w, 1, 1u << 16, &W) || parse_u64(x + 1, 1, 1u << 16, &H)) return -1;
+    im->out_w = (uint32_t)W;
+    im->out_h = (uint32_t)H;
+    return 0;
+}
+
+/* One option's value into a; 0, or -1 when it is not a valid value. */
+static int set_option(args *a, int c, const char *v)
+{
+    static const char *const crops[] = {"full", "center", "random"};
+    static const char *const dtypes[] = {"u8", "f16", "f32"};
+    static const uint32_t dtype_codes[] = {LF_DTYPE_U8, LF_DTYPE_F16, LF_DTYPE_F32};
+    int64_t n = 0;
+    char *end;
+    switch (c) {
+    case 'e': a->o.endpoint = v; return 0;
+    case 'o': a->out = v; return 0;
+    case 'v': a->verify = v; return 0;
+    case 's': a->save = v; return 0;
+    case 'R': a->restore = v; return 0;
+    case 'd': a->digests = v; return 0;
+    case 'f': a->state_file = v; return 0;
+    case 'N': a->no_digest = 1; return 0;
+    case 'r': return parse_i64(v, 0, INT32_MAX, &n) ? -1 : (a->o.rank = (int)n, 0);
+    case 'w': return parse_i64(v, 1, INT32_MAX, &n) ? -1 : (a->o.world_size = (int)n, 0);
+    case 'p': return parse_i64(v, 0, INT64_MAX, &a->pad_id);
+    case 'm': return parse_i64(v, 0, INT64_MAX, &a->max_batches);
+    case 'c': return parse_i64(v, 0, INT64_MAX / 1000, &a->compute_us);
+    case 't': return parse_i64(v, 0, INT32_MAX, &n) ? -1 : (a->timeout_ms = (int)n, 0);
+    case 'T': return parse_i64(v, 1, INT32_MAX, &n) ? -1 : (a->o.connect_timeout_ms = (int)n, 0);
+    case 'K': return parse_i64(v, 1, INT64_MAX, &a->save_every);
+    case 'H': return parse_i64(v, 1, INT64_MAX, &a->hang_after);
+    case 'S': return parse_u64(v, 0, UINT64_MAX, &a->image.seed);
+    case 'I': return image_size(v, &a->image);
+    case 'C':
+        for (uint32_t k = 0; k < 3; k++)
+            if (strcmp(v, crops[k]) == 0) return (a->image.crop = k), 0;
+        return -1;
+    case 'D':
+        for (uint32_t k = 0; k < 3; k++)
+            if (strcmp(v, dtypes[k]) == 0) return (a->image.out_dtype = dtype_codes[k]), 0;
+        return -1;
+    case 'F':
+        a->image.flip_prob = strtod(v, &end);
+        return end == v || *end || !(a->image.flip_prob >= 0 && a->image.flip_prob <= 1) ? -1 : 0;
+    default: return -1;
+    }
+}
+
+/* Returns 0, 1 (--help) or -1 (printed why). */
 static int parse(int argc, char **argv, args *a)
 {
     static const struct option opts[] = {
@@ -336,61 +436,39 @@ static int parse(int argc, char **argv, args *a)
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
-        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {0, 0, 0, 0}};
-    static const char *const crops[] = {"full", "center", "random"};
+        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
     a->timeout_ms = 30000;
     lf_tf_image_params_default(&a->image, 224, 224);
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'e': a->o.endpoint = optarg; break;
-        case 'r': a->o.rank = atoi(optarg); break;
-        case 'w': a->o.world_size = atoi(optarg); break;
-        case 'o': a->out = optarg; break;
-        case 'v': a->verify = optarg; break;
-        case 'p': a->pad_id = strtoll(optarg, NULL, 10); break;
-        case 'm': a->max_batches = atol(optarg); break;
-        case 's': a->save = optarg; break;
-        case 'R': a->restore = optarg; break;
-        case 'c': a->compute_us = atol(optarg); break;
-        case 't': a->timeout_ms = atoi(optarg); break;
-        case 'd': a->digests = optarg; break;
-        case 'I':
-            if (sscanf(optarg, "%ux%u", &a->image.out_w, &a->image.out_h) != 2) return -1;
-            break;
-        case 'C':
-            for (uint32_t k = 0; k < 3; k++)
-                if (strcmp(optarg, crops[k]) == 0) a->image.crop = k;
-            break;
-        case 'D':
-            a->image.out_dtype = strcmp(optarg, "u8") == 0 ? 1 : strcmp(optarg, "f16") == 0 ? 9 : 11;
-            break;
-        case 'F': a->image.flip_prob = strtod(optarg, NULL); break;
-        case 'S': a->image.seed = strtoull(optarg, NULL, 10); break;
-        case 'N': a->no_digest = 1; break;
-        case 'K': a->save_every = atol(optarg); break;
-        case 'f': a->state_file = optarg; break;
-        case 'T': a->o.connect_timeout_ms = atoi(optarg); break;
-        case 'H': a->hang_after = atol(optarg); break;
-        default: return -1;
+    int c, at = -1;
+    while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
+        if (c == 'h') return 1;
+        if (c == '?') return -1;
+        if (set_option(a, c, optarg) < 0) {
+            fprintf(stderr, "lf-rank-loop: --%s: bad value '%s'\n", opts[at].name, optarg);
+            return -1;
         }
+        at = -1;
     }
-    if ((a->save_every > 0) != (a->state_file != NULL)) return -1;
-    return a->o.rank < 0 ? -1 : 0;
+    const char *why = optind < argc                        ? "unexpected argument"
+                      : (a->save_every > 0) != (a->state_file != NULL)
+                          ? "--save-every and --state-file go together"
+                      : a->o.rank < 0 ? "no rank: --rank, or RANK in the environment"
+                                      : NULL;
+    if (why) fprintf(stderr, "lf-rank-loop: %s%s%s\n", why, optind < argc ? " " : "",
+                     optind < argc ? argv[optind] : "");
+    return why ? -1 : 0;
 }
 
 int main(int argc, char **argv)
 {
     args a = {0};
-    if (parse(argc, argv, &a) != 0) {
-        fprintf(stderr, "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]\n"
-                        "  [--verify DATASET] [--pad-id N] [--max-batches K --save FILE]\n"
-                        "  [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]\n"
-                        "  [--save-every K --state-file FILE] [--connect-timeout-ms N]\n"
-                        "  [--hang-after K]\n");
-        return 2;
+    int p = parse(argc, argv, &a);
+    if (p != 0) {
+        fputs(usage_text, p > 0 ? stdout : stderr);
+        return p > 0 ? 0 : 2;
     }
     verifier v = {0};
     v.image = a.image;
@@ -411,10 +489,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank-loop %d: open: %s: %s\n", a.o.rank, lf_strerror(rc), why);
         return 1;
     }
+    int reported = 0; /* rc's error is said already */
     if (a.restore) {
         unsigned char st[LF_STATE_SIZE];
         long n = read_file(a.restore, st, sizeof st);
-        rc = n < 0 ? -errno : lf_state_restore(c, st, (size_t)n);
+        reported = 1;
+        if (n < 0) {
+            fprintf(stderr, "rank-loop %d: cannot read %s: %s\n", a.o.rank, a.restore,
+                    strerror(errno));
+            rc = -EIO;
+        } else if ((rc = lf_state_restore(c, st, (size_t)n)) < 0) {
+            fprintf(stderr, "rank-loop %d: restore %s: %s (%s)\n", a.o.rank, a.restore,
+                    lf_strerror(rc), lf_client_error(c));
+        } else {
+            reported = 0;
+        }
     }
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
@@ -462,8 +551,10 @@ int main(int argc, char **argv)
         samples += b.nsamples;
         if (a.save_every > 0 && batches % a.save_every == 0 &&
             save_state(c, a.state_file, out, dig) < 0) {
-            fprintf(stderr, "rank-loop %d: cannot write %s\n", a.o.rank, a.state_file);
+            fprintf(stderr, "rank-loop %d: cannot write %s: %s\n", a.o.rank, a.state_file,
+                    strerror(errno));
             rc = -EIO;
+            reported = 1;
         }
         if (a.hang_after > 0 && batches == a.hang_after)
             for (;;) pause(); /* a stuck trainer, holding its batch until it is killed */
@@ -472,10 +563,15 @@ int main(int argc, char **argv)
         lf_release(c, &b);
         lf_report_step(c, now_ns() - t0);
     }
-    if (rc == LF_E_END || batches == a.max_batches) rc = 0;
-    if (rc < 0)
+    /* The end of the plan is no error; a failed restore or --save-every
+     * write stays one, whatever --max-batches says. */
+    if (rc == LF_E_END) rc = 0;
+    if (rc < 0 && !reported)
         fprintf(stderr, "rank-loop %d: %s (%s)\n", a.o.rank, lf_strerror(rc), lf_client_error(c));
-    if (rc == 0 && a.save && save_state(c, a.save, out, dig) < 0) rc = -EIO;
+    if (rc == 0 && a.save && save_state(c, a.save, out, dig) < 0) {
+        fprintf(stderr, "rank-loop %d: cannot write %s: %s\n", a.o.rank, a.save, strerror(errno));
+        rc = -EIO;
+    }
     lf_client_close(c);
     if (out) fclose(out);
     if (dig) fclose(dig);

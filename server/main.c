@@ -355,7 +355,8 @@ static int dataset_defaults(srv *s)
     free(v);
     s->cfg.plan = s->cfg.cli.params;
     if (rc >= 0) return rc;
-    fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+    fprintf(stderr, "lf-server: plan: %s\n", s->cfg.cli.why[0] ? s->cfg.cli.why
+                                                                : lf_plan_strerror(rc));
     return -ECANCELED; /* reported */
 }
 

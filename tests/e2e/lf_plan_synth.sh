@@ -74,4 +74,20 @@ out=$("$B/lf-plan" --help) || fail "--help: exit $?"
 "$B/lf-plan" "$tmp/ds" --world 0 >/dev/null 2>&1; [[ $? -eq 2 ]] || fail "--world 0 is not exit 2"
 "$B/lf-plan" "$tmp/ds" --world 4 --sampler bogus >/dev/null 2>&1; [[ $? -eq 2 ]] || fail "bad --sampler"
 "$B/lf-plan" "$tmp/nope" --world 4 >/dev/null 2>&1; [[ $? -eq 1 ]] || fail "missing dataset is not exit 1"
+for v in " 4" 4x -1 0x; do   # numbers are whole numbers: a usage error naming the flag
+  "$B/lf-plan" "$tmp/ds" --world "$v" 2>"$tmp/err" >/dev/null; rc=$?
+  [[ $rc -eq 2 ]] && grep -q -- "--world" "$tmp/err" || fail "--world '$v': exit $rc: $(cat "$tmp/err")"
+done
+"$B/lf-plan" "$tmp/ds" --world 4 --cost -1,0,0,0 2>"$tmp/err" >/dev/null
+[[ $? -eq 2 ]] && grep -q -- "--cost" "$tmp/err" || fail "--cost -1,0,0,0: $(cat "$tmp/err")"
+# The planner's refusals a user can cause, each named.
+refused() {   # WORDS ARGS...: exit 1 with a message containing WORDS
+  local words=$1; shift
+  "$B/lf-plan" "$@" 2>"$tmp/err" >/dev/null; local rc=$?
+  [[ $rc -eq 1 ]] && grep -qF -- "$words" "$tmp/err" || fail "lf-plan $*: exit $rc: $(cat "$tmp/err")"
+}
+refused "every sample costs 0" "$tmp/ds" --world 4 --cost 0,0,0,0
+refused "is above the step budget" "$tmp/ds" --world 4 --outlier-cost 999999999999
+refused "is less than one row (--seq-len 4096)" "$tmp/ds" --world 4 --layout pack --seq-len 4096 \
+  --max-padded 100
 echo "ok"

@@ -4,6 +4,7 @@
 #include "plan_cli.h"
 #include "parse_num.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +29,16 @@ const char plan_cli_help[] =
     "  --max-tokens N       balanced: per-rank cap on tokens per step (default none)\n"
     "  --max-padded N       balanced: per-rank cap on padded tokens per step (default\n"
     "                       none; naive and sorted take a fixed count a rank)\n"
-    "  --lookahead N        selection window in samples (default 4096)\n"
+    "  --lookahead N        selection window in samples (default: four steps'\n"
+    "                       worth, at least 4096)\n"
     "  --max-defer N        steps a sample may be passed over (default 4)\n"
     "  --outlier P          delay or reject samples costlier than --outlier-cost\n"
     "                       (default delay)\n"
-    "  --outlier-cost C     default budget / world\n"
-    "  --outlier-group G    outliers released together (default world)\n"
+    "  --outlier-cost C     a sample costlier is an outlier (default: budget /\n"
+    "                       world; balanced pack: less, where a sample's cost\n"
+    "                       above its tokens' price reaches 2/5 of that share)\n"
+    "  --outlier-group G    outliers released together (default: world;\n"
+    "                       balanced pack: 8 x world)\n"
     "  --locality-blocks N  blocks drawn from at once (default 64)\n"
     "  --layout L           pad or pack (default pad)\n"
     "  --seq-len N          pack row length (default: the longest sample)\n"
@@ -108,9 +113,13 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
         c->preset = (int)w;
         return 0;
     case PLAN_CLI_HIDDEN: return parse_u32(a, 1, 1u << 24, &c->hidden);
-    case PLAN_CLI_COST:
+    case PLAN_CLI_COST: {
+        lf_plan_cost_model m; /* checked here, so the flag is named */
         c->user_cost = 1;
-        return parse_cost(a, c->coef);
+        return parse_cost(a, c->coef) ||
+                       lf_plan_cost_set(&m, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
+                   ? -1 : 0;
+    }
     case PLAN_CLI_SEED: return parse_u64(a, 0, UINT64_MAX, &p->seed);
     case PLAN_CLI_EPOCH: return parse_u32(a, 0, UINT32_MAX, &p->epoch);
     case PLAN_CLI_LAYOUT: return parse_word(a, layouts, &p->layout);
@@ -185,6 +194,15 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
     }
     if (p->layout == LF_PLAN_PACK && !p->seq_len)
         p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
+    c->why[0] = '\0';
+    if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
+    else if (total == 0)
+        snprintf(c->why, sizeof c->why, "every sample costs 0 under this cost model "
+                 "(--cost a,b,c0,d: a, b or c0 above 0)");
+    else if (p->layout == LF_PLAN_PACK && p->rank_max_padded && p->rank_max_padded < p->seq_len)
+        snprintf(c->why, sizeof c->why, "--max-padded %" PRIu64 " is less than one row "
+                 "(--seq-len %u)", p->rank_max_padded, p->seq_len);
+    if (c->why[0]) return LF_PLAN_E_ARG;
     if (!p->step_budget && n && p->layout == LF_PLAN_PACK) {
         /* whole rows: those --samples-per-rank samples' tokens come nearest to */
         double rows = (double)tokens / (double)n * c->samples_per_rank / p->seq_len;
@@ -193,6 +211,11 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
         if (rc) return rc;
     } else if (!p->step_budget && n) {
         p->step_budget = (uint64_t)((double)total / (double)n * c->samples_per_rank * p->world);
+    }
+    if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
+        snprintf(c->why, sizeof c->why, "--outlier-cost %" PRIu64 " is above the step "
+                 "budget %" PRIu64, p->outlier_cost, p->step_budget);
+        return LF_PLAN_E_ARG;
     }
     if (baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
     return 0;

@@ -27,6 +27,7 @@ typedef struct plan_cli {
     int user_cost;               /* --cost given: coef holds a, b, c0, d */
     double coef[4];
     uint32_t samples_per_rank;   /* sets the default budget and baselines' batch */
+    char why[160];               /* plan_cli_finish's refusal in words ("": none) */
 } plan_cli;
 
 enum {
@@ -79,7 +80,9 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds);
  * given, the baselines' batch: balanced's mean samples per step / world (one
  * balanced epoch is planned to measure it), so every sampler moves as many
  * samples per step. params.world must be set. Returns 0 or a negative
- * lf_plan status. */
+ * lf_plan status; for the refusals a user can cause (no samples, every
+ * sample free, a cap or outlier cost that cannot hold) why says which, in
+ * the words of the flags. */
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines);
 

@@ -274,7 +274,7 @@ int main(int argc, char **argv)
     }
     free(samples);
     if (rc) {
-        fprintf(stderr, "lf-plan: %s\n", lf_plan_strerror(rc));
+        fprintf(stderr, "lf-plan: %s\n", o.cli.why[0] ? o.cli.why : lf_plan_strerror(rc));
         return 1;
     }
     if (o.json) print_json(sc, nsc);

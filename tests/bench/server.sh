@@ -12,6 +12,12 @@
 #      alone     decode + the layout's transform on one thread with no server
 #                (server_tokens): zstd's work plus the tensor bytes the layout
 #                must write, so worker/alone is the server's own overhead.
+#                server_tokens batches a block's samples in block order, which
+#                pads and cuts rows otherwise than the plan (pad i32: about 10
+#                tensor bytes per decompressed byte against the server's 8):
+#                its transform time is scaled to the server's tensor bytes of
+#                the same round (decode time apart, from its decode-only pass),
+#                and both byte ratios are printed.
 #    The figure for "per decode thread" is bytes per worker-thread CPU-second
 #    (the summary's thread cpu line): what one worker delivers with a core of
 #    its own; on this 2-core machine the wall-clock rates also carry the
@@ -66,16 +72,22 @@ summary() {   # SERVER-LOG SED-PATTERN: one figure from the server's summary
   sed -n "s/$2/\\1/p" "$1"
 }
 
-serve() {   # LOG CLIENT-ARGS SERVER-ARGS... : runs a server and 2 clients
-  local log=$1 cargs=$2; shift 2
+serve() {   # LOG CLIENT-ARGS SERVER-ARGS... : runs a server and 2 clients; a failure ends the bench
+  local log=$1 cargs=$2 pids=() p; shift 2
   "$gnu_time" -f "peak_rss_kb %M" "$BIN/lf-server" --endpoint "$EP" --world 2 "$@" \
     >"$log.server" 2>&1 &
+  pids+=($!)
   for _ in $(seq 100); do [[ -S "$EP" ]] && break; sleep 0.05; done
   for r in 0 1; do
     # shellcheck disable=SC2086
     "$BIN/lf-rank-loop" --endpoint "$EP" --rank $r --world 2 $cargs >"$log.r$r" 2>&1 &
+    pids+=($!)
   done
-  wait
+  for p in "${pids[@]}"; do
+    wait "$p" && continue
+    echo "server bench: a run failed (lf-server $*): $(tail -3 "$log".*)"
+    exit 1
+  done
 }
 
 # Prints run, steady and cpu seconds of a server log.
@@ -93,13 +105,15 @@ times_of() {
 for dt in i32 u16; do
   "$BUILD/bench/server_tokens" "$work/ds" 16384 "$dt" | sed "s/^/$dt /"
 done >"$work/alone"
-alone_of() {   # LAYOUT DTYPE: "decompressed-bytes cpu-seconds tensor-bytes" of its transform alone
+alone_of() {   # LAYOUT DTYPE: "decompressed-bytes cpu-seconds tensor-bytes decode-cpu-seconds"
   local mode=${1/micro/tokens}
-  awk -v m="$mode" -v d="$2" '$1 == d && $2 == m {print $3, $4, $5}' "$work/alone"
+  awk -v m="$mode" -v d="$2" '$1 == d && $2 == "decode" {dc = $4}
+    $1 == d && $2 == m {b = $3; c = $4; t = $5} END {print b, c, t, dc}' "$work/alone"
 }
 while read -r dt mode b c t; do
-  awk -v m="$mode $dt" -v b="$b" -v c="$c" -v t="$t" 'BEGIN {
-    printf "decode + %s transform alone (1 thread, no server): %.3f GB/s per CPU-second, %.2f tensor bytes per decompressed byte\n", m, b / c / 1e9, t / b }'
+  awk -v m="$mode" -v dt="$dt" -v b="$b" -v c="$c" -v t="$t" 'BEGIN {
+    if (m == "decode") printf "decode alone (verify + decompress, 1 thread): %.3f GB/s per CPU-second\n", b / c / 1e9
+    else printf "decode + %s %s transform alone (1 thread, no server): %.3f GB/s per CPU-second, %.2f tensor bytes per decompressed byte\n", m, dt, b / c / 1e9, t / b }'
 done <"$work/alone"
 
 # Each configuration runs ROUNDS times (default 3), each after a zstd -d
@@ -139,7 +153,7 @@ read -r zstd_gbs zstd_cpu_gbs <<<"$(awk -v b="$raw" '
 echo "zstd -d (1 core, best of $(wc -l <"$work/zstd.runs") runs between the rounds): $zstd_gbs GB/s of decompressed bytes wall, $zstd_cpu_gbs GB/s per CPU-second"
 for layout in pad micro pack; do
   for dt in i32 u16; do
-    read -r _ acpu _ <<<"$(alone_of "$layout" "$dt")"
+    read -r _ acpu atb adec <<<"$(alone_of "$layout" "$dt")"
     for w in $workers; do
       awk -v cfg="$layout $dt $w" '$1 " " $2 " " $3 == cfg' "$work/rounds" | sort -g -r -k4 >"$work/cfg"
       n=$(wc -l <"$work/cfg")
@@ -147,10 +161,15 @@ for layout in pad micro pack; do
       ((n > 2)) && picks+=" $(((n + 1) / 2))"
       for pick in $picks; do
         [[ $pick == 1 ]] && what="best of $n rounds" || what="median round"
+        # alone, scaled: its decode time, plus its transform time times the
+        # server's tensor bytes per decompressed byte over its own ($8/$5:
+        # the round's tensor and decompressed rates, the same steady time).
         sed -n "${pick}p" "$work/cfg" | awk -v z="$zstd_gbs" -v zc="$zstd_cpu_gbs" \
-            -v alone="$(awk -v b="$raw" -v c="$acpu" 'BEGIN {print b / c / 1e9}')" -v what="$what" '{
-          printf "token path, %s layout, %s tokens, %d worker(s), %s (by worker rate): worker %.3f GB/s per worker CPU-second = %.2fx zstd -d per CPU-second, %.2fx decode + transform alone; steady %.3f GB/s = %.2fx zstd -d wall, %.2fx per worker; run %.3f GB/s; server %.3f GB/s per CPU-second; %.3f GB/s tensor bytes; %d blocks decoded; load %s\n",
-            $1, $2, $3, what, $4, $4 / zc, $4 / alone, $5, $5 / z, $5 / z / $3, $6, $7, $8, $9, $10 }'
+            -v b="$raw" -v c="$acpu" -v t="$atb" -v dc="$adec" -v what="$what" '{
+          srv = $8 / $5; own = t / b
+          alone = b / (dc + (c - dc) * srv / own) / 1e9
+          printf "token path, %s layout, %s tokens, %d worker(s), %s (by worker rate): worker %.3f GB/s per worker CPU-second = %.2fx zstd -d per CPU-second, %.2fx decode + transform alone (%.3f GB/s: scaled to the server'"'"'s %.2f tensor bytes per decompressed byte from its own %.2f); steady %.3f GB/s = %.2fx zstd -d wall, %.2fx per worker; run %.3f GB/s; server %.3f GB/s per CPU-second; %.3f GB/s tensor bytes; %d blocks decoded; load %s\n",
+            $1, $2, $3, what, $4, $4 / zc, $4 / alone, alone, srv, own, $5, $5 / z, $5 / z / $3, $6, $7, $8, $9, $10 }'
       done
     done
   done
@@ -163,9 +182,12 @@ for r in 0 1; do
   sed -n 's/.*\(lf_next p50 [0-9.]* us p99 [0-9.]* us\) (batch ready; \([0-9]*\) batches were not).*/rank '$r' ('"$lat_samples"' samples, load '"$(cut -d' ' -f1 /proc/loadavg)"'): \1 when the batch is ready (target p99 <= 50 us); \2 batches were not ready, the server behind/p' "$work/lat.r$r"
 done
 
-serve "$work/rss" "" --data "$work/lat_ds" --workers 2 --memory-limit 256M --slots 4
+# The bound holds where it binds: the token dataset (larger than the limit
+# once decompressed) through a 64 MiB limit, its evictions printed beside.
+serve "$work/rss" "--no-digest" --data "$work/ds" --workers 2 --memory-limit 64M --slots 4
 rss=$(sed -n 's/peak_rss_kb \([0-9]*\)/\1/p' "$work/rss.server")
-awk -v k="$rss" 'BEGIN {printf "server peak RSS: %.1f MiB with --memory-limit 256 MiB (%.2f of the bound; RSS includes the index and code)\n", k / 1024, k / 1024 / 256}'
+evictions=$(summary "$work/rss.server" '.* \([0-9]*\) evictions.*')
+awk -v k="$rss" -v raw="$raw" -v ev="${evictions:-?}" 'BEGIN {printf "server peak RSS: %.1f MiB with --memory-limit 64 MiB (%.2f of the bound; RSS includes the index and code) serving %.0f MiB of decompressed blocks, %s evictions\n", k / 1024, k / 1024 / 64, raw / 1048576, ev}'
 
 # Start-up: exec to the control socket, dominated by the prepass that walks
 # every epoch's plan (in threads, a share of the epochs each: see

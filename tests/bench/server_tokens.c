@@ -16,7 +16,11 @@
  *   pack    rows of SEQ_LEN tokens (greedy, in block order) with positions
  *           and cu_seqlens;
  *   tokens  the same rows without positions: little more than the tokens
- *           themselves, as the pad layout with --micro-batches writes.
+ *           themselves, as the pad layout with --micro-batches writes;
+ *   decode  the decode alone, so server.sh can split a mode's time into the
+ *           decode and the transform, and scale the transform to the tensor
+ *           bytes the server writes: these batches (a block's samples, in
+ *           block order) pad and cut rows otherwise than the plan's.
  *
  *   server_tokens DATASET_DIR [SEQ_LEN [DTYPE]]
  */
@@ -32,8 +36,8 @@
 #define ROUNDS 3
 #define RING_SLOTS 8             /* as many slots as two ranks' rings hold */
 
-enum { MODE_PAD, MODE_PACK, MODE_TOKENS, NMODES };
-static const char *const mode_name[NMODES] = {"pad", "pack", "tokens"};
+enum { MODE_PAD, MODE_PACK, MODE_TOKENS, MODE_DECODE, NMODES };
+static const char *const mode_name[NMODES] = {"pad", "pack", "tokens", "decode"};
 
 typedef struct bench {
     lf_dataset *ds;
@@ -111,6 +115,7 @@ static int one_block(bench *bh, int mode, uint64_t b, uint32_t slot)
         fprintf(stderr, "server_tokens: %s\n", err.msg);
         return -1;
     }
+    if (mode == MODE_DECODE) return 0;
     uint32_t longest, rows = block_seqs(bh, b, &longest);
     if (!rows) return -1;
     unsigned char *s = bh->ring + (size_t)slot * bh->slot;

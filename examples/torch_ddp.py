@@ -251,8 +251,13 @@ def pad_collate(items):
 
 
 def torch_batches(args, rank, world):
-    """(epoch, step, batch) from a plain DataLoader + DistributedSampler."""
-    ds = InMemoryTokens(preload(args))
+    """(epoch, step, batch) from a plain DataLoader + DistributedSampler. The
+    preload runs here, not in the generator, so it is done before the clock
+    starts (the baseline's steps are timed, not its loading)."""
+    return dataloader_batches(args, InMemoryTokens(preload(args)), rank, world)
+
+
+def dataloader_batches(args, ds, rank, world):
     sampler = torch.utils.data.distributed.DistributedSampler(
         ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler,

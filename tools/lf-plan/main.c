@@ -39,7 +39,8 @@ static const char usage_head[] =
     "--max-tokens / --max-padded (caps bind balanced only).\n"
     "\n"
     "In-memory input (instead of DIR):\n"
-    "  --synth N            N samples, lognormal lengths\n"
+    "  --synth N            N samples, lognormal lengths drawn with the plan's --seed\n"
+    "                       (so lf-shard synth tokens --seed S makes the same set)\n"
     "  --len-median M, --len-sigma X, --len-min A, --len-max B\n"
     "                       (default 600, 1.0, 32, 16384; as lf-shard synth tokens)\n"
     "  --synth-block K      samples per block (default 64)\n"
@@ -164,7 +165,11 @@ static void parse_args(opts *o, int argc, char **argv)
 static lf_plan_sample *synth_samples(const opts *o)
 {
     lf_plan_sample *s = malloc(o->synth * sizeof *s);
-    if (!s) return NULL;
+    if (!s) {
+        fprintf(stderr, "lf-plan: --synth %" PRIu64 ": cannot allocate %" PRIu64 " MiB\n",
+                o->synth, o->synth * sizeof *s >> 20);
+        return NULL;
+    }
     for (uint64_t i = 0; i < o->synth; i++) {
         synth_rng r;
         synth_rng_seed(&r, o->cli.params.seed, i);

@@ -42,8 +42,15 @@ static double num(json_t *o, const char *key)
     return json_number_value(json_object_get(o, key));
 }
 
+/* A line: rates over the interval since prev (since the server started
+ * for the first line, or when the server is a new one: its uptime went
+ * back); cache hits and each rank's mean data wait per step over the run. */
 static void print_line(json_t *cur, json_t *prev)
 {
+    if (prev && num(cur, "uptime_ns") < num(prev, "uptime_ns")) {
+        printf("(a new server: rates from its start)\n");
+        prev = NULL;
+    }
     double dt = (num(cur, "uptime_ns") - (prev ? num(prev, "uptime_ns") : 0)) / 1e9;
     if (dt <= 0) dt = 1;
     double dbytes = num(cur, "bytes_read") - (prev ? num(prev, "bytes_read") : 0);
@@ -58,7 +65,7 @@ static void print_line(json_t *cur, json_t *prev)
     json_t *r;
     json_array_foreach(json_object_get(cur, "ranks"), i, r) {
         double steps = num(r, "steps_reported");
-        printf(" r%.0f %s %.0f wait %.2fms", num(r, "rank"),
+        printf(" r%.0f %s %.0f batches, wait %.2f ms/step", num(r, "rank"),
                json_string_value(json_object_get(r, "state")), num(r, "batches"),
                steps > 0 ? num(r, "data_wait_ns") / steps / 1e6 : 0);
     }

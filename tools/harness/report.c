@@ -269,7 +269,7 @@ int lt_write_chart(const lt_run *run, const char *path)
     for (int r = 0; r < run->ranks; r++)
         svg_panel(f, run, r, CH_TOP + r * (CH_PANEL + CH_GAP), ymax);
     double base = CH_TOP + run->ranks * (CH_PANEL + CH_GAP) - CH_GAP + 16;
-    snprintf(title, sizeof title, "%llu", (unsigned long long)run->steps);
+    snprintf(title, sizeof title, "step %llu", (unsigned long long)(run->steps - 1));
     svg_text(f, CH_LEFT, base, "start", 11, "step 0");
     svg_text(f, CH_W - CH_RIGHT, base, "end", 11, title);
     fprintf(f, "</svg>\n");

@@ -362,7 +362,7 @@ typedef struct args {
 static const char usage_text[] =
     "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE] [--digests FILE]\n"
     "  [--verify DATASET [--pad-id N] [--image-size WxH --crop full|center|random\n"
-    "   --image-dtype u8|f16|f32 --flip P --seed S]] [--no-digest]\n"
+    "   --image-dtype u8|f16|f32 --flip P --seed S --resize bilinear|area]] [--no-digest]\n"
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
     "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K] [--help]\n"
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
@@ -385,10 +385,12 @@ static int image_size(const char *v, lf_tf_image_params *im)
 /* One option's value into a; 0, or -1 when it is not a valid value. */
 static int set_option(args *a, int c, const char *v)
 {
-    static const char *const crops[] = {"full", "center", "random"};
-    static const char *const dtypes[] = {"u8", "f16", "f32"};
+    static const char *const crops[] = {"full", "center", "random", NULL};
+    static const char *const resizes[] = {"bilinear", "area", NULL};
+    static const char *const dtypes[] = {"u8", "f16", "f32", NULL};
     static const uint32_t dtype_codes[] = {LF_DTYPE_U8, LF_DTYPE_F16, LF_DTYPE_F32};
     int64_t n = 0;
+    uint32_t w = 0;
     char *end;
     switch (c) {
     case 'e': a->o.endpoint = v; return 0;
@@ -410,14 +412,9 @@ static int set_option(args *a, int c, const char *v)
     case 'H': return parse_i64(v, 1, INT64_MAX, &a->hang_after);
     case 'S': return parse_u64(v, 0, UINT64_MAX, &a->image.seed);
     case 'I': return image_size(v, &a->image);
-    case 'C':
-        for (uint32_t k = 0; k < 3; k++)
-            if (strcmp(v, crops[k]) == 0) return (a->image.crop = k), 0;
-        return -1;
-    case 'D':
-        for (uint32_t k = 0; k < 3; k++)
-            if (strcmp(v, dtypes[k]) == 0) return (a->image.out_dtype = dtype_codes[k]), 0;
-        return -1;
+    case 'C': return parse_word(v, crops, &a->image.crop);
+    case 'Z': return parse_word(v, resizes, &a->image.resize);
+    case 'D': return parse_word(v, dtypes, &w) ? -1 : (a->image.out_dtype = dtype_codes[w], 0);
     case 'F':
         a->image.flip_prob = strtod(v, &end);
         return end == v || *end || !(a->image.flip_prob >= 0 && a->image.flip_prob <= 1) ? -1 : 0;
@@ -434,7 +431,7 @@ static int parse(int argc, char **argv, args *a)
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
         {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
-        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"no-digest", 0, 0, 'N'},
+        {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"resize", 1, 0, 'Z'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
         {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
@@ -493,16 +490,15 @@ int main(int argc, char **argv)
     if (a.restore) {
         unsigned char st[LF_STATE_SIZE];
         long n = read_file(a.restore, st, sizeof st);
-        reported = 1;
         if (n < 0) {
             fprintf(stderr, "rank-loop %d: cannot read %s: %s\n", a.o.rank, a.restore,
                     strerror(errno));
             rc = -EIO;
+            reported = 1;
         } else if ((rc = lf_state_restore(c, st, (size_t)n)) < 0) {
             fprintf(stderr, "rank-loop %d: restore %s: %s (%s)\n", a.o.rank, a.restore,
                     lf_strerror(rc), lf_client_error(c));
-        } else {
-            reported = 0;
+            reported = 1;
         }
     }
     XXH3_state_t h;

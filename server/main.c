@@ -135,13 +135,6 @@ static int parse_ranks(const char *s, srv_config *c)
     return c->nlocal ? 0 : -1;
 }
 
-static int word(const char *s, const char *const *words, uint32_t *out)
-{
-    for (uint32_t i = 0; words[i]; i++)
-        if (strcmp(s, words[i]) == 0) { *out = i; return 0; }
-    return -1;
-}
-
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
     O_MICRO, O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
@@ -191,7 +184,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     case O_NODE_RANK: ps->have_node = 1; return parse_u32(a, &ps->node_rank);
     case O_PER_NODE: ps->have_node = 1; return parse_u32(a, &ps->per_node);
     case O_EPOCHS: return parse_u32(a, &c->epochs);
-    case O_SAMPLER: return word(a, samplers, &p->sampler);
+    case O_SAMPLER: return parse_word(a, samplers, &p->sampler);
     case O_TDTYPE:
         if (strcmp(a, "i32") == 0) c->token_dtype = LF_DTYPE_I32;
         else if (strcmp(a, "i64") == 0) c->token_dtype = LF_DTYPE_I64;
@@ -203,7 +196,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     case O_MICRO: c->micro_batches = 1; return 0;
     case O_ISIZE:
         return sscanf(a, "%ux%u", &c->image.out_w, &c->image.out_h) == 2 ? 0 : -1;
-    case O_CROP: return word(a, crops, &c->image.crop);
+    case O_CROP: return parse_word(a, crops, &c->image.crop);
     case O_IDTYPE:
         if (strcmp(a, "u8") == 0) c->image.out_dtype = LF_DTYPE_U8;
         else if (strcmp(a, "f16") == 0) c->image.out_dtype = LF_DTYPE_F16;
@@ -215,12 +208,12 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         c->image.flip_prob = strtod(a, &end);
         return *end || !(c->image.flip_prob >= 0 && c->image.flip_prob <= 1) ? -1 : 0;
     }
-    case O_RESIZE: return word(a, resizes, &c->image.resize);
+    case O_RESIZE: return parse_word(a, resizes, &c->image.resize);
     case O_READERS: return parse_u32(a, &c->readers);
     case O_WORKERS: return parse_u32(a, &c->workers);
     case O_IO: {
         uint32_t w;
-        if (word(a, ios, &w)) return -1;
+        if (parse_word(a, ios, &w)) return -1;
         c->io_uring = (int)w;
         c->io_forced = 1;
         return 0;
@@ -230,7 +223,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     case O_MEM: return parse_size(a, 1, UINT64_MAX, &c->memory_limit);
     case O_CORRUPT: {
         uint32_t w;
-        if (word(a, on_corrupt, &w)) return -1;
+        if (parse_word(a, on_corrupt, &w)) return -1;
         c->skip_corrupt = (int)w;
         return 0;
     }

@@ -2,7 +2,8 @@
  * cli_parse_num — tools/common/parse_num.c, the flag number parser every
  * program uses: each accepted form and each refused one (a sign on an
  * unsigned, a space, octal-looking zeros, trailing text, overflow, a bad
- * size suffix) against the value or the refusal expected.
+ * size suffix) against the value or the refusal expected; parse_word
+ * takes only a listed word, exactly.
  */
 #include "parse_num.h"
 #include "test.h"
@@ -60,6 +61,13 @@ int main(void)
     ASSERT_NE(parse_i64("-1", 0, 10, &i), 0);
     ASSERT_EQ(u, 7);
     ASSERT_EQ(i, 7);
+    static const char *const words[] = {"bilinear", "area", NULL};
+    uint32_t w = 7;
+    ASSERT_EQ(parse_word("area", words, &w), 0);
+    ASSERT_EQ(w, 1);
+    ASSERT_NE(parse_word("Area", words, &w), 0);
+    ASSERT_NE(parse_word("", words, &w), 0);
+    ASSERT_EQ(w, 1);
     printf("parse_u64, parse_i64, parse_size: %zu forms accepted or refused as expected\n",
            sizeof u64s / sizeof *u64s + sizeof i64s / sizeof *i64s + sizeof sizes / sizeof *sizes);
     return 0;

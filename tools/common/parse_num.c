@@ -72,3 +72,13 @@ int parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     *out = v;
     return 0;
 }
+
+int parse_word(const char *s, const char *const *words, uint32_t *out)
+{
+    for (uint32_t i = 0; words[i]; i++)
+        if (strcmp(s, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}

@@ -1,6 +1,6 @@
 /*
- * parse_num.h — numbers from the command line, strictly: every program's
- * flags read integers the same way.
+ * parse_num.h — numbers (and words) from the command line, strictly: every
+ * program's flags read them the same way.
  */
 #ifndef LF_PARSE_NUM_H
 #define LF_PARSE_NUM_H
@@ -16,5 +16,8 @@ int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* A byte count: decimal digits, then K, M, G or T (powers of 1024, either
  * case, an optional B after), in [lo, hi]. */
 int parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* A word from words (NULL-terminated): its index in *out, or -1. */
+int parse_word(const char *s, const char *const *words, uint32_t *out);
 
 #endif

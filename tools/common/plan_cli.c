@@ -69,13 +69,6 @@ static int parse_u32(const char *s, uint64_t lo, uint64_t hi, uint32_t *out)
     return 0;
 }
 
-static int parse_word(const char *s, const char *const *words, uint32_t *out)
-{
-    for (uint32_t i = 0; words[i]; i++)
-        if (strcmp(s, words[i]) == 0) { *out = i; return 0; }
-    return -1;
-}
-
 static int parse_cost(const char *s, double coef[4])
 {
     const char *at = s;

@@ -111,7 +111,7 @@ typedef struct lt_train_opts {
     int log_every;               /* rank 0 prints the loss every N steps (0: never) */
     const char *endpoint;        /* the lf-server to take batches from */
     const char *batches;         /* per-rank batch log PREFIX.rR.txt, or NULL */
-    long fault_step;             /* planted fault: perturb a parameter of */
+    int64_t fault_step;          /* planted fault: perturb a parameter of */
     int fault_rank;              /*   fault_rank after step fault_step (-1: none) */
     double cost[4];              /* cost model a, b, c0, d (planned cost per step) */
     int timeout_ms;              /* lf_next timeout */

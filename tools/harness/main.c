@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -37,7 +38,7 @@ typedef struct opts {
     lt_train_opts t;
     const char *data, *server, *sampler, *report, *trace, *chart, *batches, *tmpdir;
     int compare, calibrate, gradcheck, epochs;
-    long seed;
+    int64_t seed;
     char **server_args;          /* after "--" */
     int nserver_args;
 } opts;
@@ -100,14 +101,6 @@ static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
     return 0;
 }
 
-static int long_in(const char *s, int64_t lo, int64_t hi, long *out)
-{
-    int64_t v;
-    if (parse_i64(s, lo, hi, &v) < 0) return -1;
-    *out = (long)v;
-    return 0;
-}
-
 static int positive(const char *s, int *out)
 {
     return int_in(s, 1, 1 << 20, out);
@@ -131,7 +124,7 @@ static int option(opts *o, int c, const char *a)
     case O_SAMPLER: o->sampler = a; return 0;
     case O_COMPARE: o->compare = 1; return 0;
     case O_EPOCHS: return positive(a, &o->epochs);
-    case O_SEED: return long_in(a, 0, LONG_MAX, &o->seed);
+    case O_SEED: return parse_i64(a, 0, INT64_MAX, &o->seed);
     case O_COST: return parse_cost(a, o->t.cost);
     case O_PADID: return parse_i64(a, 0, INT64_MAX, &o->t.pad_id);
     case O_DEVICE:
@@ -149,7 +142,7 @@ static int option(opts *o, int c, const char *a)
     case O_BATCHES: o->batches = a; return 0;
     case O_CALIBRATE: o->calibrate = 1; return 0;
     case O_GRADCHECK: o->gradcheck = 1; return 0;
-    case O_FSTEP: return long_in(a, -1, LONG_MAX, &o->t.fault_step);
+    case O_FSTEP: return parse_i64(a, -1, INT64_MAX, &o->t.fault_step);
     case O_FRANK: return int_in(a, -1, INT_MAX, &o->t.fault_rank);
     default: return -1;
     }
@@ -314,7 +307,7 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     snprintf(s->endpoint, sizeof s->endpoint, "%s/ctl", s->dir);
     snprintf(sw, sizeof sw, "%d", world);
     snprintf(se, sizeof se, "%d", o->epochs);
-    snprintf(sseed, sizeof sseed, "%ld", o->seed);
+    snprintf(sseed, sizeof sseed, "%" PRId64, o->seed);
     snprintf(scost, sizeof scost, "%.17g,%.17g,%.17g,%.17g", o->t.cost[0], o->t.cost[1],
              o->t.cost[2], o->t.cost[3]);
     snprintf(spad, sizeof spad, "%lld", (long long)o->t.pad_id);

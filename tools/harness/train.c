@@ -319,7 +319,7 @@ static int run_steps(rank_ctx *x, uint64_t zero)
         if (ranks == 0) return 0;
         r->step_ns = now_ns() - t0;
         if (active) lf_report_step(x->client, r->compute_ns);
-        if ((long)step == x->o->fault_step && x->rank == x->o->fault_rank) x->params[0] += 1e-3f;
+        if ((int64_t)step == x->o->fault_step && x->rank == x->o->fault_rank) x->params[0] += 1e-3f;
         if (check_params(x, step) < 0) return -1;
         if (x->rank == 0 && x->o->log_every > 0 && step % (uint64_t)x->o->log_every == 0)
             printf("step %5" PRIu64 "  loss %.4f\n", step, r->loss);

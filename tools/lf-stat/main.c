@@ -78,18 +78,21 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"json", 0, 0, 'j'}, {"count", 1, 0, 'n'},
                                          {"interval-ms", 1, 0, 'i'}, {"help", 0, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int json = 0, c, bad = 0;
+    int json = 0, c, at = -1, rc;
     int64_t count = -1, interval = 1000;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 'j') json = 1;
-        else if (c == 'n') bad = parse_i64(optarg, 1, INT64_MAX, &count) ? 'n' : 0;
-        else if (c == 'i') bad = parse_i64(optarg, 1, 3600000, &interval) ? 'i' : 0;
-        if (bad) {
-            fprintf(stderr, "lf-stat: --%s: bad value '%s'\n",
-                    bad == 'n' ? "count" : "interval-ms", optarg);
+    while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
+        switch (c) {
+        case 'j': json = 1; rc = 0; break;
+        case 'n': rc = parse_i64(optarg, 1, INT64_MAX, &count); break;
+        case 'i': rc = parse_i64(optarg, 1, 3600000, &interval); break;
+        default: rc = 1; break; /* --help, or not an option */
+        }
+        if (rc < 0) {
+            fprintf(stderr, "lf-stat: --%s: bad value '%s'\n", opts[at].name, optarg);
             return 2;
         }
-        if (c != 'j' && c != 'n' && c != 'i') {
+        at = -1;
+        if (rc > 0) {
             fprintf(c == 'h' ? stdout : stderr,
                     "usage: lf-stat [ENDPOINT] [--json] [--count N] [--interval-ms MS]\n"
                     "Prints lf-server metrics: a line per interval, or the JSON once.\n"
@@ -111,7 +114,7 @@ int main(int argc, char **argv)
     void *ctx = zmq_ctx_new(), *sock = zmq_socket(ctx, ZMQ_DEALER);
     int linger = 0;
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    int rc = 0;
+    rc = 0;
     if (zmq_connect(sock, url) != 0) rc = 1;
     json_t *prev = NULL;
     if (rc) fprintf(stderr, "lf-stat: cannot connect to %s: %s\n", url, zmq_strerror(zmq_errno()));

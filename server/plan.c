@@ -21,9 +21,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-/* The plan from epoch index e of the run on (epochs do not depend on each
- * other: a plan started at epoch e makes the same steps as one that walked
- * the epochs before it). */
 int srv_plan_errno(int status)
 {
     switch (status) {
@@ -35,6 +32,9 @@ int srv_plan_errno(int status)
     }
 }
 
+/* The plan from epoch index e of the run on (epochs do not depend on each
+ * other: a plan started at epoch e makes the same steps as one that walked
+ * the epochs before it). */
 static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);

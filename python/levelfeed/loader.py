@@ -199,9 +199,6 @@ class Loader:
                              % (tensors, "" if torch is None else " or 'torch'"))
         self._as_torch = tensors == "torch"
         self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
-        # The C library reads 0 as its default (10 s): None waits as long as
-        # an int allows (24 days), 0 the least it can (1 ms).
-        self._connect_ms = 2**31 - 1 if timeout is None else max(1, self._timeout_ms)
         self._yielded = 0
         self._finished = False
         self._client = self._open(endpoint, rank, world_size)
@@ -217,7 +214,9 @@ class Loader:
             o.rank = int(rank)
         if world_size is not None:
             o.world_size = int(world_size)
-        o.connect_timeout_ms = self._connect_ms
+        # The C library reads 0 as its default (10 s): None (-1) waits as
+        # long as an int allows (24 days), 0 the least it can (1 ms).
+        o.connect_timeout_ms = 2**31 - 1 if self._timeout_ms < 0 else max(1, self._timeout_ms)
         why = ctypes.create_string_buffer(512)
         o.error = ctypes.cast(why, ctypes.c_char_p)
         o.error_size = len(why)

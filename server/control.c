@@ -276,11 +276,16 @@ static void on_message(control *c, const unsigned char *id, size_t idlen,
     }
     if (m.type == LF_MSG_HELLO) { on_hello(c, id, idlen, &m.u.hello); return; }
     if (m.type == LF_MSG_STATS_REQ) {
+        /* A reply in every case: the asker would otherwise wait for nothing. */
         char *text = stats_json(c);
-        if (!text) return;
+        if (!text) {
+            send_error(c, id, idlen, -ENOMEM, "stats: out of memory");
+            return;
+        }
         lf_msg r = {.type = LF_MSG_STATS,
                     .u.text = {.code = 0, .len = (uint32_t)strlen(text), .text = text}};
         if (r.u.text.len <= LF_WIRE_TEXT_MAX) send_to(c, id, idlen, &r);
+        else send_error(c, id, idlen, -EMSGSIZE, "stats: the JSON is larger than a message");
         free(text);
         return;
     }

@@ -20,8 +20,9 @@
 #include <time.h>
 #include <zmq.h>
 
-/* Sends STATS_REQ and waits up to timeout_ms for the JSON reply. */
-static json_t *fetch(void *sock, int timeout_ms)
+/* Sends STATS_REQ and waits up to timeout_ms for the JSON reply; NULL
+ * after saying why. */
+static json_t *fetch(void *sock, const char *url, int timeout_ms)
 {
     unsigned char buf[LF_WIRE_MAX];
     lf_msg m = {.type = LF_MSG_STATS_REQ};
@@ -31,9 +32,17 @@ static json_t *fetch(void *sock, int timeout_ms)
     while (zmq_poll(&it, 1, timeout_ms) == 1) {
         n = zmq_recv(sock, buf, sizeof buf, 0);
         if (n < 0 || (size_t)n > sizeof buf || lf_wire_decode(buf, (size_t)n, &m) != 0) continue;
+        if (m.type == LF_MSG_ERROR) {
+            fprintf(stderr, "lf-stat: %s refused: %.*s\n", url, (int)m.u.text.len, m.u.text.text);
+            return NULL;
+        }
         if (m.type != LF_MSG_STATS) continue;
-        return json_loadb(m.u.text.text, m.u.text.len, 0, NULL);
+        json_error_t err;
+        json_t *o = json_loadb(m.u.text.text, m.u.text.len, 0, &err);
+        if (!o) fprintf(stderr, "lf-stat: %s sent stats that are not JSON: %s\n", url, err.text);
+        return o;
     }
+    fprintf(stderr, "lf-stat: no answer from %s\n", url);
     return NULL;
 }
 
@@ -119,9 +128,8 @@ int main(int argc, char **argv)
     json_t *prev = NULL;
     if (rc) fprintf(stderr, "lf-stat: cannot connect to %s: %s\n", url, zmq_strerror(zmq_errno()));
     for (int64_t i = 0; rc == 0 && (count < 0 || i < count); i++) {
-        json_t *cur = fetch(sock, 2000);
+        json_t *cur = fetch(sock, url, 2000);
         if (!cur) {
-            fprintf(stderr, "lf-stat: no answer from %s\n", url);
             rc = 1;
             break;
         }

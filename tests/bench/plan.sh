@@ -29,30 +29,27 @@ N=${LF_PLAN_BENCH_SAMPLES:-1000000}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lf_plan_bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# report LABEL SAMPLES-PER-RANK LF-PLAN-ARGS...: runs lf-plan (text and JSON)
+# report LABEL SAMPLES-PER-RANK LF-PLAN-ARGS...: runs lf-plan --json
 # with --samples-per-rank and prints each sampler's figures with their ratios
 # to the targets (p99 <= 1.002 from 16 samples per rank, <= 1.005 below).
 report() {
   local label=$1 spr=$2; shift 2
-  "$bin/lf-plan" "$@" --samples-per-rank "$spr" >"$tmp/text"
   "$bin/lf-plan" "$@" --samples-per-rank "$spr" --json >"$tmp/json"
-  "$PY" - "$label" "$spr" "$tmp/json" "$tmp/text" <<'PYEOF'
-import json, re, sys
+  "$PY" - "$label" "$spr" "$tmp/json" <<'PYEOF'
+import json, sys
 label, spr = sys.argv[1], int(sys.argv[2])
-doc, text = json.load(open(sys.argv[3])), open(sys.argv[4]).read()
-epoch = dict(re.findall(r"^(\w+):.*?epoch [0-9.]+ s \(create [0-9.]+ s, CPU ([0-9.]+) s\)", text, re.M | re.S))
-cpu = dict(re.findall(r"^(\w+):.*?\(CPU ([0-9.]+)\)", text, re.M | re.S))
-layout = "pack" if "layout pack" in text else "pad"
+doc = json.load(open(sys.argv[3]))
+layout = doc["layout"]
 print("-- %s (%s)" % (label, layout))
 for name, r in doc["samplers"].items():
     m, d = r["max_over_mean"], r["delay_steps"]
     floor = " (floor %.3f%%)" % (100 * r["padding_floor"]) if layout == "pack" else ""
     line = ("  %-8s max/mean p50 %.5f p99 %.5f max %.5f | padding %.3f%%%s, %.2f micro-batches "
-            "per rank-step | fill %.3f%% | delay p50/p99/max %g/%g/%g | %.3f ms/step (CPU %s), "
+            "per rank-step | fill %.3f%% | delay p50/p99/max %g/%g/%g | %.3f ms/step (CPU %.3f), "
             "%d steps, %d samples"
             % (name, m["p50"], m["p99"], m["max"], 100 * r["padding_fraction"], floor,
                r["micro_per_rank"], 100 * r["budget_fill"], d["p50"], d["p99"], d["max"],
-               r["plan_ms_per_step"], cpu.get(name, "?"), r["steps"], r["samples"]))
+               r["plan_ms_per_step"], r["plan_cpu_ms_per_step"], r["steps"], r["samples"]))
     print(line)
     if name != "balanced":
         continue
@@ -64,9 +61,8 @@ for name, r in doc["samplers"].items():
     ratios += [("padding/%g" % pad_target, r["padding_fraction"] / pad_target),
                ("fill/0.999", r["budget_fill"] / 0.999),
                ("delay max/4", d["max"] / 4)]
-    ratios.append(("CPU ms/step / 1 ms", float(cpu.get(name, "nan"))))
-    if "balanced" in epoch:
-        ratios.append(("epoch CPU %.2fs/2s" % float(epoch["balanced"]), float(epoch["balanced"]) / 2))
+    ratios.append(("CPU ms/step / 1 ms", r["plan_cpu_ms_per_step"]))
+    ratios.append(("epoch CPU %.2fs/2s" % r["epoch_cpu_s"], r["epoch_cpu_s"] / 2))
     print("           ratios to targets (imbalance as excess over 1): " +
           ", ".join("%s %.3f" % kv for kv in ratios))
 PYEOF
@@ -74,7 +70,7 @@ PYEOF
 
 # budget LF-PLAN-ARGS...: the global step budget lf-plan derives.
 budget() {
-  "$bin/lf-plan" "$@" --sampler balanced --steps 1 | sed -n 's/.*budget \([0-9]*\) per step.*/\1/p'
+  "$bin/lf-plan" "$@" --sampler balanced --steps 1 --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["budget"])'
 }
 
 for w in 8 64; do

@@ -22,14 +22,21 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 import json, sys
 doc = json.load(open(sys.argv[1]))
 n = int(sys.argv[2])
+assert (doc["samples"], doc["world"], doc["layout"]) == (n, 8, "pad"), doc
+assert doc["budget"] > 0, doc
 s = doc["samplers"]
 assert set(s) == {"balanced", "naive", "sorted"}, s.keys()
 for name, r in s.items():
-    for k in ("max_over_mean", "delay_steps"):
+    for k in ("max_over_mean", "delay_steps", "outlier_delay_steps"):
         assert set(r[k]) == {"p50", "p99", "max"}, (name, k, r[k])
     for k in ("padding_fraction", "padding_floor", "micro_per_rank", "budget_fill",
-              "plan_ms_per_step", "steps", "samples"):
+              "plan_ms_per_step", "plan_cpu_ms_per_step", "epoch_s", "create_s",
+              "epoch_cpu_s", "steps", "tail_steps", "samples", "samples_per_step",
+              "rejected_outliers", "rejected_cap", "outliers"):
         assert isinstance(r[k], (int, float)), (name, k)
+    assert ("batch_per_rank" in r) == (name != "balanced"), (name, r)
+    assert 0 <= r["tail_steps"] <= r["steps"], (name, r["tail_steps"])
+    assert r["create_s"] <= r["epoch_s"], (name, r["create_s"], r["epoch_s"])
     assert r["samples"] == n, (name, r["samples"])
     assert 0 <= r["padding_fraction"] < 1
     assert r["micro_per_rank"] >= 1, (name, r["micro_per_rank"])

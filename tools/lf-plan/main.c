@@ -204,19 +204,32 @@ static void print_pcts_json(const char *key, const plan_pcts *p)
     printf("\"%s\": {\"p50\": %.6f, \"p99\": %.6f, \"max\": %.6f}", key, p->p50, p->p99, p->max);
 }
 
-static void print_json(const plan_score *sc, int n)
+/* The text's figures, every one, as JSON. */
+static void print_json(const opts *o, const plan_score *sc, int n, size_t nsamples)
 {
-    printf("{\"samplers\": {");
+    const lf_plan_params *p = &o->cli.params;
+    printf("{\"samples\": %zu, \"world\": %u, \"budget\": %" PRIu64 ", \"layout\": \"%s\"",
+           nsamples, p->world, p->step_budget, p->layout == LF_PLAN_PACK ? "pack" : "pad");
+    if (p->layout == LF_PLAN_PACK) printf(", \"seq_len\": %u", p->seq_len);
+    printf(", \"samplers\": {");
     for (int i = 0; i < n; i++) {
         const plan_score *s = &sc[i];
-        printf("%s\"%s\": {", i ? ", " : "", s->name);
+        printf("%s\"%s\": {\"steps\": %" PRIu64 ", \"tail_steps\": %" PRIu64
+               ", \"samples\": %" PRIu64 ", \"samples_per_step\": %.4f", i ? ", " : "",
+               s->name, s->steps, s->tail_steps, s->samples, s->samples_per_step);
+        if (strcmp(s->name, "balanced")) printf(", \"batch_per_rank\": %u", s->batch_per_rank);
+        printf(", \"rejected_outliers\": %" PRIu64 ", \"rejected_cap\": %" PRIu64
+               ", \"outliers\": %" PRIu64 ", ", s->rejected, s->rejected_cap, s->outliers);
         print_pcts_json("max_over_mean", &s->max_over_mean);
         printf(", \"padding_fraction\": %.6f, \"padding_floor\": %.6f, \"micro_per_rank\": %.4f, "
                "\"budget_fill\": %.6f, ", s->padding_fraction, s->padding_floor, s->micro_per_rank,
                s->budget_fill);
         print_pcts_json("delay_steps", &s->delay);
-        printf(", \"plan_ms_per_step\": %.6f, \"steps\": %" PRIu64 ", \"samples\": %" PRIu64 "}",
-               s->plan_ms_per_step, s->steps, s->samples);
+        printf(", ");
+        print_pcts_json("outlier_delay_steps", &s->outlier_delay);
+        printf(", \"plan_ms_per_step\": %.6f, \"plan_cpu_ms_per_step\": %.6f, \"epoch_s\": %.6f"
+               ", \"create_s\": %.6f, \"epoch_cpu_s\": %.6f}", s->plan_ms_per_step,
+               s->plan_cpu_ms_per_step, s->epoch_s, s->create_s, s->epoch_cpu_s);
     }
     printf("}}\n");
 }
@@ -282,7 +295,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "lf-plan: %s\n", o.cli.why[0] ? o.cli.why : lf_plan_strerror(rc));
         return 1;
     }
-    if (o.json) print_json(sc, nsc);
+    if (o.json) print_json(&o, sc, nsc, n);
     else print_text(&o, sc, nsc, n);
     return 0;
 }

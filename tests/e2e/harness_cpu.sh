@@ -15,6 +15,8 @@
 #  - without a GPU, --device cuda is refused with a reason;
 #  - the model's backward matches central differences (--gradcheck), and
 #    the check fails when one gradient component is spoiled;
+#  - a rank killed mid-run ends the job, and rank 0 takes its server and
+#    runtime directory with it;
 #  - nothing is left behind: /dev/shm, runtime directories, processes.
 source "$(dirname "$0")/harness_lib.sh"
 
@@ -93,6 +95,23 @@ if "$LF_BIN/lf-train" --gradcheck --fault-step 0 >"$WORK/grad-bad.out" 2>&1; the
   fail "gradcheck missed a spoiled gradient: $(cat "$WORK/grad-bad.out")"
 fi
 echo "$(cat "$WORK/grad.out"); a spoiled gradient is caught"
+
+# 6. a rank that dies mid-run (kill -9, as the OOM killer would): mpirun
+#    ends the others with SIGTERM, and rank 0 takes its server and runtime
+#    directory with it
+train killed 2 --epochs 50 -- --samples-per-rank 1 &
+job=$!
+for _ in $(seq 200); do compgen -G "$TMP/lf-train.*/ctl" >/dev/null && break; sleep 0.05; done
+compgen -G "$TMP/lf-train.*/ctl" >/dev/null || fail "killed run: no server came up"
+sleep 0.5
+victim=""
+for p in $(pgrep -f "lf-train --data $WORK/ds"); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+done
+[[ -n $victim ]] || fail "killed run: rank 1 not found"
+kill -9 "$victim"
+if wait "$job"; then fail "killed run: mpirun exited 0"; fi
+echo "a rank killed mid-run: the job ends, the server and its directory go"
 
 check_clean
 echo "harness cpu ok"

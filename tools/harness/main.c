@@ -209,11 +209,21 @@ static int parse(int argc, char **argv, opts *o)
 
 /* ---- the server of one run (rank 0) ------------------------------------- */
 
+/* What a server killed before its own clean-up leaves in its directory:
+ * its sockets, and the lock file it always leaves (see server/README.md). */
+#define SERVER_LEFT 3
+static const char *const server_left[SERVER_LEFT] = {"ctl.lock", "ctl.fd", "ctl"};
+
 typedef struct server {
     pid_t pid;
     char dir[96];                /* private runtime directory, under $TMPDIR */
     char endpoint[108];          /* dir/ctl: fits a unix socket address */
+    char left[SERVER_LEFT][112]; /* dir/server_left[k], made before the server
+                                    starts, so a signal handler can unlink them */
 } server;
+
+/* Rank 0's running server, for on_signal. */
+static server *volatile live_server;
 
 static void sleep_ms(long ms)
 {
@@ -246,6 +256,7 @@ static pid_t spawn(const char *bin, char **argv)
 {
     pid_t parent = getpid(), pid = fork();
     if (pid != 0) return pid;
+    live_server = NULL; /* a signal before exec must not clean up the parent's */
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent) _exit(127);
     execv(bin, argv);
     fprintf(stderr, "lf-train: exec %s: %s\n", bin, strerror(errno));
@@ -305,6 +316,8 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
         return -e;
     }
     snprintf(s->endpoint, sizeof s->endpoint, "%s/ctl", s->dir);
+    for (int k = 0; k < SERVER_LEFT; k++)
+        snprintf(s->left[k], sizeof s->left[k], "%s/%s", s->dir, server_left[k]);
     snprintf(sw, sizeof sw, "%d", world);
     snprintf(se, sizeof se, "%d", o->epochs);
     snprintf(sseed, sizeof sseed, "%" PRId64, o->seed);
@@ -341,6 +354,37 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     return -1;
 }
 
+/* Async-signal-safe: unlink and rmdir only. */
+static void remove_runtime_dir(const server *s)
+{
+    for (int k = 0; k < SERVER_LEFT; k++) unlink(s->left[k]);
+    rmdir(s->dir);
+}
+
+/* mpirun ends every rank with SIGTERM when one dies or the job is
+ * interrupted: rank 0 takes its server and runtime directory with it, then
+ * dies of the signal. Async-signal-safe calls only. */
+static void on_signal(int sig)
+{
+    server *s = live_server;
+    if (s) {
+        pid_t pid = s->pid;
+        if (pid > 0 && kill(pid, SIGTERM) == 0)
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+        remove_runtime_dir(s);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_signals(void)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+}
+
 /* Reaps the server (it exits once every rank has its plan), killing it if
  * it lingers or the run failed, and removes the runtime directory. */
 static int server_stop(server *s, int failed)
@@ -355,21 +399,15 @@ static int server_stop(server *s, int failed)
             kill(s->pid, SIGKILL);
             waitpid(s->pid, &status, 0);
         }
+        s->pid = 0; /* reaped: on_signal must not signal the number again */
         rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
         char words[64];
         if (rc < 0 && !failed)
             fprintf(stderr, "lf-train: lf-server failed (%s)\n",
                     status_words(status, words, sizeof words));
     }
-    /* What a server killed before its own clean-up leaves: its sockets,
-     * and the lock file it always leaves (see server/README.md). */
-    static const char *const left[] = {"ctl.lock", "ctl.fd", "ctl"};
-    for (size_t k = 0; k < sizeof left / sizeof *left; k++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%s", s->dir, left[k]);
-        unlink(path);
-    }
-    rmdir(s->dir);
+    remove_runtime_dir(s);
+    live_server = NULL;
     return rc;
 }
 
@@ -423,6 +461,7 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
     char endpoint[108] = "", b[4096];
     int rc = 0;
     if (o->data && rank == 0) {
+        live_server = &srv; /* before the fork: a signal from then on cleans up */
         rc = server_start(o, sampler, world, &srv);
         snprintf(endpoint, sizeof endpoint, "%s", srv.endpoint);
     }
@@ -522,6 +561,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (rank == 0) catch_signals();
     char device[256];
     device_name(&o, device, sizeof device);
     lt_summary s[NSAMPLERS] = {{0}};

@@ -566,18 +566,17 @@ int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,
 
 /* ---- pixels -------------------------------------------------------------- */
 
-/* CMYK as libjpeg hands it out -> RGB, in place (3*i <= 4*i). Adobe files
- * store inverted ink, so "no ink" is 255 there and 0 otherwise. */
-static void cmyk_to_rgb(unsigned char *row, size_t n, int adobe_inverted)
+/* CMYK as libjpeg hands it out -> RGB, in place (3*i <= 4*i). The bytes
+ * are taken as inverted ink (255 = no ink), as Adobe writes them and as PIL
+ * reads every CMYK JPEG, Adobe marker or not: PIL is the reference users
+ * compare with (torchvision). */
+static void cmyk_to_rgb(unsigned char *row, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        unsigned v[4];
-        for (int k = 0; k < 4; k++) {
-            v[k] = row[4 * i + (size_t)k];
-            if (!adobe_inverted) v[k] = 255 - v[k];
-        }
-        /* v is now 255 - ink: channel = (255-c)(255-k)/255, rounded. */
-        for (int k = 0; k < 3; k++) row[3 * i + (size_t)k] = (unsigned char)((v[k] * v[3] + 127) / 255);
+        unsigned k = row[4 * i + 3];
+        /* channel = (255-c)(255-k)/255 in ink terms, rounded */
+        for (int ch = 0; ch < 3; ch++)
+            row[3 * i + (size_t)ch] = (unsigned char)((row[4 * i + (size_t)ch] * k + 127) / 255);
     }
 }
 
@@ -599,7 +598,7 @@ static void read_rows(lf_tf_ws *ws, unsigned char *dst, size_t stride, uint32_t 
             bail(ws);
         }
         if (cmyk)
-            for (JDIMENSION i = 0; i < got; i++) cmyk_to_rgb(rows[i], width, c->saw_Adobe_marker);
+            for (JDIMENSION i = 0; i < got; i++) cmyk_to_rgb(rows[i], width);
         done += got;
     }
 }
@@ -1102,7 +1101,12 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
     uint64_t rows = y1 - y0;
 
     jpeg_start_decompress(c);
-    JDIMENSION xoff = x0, cw = x1 - x0;
+    /* A column of margin each side where the image has one: libjpeg's
+     * chroma upsampling takes the region's edges for the image's and
+     * copies the edge chroma instead of blending in the neighbour's, which
+     * would colour columns x0 and x1 - 1 wrongly (4:2:0 and 4:2:2). */
+    JDIMENSION xoff = x0 > 0 ? x0 - 1 : 0;
+    JDIMENSION cw = (x1 < c->output_width ? x1 + 1 : x1) - xoff;
     if (cw < c->output_width) jpeg_crop_scanline(c, &xoff, &cw);
     idct_install(ws);
     size_t comps = c->out_color_space == JCS_CMYK ? 4 : 3;
@@ -1113,8 +1117,8 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
         return fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", y0);
     size_t stride = (size_t)cw * comps;
     read_rows(ws, ws->region, stride, (uint32_t)rows, cw);
-    /* libjpeg widened the region to an iMCU boundary (xoff <= x0, x1 <=
-     * xoff + cw); the filters read only columns x0..x1. */
+    /* libjpeg widened the region to an iMCU boundary (xoff < x0 where
+     * x0 > 0, x1 <= xoff + cw); the filters read only columns x0..x1. */
     resize_job r = {{{0, 0, 0, 0}, {0, 0, 0, 0}}, ws->region + (size_t)(x0 - xoff) * 3,
                     stride, (size_t)(x1 - x0) * 3, y0, j->dst, p};
     for (int ch = 0; ch < 3; ch++) {

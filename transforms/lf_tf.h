@@ -90,7 +90,9 @@ typedef enum lf_tf_crop {
 
 typedef enum lf_tf_resize {
     LF_TF_RESIZE_BILINEAR = 0,   /* triangle filter, widened when shrinking (PIL's BILINEAR) */
-    LF_TF_RESIZE_AREA = 1,       /* box filter: the mean of the covered area (PIL's BOX) */
+    LF_TF_RESIZE_AREA = 1,       /* the mean of the covered area, partly covered pixels
+                                    weighted by their part (PIL's BOX takes whole pixels
+                                    by their centres: the same at whole shrink factors) */
 } lf_tf_resize;
 
 typedef struct lf_tf_image_params {

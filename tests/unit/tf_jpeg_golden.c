@@ -2,7 +2,8 @@
  * tf_jpeg_golden.c — decode + crop + resize + normalize against PIL.
  *
  * tests/data/tf/make_golden.py made small JPEGs (odd sizes, 4:2:0 and 4:4:4,
- * grayscale, CMYK, progressive) and PIL's outputs: a full-size decode, or the
+ * grayscale, CMYK with and without the Adobe marker, progressive, 4:2:0
+ * noise cropped at block edges) and PIL's outputs: a full-size decode, or the
  * crop box resized with PIL's BILINEAR/BOX filter (Image.resize(box=)).
  *
  * Tolerances, in u8 levels, and why:
@@ -14,7 +15,7 @@
  *     IDCT low-passes differently from PIL's full decode + triangle filter;
  *     the difference is small on average and largest at sharp edges (seen:
  *     mean <= 0.9, max <= 7). Area is an exact-coverage box; PIL's BOX takes
- *     whole pixels, the same thing at the full-size scale PIL works at.
+ *     whole pixels by their centres: the same at whole shrink factors.
  *   - f32/f16 CHW: the u8 tolerance divided by 255*std (plus f16 rounding).
  * A planted fault (the mirrored reference) must fail the same check.
  * Also: lf_tf_jpeg_augment equals lf_tf_jpeg_crop_resize of the planned box,

@@ -42,7 +42,18 @@ def write_images():
     scene(151, 113, 4).save(f"{HERE}/progressive.jpg", quality=90, progressive=True)
     scene(480, 360, 5).save(f"{HERE}/large.jpg", quality=85)                # DCT scaling
     scene(123, 77, 6).save(f"{HERE}/rgb444.jpg", quality=95, subsampling=0)
-    for name in ("rgb_odd", "gray", "cmyk", "progressive", "large", "rgb444"):
+    # The same CMYK file without its Adobe (APP14) segment: PIL still reads
+    # the ink as inverted.
+    data = open(f"{HERE}/cmyk.jpg", "rb").read()
+    at = data.index(b"\xff\xee")
+    seg = 2 + int.from_bytes(data[at + 2:at + 4], "big")
+    open(f"{HERE}/cmyk_noadobe.jpg", "wb").write(data[:at] + data[at + seg:])
+    # Noise, 4:2:0: neighbouring chroma differs, so a crop whose region edge
+    # loses its neighbour's chroma shows it.
+    noise = np.random.default_rng(7).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    Image.fromarray(noise, "RGB").save(f"{HERE}/noise420.jpg", quality=95, subsampling=2)
+    for name in ("rgb_odd", "gray", "cmyk", "progressive", "large", "rgb444", "noise420",
+                 "cmyk_noadobe"):
         files[name] = f"{name}.jpg"
     return files
 
@@ -59,9 +70,15 @@ CASES = [
     ("large_small", "large", 0, 0, 480, 360, 0, 32, 24, "area"),
     ("large_tall", "large", 333, 11, 120, 330, 0, 20, 56, "bilinear"),
     ("r444_center", "rgb444", 22.5, 0.25, 77.0, 76.5, 0, 48, 48, "bilinear"),
+    # the crop region's first column on a block boundary, its last column
+    # inside the image, both at the 8/8 scale
+    ("noise_left", "noise420", 0, 0, 1, 64, 0, 8, 64, "bilinear"),
+    ("noise_cols", "noise420", 17, 0, 20, 30, 0, 40, 60, "bilinear"),
+    ("noise_right", "noise420", 0, 0, 37, 37, 1, 74, 74, "bilinear"),
     ("odd_decode", "rgb_odd", 0, 0, 173, 131, 0, 173, 131, "decode"),
     ("gray_decode", "gray", 0, 0, 97, 61, 0, 97, 61, "decode"),
     ("cmyk_decode", "cmyk", 0, 0, 80, 64, 0, 80, 64, "decode"),
+    ("cmyk_noadobe_decode", "cmyk_noadobe", 0, 0, 80, 64, 0, 80, 64, "decode"),
     ("prog_decode", "progressive", 0, 0, 151, 113, 0, 151, 113, "decode"),
 ]
 

@@ -8,6 +8,7 @@
 #include "parse_num.h"
 #include "plan_cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -76,7 +77,7 @@ static void usage(FILE *f)
 "  --micro-batches         tokens, pad layout: deliver the plan's micro-batches, each\n"
 "                          padded to its own longest (tokens [cells], micro [m, 2] =\n"
 "                          rows and padded length of each), instead of one [n, longest]\n"
-"  --image-size WxH        images: output size (224x224)\n"
+"  --image-size WxH        images: output size, each side 1..1024 (224x224)\n"
 "  --crop random|center|full   images: random-resized crop, center crop or the whole\n"
 "                          image (random)\n"
 "  --flip P                images: horizontal flip probability (0.5)\n"
@@ -112,27 +113,67 @@ static int parse_u32(const char *s, uint32_t *out)
     return 0;
 }
 
+/* A rank number at *s, digits only; *s moves past it. */
+static int rank_number(const char **s, uint64_t *out)
+{
+    char digits[12];
+    size_t n = strspn(*s, "0123456789");
+    if (n == 0 || n >= sizeof digits) return -1;
+    memcpy(digits, *s, n);
+    digits[n] = '\0';
+    *s += n;
+    return parse_u64(digits, 0, UINT32_MAX, out);
+}
+
+/* --ranks: a comma-separated list of ranks and ranges A-B. */
 static int parse_ranks(const char *s, srv_config *c)
 {
     c->nlocal = 0;
-    while (*s) {
-        char *end;
-        unsigned long a = strtoul(s, &end, 10), b = a;
-        if (end == s) return -1;
-        if (*end == '-') {
-            s = end + 1;
-            b = strtoul(s, &end, 10);
-            if (end == s || b < a) return -1;
+    for (;;) {
+        uint64_t a, b;
+        if (rank_number(&s, &a)) return -1;
+        b = a;
+        if (*s == '-') {
+            s++;
+            if (rank_number(&s, &b) || b < a) return -1;
         }
-        for (unsigned long r = a; r <= b; r++) {
-            if (c->nlocal == SRV_MAX_RANKS || r > UINT32_MAX) return -1;
+        for (uint64_t r = a; r <= b; r++) {
+            if (c->nlocal == SRV_MAX_RANKS) return -1;
             c->local[c->nlocal++] = (uint32_t)r;
         }
-        s = end;
-        if (*s == ',') s++;
-        else if (*s) return -1;
+        if (*s == '\0') return 0;
+        if (*s++ != ',') return -1; /* after a comma, another item must follow */
     }
-    return c->nlocal ? 0 : -1;
+}
+
+/* --image-size WxH, each side 1..the workers' transform limit (their
+ * workspaces take the default limits). */
+static int parse_image_size(const char *a, lf_tf_image_params *im)
+{
+    lf_tf_limits lim;
+    lf_tf_limits_default(&lim);
+    uint32_t max_side = lim.max_out_side;
+    const char *x = strchr(a, 'x');
+    char w[12];
+    uint64_t ow, oh;
+    if (!x || (size_t)(x - a) >= sizeof w) return -1;
+    memcpy(w, a, (size_t)(x - a));
+    w[x - a] = '\0';
+    if (parse_u64(w, 1, max_side, &ow) || parse_u64(x + 1, 1, max_side, &oh)) return -1;
+    im->out_w = (uint32_t)ow;
+    im->out_h = (uint32_t)oh;
+    return 0;
+}
+
+/* --flip P: a probability, decimal digits required. */
+static int parse_prob(const char *a, double *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)a[0]) && a[0] != '.') return -1;
+    double v = strtod(a, &end);
+    if (end == a || *end || !(v >= 0 && v <= 1)) return -1;
+    *out = v;
+    return 0;
 }
 
 enum {
@@ -194,8 +235,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         return 0;
     case O_PADID: return parse_i64(a, 0, INT64_MAX, &c->pad_id);
     case O_MICRO: c->micro_batches = 1; return 0;
-    case O_ISIZE:
-        return sscanf(a, "%ux%u", &c->image.out_w, &c->image.out_h) == 2 ? 0 : -1;
+    case O_ISIZE: return parse_image_size(a, &c->image);
     case O_CROP: return parse_word(a, crops, &c->image.crop);
     case O_IDTYPE:
         if (strcmp(a, "u8") == 0) c->image.out_dtype = LF_DTYPE_U8;
@@ -203,11 +243,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         else if (strcmp(a, "f32") == 0) c->image.out_dtype = LF_DTYPE_F32;
         else return -1;
         return 0;
-    case O_FLIP: {
-        char *end;
-        c->image.flip_prob = strtod(a, &end);
-        return *end || !(c->image.flip_prob >= 0 && c->image.flip_prob <= 1) ? -1 : 0;
-    }
+    case O_FLIP: return parse_prob(a, &c->image.flip_prob);
     case O_RESIZE: return parse_word(a, resizes, &c->image.resize);
     case O_READERS: return parse_u32(a, &c->readers);
     case O_WORKERS: return parse_u32(a, &c->workers);
@@ -252,6 +288,11 @@ static int finish_config(srv_config *c, parse_state *ps)
         why = "--max-tokens and --max-padded bind --sampler balanced only (naive and sorted "
               "take a fixed count a rank)";
     if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
+    if (c->pad_id > lf_tf_token_max(c->token_dtype)) {
+        fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",
+                c->pad_id, lf_dtype_name(c->token_dtype));
+        return -1;
+    }
     if (ps->ranks) {
         if (parse_ranks(ps->ranks, c)) { fprintf(stderr, "lf-server: bad --ranks\n"); return -1; }
     } else if (ps->have_node) {
@@ -274,7 +315,7 @@ static int finish_config(srv_config *c, parse_state *ps)
     }
     for (uint32_t i = 0; i < c->nlocal; i++)
         if (c->local[i] >= c->world || (i && c->local[i] <= c->local[i - 1])) {
-            fprintf(stderr, "lf-server: local ranks must be ascending and < --world\n");
+            fprintf(stderr, "lf-server: --ranks: local ranks must be ascending and < --world\n");
             return -1;
         }
     c->cli.params.world = c->world;
@@ -353,20 +394,13 @@ static int dataset_defaults(srv *s)
     return -ECANCELED; /* reported */
 }
 
-/* --token-dtype and --pad-id against the shards: a u16 tensor cannot hold
- * the u32 tokens a shard stores (refused here rather than at the first large
- * token), and the pad id must fit the tensor. */
+/* --token-dtype against the shards: a u16 tensor cannot hold the u32
+ * tokens a shard stores (refused here rather than at the first large token). */
 static int check_token_dtype(const srv *s, const lf_field_def *f)
 {
-    const char *name = lf_dtype_name(s->cfg.token_dtype);
     if (s->cfg.token_dtype == LF_DTYPE_U16 && s->token_in_dtype == LF_DTYPE_U32) {
         fprintf(stderr, "lf-server: --token-dtype u16: field '%s' stores u32 tokens; use u32, "
                 "i32 or i64\n", f->name);
-        return -ECANCELED;
-    }
-    if (s->cfg.pad_id > lf_tf_token_max(s->cfg.token_dtype)) {
-        fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",
-                s->cfg.pad_id, name);
         return -ECANCELED;
     }
     return 0;

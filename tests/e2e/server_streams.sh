@@ -58,11 +58,12 @@ u16=$(tensor_bytes u16)
 echo "--token-dtype u16: plan, exactly-once, shard bytes; $u16 tensor bytes vs $whole: ok"
 
 # A u16 tensor cannot hold u32 shards, nor a pad id past 65535: refused at
-# start-up, naming the field and the flag.
+# start-up, naming the field and the flag (the pad id with the command
+# line's exit 2: it needs no dataset to be wrong).
 make_dataset "$WORK/ds32" --vocab 100000
 server_refuses "u16 from u32 shards" "--token-dtype u16: field 'tokens' stores u32 tokens" \
   --endpoint "$EP" --world 1 --data "$WORK/ds32" --token-dtype u16
-server_refuses "pad id past u16" "--pad-id 70000 does not fit --token-dtype u16" \
+server_exits "pad id past u16" 2 "--pad-id 70000 does not fit --token-dtype u16" \
   --endpoint "$EP" --world 1 --data "$WORK/ds" --token-dtype u16 --pad-id 70000
 check_no_leftovers
 echo "--token-dtype u16 on u32 shards and a pad id past u16: refused: ok"

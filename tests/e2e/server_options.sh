@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# lf-server's flags are read strictly: each malformed or out-of-range value
+# is refused at start-up with exit 2 and the flag named, before any ring is
+# made (a size the transform cannot make used to pass here and stop the
+# job at its first image); the well-formed forms are taken.
+source "$(dirname "$0")/server_lib.sh"
+
+make_dataset "$WORK/ds"
+refused() {   # WHAT FLAGS...: lf-server --print-plan must exit 2 naming WHAT
+  local what=$1 rc=0; shift
+  "$LF_BIN/lf-server" --data "$WORK/ds" --world 2 --print-plan "$@" >/dev/null \
+    2>"$WORK/err" || rc=$?
+  [[ $rc == 2 ]] || fail "$* : exit $rc, want 2 ($(cat "$WORK/err"))"
+  grep -q -- "$what" "$WORK/err" || fail "$* : the error does not name $what: $(cat "$WORK/err")"
+}
+taken() {   # FLAGS...: lf-server --print-plan must succeed
+  "$LF_BIN/lf-server" --data "$WORK/ds" --world 2 --print-plan "$@" >/dev/null 2>"$WORK/err" ||
+    fail "$* refused: $(cat "$WORK/err")"
+}
+
+for v in 1025x10 224x224junk -1x224 0x5 224 x224 224x; do refused --image-size --image-size "$v"; done
+for v in "" " 0.5" 1.5 -0 nan 0.5x; do refused --flip --flip "$v"; done
+for v in "0," " 0" "+0" "1-0" "0,,1" "0-" "2"; do refused --ranks --ranks "$v"; done
+refused --epochs --epochs 0
+refused --world --world 2x
+
+taken --image-size 1024x1 --flip 0 --ranks 0-1
+taken --flip .25 --ranks 0,1
+taken --flip 1 --ranks 1
+taken --pad-id 65535 --token-dtype u16
+check_no_leftovers
+echo "lf-server options: malformed values refused with exit 2, well-formed ones taken"

@@ -26,6 +26,7 @@
 #include "lf_wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@ struct lf_client {
     uint64_t pos_step;
     uint64_t restore_plan;       /* plan_id from lf_state_restore, or 0 */
     int started, ended;
+    int gone;                    /* the ring socket closed: every wait ends at once */
     uint32_t last_epoch;         /* the trainer's last batch, for lf_report_step */
     uint64_t last_step, last_wait_ns;
     uint64_t last_sent_ns;       /* for heartbeats */
@@ -164,9 +166,13 @@ static int recv_msg(lf_client *c, unsigned char *buf, size_t cap, lf_msg *m)
 }
 
 /* Waits until the control socket is readable, the fd socket closes, or
- * timeout_ms passes (-1: forever). Returns 1 readable, 0 timeout, <0 error. */
+ * timeout_ms passes (-1: forever). Returns 1 readable, 0 timeout, <0 error.
+ * The close is noticed once, with a wait of up to LAST_WORD_MS for the
+ * server's reason; from then on LF_E_GONE comes at once. */
 static int wait_readable(lf_client *c, int timeout_ms)
 {
+    if (c->gone) /* the reason stays the first one given */
+        return c->err[0] ? LF_E_GONE : fail(c, LF_E_GONE, "server closed the ring socket");
     zmq_pollitem_t it[2] = {{.socket = c->zsock, .events = ZMQ_POLLIN},
                             {.fd = c->fdsock, .events = ZMQ_POLLIN}};
     int n = zmq_poll(it, c->fdsock >= 0 ? 2 : 1, timeout_ms);
@@ -177,6 +183,7 @@ static int wait_readable(lf_client *c, int timeout_ms)
          * A server that stopped on an error sent its reason just before;
          * ZeroMQ's I/O thread may deliver it a moment after the close. */
         zmq_pollitem_t last = {.socket = c->zsock, .events = ZMQ_POLLIN};
+        c->gone = 1;
         if (zmq_poll(&last, 1, LAST_WORD_MS) > 0) return 1;
         return fail(c, LF_E_GONE, "server closed the ring socket");
     }
@@ -230,7 +237,14 @@ static int pump(lf_client *c, int timeout_ms)
         int slice = hb_ns ? (int)(hb_ns / 1000000u) : 1000;
         if (timeout_ms >= 0) {
             uint64_t spent_ms = (now - start) / 1000000u;
-            if (spent_ms >= (uint64_t)timeout_ms) return LF_E_TIMEOUT;
+            /* Out of time: one look at the sockets without waiting, so a
+             * server that went away is reported as gone, not as slow. */
+            if (spent_ms >= (uint64_t)timeout_ms) {
+                rc = wait_readable(c, 0);
+                if (rc < 0) return rc;
+                if (rc == 0) return LF_E_TIMEOUT;
+                continue; /* a message came: read it */
+            }
             if ((uint64_t)slice > timeout_ms - spent_ms) slice = (int)(timeout_ms - spent_ms);
         }
         if ((rc = wait_readable(c, slice)) < 0) return rc;
@@ -310,6 +324,11 @@ static int map_ring(lf_client *c, uint64_t deadline)
     if (fstat(fd, &st) != 0) rc = -errno;
     else if ((uint64_t)st.st_size < w->segment_size)
         rc = fail(c, LF_E_PROTOCOL, "ring smaller than announced");
+    /* A ring that could shrink under the mapping would turn a read of a
+     * slot into SIGBUS: the server seals it, and an unsealed one is refused. */
+    else if ((fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
+             (F_SEAL_SHRINK | F_SEAL_SEAL))
+        rc = fail(c, LF_E_PROTOCOL, "ring descriptor not sealed against shrinking");
     if (rc == 0) {
         /* Populated now, not by faults on the trainer's first reads. */
         void *p = mmap(NULL, w->segment_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);

@@ -4,9 +4,11 @@
  * bytes were changed, a READY naming a slot out of range or out of
  * sequence, make lf_next fail with LF_E_PROTOCOL instead of handing out a
  * pointer; END ends; START carries a restored position; a server that
- * falls silent is reported gone; a server that sends WELCOME but never
- * hands over the ring makes lf_client_open time out (it once blocked for
- * good), one that closes the ring connection is reported gone; and the
+ * falls silent is reported gone, one whose ring connection closes is
+ * reported gone by a poll with no wait too; an unsealed ring is refused; a
+ * server that sends WELCOME but never hands over the ring makes
+ * lf_client_open time out (it once blocked for good), one that closes the
+ * ring connection is reported gone; and the
  * argument and order checks of open, release and state restore hold.
  */
 #include "levelfeed.h"
@@ -16,6 +18,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -26,13 +29,13 @@
 #define SLOT 8192u
 
 enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SILENT, NO_RING,
-       RING_REFUSED };
+       RING_REFUSED, UNSEALED, GONE_AFTER_START };
 
 typedef struct fake {
     int mode;
     char ep[200], fd_path[208];
     void *ctx, *router;
-    int listenfd;
+    int listenfd, ringfd;
     unsigned char id[256];
     size_t idlen;
     lf_msg_position start;       /* what START said */
@@ -76,14 +79,18 @@ static void hand_over_ring(fake *f)
     int c = accept(f->listenfd, NULL, NULL);
     unsigned char hello[12];
     if (c < 0 || recv(c, hello, sizeof hello, MSG_WAITALL) != 12) TEST_FAIL_("fd hello");
-    int mfd = memfd_create("fake", MFD_CLOEXEC);
+    int mfd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     uint64_t size = lf_ring_segment_size(NSLOTS, SLOT);
     if (mfd < 0 || ftruncate(mfd, (off_t)size) != 0) TEST_FAIL_("memfd");
+    if (f->mode != UNSEALED &&
+        fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        TEST_FAIL_("seal");
     f->seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
     lf_ring_header_write(f->seg, 0, NSLOTS, SLOT, 1);
     if (lf_ipc_send_fd(c, mfd, "OK\n", 4) != 0) TEST_FAIL_("send fd");
     close(mfd);
     /* c stays open for the session: closing it would mean "server gone". */
+    f->ringfd = c;
 }
 
 static void *fake_main(void *arg)
@@ -107,9 +114,14 @@ static void *fake_main(void *arg)
         return NULL;
     }
     hand_over_ring(f);
+    if (f->mode == UNSEALED) return NULL;
     if (frecv(f, &m, buf) != LF_MSG_START) TEST_FAIL_("expected START");
     f->start = m.u.start;
     if (f->mode == SILENT) return NULL; /* alive, but never heard from again */
+    if (f->mode == GONE_AFTER_START) { /* as a kill -9 would: the ring connection closes */
+        close(f->ringfd);
+        return NULL;
+    }
     lf_msg r = {.type = LF_MSG_READY, .u.ready = {.slot = 0, .epoch = 0, .step = 0, .seq = 0}};
     write_batch(f, &r.u.ready, 3);
     if (f->mode == SLOT_OUT_OF_RANGE) r.u.ready.slot = NSLOTS;
@@ -132,7 +144,8 @@ static void fake_start(fake *f, int mode, pthread_t *th)
 {
     memset(f, 0, sizeof *f);
     f->mode = mode;
-    snprintf(f->ep, sizeof f->ep, "%.150s/ctl%d", test_tmpdir(), mode);
+    static int runs; /* a fresh endpoint each time */
+    snprintf(f->ep, sizeof f->ep, "%.150s/ctl%d", test_tmpdir(), runs++);
     snprintf(f->fd_path, sizeof f->fd_path, "%s.fd", f->ep);
     char url[220];
     snprintf(url, sizeof url, "ipc://%s", f->ep);
@@ -286,6 +299,34 @@ int main(void)
         ASSERT_TRUE(strstr(why, "ring") != NULL);
         pthread_join(th, NULL);
     }
+    /* A ring descriptor that is not sealed could shrink under the mapping
+     * (SIGBUS on a read): refused. */
+    fake_start(&f, UNSEALED, &th);
+    o = (lf_client_options){.endpoint = f.ep, .rank = 0, .world_size = 1,
+                            .connect_timeout_ms = 2000, .error = why, .error_size = sizeof why};
+    c = NULL;
+    ASSERT_EQ(lf_client_open(&o, &c), LF_E_PROTOCOL);
+    ASSERT_TRUE(strstr(why, "sealed") != NULL);
+    pthread_join(th, NULL);
+
+    /* The server goes away after START: a poll with no wait says gone, not
+     * timed out (it said "timed out" for ~10 heartbeats), and so does the
+     * next one, with the first reason. */
+    fake_start(&f, GONE_AFTER_START, &th);
+    c = open_client(&f);
+    ASSERT_EQ(lf_next(c, &b, 10000), LF_E_GONE); /* START sent, then the close */
+    pthread_join(th, NULL);
+    lf_client_close(c);
+    fake_start(&f, GONE_AFTER_START, &th);
+    c = open_client(&f);
+    int rc = lf_next(c, &b, 0); /* sends START: nothing yet, or the close already */
+    ASSERT_TRUE(rc == LF_E_TIMEOUT || rc == LF_E_GONE);
+    pthread_join(th, NULL);     /* the fake has closed the ring connection */
+    ASSERT_EQ(lf_next(c, &b, 0), LF_E_GONE);
+    ASSERT_TRUE(strstr(lf_client_error(c), "ring socket") != NULL);
+    ASSERT_EQ(lf_next(c, &b, 0), LF_E_GONE);
+    ASSERT_TRUE(strstr(lf_client_error(c), "ring socket") != NULL);
+    lf_client_close(c);
     printf("client api ok\n");
     return 0;
 }

@@ -89,14 +89,18 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int env_int(const char *const *names, int fallback)
+/* The first of names that is set decides: its value if it is plain digits
+ * in [min, 2^24], else `fallback` (unknown: lf_client_open then refuses a
+ * missing rank), never a later launcher's variable. */
+static int env_int(const char *const *names, int min, int fallback)
 {
     for (; *names; names++) {
         const char *v = getenv(*names);
         if (!v || !*v) continue;
-        char *end;
-        long x = strtol(v, &end, 10);
-        if (*end == 0 && x >= 0 && x <= 1 << 24) return (int)x;
+        size_t n = strspn(v, "0123456789");
+        if (n == 0 || n > 8 || v[n]) return fallback;
+        long x = strtol(v, NULL, 10);
+        return x >= min && x <= 1 << 24 ? (int)x : fallback;
     }
     return fallback;
 }
@@ -111,9 +115,9 @@ void lf_client_options_default(lf_client_options *o)
                                              "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
     memset(o, 0, sizeof *o);
     o->endpoint = getenv("LEVELFEED_ENDPOINT");
-    o->rank = env_int(rank_vars, -1);
-    o->world_size = env_int(world_vars, -1);
-    o->local_rank = env_int(local_vars, -1);
+    o->rank = env_int(rank_vars, 0, -1);
+    o->world_size = env_int(world_vars, 1, -1);
+    o->local_rank = env_int(local_vars, 0, -1);
     o->device = o->local_rank;
 }
 

@@ -232,6 +232,21 @@ int main(void)
     setenv("RANK", "5", 1); /* RANK wins over MPI's variable */
     lf_client_options_default(&o);
     ASSERT_EQ(o.rank, 5);
+    /* A malformed value is unknown (-1), not replaced by MPI's 3 and 8. */
+    static const char *const bad_rank[] = {"2x", " 3", "+3", "-1", "99999999999"};
+    for (size_t i = 0; i < sizeof bad_rank / sizeof *bad_rank; i++) {
+        setenv("RANK", bad_rank[i], 1);
+        lf_client_options_default(&o);
+        ASSERT_EQ(o.rank, -1);
+    }
+    static const char *const bad_world[] = {"4x", "0", ""};
+    for (size_t i = 0; i < sizeof bad_world / sizeof *bad_world; i++) {
+        setenv("WORLD_SIZE", bad_world[i], 1);
+        lf_client_options_default(&o);
+        ASSERT_EQ(o.world_size, bad_world[i][0] ? -1 : 8); /* empty: not set */
+    }
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
     for (int code = LF_E_ORDER; code <= LF_E_END; code++)
         ASSERT_TRUE(strcmp(lf_strerror(code), "unknown error") != 0);
 

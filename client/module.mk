@@ -4,7 +4,9 @@
 client_SRCS := client/client.c client/lf_wire.c client/lf_ring.c client/lf_ipc.c \
                client/gpu.c client/cudrv.c
 client_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(client_SRCS))
-$(eval $(call static_lib,levelfeed,$(client_SRCS)))
+# The static library carries the layout decoder too, as the shared one does,
+# so `pkg-config --static levelfeed` links without liblf_tf.a.
+$(eval $(call static_lib,levelfeed,$(client_SRCS) transforms/layout.c))
 
 # The real file carries the soname (liblevelfeed.so.1); liblevelfeed.so is
 # the link-time name pointing at it.

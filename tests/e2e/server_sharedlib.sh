@@ -2,7 +2,8 @@
 # liblevelfeed.so exports exactly the functions of levelfeed.h (the version
 # script holds), the pkg-config file names it, and a program built against
 # the shared library alone (no project static libraries) connects to a
-# server and runs to the end of the data.
+# server and runs to the end of the data; so does one linked to the static
+# library alone with the .pc file's Libs.private.
 source "$(dirname "$0")/server_lib.sh"
 
 so="$LF_BUILD/lib/liblevelfeed.so"
@@ -45,5 +46,17 @@ LD_LIBRARY_PATH="$LF_BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=0 WORL
   >"$WORK/user.log" 2>&1 || fail "user program: $(cat "$WORK/user.log")"
 grep -q "^2000 samples" "$WORK/user.log" || fail "user program: $(cat "$WORK/user.log")"
 wait_server
+
+# The same program linked to liblevelfeed.a alone, plus the libraries the
+# .pc file's Libs.private names (what pkg-config --static adds).
+private=$(sed -n 's/^Libs.private: //p' "$LF_BUILD/lib/pkgconfig/levelfeed.pc")
+cc -std=c11 "${san[@]}" -I"$LF_ROOT/client" "$WORK/user.c" "$LF_BUILD/lib/liblevelfeed.a" \
+  $private -o "$WORK/user-static" 2>"$WORK/static.log" ||
+  fail "cannot link liblevelfeed.a with Libs.private ($private): $(cat "$WORK/static.log")"
+start_server --data "$WORK/ds" --world 1
+RANK=0 WORLD_SIZE=1 LEVELFEED_ENDPOINT="$EP" "$WORK/user-static" >"$WORK/user.log" 2>&1 ||
+  fail "static user program: $(cat "$WORK/user.log")"
+grep -q "^2000 samples" "$WORK/user.log" || fail "static user program: $(cat "$WORK/user.log")"
+wait_server
 check_no_leftovers
-echo "shared library: exports, pkg-config, a program linked to it alone: ok"
+echo "shared library: exports, pkg-config, a program linked to it alone: ok; the static library with Libs.private: ok"

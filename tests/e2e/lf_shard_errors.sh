@@ -110,6 +110,16 @@ EOF
   case_ inspect nowhere
   case_ inspect toks --blocks=1
   case_ verify nowhere
+  # a report that cannot be written is a failure
+  for c in "stats toks" "stats toks --json" "inspect toks" "verify toks"; do
+    echo "\$ lf-shard $c >/dev/full"
+    # shellcheck disable=SC2086
+    "$LF_SHARD" $c 2>&1 >/dev/full
+    echo "[exit $?]"
+  done
+  # classes.txt cannot be written (a directory of that name is in the way)
+  mkdir -p noclasses/classes.txt
+  case_ create images --in imgs --out noclasses --skip-bad
   echo "\$ ls -d bad-*"
   ls -d bad-* 2>&1 | sed 's/^ls: .*/(none)/'
 } >actual.txt

@@ -174,7 +174,5 @@ int cmd_cat(int argc, char **argv)
     }
     free(raw);
     lf_dataset_close(ds);
-    if (fflush(stdout) != 0)
-        cli_die("cannot write to stdout");
     return 0;
 }

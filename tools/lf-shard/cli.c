@@ -22,9 +22,14 @@
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
+/* The meter whose line is on screen, if any: a message erases it first, so
+ * the message starts its own line (the meter redraws at its next update). */
+static cli_progress *meter_drawn;
+
 static void vmessage(const char *prefix, const char *fmt, va_list ap)
 {
     fflush(stdout);
+    if (meter_drawn) cli_progress_clear(meter_drawn);
     fprintf(stderr, "%s: ", prefix);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -272,6 +277,7 @@ void cli_progress_update(cli_progress *p, uint64_t count, uint64_t bytes,
     fprintf(stderr, "\r%s: %" PRIu64 " %s, %.0f %s/s, %.1f MB/s%s\033[K", p->verb, count,
             p->unit, (double)count / secs, p->unit, (double)bytes / secs / 1e6, eta);
     p->drawn = 1;
+    meter_drawn = p;
 }
 
 void cli_progress_clear(cli_progress *p)
@@ -279,6 +285,7 @@ void cli_progress_clear(cli_progress *p)
     if (p->drawn)
         fputs("\r\033[K", stderr);
     p->drawn = 0;
+    if (meter_drawn == p) meter_drawn = NULL;
 }
 
 void cli_print_write_summary(const char *verb, const char *dir,
@@ -318,12 +325,10 @@ void cli_out_add(cli_out *o, const lf_field_input *fields, uint64_t in_bytes,
 {
     lf_shard_error err;
     if (cli_interrupted) {
-        cli_progress_clear(&o->prog);
         cli_warn("interrupted; removing the partial dataset in %s", o->dir);
         cli_out_fail(o, CLI_EXIT_INTERRUPTED);
     }
     if (lf_writer_add(o->w, fields, &err) < 0) {
-        cli_progress_clear(&o->prog);
         cli_warn("%s: %s", where, err.msg);
         cli_out_fail(o, CLI_EXIT_FAIL);
     }

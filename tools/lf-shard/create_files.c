@@ -165,7 +165,8 @@ static void tree_free(input_tree *t)
 }
 
 /* classes.txt beside the manifest: written after the dataset is complete,
- * under a temporary name first like every other file. */
+ * under a temporary name first like every other file. The only map from
+ * label to class name: without it the run failed (exit 1). */
 static void write_classes(const char *out, const name_list *classes)
 {
     char *tmp = join(out, ".classes.txt.tmp"), *dst = join(out, "classes.txt");
@@ -176,8 +177,10 @@ static void write_classes(const char *out, const name_list *classes)
     if (f && fclose(f) != 0)
         ok = 0;
     if (!ok || rename(tmp, dst) != 0) {
-        cli_warn("cannot write %s: %s (the dataset itself is complete)", dst, strerror(errno));
+        int e = errno;
         remove(tmp);
+        cli_die("cannot write %s: %s (the dataset itself is complete, but its label names "
+                "are not written)", dst, strerror(e));
     }
     free(tmp);
     free(dst);
@@ -357,8 +360,6 @@ static void convert(const file_kind *k, void *state, const files_args *a)
             rc = k->parse(state, buf, size, &in[0], why, sizeof why);
         if (rc < 0) {
             free(buf);
-            if (opened)
-                cli_progress_clear(&out.prog);
             cli_warn("%s: %s%s", f->path, why, a->skip_bad ? " (skipped)" : "");
             if (!a->skip_bad) {
                 if (opened)

@@ -53,9 +53,16 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        int rc = commands[i].fn(argc - 1, argv + 1);
+        /* A report that did not reach its file is a failure (a full disk
+         * under `stats --json > f`), for every command alike. */
+        if (fflush(stdout) != 0 || ferror(stdout))
+            cli_die("cannot write to stdout");
+        return rc;
+    }
     fprintf(stderr, "lf-shard: unknown command '%s'\nTry 'lf-shard --help'.\n", argv[1]);
     return CLI_EXIT_USAGE;
 }

@@ -170,6 +170,29 @@ class Batch(dict):
         return out
 
 
+_INT_MAX = 2**31 - 1  # the C int the library takes
+
+
+def _int_in(name, v, lo, hi):
+    """v as an int in [lo, hi]; ctypes would wrap a larger one silently
+    (rank=2**32+1 joined as rank 1)."""
+    i = int(v)
+    if not lo <= i <= hi:
+        raise ValueError("levelfeed: %s=%r: want %d..%d" % (name, v, lo, hi))
+    return i
+
+
+def _timeout_ms(timeout):
+    """Seconds (None: forever) as the library's milliseconds (-1: forever);
+    beyond what an int holds (24.8 days) is forever too, not a wrapped 1 ms."""
+    if timeout is None:
+        return -1
+    if timeout < 0:
+        raise ValueError("levelfeed: timeout=%r: want seconds >= 0 or None" % (timeout,))
+    ms = int(timeout * 1000)
+    return -1 if ms > _INT_MAX else ms
+
+
 class Loader:
     """Iterates this rank's batches from the node's lf-server, every epoch
     the server serves in one pass (batch.epoch says which), then stops.
@@ -198,7 +221,8 @@ class Loader:
             raise ValueError("levelfeed: tensors=%r: want 'numpy'%s"
                              % (tensors, "" if torch is None else " or 'torch'"))
         self._as_torch = tensors == "torch"
-        self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        self._timeout_ms = _timeout_ms(timeout)
+        device_depth = _int_in("device_depth", device_depth, 1, _INT_MAX)
         self._yielded = 0
         self._finished = False
         self._client = self._open(endpoint, rank, world_size)
@@ -211,12 +235,12 @@ class Loader:
         if endpoint is not None:
             o.endpoint = str(endpoint).encode()
         if rank is not None:
-            o.rank = int(rank)
+            o.rank = _int_in("rank", rank, 0, _INT_MAX)
         if world_size is not None:
-            o.world_size = int(world_size)
+            o.world_size = _int_in("world_size", world_size, 1, _INT_MAX)
         # The C library reads 0 as its default (10 s): None (-1) waits as
         # long as an int allows (24 days), 0 the least it can (1 ms).
-        o.connect_timeout_ms = 2**31 - 1 if self._timeout_ms < 0 else max(1, self._timeout_ms)
+        o.connect_timeout_ms = _INT_MAX if self._timeout_ms < 0 else max(1, self._timeout_ms)
         why = ctypes.create_string_buffer(512)
         o.error = ctypes.cast(why, ctypes.c_char_p)
         o.error_size = len(why)
@@ -230,7 +254,7 @@ class Loader:
         return c
 
     def _use_device(self, depth):
-        rc = lib.lf_client_use_device(self._client, self._cuda, int(depth))
+        rc = lib.lf_client_use_device(self._client, self._cuda, depth)
         if rc < 0:
             why = lib.lf_client_error(self._client).decode("utf-8", "replace")
             self.close()

@@ -78,6 +78,18 @@ try:
 except ValueError as e:
     check("cuda:N" in str(e), "device='gpu0': %s" % e)
 raises(lambda: levelfeed.Loader(endpoint=ep, rank=3, world_size=1), "not served")
+# Numbers the C int cannot hold are refused, not wrapped (rank 2**32+1
+# joined as rank 1, a timeout of 49.7 days became 1 ms).
+for kw in ({"rank": 2**32 + 1}, {"rank": -2}, {"world_size": 0}, {"world_size": 2**31},
+           {"timeout": -1}, {"device_depth": 0}):
+    args = dict(endpoint=ep, rank=0, world_size=1, timeout=0.5)
+    args.update(kw)
+    try:
+        levelfeed.Loader(**args)
+        check(False, "%r accepted" % (kw,))
+    except ValueError as e:
+        check(list(kw)[0] in str(e), "%r: %s" % (kw, e))
+check(levelfeed.loader._timeout_ms(4294967.297) == -1, "a timeout past an int is not forever")
 
 seen, batches = [], 0
 with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:

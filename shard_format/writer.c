@@ -311,8 +311,12 @@ static int close_shard(lf_writer *w, lf_shard_error *err)
     free(tail);
     if (close(w->fd) != 0 && rc == 0) rc = -errno;
     w->fd = -1;
-    if (rc != 0)
-        return writer_fail(w, err, LF_SHARD_E_IO, "%s/.%s.tmp: %s", w->dir, name, strerror(-rc));
+    if (rc != 0) {
+        char path[PATH_MAX];
+        file_path(w, name, true, path, sizeof path);
+        unlink(path); /* not listed yet, so remove_temps would not find it */
+        return writer_fail(w, err, LF_SHARD_E_IO, "%s: %s", path, strerror(-rc));
+    }
     manifest_shard *s = &w->shards[w->nshards++];
     memset(s, 0, sizeof *s);
     memcpy(s->name, name, sizeof name);
@@ -570,16 +574,9 @@ int64_t lf_writer_add(lf_writer *w, const lf_field_input *fields, lf_shard_error
     return (int64_t)w->added++;
 }
 
-/* Renames every shard, then writes and renames the manifest. */
-static int publish(lf_writer *w, lf_shard_error *err)
+/* Writes the manifest under its temporary name and syncs it. */
+static int write_manifest_temp(lf_writer *w, const char *path, lf_shard_error *err)
 {
-    char from[PATH_MAX], to[PATH_MAX];
-    for (uint32_t i = 0; i < w->nshards; i++) {
-        file_path(w, w->shards[i].name, true, from, sizeof from);
-        file_path(w, w->shards[i].name, false, to, sizeof to);
-        if (rename(from, to) != 0)
-            return writer_fail(w, err, LF_SHARD_E_IO, "%s: %s", to, strerror(errno));
-    }
     manifest m = {
         .nshards = w->nshards, .samples = w->stats.samples, .blocks = w->stats.blocks,
         .raw_bytes = w->raw_total, .stored_bytes = w->stats.stored_bytes,
@@ -589,17 +586,46 @@ static int publish(lf_writer *w, lf_shard_error *err)
     uint8_t *buf = malloc(size);
     if (!buf) return writer_fail(w, err, LF_SHARD_E_NOMEM, "%s: out of memory", w->dir);
     manifest_encode(&m, buf);
-    file_path(w, LF_MANIFEST_NAME, true, from, sizeof from);
-    file_path(w, LF_MANIFEST_NAME, false, to, sizeof to);
-    int fd = open(from, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = fd < 0 ? -errno : write_all(fd, buf, size, 0);
     if (rc == 0 && fsync(fd) != 0) rc = -errno;
     if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -errno;
     free(buf);
-    if (rc == 0 && rename(from, to) != 0) rc = -errno;
+    if (rc != 0) return writer_fail(w, err, LF_SHARD_E_IO, "%s: %s", path, strerror(-rc));
+    return 0;
+}
+
+/* The manifest is written first (the likeliest write to fail, on a full
+ * disk), then the shards and the manifest take their final names. A failure
+ * takes back the shards already renamed: no final name is left behind. */
+static int publish(lf_writer *w, lf_shard_error *err)
+{
+    char from[PATH_MAX], to[PATH_MAX], mtmp[PATH_MAX];
+    file_path(w, LF_MANIFEST_NAME, true, mtmp, sizeof mtmp);
+    if (write_manifest_temp(w, mtmp, err) != 0) {
+        unlink(mtmp);
+        return w->failed;
+    }
+    uint32_t renamed = 0;
+    int rc = 0;
+    while (rc == 0 && renamed < w->nshards) {
+        file_path(w, w->shards[renamed].name, true, from, sizeof from);
+        file_path(w, w->shards[renamed].name, false, to, sizeof to);
+        if (rename(from, to) != 0) rc = -errno;
+        else renamed++;
+    }
+    if (rc == 0) {
+        file_path(w, LF_MANIFEST_NAME, false, to, sizeof to);
+        if (rename(mtmp, to) != 0) rc = -errno;
+    }
     if (rc != 0) {
-        unlink(from);
-        return writer_fail(w, err, LF_SHARD_E_IO, "%s: %s", to, strerror(-rc));
+        writer_fail(w, err, LF_SHARD_E_IO, "%s: %s", to, strerror(-rc));
+        unlink(mtmp);
+        for (uint32_t i = 0; i < renamed; i++) {
+            file_path(w, w->shards[i].name, false, to, sizeof to);
+            unlink(to);
+        }
+        return w->failed;
     }
     int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {

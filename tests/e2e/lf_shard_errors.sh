@@ -117,6 +117,11 @@ EOF
     "$LF_SHARD" $c 2>&1 >/dev/full
     echo "[exit $?]"
   done
+  # the manifest cannot be written: no shard is left under its final name
+  mkdir -p blocked/.manifest.lfm.tmp
+  case_ synth tokens --out blocked --samples 3000 --seed 1 --shard-size 1M
+  echo "\$ ls -A blocked"
+  ls -A blocked
   # classes.txt cannot be written (a directory of that name is in the way)
   mkdir -p noclasses/classes.txt
   case_ create images --in imgs --out noclasses --skip-bad
@@ -125,4 +130,15 @@ EOF
 } >actual.txt
 
 diff -u "$expected" actual.txt || fail "transcript differs from $expected"
+
+# A write that fails as a shard is closed (here the file-size limit, as a
+# full disk would): nothing is left, not even the directory the run made.
+for samples in 3000 48; do
+  rc=0
+  (trap '' XFSZ; ulimit -f 197; "$LF_SHARD" synth tokens --out full-$samples --samples $samples \
+     --seed 1 --threads 2 --block-size 0 --len-max 200 --len-median 100 --shard-size 192K) \
+    2>full.err || rc=$?
+  [[ $rc == 1 ]] || fail "a failed shard write: exit $rc ($(cat full.err))"
+  [[ ! -e full-$samples ]] || fail "a failed shard write left: $(ls -A full-$samples)"
+done
 echo "errors: transcript as expected"

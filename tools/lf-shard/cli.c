@@ -344,8 +344,10 @@ void cli_out_finish(cli_out *o, const char *verb)
     int rc = lf_writer_finish(o->w, &st, &err);
     o->w = NULL;
     cli_progress_clear(&o->prog);
-    if (rc < 0)
-        cli_die("cannot finish dataset %s: %s", o->dir, err.msg);
+    if (rc < 0) { /* the writer removed its files; the directory this run made goes too */
+        cli_warn("cannot finish dataset %s: %s", o->dir, err.msg);
+        cli_out_fail(o, CLI_EXIT_FAIL);
+    }
     cli_print_write_summary(verb, o->dir, &st, o->in_bytes, cli_now() - o->prog.start);
 }
 

@@ -284,9 +284,10 @@ static int finish_config(srv_config *c, parse_state *ps)
     else if (c->read_depth < 1 || c->read_depth > 4096) why = "--read-depth must be 1..4096";
     else if (c->heartbeat_ms < 10) why = "--heartbeat-ms must be at least 10";
     else if (c->cli.params.sampler != LF_PLAN_BALANCED &&
-             (c->cli.params.rank_max_tokens || c->cli.params.rank_max_padded))
-        why = "--max-tokens and --max-padded bind --sampler balanced only (naive and sorted "
-              "take a fixed count a rank)";
+             (c->cli.params.rank_max_tokens || c->cli.params.rank_max_padded ||
+              c->cli.params.micro_max_padded))
+        why = "--max-tokens, --max-padded and --micro-max-padded bind --sampler balanced only "
+              "(naive and sorted take a fixed count a rank)";
     if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
     if (c->pad_id > lf_tf_token_max(c->token_dtype)) {
         fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",

@@ -97,4 +97,17 @@ refused "every sample costs 0" "$tmp/ds" --world 4 --cost 0,0,0,0
 refused "is above the step budget" "$tmp/ds" --world 4 --outlier-cost 999999999999
 refused "is less than one row (--seq-len 4096)" "$tmp/ds" --world 4 --layout pack --seq-len 4096 \
   --max-padded 100
+
+# The baselines are planned without balanced's caps, --micro-max-padded too
+# (it once left every naive sample "over a cap"); a report that cannot be
+# written fails.
+"$B/lf-plan" "$tmp/ds" --world 8 --sampler naive --micro-max-padded 10 --json >"$tmp/naive.json" ||
+  fail "lf-plan naive --micro-max-padded"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["naive"]
+assert r["samples"] == 6000 and r["rejected_cap"] == 0, r' "$tmp/naive.json" ||
+  fail "naive with --micro-max-padded lost samples"
+if "$B/lf-plan" "$tmp/ds" --world 8 --steps 1 >/dev/full 2>"$tmp/full.err"; then
+  fail "lf-plan exit 0 with its report lost"
+fi
+grep -q "cannot write" "$tmp/full.err" || fail "lf-plan /dev/full: $(cat "$tmp/full.err")"
 echo "ok"

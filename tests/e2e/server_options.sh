@@ -23,6 +23,7 @@ for v in "" " 0.5" 1.5 -0 nan 0.5x; do refused --flip --flip "$v"; done
 for v in "0," " 0" "+0" "1-0" "0,,1" "0-" "2"; do refused --ranks --ranks "$v"; done
 refused --epochs --epochs 0
 refused --world --world 2x
+refused --micro-max-padded --sampler naive --micro-max-padded 10   # a cap a baseline would drop samples by
 
 taken --image-size 1024x1 --flip 0 --ranks 0-1
 taken --flip .25 --ranks 0,1

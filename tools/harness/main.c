@@ -58,7 +58,8 @@ static void usage(FILE *f)
 "  --endpoint EP       use a running lf-server instead of --data\n"
 "  --sampler S         balanced, naive or sorted (default balanced)\n"
 "  --compare           run all three samplers back to back and print a table (--data);\n"
-"                      --max-tokens/--max-padded after -- bind balanced only\n"
+"                      the caps after -- (--max-tokens, --max-padded,\n"
+"                      --micro-max-padded) bind balanced only\n"
 "  --epochs E, --seed S   plan epochs and seed given to lf-server (1, 0)\n"
 "  --cost A,B,C0,D     cost model for lf-server and the planned cost column\n"
 "                      (default: lf-server's text preset, hidden 4096)\n"
@@ -269,7 +270,7 @@ static pid_t spawn(const char *bin, char **argv)
  * them, as lf-plan plans the baselines without them. */
 static int baseline_skips(char **a, int left)
 {
-    static const char *const caps[] = {"--max-tokens", "--max-padded"};
+    static const char *const caps[] = {"--max-tokens", "--max-padded", "--micro-max-padded"};
     for (size_t i = 0; i < sizeof caps / sizeof *caps; i++) {
         size_t n = strlen(caps[i]);
         if (strncmp(a[0], caps[i], n) != 0) continue;
@@ -295,8 +296,8 @@ static char **server_argv(const opts *o, const char *sampler, const char *const 
         i += k;
     }
     if (dropped)
-        printf("lf-train: %s runs without --max-tokens/--max-padded (they bind balanced "
-               "only)\n", sampler);
+        printf("lf-train: %s runs without --max-tokens/--max-padded/--micro-max-padded "
+               "(they bind balanced only)\n", sampler);
     return argv;
 }
 

@@ -36,7 +36,7 @@ static const char usage_head[] =
     "Baselines: naive (full shuffle, equal counts per rank, as DistributedSampler)\n"
     "and sorted (length-grouped mega-batches, as HF group_by_length) take\n"
     "--batch-per-rank samples per rank per step, and are planned without\n"
-    "--max-tokens / --max-padded (caps bind balanced only).\n"
+    "--max-tokens / --max-padded / --micro-max-padded (caps bind balanced only).\n"
     "\n"
     "In-memory input (instead of DIR):\n"
     "  --synth N            N samples, lognormal lengths drawn with the plan's --seed\n"
@@ -285,7 +285,8 @@ int main(int argc, char **argv)
         if (!((o.samplers >> s) & 1)) continue;
         lf_plan_params p = o.cli.params;
         p.sampler = s;
-        if (s != LF_PLAN_BALANCED) p.rank_max_tokens = p.rank_max_padded = 0; /* balanced's */
+        if (s != LF_PLAN_BALANCED) /* the caps are balanced's */
+            p.rank_max_tokens = p.rank_max_padded = p.micro_max_padded = 0;
         rc = plan_score_run(&p, samples, n, o.steps, &sc[nsc]);
         sc[nsc].name = names[s];
         if (!rc) nsc++;
@@ -297,5 +298,9 @@ int main(int argc, char **argv)
     }
     if (o.json) print_json(&o, sc, nsc, n);
     else print_text(&o, sc, nsc, n);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "lf-plan: cannot write to stdout\n");
+        return 1;
+    }
     return 0;
 }

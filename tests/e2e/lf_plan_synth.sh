@@ -95,6 +95,7 @@ refused() {   # WORDS ARGS...: exit 1 with a message containing WORDS
 }
 refused "every sample costs 0" "$tmp/ds" --world 4 --cost 0,0,0,0
 refused "is above the step budget" "$tmp/ds" --world 4 --outlier-cost 999999999999
+refused "above the planner's limit 2^52" "$tmp/ds" --world 8 --cost 4.2e10,0,0,0
 refused "is less than one row (--seq-len 4096)" "$tmp/ds" --world 4 --layout pack --seq-len 4096 \
   --max-padded 100
 
@@ -110,4 +111,10 @@ if "$B/lf-plan" "$tmp/ds" --world 8 --steps 1 >/dev/full 2>"$tmp/full.err"; then
   fail "lf-plan exit 0 with its report lost"
 fi
 grep -q "cannot write" "$tmp/full.err" || fail "lf-plan /dev/full: $(cat "$tmp/full.err")"
+# Costs whose sum passes 2^64 (FLOP units): the default budget is still 16
+# samples' worth (it wrapped to a garbage budget of one sample a step).
+"$B/lf-plan" --synth 100000 --world 1 --cost 0,0,2e14,0 --sampler balanced --steps 1 --json \
+  >"$tmp/wrap.json" || fail "lf-plan with costs past 2^64 in sum"
+"$PY" -c 'import json, sys; b = json.load(open(sys.argv[1]))["budget"]
+assert b == 16 * 2 * 10**14, b' "$tmp/wrap.json" || fail "budget with costs past 2^64: $(cat "$tmp/wrap.json")"
 echo "ok"

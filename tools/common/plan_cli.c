@@ -179,9 +179,10 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  ? lf_plan_cost_set(&p->cost, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                  : lf_plan_cost_preset(&p->cost, preset, c->hidden);
     if (rc) return rc;
-    uint64_t total = 0, longest = 0, tokens = 0;
+    double total = 0; /* a uint64_t sum wraps past 2^64 (costs in FLOPs) */
+    uint64_t longest = 0, tokens = 0;
     for (size_t i = 0; i < n; i++) {
-        total += lf_plan_cost(&p->cost, s[i].length);
+        total += (double)lf_plan_cost(&p->cost, s[i].length);
         tokens += s[i].length;
         if (s[i].length > longest) longest = s[i].length;
     }
@@ -203,7 +204,13 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
         rc = lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
         if (rc) return rc;
     } else if (!p->step_budget && n) {
-        p->step_budget = (uint64_t)((double)total / (double)n * c->samples_per_rank * p->world);
+        double budget = total / (double)n * c->samples_per_rank * p->world;
+        if (budget > (double)LF_PLAN_COST_MAX) {
+            snprintf(c->why, sizeof c->why, "the default step budget (%.4g) is above the "
+                     "planner's limit 2^52: pass --budget, or scale --cost down", budget);
+            return LF_PLAN_E_ARG;
+        }
+        p->step_budget = (uint64_t)budget;
     }
     if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
         snprintf(c->why, sizeof c->why, "--outlier-cost %" PRIu64 " is above the step "

@@ -95,7 +95,10 @@ int lf_client_open(const lf_client_options *o, lf_client **out);
  * fills *b, LF_E_END after the last batch, LF_E_TIMEOUT, or an error. Up to
  * the ring's slot count of batches (with a device, its depth) may be held
  * before releasing; asked for one more, lf_next returns LF_E_ORDER at once,
- * as nothing could arrive until a release. */
+ * as nothing could arrive until a release. With a device the slots are
+ * filled in turn: the batch after depth - 1 newer ones goes into the slot
+ * of the oldest, so a held oldest batch also means LF_E_ORDER (release in
+ * the order taken to keep depth batches in flight). */
 int lf_next(lf_client *c, lf_batch *b, int timeout_ms);
 
 /* Gives the batch's slot back to the server (or, on a device, to the

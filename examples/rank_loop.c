@@ -369,19 +369,6 @@ static const char usage_text[] =
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
 
 /* --image-size WxH, each side 1..65536. */
-static int image_size(const char *v, lf_tf_image_params *im)
-{
-    const char *x = strchr(v, 'x');
-    char w[16];
-    uint64_t W, H;
-    if (!x || (size_t)(x - v) >= sizeof w) return -1;
-    snprintf(w, sizeof w, "%.*s", (int)(x - v), v);
-    if (parse_u64(w, 1, 1u << 16, &W) || parse_u64(x + 1, 1, 1u << 16, &H)) return -1;
-    im->out_w = (uint32_t)W;
-    im->out_h = (uint32_t)H;
-    return 0;
-}
-
 /* One option's value into a; 0, or -1 when it is not a valid value. */
 static int set_option(args *a, int c, const char *v)
 {
@@ -391,7 +378,6 @@ static int set_option(args *a, int c, const char *v)
     static const uint32_t dtype_codes[] = {LF_DTYPE_U8, LF_DTYPE_F16, LF_DTYPE_F32};
     int64_t n = 0;
     uint32_t w = 0;
-    char *end;
     switch (c) {
     case 'e': a->o.endpoint = v; return 0;
     case 'o': a->out = v; return 0;
@@ -411,13 +397,11 @@ static int set_option(args *a, int c, const char *v)
     case 'K': return parse_i64(v, 1, INT64_MAX, &a->save_every);
     case 'H': return parse_i64(v, 1, INT64_MAX, &a->hang_after);
     case 'S': return parse_u64(v, 0, UINT64_MAX, &a->image.seed);
-    case 'I': return image_size(v, &a->image);
+    case 'I': return parse_dims(v, 1, 1u << 16, &a->image.out_w, &a->image.out_h);
     case 'C': return parse_word(v, crops, &a->image.crop);
     case 'Z': return parse_word(v, resizes, &a->image.resize);
     case 'D': return parse_word(v, dtypes, &w) ? -1 : (a->image.out_dtype = dtype_codes[w], 0);
-    case 'F':
-        a->image.flip_prob = strtod(v, &end);
-        return end == v || *end || !(a->image.flip_prob >= 0 && a->image.flip_prob <= 1) ? -1 : 0;
+    case 'F': return parse_double(v, 0, 1, &a->image.flip_prob);
     default: return -1;
     }
 }

@@ -8,7 +8,6 @@
 #include "parse_num.h"
 #include "plan_cli.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -116,13 +115,10 @@ static int parse_u32(const char *s, uint32_t *out)
 /* A rank number at *s, digits only; *s moves past it. */
 static int rank_number(const char **s, uint64_t *out)
 {
-    char digits[12];
     size_t n = strspn(*s, "0123456789");
-    if (n == 0 || n >= sizeof digits) return -1;
-    memcpy(digits, *s, n);
-    digits[n] = '\0';
+    int rc = n ? parse_u64_head(*s, n, 0, UINT32_MAX, out) : -1;
     *s += n;
-    return parse_u64(digits, 0, UINT32_MAX, out);
+    return rc;
 }
 
 /* --ranks: a comma-separated list of ranks and ranges A-B. */
@@ -152,28 +148,7 @@ static int parse_image_size(const char *a, lf_tf_image_params *im)
 {
     lf_tf_limits lim;
     lf_tf_limits_default(&lim);
-    uint32_t max_side = lim.max_out_side;
-    const char *x = strchr(a, 'x');
-    char w[12];
-    uint64_t ow, oh;
-    if (!x || (size_t)(x - a) >= sizeof w) return -1;
-    memcpy(w, a, (size_t)(x - a));
-    w[x - a] = '\0';
-    if (parse_u64(w, 1, max_side, &ow) || parse_u64(x + 1, 1, max_side, &oh)) return -1;
-    im->out_w = (uint32_t)ow;
-    im->out_h = (uint32_t)oh;
-    return 0;
-}
-
-/* --flip P: a probability, decimal digits required. */
-static int parse_prob(const char *a, double *out)
-{
-    char *end;
-    if (!isdigit((unsigned char)a[0]) && a[0] != '.') return -1;
-    double v = strtod(a, &end);
-    if (end == a || *end || !(v >= 0 && v <= 1)) return -1;
-    *out = v;
-    return 0;
+    return parse_dims(a, 1, lim.max_out_side, &im->out_w, &im->out_h);
 }
 
 enum {
@@ -243,7 +218,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         else if (strcmp(a, "f32") == 0) c->image.out_dtype = LF_DTYPE_F32;
         else return -1;
         return 0;
-    case O_FLIP: return parse_prob(a, &c->image.flip_prob);
+    case O_FLIP: return parse_double(a, 0, 1, &c->image.flip_prob);
     case O_RESIZE: return parse_word(a, resizes, &c->image.resize);
     case O_READERS: return parse_u32(a, &c->readers);
     case O_WORKERS: return parse_u32(a, &c->workers);
@@ -334,11 +309,9 @@ static int parse_fault_hook(srv_config *c)
         return 0;
     }
     const char *comma = strchr(v, ',');
-    char pct[8];
     uint64_t p;
-    if (comma && (size_t)(comma - v) < sizeof pct) {
-        snprintf(pct, sizeof pct, "%.*s", (int)(comma - v), v);
-        if (parse_u64(pct, 0, 100, &p) == 0 &&
+    if (comma) {
+        if (parse_u64_head(v, (size_t)(comma - v), 0, 100, &p) == 0 &&
             parse_u64(comma + 1, 0, UINT64_MAX, &c->uring_fault_seed) == 0) {
             c->uring_fault_pct = (uint32_t)p;
             return 0;

@@ -2,8 +2,9 @@
  * cli_parse_num — tools/common/parse_num.c, the flag number parser every
  * program uses: each accepted form and each refused one (a sign on an
  * unsigned, a space, octal-looking zeros, trailing text, overflow, a bad
- * size suffix) against the value or the refusal expected; parse_word
- * takes only a listed word, exactly.
+ * size suffix) against the value or the refusal expected; the field
+ * before a separator, WxH and decimal numbers likewise; parse_word takes
+ * only a listed word, exactly.
  */
 #include "parse_num.h"
 #include "test.h"
@@ -61,6 +62,30 @@ int main(void)
     ASSERT_NE(parse_i64("-1", 0, 10, &i), 0);
     ASSERT_EQ(u, 7);
     ASSERT_EQ(i, 7);
+    /* a field before a separator; WxH; a decimal number */
+    ASSERT_EQ(parse_u64_head("42,7", 2, 0, 100, &u), 0);
+    ASSERT_EQ(u, 42);
+    ASSERT_NE(parse_u64_head("42,7", 0, 0, 100, &u), 0);
+    ASSERT_NE(parse_u64_head("4x", 2, 0, 100, &u), 0);
+    uint32_t dw = 7, dh = 7;
+    ASSERT_EQ(parse_dims("224x160", 1, 1024, &dw, &dh), 0);
+    ASSERT_EQ(dw, 224);
+    ASSERT_EQ(dh, 160);
+    static const char *const bad_dims[] = {"1025x10", "224x224junk", "-1x224", "0x5", "224",
+                                           "x224", "224x", " 224x224"};
+    for (size_t k = 0; k < sizeof bad_dims / sizeof *bad_dims; k++)
+        ASSERT_NE(parse_dims(bad_dims[k], 1, 1024, &dw, &dh), 0);
+    ASSERT_EQ(dw, 224);
+    double d = 7;
+    ASSERT_EQ(parse_double(".25", 0, 1, &d), 0);
+    ASSERT_DBL_NEAR(d, 0.25, 0);
+    ASSERT_EQ(parse_double("-1.5e1", -100, 0, &d), 0);
+    ASSERT_DBL_NEAR(d, -15, 0);
+    static const char *const bad_d[] = {"", " 0.5", "+0.5", "-0", "1.5", "nan", "inf",
+                                        "0.5x", "1e999"};
+    for (size_t k = 0; k < sizeof bad_d / sizeof *bad_d; k++)
+        ASSERT_NE(parse_double(bad_d[k], 0, 1, &d), 0);
+    ASSERT_DBL_NEAR(d, -15, 0);
     static const char *const words[] = {"bilinear", "area", NULL};
     uint32_t w = 7;
     ASSERT_EQ(parse_word("area", words, &w), 0);

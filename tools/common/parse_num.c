@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,38 @@ int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     errno = 0;
     unsigned long long v = strtoull(d, &end, base);
     if (*end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_u64_head(const char *s, size_t n, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char num[32];
+    if (n >= sizeof num) return -1;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    return parse_u64(num, lo, hi, out);
+}
+
+int parse_dims(const char *s, uint64_t lo, uint64_t hi, uint32_t *w, uint32_t *h)
+{
+    const char *x = strchr(s, 'x');
+    uint64_t a, b;
+    if (!x || parse_u64_head(s, (size_t)(x - s), lo, hi, &a) || parse_u64(x + 1, lo, hi, &b))
+        return -1;
+    *w = (uint32_t)a;
+    *h = (uint32_t)b;
+    return 0;
+}
+
+int parse_double(const char *s, double lo, double hi, double *out)
+{
+    const char *d = s[0] == '-' && lo < 0 ? s + 1 : s;
+    if (!isdigit((unsigned char)d[0]) && d[0] != '.') return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || errno || !isfinite(v) || !(v >= lo && v <= hi)) return -1;
     *out = v;
     return 0;
 }
@@ -61,12 +94,8 @@ int parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     }
     const char *rest = suffix + (shift > 0);
     if (shift && (*rest == 'B' || *rest == 'b')) rest++;
-    char num[32];
     uint64_t v;
-    if (n == 0 || n >= sizeof num || *rest) return -1;
-    memcpy(num, s, n);
-    num[n] = '\0';
-    if (parse_u64(num, 0, UINT64_MAX >> shift, &v)) return -1;
+    if (*rest || parse_u64_head(s, n, 0, UINT64_MAX >> shift, &v)) return -1;
     v <<= shift;
     if (v < lo || v > hi) return -1;
     *out = v;

@@ -5,6 +5,7 @@
 #ifndef LF_PARSE_NUM_H
 #define LF_PARSE_NUM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A whole decimal (or 0x hexadecimal) integer in [lo, hi]: no sign for the
@@ -12,6 +13,16 @@
  * overflow. Returns 0 with *out set, or -1 leaving *out alone. */
 int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* parse_u64 of the first n characters of s (a field before a separator). */
+int parse_u64_head(const char *s, size_t n, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* "WxH": two parse_u64 values in [lo, hi] (hi <= UINT32_MAX). */
+int parse_dims(const char *s, uint64_t lo, uint64_t hi, uint32_t *w, uint32_t *h);
+
+/* A finite decimal number in [lo, hi]: starts with a digit or '.', or a '-'
+ * where lo < 0; no space, no trailing text. */
+int parse_double(const char *s, double lo, double hi, double *out);
 
 /* A byte count: decimal digits, then K, M, G or T (powers of 1024, either
  * case, an optional B after), in [lo, hi]. */

@@ -70,11 +70,10 @@ static uint64_t flag_u64(const char *name, const char *s, uint64_t lo, uint64_t 
     return v;
 }
 
-static double parse_double(const char *name, const char *s, double lo, double hi)
+static double flag_double(const char *name, const char *s, double lo, double hi)
 {
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v >= lo && v <= hi)) die_usage("invalid value for --", name);
+    double v;
+    if (parse_double(s, lo, hi, &v)) die_usage("invalid value for --", name);
     return v;
 }
 
@@ -120,8 +119,8 @@ static void parse_one(opts *o, int c, const char *a)
     case O_STEPS: o->steps = flag_u64(name, a, 1, UINT64_MAX); break;
     case O_JSON: o->json = 1; break;
     case O_SYNTH: o->synth = flag_u64(name, a, 1, UINT32_MAX - 2); break;
-    case O_MEDIAN: o->len_median = parse_double(name, a, 1, 1e9); break;
-    case O_SIGMA: o->len_sigma = parse_double(name, a, 0, 10); break;
+    case O_MEDIAN: o->len_median = flag_double(name, a, 1, 1e9); break;
+    case O_SIGMA: o->len_sigma = flag_double(name, a, 0, 10); break;
     case O_LMIN: o->len_min = flag_u64(name, a, 1, 1u << 28); break;
     case O_LMAX: o->len_max = flag_u64(name, a, 1, 1u << 28); break;
     case O_SBLOCK: o->synth_block = flag_u64(name, a, 1, UINT32_MAX); break;

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -132,10 +131,8 @@ uint64_t cli_parse_size(const cli_cmd *c, const char *opt, const char *s,
 double cli_parse_double(const cli_cmd *c, const char *opt, const char *s,
                         double min, double max)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !isfinite(v) || v < min || v > max)
+    double v;
+    if (parse_double(s, min, max, &v))
         cli_usage_error(c, "%s: invalid value '%s' (expected a number in %g..%g)",
                         opt, s, min, max);
     return v;

@@ -175,8 +175,7 @@ static int recv_msg(lf_client *c, unsigned char *buf, size_t cap, lf_msg *m)
  * server's reason; from then on LF_E_GONE comes at once. */
 static int wait_readable(lf_client *c, int timeout_ms)
 {
-    if (c->gone) /* the reason stays the first one given */
-        return c->err[0] ? LF_E_GONE : fail(c, LF_E_GONE, "server closed the ring socket");
+    if (c->gone) return LF_E_GONE; /* lf_client_error keeps the reason */
     zmq_pollitem_t it[2] = {{.socket = c->zsock, .events = ZMQ_POLLIN},
                             {.fd = c->fdsock, .events = ZMQ_POLLIN}};
     int n = zmq_poll(it, c->fdsock >= 0 ? 2 : 1, timeout_ms);
@@ -188,8 +187,8 @@ static int wait_readable(lf_client *c, int timeout_ms)
          * ZeroMQ's I/O thread may deliver it a moment after the close. */
         zmq_pollitem_t last = {.socket = c->zsock, .events = ZMQ_POLLIN};
         c->gone = 1;
-        if (zmq_poll(&last, 1, LAST_WORD_MS) > 0) return 1;
-        return fail(c, LF_E_GONE, "server closed the ring socket");
+        fail(c, LF_E_GONE, "server closed the ring socket"); /* its last word replaces this */
+        return zmq_poll(&last, 1, LAST_WORD_MS) > 0 ? 1 : LF_E_GONE;
     }
     return n > 0;
 }

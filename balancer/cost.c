@@ -79,6 +79,7 @@ const char *lf_plan_strerror(int status)
     case LF_PLAN_E_STATE: return "state blob malformed or for other inputs";
     case LF_PLAN_E_BUFFER: return "buffer too small";
     case LF_PLAN_E_RANGE: return "out of range";
+    case LF_PLAN_E_VERSION: return "state blob of another version (saved by another build)";
     default: return "unknown status";
     }
 }

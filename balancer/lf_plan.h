@@ -45,6 +45,7 @@ typedef enum lf_plan_status {
     LF_PLAN_E_STATE = -3,        /* a state blob is malformed or for other inputs */
     LF_PLAN_E_BUFFER = -4,       /* a caller buffer is too small */
     LF_PLAN_E_RANGE = -5,        /* a rank or index is out of range */
+    LF_PLAN_E_VERSION = -6,      /* a state blob of another layout version */
 } lf_plan_status;
 
 /* A short static description of a status code. */
@@ -276,8 +277,10 @@ long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
  * outlier_group were set explicitly, as their defaults follow world). A
  * balanced pack plan fills rows, so its sequence depends on seq_len and on
  * world too: it restores only onto pack with the same seq_len.
- * Returns 0 or LF_PLAN_E_STATE; a blob whose header matches but whose
- * entries do not leaves the plan at the start of its first epoch. */
+ * Returns 0, LF_PLAN_E_VERSION (a blob of another layout version, such as
+ * version 1, whose 64-bit cost sum wrapped) or LF_PLAN_E_STATE; a blob whose
+ * header matches but whose entries do not leaves the plan at the start of
+ * its first epoch. */
 int lf_plan_state_restore(lf_plan *plan, const void *buf, size_t size);
 
 #ifdef __cplusplus

@@ -439,7 +439,7 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
     p->step = 0;
     p->cursor = p->np = p->no = p->nrej = 0;
     p->due_floor = UINT32_MAX;
-    lfp_due_set(p, 0);
+    p->due_step = p->due_rem = 0;
     p->emitted = 0;
     p->have_step = 0;
     lfp_order_build(p);

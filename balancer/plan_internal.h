@@ -160,9 +160,9 @@ struct lf_plan {
     uint32_t *pidx, *page;       /* pending window: sample, due step */
     uint32_t due_floor;          /* no pending entry is due before this step
                                     (a bound: the late pass is skipped below it) */
-    uint64_t due_cost;           /* cost of the normal samples pulled so far */
-    uint64_t due_step, due_rem;  /* due_cost / step_budget and its remainder,
-                                    kept as it grows (no division a sample) */
+    uint64_t due_step, due_rem;  /* the summed cost of the normal samples pulled
+                                    so far, as steps of step_budget and the
+                                    remainder (the sum itself passes 2^64) */
     size_t np;
     uint32_t *oidx, *owait;      /* held outliers: sample, steps waited */
     size_t no, ocap;
@@ -200,19 +200,10 @@ struct lf_plan {
     uint64_t *b_best;            /* micro-batch cuts: best objective per prefix */
 };
 
-/* Sets due_cost (and its step and remainder). */
-static inline void lfp_due_set(lf_plan *p, uint64_t cost)
-{
-    uint64_t b = p->prm.step_budget ? p->prm.step_budget : 1;   /* baselines: none */
-    p->due_cost = cost;
-    p->due_step = cost / b;
-    p->due_rem = cost % b;
-}
-
-/* Adds one sample's cost (at most step_budget: not an outlier) to due_cost. */
+/* Adds one sample's cost (at most step_budget: not an outlier) to the
+ * due position. */
 static inline void lfp_due_add(lf_plan *p, uint64_t cost)
 {
-    p->due_cost += cost;
     p->due_rem += cost;
     while (p->due_rem >= p->prm.step_budget) {
         p->due_rem -= p->prm.step_budget;

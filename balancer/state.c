@@ -4,15 +4,20 @@
  * An epoch's order is a pure function of (samples, seed, epoch), so the blob
  * holds only what the order cannot give back: the epoch, the step, the
  * cursor into the order, the pending window and the held outliers with
- * their ages. Rejected outliers are those before the cursor, recomputed.
+ * their ages. What the cursor has passed is recomputed: the rejected
+ * outliers, and the due position (the summed cost of the normal samples
+ * pulled, which passes 2^64 with costs in FLOPs: version 1 saved it in 64
+ * bits, wrapped, and a resume then dated new samples thousands of steps
+ * early).
  * Layout, all little-endian:
  *   u32 magic "LFPS", u32 version, u64 sequence hash,
  *   u32 epoch, u32 epoch_done, u64 step, u64 cursor, u32 np, u32 no,
- *   u64 due cost, np x (u32 sample index, u32 due step),
+ *   np x (u32 sample index, u32 due step),
  *   no x (u32 sample index, u32 waited).
  * Restoring checks every field against the plan before changing anything:
  * indices in range, each sample at most once, pending samples before the
- * cursor and on the right side of the outlier threshold.
+ * cursor and on the right side of the outlier threshold. A blob of another
+ * version is LF_PLAN_E_VERSION (its fields mean something else).
  */
 #include <limits.h>
 #include <string.h>
@@ -20,8 +25,8 @@
 #include "plan_internal.h"
 
 #define STATE_MAGIC 0x5350464cu  /* "LFPS" */
-#define STATE_VERSION 1u
-#define STATE_HEAD 56u
+#define STATE_VERSION 2u
+#define STATE_HEAD 48u
 
 static void put32(uint8_t *b, uint32_t v)
 {
@@ -63,7 +68,6 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
     put64(b + 32, p->cursor);
     put32(b + 40, (uint32_t)p->np);
     put32(b + 44, (uint32_t)p->no);
-    put64(b + 48, p->due_cost);
     b += STATE_HEAD;
     for (size_t i = 0; i < p->np; i++, b += 8) { put32(b, p->pidx[i]); put32(b + 4, p->page[i]); }
     for (size_t i = 0; i < p->no; i++, b += 8) { put32(b, p->oidx[i]); put32(b + 4, p->owait[i]); }
@@ -79,13 +83,27 @@ static int entry_ok(lf_plan *p, uint32_t s, int outlier)
     return (p->cost[s] > p->prm.outlier_cost) == outlier;
 }
 
+/* Goes over the order up to the cursor as the balanced selection pulled
+ * it (refill_window): normal samples advance the due position, outliers
+ * under reject are the epoch's rejected ones (the rest were placed, or are
+ * in the blob's window and queue). */
+static void replay_pulled(lf_plan *p)
+{
+    if (p->prm.sampler != LF_PLAN_BALANCED) return;
+    for (size_t i = 0; i < p->cursor; i++) {
+        uint32_t s = p->order[i];
+        if (p->cost[s] <= p->prm.outlier_cost) lfp_due_add(p, p->cost[s]);
+        else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;
+    }
+}
+
 int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
 {
     if (!p || !buf) return LF_PLAN_E_ARG;
     const uint8_t *b = buf;
-    if (size < STATE_HEAD || get32(b) != STATE_MAGIC || get32(b + 4) != STATE_VERSION ||
-        get64(b + 8) != p->hash)
-        return LF_PLAN_E_STATE;
+    if (size < 8 || get32(b) != STATE_MAGIC) return LF_PLAN_E_STATE;
+    if (get32(b + 4) != STATE_VERSION) return LF_PLAN_E_VERSION;
+    if (size < STATE_HEAD || get64(b + 8) != p->hash) return LF_PLAN_E_STATE;
     uint32_t epoch = get32(b + 16), done = get32(b + 20);
     uint64_t step = get64(b + 24), cursor = get64(b + 32);
     uint32_t np = get32(b + 40), no = get32(b + 44);
@@ -118,16 +136,9 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     p->no = no;
     p->due_floor = 0;            /* unknown: the next step looks at every entry */
     p->cursor = (size_t)cursor;
-    lfp_due_set(p, get64(b + 48));
+    replay_pulled(p);
     p->step = step;
     p->epoch_done = (int)done;
-    /* Rejected outliers are the ones before the cursor; the rest were placed. */
-    int reject = p->prm.sampler == LF_PLAN_BALANCED &&
-                 p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT;
-    for (size_t i = 0; i < cursor; i++) {
-        uint32_t s = p->order[i];
-        if (reject && p->cost[s] > p->prm.outlier_cost) p->rej[p->nrej++] = s;
-    }
     p->emitted = cursor - p->nrej - np - no;
     return 0;
 }

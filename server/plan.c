@@ -25,7 +25,8 @@ int srv_plan_errno(int status)
 {
     switch (status) {
     case LF_PLAN_E_NOMEM: return -ENOMEM;
-    case LF_PLAN_E_STATE: return -EBADMSG;
+    case LF_PLAN_E_STATE:
+    case LF_PLAN_E_VERSION: return -EBADMSG;
     case LF_PLAN_E_BUFFER: return -ENOBUFS;
     case LF_PLAN_E_RANGE: return -ERANGE;
     default: return status < 0 ? -EINVAL : status;

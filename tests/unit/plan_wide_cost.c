@@ -1,0 +1,141 @@
+/*
+ * plan_wide_cost.c — costs in FLOP units: up to 2^52 a sample (the cost
+ * model's limit), so the sums the planner keeps pass 2^64 within an epoch.
+ *
+ * Resume: a state saved after the epoch's summed cost has passed 2^64 must
+ * continue exactly as the uninterrupted plan does. (The blob held that sum
+ * in 64 bits: it wrapped, and the restored plan dated every sample it
+ * pulled next about 4096 steps too early, so they all came out 'late'.)
+ */
+#include "lf_plan.h"
+#include "test.h"
+
+#define NSAMPLES 24000u
+#define TRACE_CAP (4u * NSAMPLES + 4u * 8192u)
+
+static lf_plan_sample samples[NSAMPLES];
+
+/* Lengths 100..1000 at 2^41 a token (the costliest just under 2^51), 16
+ * samples a block: 3 to 4 samples fill a budget of 2^52, and the epoch's
+ * cost sums past 2^64 about two thirds of the way through. */
+static void wide_params(lf_plan_params *p)
+{
+    uint64_t rng_state = 11;
+    for (uint32_t i = 0; i < NSAMPLES; i++)
+        samples[i] = (lf_plan_sample){7u * i + 3u, 100 + test_rng(&rng_state) % 901, i / 16};
+    lf_plan_params_default(p);
+    ASSERT_EQ(lf_plan_cost_set(&p->cost, 0x1p41, 0, 0, 0), 0);
+    p->world = 2;
+    p->seed = 5;
+    p->step_budget = LF_PLAN_COST_MAX;
+}
+
+static lf_plan *make_plan(const lf_plan_params *p)
+{
+    lf_plan *plan = NULL;
+    int rc = lf_plan_create(p, samples, NSAMPLES, &plan);
+    if (rc) TEST_FAIL_("lf_plan_create: %s", lf_plan_strerror(rc));
+    return plan;
+}
+
+/* What a step hands out, flattened: (step, count), each sample's id and
+ * delay, each rank's sample count. */
+typedef struct trace {
+    uint64_t v[TRACE_CAP];
+    size_t n;
+    size_t step_at[8192];        /* where each step's entries start */
+    size_t steps;
+} trace;
+
+static void trace_put(trace *t, uint64_t v)
+{
+    ASSERT_LT(t->n, TRACE_CAP);
+    t->v[t->n++] = v;
+}
+
+static void trace_step(trace *t, const lf_plan_step *st)
+{
+    ASSERT_LT(t->steps, sizeof t->step_at / sizeof t->step_at[0]);
+    t->step_at[t->steps++] = t->n;
+    trace_put(t, st->step << 32 | st->nsamples);
+    for (uint32_t i = 0; i < st->nsamples; i++) trace_put(t, st->ids[i] | (uint64_t)st->delay[i] << 32);
+    for (uint32_t r = 0; r < st->world; r++) trace_put(t, st->rank_start[r + 1] - st->rank_start[r]);
+}
+
+/* Plays `steps` steps (0: to the end of the epoch) into t. */
+static void play(lf_plan *plan, size_t steps, trace *t)
+{
+    lf_plan_step st;
+    t->n = t->steps = 0;
+    for (size_t i = 0; !steps || i < steps; i++) {
+        int rc = lf_plan_next_step(plan, &st);
+        ASSERT_GE(rc, 0);
+        if (rc == 0) break;
+        trace_step(t, &st);
+    }
+}
+
+/* The summed cost of the first `steps` steps of t, in 128 bits. */
+static unsigned __int128 cost_before(const lf_plan_params *p, const trace *t, size_t steps)
+{
+    unsigned __int128 sum = 0;
+    for (size_t s = 0; s < steps; s++) {
+        size_t at = t->step_at[s];
+        uint32_t n = (uint32_t)t->v[at];
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t k = (uint32_t)((t->v[at + 1 + i] & 0xffffffffu) - 3) / 7;
+            sum += lf_plan_cost(&p->cost, samples[k].length);
+        }
+    }
+    return sum;
+}
+
+/* Saved `at` steps in, restored into a fresh plan: the rest of the epoch is
+ * the uninterrupted plan's, step for step. */
+static void check_resume_at(const lf_plan_params *p, const trace *ref, size_t at)
+{
+    static trace got;
+    static uint8_t blob[1 << 20];
+    lf_plan *src = make_plan(p);
+    play(src, at, &got);
+    long size = lf_plan_state_save(src, blob, sizeof blob);
+    ASSERT_GT(size, 0);
+    lf_plan_free(src);
+    lf_plan *dst = make_plan(p);
+    ASSERT_EQ(lf_plan_state_restore(dst, blob, (size_t)size), 0);
+    play(dst, 0, &got);
+    lf_plan_free(dst);
+    for (size_t s = 0; s < got.steps && at + s < ref->steps; s++) {
+        size_t a = ref->step_at[at + s], b = got.step_at[s];
+        size_t end = at + s + 1 < ref->steps ? ref->step_at[at + s + 1] : ref->n;
+        for (size_t i = 0; i < end - a; i++)
+            if (ref->v[a + i] != got.v[b + i])
+                TEST_FAIL_("resumed at step %zu: step %zu differs at entry %zu: "
+                           "%#" PRIx64 " (uninterrupted) vs %#" PRIx64 " (resumed)",
+                           at, at + s, i, ref->v[a + i], got.v[b + i]);
+    }
+    ASSERT_EQ(got.steps, ref->steps - at);
+}
+
+static void test_resume_past_2_64(void)
+{
+    static trace ref;
+    lf_plan_params p;
+    wide_params(&p);
+    lf_plan *plan = make_plan(&p);
+    play(plan, 0, &ref);
+    lf_plan_free(plan);
+    size_t at[] = {ref.steps * 3 / 4, ref.steps * 7 / 8};
+    /* the regime: what was placed before each save point passed 2^64 */
+    ASSERT_TRUE(cost_before(&p, &ref, at[0]) > (unsigned __int128)1 << 64);
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) check_resume_at(&p, &ref, at[i]);
+    printf("resume past 2^64: %zu steps, restored at %zu and %zu as planned\n", ref.steps,
+           at[0], at[1]);
+}
+
+int main(void)
+{
+    test_resume_past_2_64();
+    printf("plan_wide_cost: ok\n");
+    return 0;
+}

@@ -80,6 +80,8 @@ const char *lf_plan_strerror(int status)
     case LF_PLAN_E_BUFFER: return "buffer too small";
     case LF_PLAN_E_RANGE: return "out of range";
     case LF_PLAN_E_VERSION: return "state blob of another version (saved by another build)";
+    case LF_PLAN_E_OVERFLOW:
+        return "an outlier step would cost 2^63 or more: a smaller outlier group or smaller costs";
     default: return "unknown status";
     }
 }

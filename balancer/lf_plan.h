@@ -46,6 +46,7 @@ typedef enum lf_plan_status {
     LF_PLAN_E_BUFFER = -4,       /* a caller buffer is too small */
     LF_PLAN_E_RANGE = -5,        /* a rank or index is out of range */
     LF_PLAN_E_VERSION = -6,      /* a state blob of another layout version */
+    LF_PLAN_E_OVERFLOW = -7,     /* an outlier step's cost could pass 2^63 */
 } lf_plan_status;
 
 /* A short static description of a status code. */
@@ -178,7 +179,10 @@ typedef struct lf_plan lf_plan;
 /* Creates a plan over n samples (copied). Checks the parameters; samples that
  * can never be placed (longer than a memory cap or than seq_len in pack mode)
  * are rejected and counted, whatever the outlier policy. Returns 0 or a
- * negative status. */
+ * negative status: LF_PLAN_E_OVERFLOW when delayed outliers could make a
+ * step cost more than 2^63 (step_budget + outlier_group, in pack rounded up
+ * to a multiple of world, times the costliest outlier; with costs near
+ * 2^52, groups of 2^11 and more). */
 int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
                    size_t n, lf_plan **out);
 void lf_plan_free(lf_plan *plan);    /* accepts NULL */

@@ -53,6 +53,11 @@ void lf_plan_params_default(lf_plan_params *p)
 #define MICRO_LIMIT (UINT64_C(1) << 36)
 /* pack prices tokens in Q32 cost units (see "pack: rows" below) */
 #define PRICE_SHIFT 32
+/* The most a step may cost: its sums (of samples, of a rank's) are 64-bit
+ * and the split's search doubles a change's cost (split.c, better()). An
+ * outlier step's budget is the one that can reach it: 2^52 a sample times
+ * a group of 2^11 or more. */
+#define STEP_COST_LIMIT (UINT64_C(1) << 63)
 
 /* pack (balanced) fills rows in tokens as well as the budget in cost */
 static int pack_rows(const lf_plan_params *p)
@@ -142,6 +147,15 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
     if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget)
         return LF_PLAN_E_ARG;
     return 0;
+}
+
+/* An outlier step's budget grows by up to this many times its costliest
+ * outlier (release_outliers): pad, the group; pack, when rows cannot be
+ * had, the group rounded up to a multiple of world. */
+static uint64_t outlier_span(const lf_plan_params *p)
+{
+    uint64_t g = p->outlier_group, w = p->world;
+    return pack_rows(p) ? (g + w - 1) / w * w : g;
 }
 
 /* Can this sample ever be placed, whatever the others? */
@@ -266,6 +280,21 @@ static void price_plan(lf_plan *p, const lf_plan_sample *smp)
     p->price = price;
     p->lean_q = ((lfp_u128)r.lean_c << PRICE_SHIFT) / r.lean_l;
     p->rich_l = r.rich_l;
+}
+
+/* Delayed outliers are released in steps whose budget grows by up to
+ * outlier_span() times the costliest outlier; such a step must stay within
+ * STEP_COST_LIMIT, or its sums would wrap. */
+static int check_outlier_steps(const lf_plan *p)
+{
+    const lf_plan_params *q = &p->prm;
+    if (q->sampler != LF_PLAN_BALANCED || q->outlier_policy != LF_PLAN_OUTLIER_DELAY) return 0;
+    uint64_t omax = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (!p->capfail[i] && p->cost[i] > q->outlier_cost && p->cost[i] > omax)
+            omax = p->cost[i];
+    lfp_u128 most = (lfp_u128)omax * outlier_span(q) + q->step_budget;
+    return most > STEP_COST_LIMIT ? LF_PLAN_E_OVERFLOW : 0;
 }
 
 static int cmp_block_id(const void *x, const void *y)
@@ -417,6 +446,7 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
         p->ncapfail += p->capfail[i];
     }
     p->norder = n - p->ncapfail;
+    if ((rc = check_outlier_steps(p))) goto fail;
     if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
         for (size_t i = 0; i < n; i++)
             if (!p->capfail[i] && p->len[i] > p->prm.micro_max_padded)
@@ -485,6 +515,23 @@ static inline void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step
     f->tok += p->len[s];
 }
 
+/* pack: what a full group's outlier step adds to the budget (*grow): whole
+ * rows for the outliers' tokens, a row more a rank (KK evens out their
+ * excess, not their tokens: the spare row takes up the difference), filled
+ * at the price; the outliers bring their own excess over it (drift). Returns
+ * 0 if rows cannot be had: none to add (pad), more tokens than a step
+ * holds, outliers cheaper than their tokens' price, or a budget past
+ * STEP_COST_LIMIT. */
+static int rows_growth(const lf_plan *p, uint64_t budget, uint64_t more, lfp_i128 drift,
+                       uint64_t *grow)
+{
+    if (!more || more > PACK_TOKENS_LIMIT || drift < 0) return 0;
+    lfp_u128 g = (more * p->price + (lfp_u128)drift) >> PRICE_SHIFT;
+    if (g > STEP_COST_LIMIT - budget) return 0;
+    *grow = (uint64_t)g;
+    return 1;
+}
+
 /* Releases a group of held outliers; sets the step's budget: a normal
  * step's plus room to bring every rank to the costliest outlier's level, so
  * the split has small samples to even the ranks out with. In pack mode the
@@ -514,16 +561,15 @@ static void release_outliers(lf_plan *p, step_fill *f)
     p->nout = k;
     uint64_t group_rows = p->prm.world * (uint64_t)p->prm.seq_len;
     uint64_t more = p->rows ? ((tok + group_rows - 1) / group_rows + 1) * group_rows : 0;
-    if (more && more <= PACK_TOKENS_LIMIT && drift >= 0 && k == g) {
-        /* whole rows for the outliers' tokens, a row more a rank (KK evens
-         * out their excess, not their tokens: the spare row takes up the
-         * difference), filled at the price; the outliers bring their own
-         * excess over it */
-        f->budget += (uint64_t)((more * p->price + (lfp_u128)drift) >> PRICE_SHIFT);
+    uint64_t grow;
+    if (k == g && rows_growth(p, f->budget, more, drift, &grow)) {
+        f->budget += grow;
         f->tok_cap += more;
     } else if (p->rows) {
-        /* a last, partial group: as in pad, every rank up to the level of its
-         * share of the outliers at the costliest's cost, rows left to layout */
+        /* a last, partial group (or no rows to be had): as in pad, every
+         * rank up to the level of its share of the outliers at the
+         * costliest's cost, rows left to layout. This and pad's growth stay
+         * within STEP_COST_LIMIT: lf_plan_create checks (check_outlier_steps) */
         uint64_t w = p->prm.world;
         f->budget += cmax * w * ((k + w - 1) / w);
         f->tok_cap = 0;

@@ -29,6 +29,7 @@ int srv_plan_errno(int status)
     case LF_PLAN_E_VERSION: return -EBADMSG;
     case LF_PLAN_E_BUFFER: return -ENOBUFS;
     case LF_PLAN_E_RANGE: return -ERANGE;
+    case LF_PLAN_E_OVERFLOW: return -EOVERFLOW;
     default: return status < 0 ? -EINVAL : status;
     }
 }

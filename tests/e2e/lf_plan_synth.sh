@@ -98,6 +98,10 @@ refused "is above the step budget" "$tmp/ds" --world 4 --outlier-cost 9999999999
 refused "above the planner's limit 2^52" "$tmp/ds" --world 8 --cost 4.2e10,0,0,0
 refused "is less than one row (--seq-len 4096)" "$tmp/ds" --world 4 --layout pack --seq-len 4096 \
   --max-padded 100
+# outliers at 2^52 (L >= 2048) released 4096 at once: the step's budget
+# wrapped past 2^64 (exit 0, budget fill 250 %)
+refused "an outlier step would cost 2^63 or more" "$tmp/ds" --world 2 --sampler balanced \
+  --cost 2.2e12,0,0,0 --budget 4503599627370496 --outlier-cost 2251799813685248 --outlier-group 4096
 
 # The baselines are planned without balanced's caps, --micro-max-padded too
 # (it once left every naive sample "over a cap"); a report that cannot be

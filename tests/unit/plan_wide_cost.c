@@ -6,6 +6,13 @@
  * continue exactly as the uninterrupted plan does. (The blob held that sum
  * in 64 bits: it wrapped, and the restored plan dated every sample it
  * pulled next about 4096 steps too early, so they all came out 'late'.)
+ *
+ * Outlier steps: a group of g outliers at 2^52 grows a step's budget by up
+ * to g x 2^52 (pad; pack rounds g up to a multiple of world, or buys rows
+ * instead), which wrapped from g = 4096. A plan whose outlier steps could
+ * pass 2^63 is refused (LF_PLAN_E_OVERFLOW), right at the limit; every plan
+ * made reports each step's cost as its samples sum in 128 bits, within its
+ * budget, and no budget past 2^63.
  */
 #include "lf_plan.h"
 #include "test.h"
@@ -133,9 +140,66 @@ static void test_resume_past_2_64(void)
            at[0], at[1]);
 }
 
+/* Plays an epoch: each step's cost is its samples' summed in 128 bits,
+ * within its budget, and no budget passes 2^63. */
+static void check_step_sums(lf_plan *plan, const lf_plan_params *p)
+{
+    lf_plan_step st;
+    int rc;
+    while ((rc = lf_plan_next_step(plan, &st)) == 1) {
+        unsigned __int128 cost = 0;
+        for (uint32_t i = 0; i < st.nsamples; i++)
+            cost += lf_plan_cost(&p->cost, samples[(st.ids[i] - 3) / 7].length);
+        if (cost != st.cost || cost > st.budget || st.budget > UINT64_C(1) << 63)
+            TEST_FAIL_("step %" PRIu64 " (%u outliers): cost %.6g, reported %.6g; budget "
+                       "%" PRIu64 " (2^63 = 9223372036854775808)", st.step, st.noutliers,
+                       (double)cost, (double)st.cost, st.budget);
+    }
+    ASSERT_EQ(rc, 0);
+}
+
+typedef struct outlier_case {
+    uint32_t layout, world, group;
+    int rc;                      /* what lf_plan_create returns */
+} outlier_case;
+
+/* Every 8th sample an outlier of 2048 tokens at 2^52 (3000 of them) over
+ * an outlier cost of 2^51, against a budget of 2^52: a group at g adds up
+ * to g x 2^52, so 2^63 is reached at g = 2047 (pad, or pack at world 1),
+ * and pack at world 3 rounds 2047 up to 2049. */
+static void test_outlier_steps(void)
+{
+    static const outlier_case cases[] = {
+        {LF_PLAN_PAD, 2, 4096, LF_PLAN_E_OVERFLOW},   /* wrapped to a 2^52 budget */
+        {LF_PLAN_PAD, 3, 2047, 0},                    /* at 2^63 */
+        {LF_PLAN_PAD, 3, 2048, LF_PLAN_E_OVERFLOW},
+        {LF_PLAN_PACK, 1, 2047, 0},                   /* rows would pass 2^63 */
+        {LF_PLAN_PACK, 3, 2046, 0},
+        {LF_PLAN_PACK, 3, 2047, LF_PLAN_E_OVERFLOW},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lf_plan_params p;
+        wide_params(&p);
+        for (uint32_t i = 0; i < NSAMPLES; i += 8) samples[i].length = 2048;
+        p.layout = cases[c].layout;
+        p.seq_len = 4096;
+        p.world = cases[c].world;
+        p.outlier_cost = LF_PLAN_COST_MAX / 2;
+        p.outlier_group = cases[c].group;
+        lf_plan *plan = NULL;
+        int rc = lf_plan_create(&p, samples, NSAMPLES, &plan);
+        if (rc == 0) check_step_sums(plan, &p);
+        lf_plan_free(plan);
+        ASSERT_EQ(rc, cases[c].rc);
+    }
+    ASSERT_TRUE(strstr(lf_plan_strerror(LF_PLAN_E_OVERFLOW), "outlier"));
+    printf("outlier steps: refused past 2^63, within it at the limit\n");
+}
+
 int main(void)
 {
     test_resume_past_2_64();
+    test_outlier_steps();
     printf("plan_wide_cost: ok\n");
     return 0;
 }

@@ -432,10 +432,12 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
     if (!p) return LF_PLAN_E_NOMEM;
     p->prm = prm;
     p->n = n;
-    size_t global = (size_t)prm.world * prm.batch_per_rank;
-    p->maxstep = prm.sampler == LF_PLAN_BALANCED
-                     ? (size_t)prm.lookahead + prm.outlier_group : global;
-    p->sort_cap = prm.sampler == LF_PLAN_SORTED ? SORTED_MEGA * global : p->maxstep;
+    /* a baseline's step, and a sorted mega-batch, holds at most the n
+     * samples there are, however large world x batch_per_rank */
+    size_t global = (size_t)prm.world * prm.batch_per_rank, mega = SORTED_MEGA * global;
+    p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + prm.outlier_group
+                                                 : (global < n ? global : n);
+    p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
     p->ocap = n;
     if ((rc = alloc_all(p)) || (rc = build_groups(p, samples))) goto fail;
     for (size_t i = 0; i < n; i++) {

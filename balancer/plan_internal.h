@@ -142,7 +142,7 @@ struct lf_plan {
     uint32_t *gperm, *grem;      /* per group: shuffled order, samples pending */
     uint32_t *pool;              /* n: open-window samples while building an order */
     lfp_key *keys;               /* 2 * sort_cap entries of sort scratch */
-    size_t sort_cap;             /* sorted: mega-batch size; else the largest step */
+    size_t sort_cap;             /* sorted: mega-batch size (at most n); else maxstep */
     uint64_t hash;               /* of the samples and the sequence parameters */
     /* pack: a step fills rows of seq_len in tokens besides its budget in cost */
     uint64_t rows;               /* rows a normal step fills (0: pad, no rows) */
@@ -171,7 +171,7 @@ struct lf_plan {
     uint64_t emitted;            /* placed this epoch */
 
     /* current step */
-    size_t maxstep;
+    size_t maxstep;              /* the most samples a step holds (baselines: <= n) */
     int have_step;
     uint32_t *sidx, *sdelay;     /* the step's samples and their delays */
     uint8_t *sfrom_o;            /* per step item: came from the outlier queue */

@@ -2,10 +2,12 @@
  * plan_props.c — the balancer's promises, checked on random long-tailed data:
  * every sample exactly once per epoch (rejects counted), memory caps at every
  * step, bit-identical plans across runs, resume from >= 20 random steps, the
- * same global sequence for world sizes 1, 2, 4, 8 and 64, and locality (a
- * block's samples are placed within a few steps of each other).
+ * same global sequence for world sizes 1, 2, 4, 8 and 64, locality (a
+ * block's samples are placed within a few steps of each other), and
+ * baselines whose memory follows the samples, not world x batch_per_rank.
  */
 #include <math.h>
+#include <sys/resource.h>
 
 #include "lf_plan.h"
 #include "test.h"
@@ -454,6 +456,66 @@ static void test_refusals(void)
     }
 }
 
+/* ASan and TSan reserve terabytes of shadow address space. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SHADOW_MEMORY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SHADOW_MEMORY 1
+#endif
+#endif
+
+/* Sets the address-space limit to what the process maps now plus `more`
+ * bytes, or leaves it when a sanitizer's shadow needs the space; returns
+ * the limit to put back. */
+static struct rlimit limit_address_space(uint64_t more)
+{
+    struct rlimit old;
+    ASSERT_EQ(getrlimit(RLIMIT_AS, &old), 0);
+#ifndef SHADOW_MEMORY
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ASSERT_TRUE(f && fscanf(f, "%lu", &pages) == 1);
+    fclose(f);
+    struct rlimit lim = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + more, old.rlim_max};
+    if (lim.rlim_cur < old.rlim_cur) ASSERT_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+#else
+    (void)more;
+#endif
+    return old;
+}
+
+/* A baseline's step is world x batch_per_rank samples, but never more than
+ * there are: 4096 ranks x 4096 over 100 samples is one step of 100, one a
+ * rank for the first 100 ranks. Memory sized by world x batch_per_rank
+ * was 16.7M entries a step (sorted: 50 times that, refused as out of
+ * memory even without a limit); by the samples it fits in 256 MiB more. */
+static void test_baseline_memory(void)
+{
+    for (uint32_t s = LF_PLAN_NAIVE; s <= LF_PLAN_SORTED; s++) {
+        lf_plan_params p;
+        base_params(&p, 4096, 1);
+        p.sampler = s;
+        p.batch_per_rank = 4096;
+        lf_plan *plan = NULL;
+        struct rlimit old = limit_address_space(UINT64_C(256) << 20);
+        int rc = lf_plan_create(&p, samples, 100, &plan);
+        ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
+        if (rc) TEST_FAIL_("lf_plan_create(%s, world 4096 x 4096, 100 samples): %s",
+                           s == LF_PLAN_NAIVE ? "naive" : "sorted", lf_plan_strerror(rc));
+        lf_plan_step st;
+        ASSERT_EQ(lf_plan_next_step(plan, &st), 1);
+        ASSERT_EQ(st.nsamples, 100);
+        ASSERT_EQ(st.rank_start[100], 100);
+        ASSERT_EQ(st.rank_start[4096], 100);
+        lf_plan_batch b;
+        ASSERT_EQ(lf_plan_rank_batch(plan, 99, &b), 0);
+        ASSERT_EQ(b.nsamples, 1);
+        ASSERT_EQ(lf_plan_next_step(plan, &st), 0);
+        lf_plan_free(plan);
+    }
+}
+
 int main(void)
 {
     make_samples();
@@ -463,6 +525,7 @@ int main(void)
     test_pack_rows();
     test_identical_and_resume();
     test_world_sizes();
+    test_baseline_memory();
     printf("plan_props: ok\n");
     return 0;
 }

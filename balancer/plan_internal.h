@@ -65,6 +65,7 @@ typedef struct lfp_split {
     uint32_t *tree;              /* 2 * leaves: each node's winning rank */
     uint64_t *tree_cost;         /* leaves: each rank's cost */
     lfp_key *lo_keys;            /* 2 * maxn: a swap search's cheaper rank, sorted */
+    lfp_key *rank_keys;          /* 2 * world: a search round's ranks, cheapest first */
     uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
     uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */
     uint32_t *row_next;          /* pack: per row, the rank's next row */

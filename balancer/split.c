@@ -83,6 +83,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->tree = malloc(2 * (size_t)s->leaves * sizeof(uint32_t));
     s->tree_cost = malloc((size_t)s->leaves * sizeof(uint64_t));
     s->lo_keys = malloc(2 * nt * sizeof *s->lo_keys);
+    s->rank_keys = malloc(2 * ((size_t)world + 1) * sizeof *s->rank_keys);
     s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_next = malloc(nt * sizeof(uint32_t));
@@ -99,8 +100,8 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree ||
-        !s->tree_cost || !s->lo_keys || !s->rank_rows || !s->row_head || !s->row_next || !s->row_of ||
-        !s->row_room || !s->members ||
+        !s->tree_cost || !s->lo_keys || !s->rank_keys || !s->rank_rows || !s->row_head ||
+        !s->row_next || !s->row_of || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
     return 0;
@@ -120,7 +121,7 @@ void lfp_split_free(lfp_split *s)
     free(s->heap); free(s->next);
     free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
-    free(s->tree); free(s->tree_cost); free(s->lo_keys);
+    free(s->tree); free(s->tree_cost); free(s->lo_keys); free(s->rank_keys);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_of); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
@@ -544,18 +545,18 @@ static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
     for (uint32_t r = 0; r < k; r++) total += s->cost[r];
     /* close enough: the costliest rank within 2^-12 (0.024%) of the mean */
     if (((lfp_u128)s->cost[hi] * k - total) << LOCAL_GOOD_SHIFT <= total) return 0;
-    uint32_t *ord = s->tmp_ord;
+    /* the cheaper ranks, cheapest first (ties: the lower number): keys
+     * sort longest first, then by smaller id, so a rank's key is its gap
+     * below hi. Many ranks take a radix sort, linear in them; a quadratic
+     * sort here made the whole search O(world^3). */
+    lfp_key *ord = s->rank_keys;
     uint32_t m = 0;
     for (uint32_t r = 0; r < k; r++)
-        if (s->cost[r] < s->cost[hi]) ord[m++] = r;
-    for (uint32_t i = 1; i < m; i++) {
-        uint32_t v = ord[i], j = i;
-        for (; j > 0 && s->cost[ord[j - 1]] > s->cost[v]; j--) ord[j] = ord[j - 1];
-        ord[j] = v;
-    }
+        if (s->cost[r] < s->cost[hi]) ord[m++] = (lfp_key){s->cost[hi] - s->cost[r], r, r};
+    lfp_sort_keys(ord, m, ord + m);
     uint64_t swap_work = SWAP_WORK;
     for (uint32_t i = 0; i < m; i++) {
-        uint32_t lo = ord[i];
+        uint32_t lo = ord[i].idx;
         change c = best_change(s, it, caps, hi, lo, &swap_work);
         if (c.x == NONE) continue;
         if (c.y == NONE) move_item(s, it, c.x, lo);

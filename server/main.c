@@ -64,7 +64,9 @@ static void usage(FILE *f)
 "  --world N               ranks in the job\n"
 "  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all)\n"
 "  --node-rank K --ranks-per-node M   local ranks K*M .. K*M+M-1\n"
-"  --epochs E              epochs to serve (1)\n"
+"  --epochs E              epochs to serve, 1..65536 (1); start-up plans each\n"
+"                          once to size the rings, so a longer schedule is\n"
+"                          served by runs started at --epoch E\n"
 "  --sampler balanced|naive|sorted     (balanced)\n"
 "  plan options (the same as lf-plan's): see below\n"
 "transform:\n"
@@ -246,13 +248,18 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     }
 }
 
+/* The --help text and the refusal in finish_config spell the limit out. */
+_Static_assert(SRV_MAX_EPOCHS == 65536, "--epochs: update the help and the message");
+
 static int finish_config(srv_config *c, parse_state *ps)
 {
     const char *why = NULL;
     if (!c->data_dir) why = "--data is required";
     else if (c->world == 0 || c->world > 1u << 20) why = "--world N (1..2^20) is required";
     else if (ps->ranks && ps->have_node) why = "give --ranks or --node-rank/--ranks-per-node";
-    else if (c->epochs == 0) why = "--epochs must be at least 1";
+    else if (c->epochs == 0 || c->epochs > SRV_MAX_EPOCHS)
+        why = "--epochs must be 1..65536 (start-up plans every epoch once to size the rings; "
+              "serve a longer schedule in runs started at --epoch E)";
     else if (c->slots < 2 || c->slots > LF_RING_MAX_SLOTS) why = "--slots must be 2..1024";
     else if (c->readers < 1 || c->readers > 64 || c->workers < 1 || c->workers > 256)
         why = "--readers 1..64, --workers 1..256";

@@ -2,19 +2,24 @@
 # lf-server's flags are read strictly: each malformed or out-of-range value
 # is refused at start-up with exit 2 and the flag named, before any ring is
 # made (a size the transform cannot make used to pass here and stop the
-# job at its first image); the well-formed forms are taken.
+# job at its first image; an --epochs of 4294967295 used to be taken and
+# its plan walked for hours); the well-formed forms are taken.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
+make_dataset "$WORK/tiny" --samples 20   # plans 65536 epochs in a moment
+DS=$WORK/ds
+# A refusal comes before any planning; the timeout only ends a value that
+# is taken instead (--epochs 4294967295 once planned for ever).
 refused() {   # WHAT FLAGS...: lf-server --print-plan must exit 2 naming WHAT
   local what=$1 rc=0; shift
-  "$LF_BIN/lf-server" --data "$WORK/ds" --world 2 --print-plan "$@" >/dev/null \
+  timeout 60 "$LF_BIN/lf-server" --data "$DS" --world 2 --print-plan "$@" >/dev/null \
     2>"$WORK/err" || rc=$?
   [[ $rc == 2 ]] || fail "$* : exit $rc, want 2 ($(cat "$WORK/err"))"
   grep -q -- "$what" "$WORK/err" || fail "$* : the error does not name $what: $(cat "$WORK/err")"
 }
 taken() {   # FLAGS...: lf-server --print-plan must succeed
-  "$LF_BIN/lf-server" --data "$WORK/ds" --world 2 --print-plan "$@" >/dev/null 2>"$WORK/err" ||
+  "$LF_BIN/lf-server" --data "$DS" --world 2 --print-plan "$@" >/dev/null 2>"$WORK/err" ||
     fail "$* refused: $(cat "$WORK/err")"
 }
 
@@ -22,6 +27,10 @@ for v in 1025x10 224x224junk -1x224 0x5 224 x224 224x; do refused --image-size -
 for v in "" " 0.5" 1.5 -0 nan 0.5x; do refused --flip --flip "$v"; done
 for v in "0," " 0" "+0" "1-0" "0,,1" "0-" "2"; do refused --ranks --ranks "$v"; done
 refused --epochs --epochs 0
+# Start-up plans every epoch once: the count is bounded, and the message
+# names the bound.
+refused '--epochs must be 1\.\.65536' --epochs 65537
+refused '--epochs must be 1\.\.65536' --epochs 4294967295
 refused --world --world 2x
 refused --micro-max-padded --sampler naive --micro-max-padded 10   # a cap a baseline would drop samples by
 
@@ -29,5 +38,6 @@ taken --image-size 1024x1 --flip 0 --ranks 0-1
 taken --flip .25 --ranks 0,1
 taken --flip 1 --ranks 1
 taken --pad-id 65535 --token-dtype u16
+DS=$WORK/tiny taken --epochs 65536
 check_no_leftovers
 echo "lf-server options: malformed values refused with exit 2, well-formed ones taken"

@@ -248,6 +248,19 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     }
 }
 
+/* Epochs past SRV_EPOCH_MAX would share step keys with it (and past
+ * 2^32 - 1 the epoch numbers wrap to 0): their steps' samples would not be
+ * counted off the block cache, and positions would not order. */
+static int check_last_epoch(const srv_config *c)
+{
+    uint64_t last = (uint64_t)c->cli.params.epoch + c->epochs - 1;
+    if (last <= SRV_EPOCH_MAX) return 0;
+    fprintf(stderr, "lf-server: --epoch %u --epochs %u: the last epoch, %" PRIu64
+            ", is past %u, the last one the server orders steps by\n",
+            c->cli.params.epoch, c->epochs, last, SRV_EPOCH_MAX);
+    return -1;
+}
+
 /* The --help text and the refusal in finish_config spell the limit out. */
 _Static_assert(SRV_MAX_EPOCHS == 65536, "--epochs: update the help and the message");
 
@@ -271,6 +284,7 @@ static int finish_config(srv_config *c, parse_state *ps)
         why = "--max-tokens, --max-padded and --micro-max-padded bind --sampler balanced only "
               "(naive and sorted take a fixed count a rank)";
     if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
+    if (check_last_epoch(c)) return -1;
     if (c->pad_id > lf_tf_token_max(c->token_dtype)) {
         fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",
                 c->pad_id, lf_dtype_name(c->token_dtype));

@@ -290,7 +290,7 @@ static void count_off(srv *s, const srv_job *j)
 
 uint64_t srv_pos_key(uint32_t epoch, uint64_t step)
 {
-    const uint64_t step_max = (1ull << 40) - 1, epoch_max = (1ull << 24) - 1;
+    const uint64_t step_max = (1ull << 40) - 1, epoch_max = SRV_EPOCH_MAX;
     return ((epoch < epoch_max ? epoch : epoch_max) << 40) | (step < step_max ? step : step_max);
 }
 

@@ -39,6 +39,9 @@
  * refuses a slip such as 4294967295 (-1 wrapped); a longer schedule is
  * served by consecutive runs started at --epoch E. */
 #define SRV_MAX_EPOCHS 65536u
+/* The last epoch number a run may reach: step keys (srv_pos_key) hold
+ * epochs in 24 bits, and later ones would share keys with it. */
+#define SRV_EPOCH_MAX ((1u << 24) - 1)
 
 typedef struct srv_config {
     const char *data_dir;
@@ -209,7 +212,8 @@ void srv_rank_attach(srv *s, uint32_t li, int rejoin);
 /* Starts rank li's catch-up from its START position (not under mu). */
 int srv_rank_catch_up(srv *s, uint32_t li);
 /* Orders positions: (epoch, step) as one number; a step past an epoch's
- * last sorts before every step of the next epoch. */
+ * last sorts before every step of the next epoch. Epochs past
+ * SRV_EPOCH_MAX (a client's START may name any) take its key. */
 uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
 
 /* plan.c */

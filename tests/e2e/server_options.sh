@@ -31,6 +31,11 @@ refused --epochs --epochs 0
 # names the bound.
 refused '--epochs must be 1\.\.65536' --epochs 65537
 refused '--epochs must be 1\.\.65536' --epochs 4294967295
+# Step keys hold epochs up to 2^24 - 1: a run past it (or wrapping past
+# 2^32 - 1) once served with its later epochs' samples never counted off
+# the block cache.
+refused 'the last epoch, 16777216, is past 16777215' --epoch 16777214 --epochs 3
+refused 'the last epoch, 4294967296, is past 16777215' --epoch 4294967295 --epochs 2
 refused --world --world 2x
 refused --micro-max-padded --sampler naive --micro-max-padded 10   # a cap a baseline would drop samples by
 
@@ -39,5 +44,6 @@ taken --flip .25 --ranks 0,1
 taken --flip 1 --ranks 1
 taken --pad-id 65535 --token-dtype u16
 DS=$WORK/tiny taken --epochs 65536
+taken --epoch 16777213 --epochs 3
 check_no_leftovers
 echo "lf-server options: malformed values refused with exit 2, well-formed ones taken"

@@ -32,6 +32,9 @@ extern "C" {
 #define LF_MAX_FIELDS 16
 #define LF_FIELD_NAME_MAX 32     /* including the terminating NUL */
 #define LF_MAX_ROW_WIDTH (1u << 24) /* values per frame of a FRAMES_* field */
+/* Largest record (one sample: 4 bytes per field, then the fields), the
+ * format's raw block limit: lf_writer_add refuses a larger one. */
+#define LF_MAX_RECORD_BYTES (1u << 30)
 #define LF_MANIFEST_NAME "manifest.lfm"
 
 /* Status codes: negative values are errors. */

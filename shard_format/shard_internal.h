@@ -34,7 +34,7 @@
 
 /* Largest decompressed block (and so largest record) the format allows;
  * keeps every in-block offset and size in u32 and block sizes in a long. */
-#define MAX_BLOCK_RAW (1u << 30)
+#define MAX_BLOCK_RAW LF_MAX_RECORD_BYTES
 /* Largest stored block: compressed bound of MAX_BLOCK_RAW plus padding. */
 #define MAX_BLOCK_STORED (MAX_BLOCK_RAW + (MAX_BLOCK_RAW >> 7) + 2 * LF_SHARD_ALIGN)
 /* A manifest larger than this is refused before it is read. */

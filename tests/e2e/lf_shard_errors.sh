@@ -81,6 +81,11 @@ EOF
   case_ synth tokens --out bad-6 --samples 5 --len-min 10 --len-max 5
   case_ synth tokens --out bad-7 --samples
   case_ synth tokens --out bad-8 --samples 5 extra
+  # a sample the options allow is past the 1 GiB record limit: a usage error,
+  # before any sample is generated (the writer used to refuse it, exit 1,
+  # after a whole batch of them was made: 2 GiB here)
+  case_ synth frames --out bad-big-1 --samples 2 --width 65536 --len-min 4096
+  case_ synth tokens --out bad-big-2 --samples 2 --vocab 70000 --len-min 268435456 --len-max 268435456
   case_ create tokens --in truncated.jsonl --out bad-9 --frobnicate
   case_ create tokens --out bad-10
   case_ create tokens --in big.jsonl --out bad-11 --dtype u8

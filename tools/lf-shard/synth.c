@@ -19,7 +19,9 @@ static const char synth_help[] =
     "Usage: lf-shard synth tokens|images|frames --out DIR --samples N [--seed S] [OPTIONS]\n"
     "\n"
     "Writes a synthetic dataset. The same options and seed give a byte-identical\n"
-    "dataset (any thread count); another seed gives other data.\n"
+    "dataset (any thread count); another seed gives other data. A sample is one\n"
+    "record of at most 1 GiB (the format's limit): options whose longest sample\n"
+    "(--len-max, times --width for frames) would pass it are refused.\n"
     "\n"
     "  --samples N        number of samples (required)\n"
     "  --seed S           random seed (default 0)\n"
@@ -127,6 +129,20 @@ static int frame_type_arg(const cli_cmd *c, const char *s)
     cli_usage_error(c, "--dtype: invalid value '%s' (expected f32, f16 or i16)", s);
 }
 
+/* A sample the writer would refuse is refused here, before a batch of
+ * samples that large is generated (one was allocated per batch slot first:
+ * 4 GiB for four 1 GiB frame samples before the first was rejected). */
+static void check_max_record(const cli_cmd *c, const synth_kind *k, const synth_params *p)
+{
+    char opts[96];
+    if (!k->max_record)
+        return;
+    uint64_t most = k->max_record(p, opts, sizeof opts);
+    if (most > LF_MAX_RECORD_BYTES)
+        cli_usage_error(c, "%s make a sample of up to %" PRIu64 " bytes, above the record "
+                        "limit of %u bytes", opts, most, LF_MAX_RECORD_BYTES);
+}
+
 static void parse_args(const cli_cmd *c, const synth_kind *k, int argc, char **argv,
                        synth_params *p, cli_writer_args *wa)
 {
@@ -165,6 +181,7 @@ static void parse_args(const cli_cmd *c, const synth_kind *k, int argc, char **a
                         p->len_min, p->len_max);
     if (p->min_side > p->max_side)
         cli_usage_error(c, "--min-side %u is above --max-side %u", p->min_side, p->max_side);
+    check_max_record(c, k, p);
 }
 
 /* ---- batch generation --------------------------------------------------------- */

@@ -50,6 +50,10 @@ typedef struct synth_kind {
     void *(*thread_new)(const synth_params *p);
     void (*thread_free)(void *t);
     int (*gen)(const synth_params *p, void *t, uint64_t index, synth_slot *s);
+    /* The largest record a sample can make under p, and in `opts` the
+     * options that set it (for a refusal); NULL where no option can pass
+     * LF_MAX_RECORD_BYTES. */
+    uint64_t (*max_record)(const synth_params *p, char *opts, size_t n);
 } synth_kind;
 
 extern const synth_kind synth_tokens, synth_images, synth_frames;

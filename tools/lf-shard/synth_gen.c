@@ -8,6 +8,7 @@
  * quantized to 1/1024 (exact in i16 fixed point; f16 must round) so the low
  * mantissa bits compress like real features.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,19 @@ static void tokens_schema(const synth_params *p, lf_schema *s)
     s->fields[0].type = p->vocab > 65536 ? LF_FIELD_TOKENS_U32 : LF_FIELD_TOKENS_U16;
 }
 
+/* Bytes per stored token: u32 ids once the vocabulary passes u16. */
+static size_t token_size(const synth_params *p)
+{
+    return p->vocab > 65536 ? 4 : 2;
+}
+
+/* A record of --len-max tokens: one field size, then the tokens. */
+static uint64_t tokens_max_record(const synth_params *p, char *opts, size_t n)
+{
+    snprintf(opts, n, "--len-max %" PRIu64 " tokens of %zu bytes", p->len_max, token_size(p));
+    return 4 + p->len_max * token_size(p);
+}
+
 static void put_token(uint8_t *dst, uint32_t n, uint32_t id, size_t width)
 {
     if (width == 2) {
@@ -95,7 +109,7 @@ static int tokens_gen(const synth_params *p, void *t, uint64_t index, synth_slot
     synth_rng r;
     synth_rng_seed(&r, p->seed, index);
     uint32_t len = (uint32_t)synth_rng_length(&r, p->len_median, p->len_sigma, p->len_min, p->len_max);
-    size_t width = p->vocab > 65536 ? 4 : 2;
+    size_t width = token_size(p);
     if (synth_reserve(s, (size_t)len * width) < 0)
         return -1;
     uint8_t *dst = s->data;
@@ -134,6 +148,7 @@ const synth_kind synth_tokens = {
     .thread_new = tokens_thread_new,
     .thread_free = free,
     .gen = tokens_gen,
+    .max_record = tokens_max_record,
 };
 
 /* ---- frames ------------------------------------------------------------------ */
@@ -173,6 +188,15 @@ static void put_value(uint8_t *dst, float v, uint32_t type)
     }
     dst[0] = (uint8_t)bits;
     dst[1] = (uint8_t)(bits >> 8);
+}
+
+/* A record of --len-max frames: two field sizes, the frames, the label. */
+static uint64_t frames_max_record(const synth_params *p, char *opts, size_t n)
+{
+    size_t vsize = frame_value_size(p->frame_type);
+    snprintf(opts, n, "--len-max %" PRIu64 " frames of --width %u %zu-byte values",
+             p->len_max, p->width, vsize);
+    return 8 + p->len_max * p->width * vsize + 8;
 }
 
 static void *frames_thread_new(const synth_params *p)
@@ -221,4 +245,5 @@ const synth_kind synth_frames = {
     .thread_new = frames_thread_new,
     .thread_free = free,
     .gen = frames_gen,
+    .max_record = frames_max_record,
 };

@@ -8,7 +8,10 @@
 #include "lf_shard.h"
 #include "test.h"
 
+#include <dirent.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,10 +41,50 @@ static inline void srv_test_dataset(const char *dir)
 typedef struct srv_test_dirs {
     const char *bin;
     char ds[512], rt[512], ep[512];
+    char shm_before[16384];      /* /dev/shm's names at the start (srv_test_list) */
 } srv_test_dirs;
+
+/* The names in `dir`, sorted, one a line ("" if it cannot be read). */
+static inline void srv_test_list(const char *dir, char *out, size_t cap)
+{
+    struct dirent **e;
+    int n = scandir(dir, &e, NULL, alphasort);
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (strcmp(e[i]->d_name, ".") && strcmp(e[i]->d_name, "..") &&
+            strlen(e[i]->d_name) + 2 <= cap - len)
+            len += (size_t)snprintf(out + len, cap - len, "%s\n", e[i]->d_name);
+        free(e[i]);
+    }
+    if (n >= 0) free(e);
+}
+
+/* Where the kernel allows it (root, as in CI), the test and the servers it
+ * starts get a private, empty /dev/shm, as the e2e scripts do, so the
+ * leftover check sees only what they left. It must run before any thread
+ * exists: unshare(CLONE_NEWNS) refuses a threaded process. */
+static inline void srv_test_private_shm(void)
+{
+    if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777");
+}
+
+/* Nothing left by the servers that ended: /dev/shm as it was at
+ * srv_test_dirs_make, and only the endpoint's lock in the runtime directory. */
+static inline void srv_test_no_leftovers(const srv_test_dirs *d)
+{
+    char now[sizeof d->shm_before];
+    srv_test_list("/dev/shm", now, sizeof now);
+    ASSERT_STR_EQ(now, d->shm_before);
+    srv_test_list(d->rt, now, sizeof now);
+    ASSERT_STR_EQ(now, "ctl.lock\n");
+}
 
 static inline void srv_test_dirs_make(srv_test_dirs *d)
 {
+    srv_test_private_shm();
+    srv_test_list("/dev/shm", d->shm_before, sizeof d->shm_before);
     d->bin = getenv("LF_BIN");
     if (!d->bin || !*d->bin) TEST_SKIP("LF_BIN not set (run through tests/run.sh)");
     const char *tmp = test_tmpdir();

@@ -9,7 +9,8 @@
  * client on the other rank still gets exactly its planned stream (compared
  * with lf-server --print-plan), and the server ends normally when both leave.
  * A client that vanishes between WELCOME and taking its ring does not hold
- * its rank forever.
+ * its rank forever. The servers leave nothing in /dev/shm or the runtime
+ * directory.
  * Skips when LF_BIN is not set (tests/run.sh sets it).
  */
 #include "levelfeed.h"
@@ -287,6 +288,7 @@ int main(void)
     lf_client_close(c1);
     ASSERT_EQ(waitpid(srv, &status, 0), srv);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    srv_test_no_leftovers(&dirs);
     zmq_close(r.sock);
     zmq_ctx_term(r.ctx);
     free(got0);

@@ -80,6 +80,7 @@ int main(void)
     }
     lf_client_close(keep);
     ASSERT_EQ(srv_test_wait(srv), 0);
+    srv_test_no_leftovers(&dirs);
     printf("%d idle fd-socket connections closed by the server; rank 0 closed and "
            "reopened %d times beside rank 1: every open served\n", IDLE, ROUNDS);
     return 0;

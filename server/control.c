@@ -12,7 +12,8 @@
  * START position, usually a saved state from before the death, is served
  * by a catch-up thread (pipeline.c) until the rank meets the planner, with
  * READY sequence numbers from 0 again. The run ends when no rank has a
- * client; a rejoin after that finds no server. Anything a client sends is checked
+ * client; a rejoin after that finds no server. One connection (routing id)
+ * speaks for one rank at a time. Anything a client sends is checked
  * (slot range, ownership, sequence) and answered with ERROR when wrong; it
  * never reaches the pipeline's memory.
  *
@@ -148,6 +149,17 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         send_error(c, id, idlen, -EINVAL, text);
         return;
     }
+    /* One connection speaks for one rank: its messages reach the session
+     * its routing id names (find_session), so a second live session under
+     * the same id could never be started, and would keep its rank from a
+     * real client. An id whose rank is gone may take another rank. */
+    int other = find_session(c, id, idlen);
+    if (other >= 0 && other != li && !s->ranks[other].gone) {
+        snprintf(text, sizeof text, "this connection already speaks for rank %u; rank %u needs "
+                 "a connection of its own", s->cfg.local[other], h->rank);
+        send_error(c, id, idlen, -EBUSY, text);
+        return;
+    }
     session *ss = &c->sess[li];
     int same = ss->idlen == idlen && memcmp(ss->id, id, idlen) == 0;
     int gone = s->ranks[li].gone;
@@ -165,6 +177,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         srv_rank_attach(s, (uint32_t)li, s->all_started);
         pthread_mutex_unlock(&s->mu);
     }
+    if (other >= 0 && other != li) c->sess[other].idlen = 0; /* the id now names li's session */
     memcpy(ss->id, id, idlen);
     ss->idlen = idlen;
     ss->pid = h->pid;

@@ -9,8 +9,13 @@
  * client on the other rank still gets exactly its planned stream (compared
  * with lf-server --print-plan), and the server ends normally when both leave.
  * A client that vanishes between WELCOME and taking its ring does not hold
- * its rank forever. The servers leave nothing in /dev/shm or the runtime
- * directory.
+ * its rank forever. One connection speaks for one rank: a HELLO for another
+ * rank on it is refused while its rank is live (it used to be welcomed, and
+ * every later message of that connection still went to the first rank, so
+ * the second rank could neither start nor be taken by a real client), and
+ * taken once its rank is gone (its messages used to find only the gone
+ * session: "no session"). The servers leave nothing in /dev/shm or the
+ * runtime directory.
  * Skips when LF_BIN is not set (tests/run.sh sets it).
  */
 #include "levelfeed.h"
@@ -19,6 +24,7 @@
 #include "srv_test.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -81,8 +87,8 @@ static int fd_connect(const char *path, uint64_t token, uint32_t rank)
     return s;
 }
 
-/* The planned batches of rank 0, as `lf-server --print-plan` lines. */
-static char *plan_of_rank0(const char *bin, const char *ds)
+/* The planned batches of `rank`, as `lf-server --print-plan` lines. */
+static char *plan_of_rank(const char *bin, const char *ds, unsigned rank)
 {
     char cmd[9000];
     snprintf(cmd, sizeof cmd, "'%.4000s/lf-server' --data '%.4000s' --world 2 "
@@ -94,7 +100,7 @@ static char *plan_of_rank0(const char *bin, const char *ds)
     while (fgets(line, sizeof line, p)) {
         unsigned e, r;
         unsigned long long st;
-        if (sscanf(line, "%u %llu %u", &e, &st, &r) == 3 && r == 0) {
+        if (sscanf(line, "%u %llu %u", &e, &st, &r) == 3 && r == rank) {
             ASSERT_LT(len + strlen(line), cap);
             memcpy(out + len, line, strlen(line) + 1);
             len += strlen(line);
@@ -105,14 +111,15 @@ static char *plan_of_rank0(const char *bin, const char *ds)
     return out;
 }
 
-/* Appends b as a --print-plan line: epoch step rank n id,id,... */
-static void append_batch(char *out, size_t cap, const lf_batch *b)
+/* Appends b, a batch of `rank`, as a --print-plan line: epoch step rank n
+ * id,id,... */
+static void append_batch(char *out, size_t cap, const lf_batch *b, unsigned rank)
 {
     const lf_tensor *ids = lf_batch_tensor(b, "sample_ids");
     ASSERT_TRUE(ids != NULL && ids->shape[0] == b->nsamples);
     size_t len = strlen(out);
-    len += (size_t)snprintf(out + len, cap - len, "%u %llu 0 %u", b->epoch,
-                            (unsigned long long)b->step, b->nsamples);
+    len += (size_t)snprintf(out + len, cap - len, "%u %llu %u %u", b->epoch,
+                            (unsigned long long)b->step, rank, b->nsamples);
     for (uint32_t i = 0; i < b->nsamples; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s%lld", i ? "," : " ",
                                 (long long)((const int64_t *)ids->host)[i]);
@@ -151,6 +158,135 @@ static void oversized_peer(void *ctx, const char *url, size_t size, int expect_d
     zmq_close(big);
 }
 
+/* Maps `rank`'s ring with WELCOME w's token; returns the kept connection
+ * (a raw client reads no batch, so the memfd itself is closed). */
+static int raw_map(const lf_msg_welcome *w, uint32_t rank)
+{
+    int fd = fd_connect(w->fd_path, w->token, rank), memfd = -1;
+    char ack[4];
+    ASSERT_EQ(lf_ipc_recv_fd(fd, &memfd, ack, sizeof ack), 4);
+    close(memfd);
+    return fd;
+}
+
+/* START on a mapped raw session, then RELEASE every READY until END;
+ * returns the batches. */
+static long raw_serve(raw *r)
+{
+    static unsigned char buf[LF_WIRE_MAX];
+    lf_msg m = {.type = LF_MSG_START}, got;
+    raw_send(r, &m);
+    long n = 0;
+    for (; raw_recv(r, &got, buf) == LF_MSG_READY; n++) {
+        m = (lf_msg){.type = LF_MSG_RELEASE, .u.release = {got.u.ready.slot, got.u.ready.seq}};
+        raw_send(r, &m);
+    }
+    if (got.type == LF_MSG_ERROR)
+        TEST_FAIL_("expected READY or END, got ERROR '%.*s' after %ld batches",
+                   (int)got.u.text.len, got.u.text.text, n);
+    ASSERT_EQ(got.type, LF_MSG_END);
+    return n;
+}
+
+static long lines_of(const char *text)
+{
+    long n = 0;
+    for (; *text; text++) n += *text == '\n';
+    return n;
+}
+
+/* A real client of `rank` taking its whole stream (a thread beside a raw
+ * session on the other rank: the planner makes each step for both). */
+typedef struct rank_run {
+    const char *ep;
+    unsigned rank;
+    char *got;                   /* the batches as --print-plan lines */
+    size_t cap;
+} rank_run;
+
+static void *rank_run_main(void *arg)
+{
+    rank_run *rr = arg;
+    lf_client_options o;
+    lf_client_options_default(&o);
+    o.rank = (int)rr->rank;
+    o.world_size = 2;
+    o.endpoint = rr->ep;
+    lf_client *cl;
+    ASSERT_EQ(lf_client_open(&o, &cl), 0);
+    lf_batch b;
+    int rc;
+    while ((rc = lf_next(cl, &b, 10000)) == 0) {
+        append_batch(rr->got, rr->cap, &b, rr->rank);
+        ASSERT_EQ(lf_release(cl, &b), 0);
+    }
+    ASSERT_EQ(rc, LF_E_END);
+    lf_client_close(cl);
+    return NULL;
+}
+
+/* A raw connection says HELLO for `rank` and gets WELCOME. */
+static lf_msg_welcome raw_hello(raw *r, uint32_t rank)
+{
+    static unsigned char buf[LF_WIRE_MAX];
+    lf_msg m = {.type = LF_MSG_HELLO, .u.hello = {rank, 2, 1}}, w;
+    raw_send(r, &m);
+    ASSERT_EQ(raw_recv(r, &w, buf), LF_MSG_WELCOME);
+    ASSERT_EQ(w.u.welcome.rank, rank);
+    return w.u.welcome;
+}
+
+static void raw_bye(raw *r)
+{
+    lf_msg m = {.type = LF_MSG_BYE};
+    raw_send(r, &m);
+}
+
+/* One connection speaks for one rank (see the top): a HELLO for rank 1 on
+ * rank 0's live connection is refused, rank 1 goes to a real client, and
+ * each rank gets its own plan; once rank 0 is gone its connection may take
+ * rank 1 and is served all of it. */
+static void one_rank_per_connection(const char *bin, const char *ds, const char *ep,
+                                    const char *url, void *ctx)
+{
+    char *plan0 = plan_of_rank(bin, ds, 0), *plan1 = plan_of_rank(bin, ds, 1);
+    raw x = {ctx, zmq_socket(ctx, ZMQ_DEALER)};
+    int linger = 0;
+    zmq_setsockopt(x.sock, ZMQ_LINGER, &linger, sizeof linger);
+    ASSERT_EQ(zmq_connect(x.sock, url), 0);
+
+    pid_t srv = start_server(bin, ds, ep, "1000");
+    lf_msg_welcome w0 = raw_hello(&x, 0);
+    lf_msg m = {.type = LF_MSG_HELLO, .u.hello = {1, 2, 1}};
+    raw_send(&x, &m);
+    expect_error(&x, "already speaks for rank 0");
+    rank_run rr = {ep, 1, calloc(1, strlen(plan1) + 4096), strlen(plan1) + 4096};
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, rank_run_main, &rr), 0);
+    int fd = raw_map(&w0, 0);
+    ASSERT_EQ(raw_serve(&x), lines_of(plan0));
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    if (strcmp(rr.got, plan1) != 0)
+        TEST_FAIL_("rank 1's stream differs from its plan:\n%s\nplan:\n%s", rr.got, plan1);
+    raw_bye(&x);
+    close(fd);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+
+    srv = start_server(bin, ds, ep, "1000");
+    raw_hello(&x, 0);
+    raw_bye(&x); /* rank 0 gone before START: the run goes on without it */
+    lf_msg_welcome w1 = raw_hello(&x, 1);
+    fd = raw_map(&w1, 1);
+    ASSERT_EQ(raw_serve(&x), lines_of(plan1));
+    raw_bye(&x);
+    close(fd);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+    zmq_close(x.sock);
+    free(rr.got);
+    free(plan0);
+    free(plan1);
+}
+
 int main(void)
 {
     srv_test_dirs dirs;
@@ -158,7 +294,7 @@ int main(void)
     const char *bin = dirs.bin, *ds = dirs.ds, *ep = dirs.ep;
     char url[520];
     snprintf(url, sizeof url, "ipc://%s", ep);
-    char *plan0 = plan_of_rank0(bin, ds);
+    char *plan0 = plan_of_rank(bin, ds, 0);
     size_t got_cap = strlen(plan0) + 4096;
     char *got0 = calloc(1, got_cap);
     pid_t srv = start_server(bin, ds, ep, "1000");
@@ -220,7 +356,7 @@ int main(void)
     ASSERT_EQ(lf_client_open(&o, &cl), 0);
     lf_batch b;
     ASSERT_EQ(lf_next(cl, &b, 10000), 0);
-    append_batch(got0, got_cap, &b);
+    append_batch(got0, got_cap, &b, 0);
     ASSERT_EQ(lf_release(cl, &b), 0);
 
     /* The hand-made rank 1 gets READY; bad RELEASEs are refused. */
@@ -260,7 +396,7 @@ int main(void)
     int rc;
     while ((rc = lf_next(cl, &b, 10000)) == 0) {
         batches++;
-        append_batch(got0, got_cap, &b);
+        append_batch(got0, got_cap, &b, 0);
         ASSERT_EQ(lf_release(cl, &b), 0);
     }
     ASSERT_EQ(rc, LF_E_END);
@@ -288,6 +424,8 @@ int main(void)
     lf_client_close(c1);
     ASSERT_EQ(waitpid(srv, &status, 0), srv);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    one_rank_per_connection(bin, ds, ep, url, r.ctx);
     srv_test_no_leftovers(&dirs);
     zmq_close(r.sock);
     zmq_ctx_term(r.ctx);

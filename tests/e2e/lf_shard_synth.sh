@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # lf-shard synth is deterministic: the same seed gives byte-identical files
-# (whatever the thread count), another seed gives other bytes; the length
-# options hold; the cost statistics of a fixed synthetic dataset match the
-# expected output file.
+# (whatever the thread count), another seed gives other bytes; a batch of
+# wide samples stays within its memory bound; the length options hold; the
+# cost statistics of a fixed synthetic dataset match the expected output
+# file.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 expected="$root/tests/e2e/expected/lf_shard"
 cd "$tmp" || exit 1
@@ -56,6 +57,22 @@ want = ["%g" % v for v in np.fromfile("raw-f16", "<f2")[:8].astype(float)]
 assert shown == want, (shown, want)
 PYEOF
 done
+
+# A batch is sized from the largest sample the options allow: 64 samples of
+# 4 MiB (16 frames of 65536 f32) were all generated before the writer took
+# the first (a 304 MiB peak); batches are now at most 64 MiB (a 108 MiB
+# peak here). Two threads: the writer's memory grows with them.
+peak=$("$PY" - "$LF_SHARD" <<'PYEOF'
+import resource, subprocess, sys
+subprocess.run([sys.argv[1], "synth", "frames", "--out", "wide", "--samples", "64",
+                "--width", "65536", "--len-min", "16", "--len-max", "16", "--threads", "2"],
+               check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+PYEOF
+) || fail "synth frames --width 65536"
+[[ $peak -lt 200 ]] || fail "synth of 64 samples of 4 MiB peaked at $peak MiB, want < 200"
+"$LF_SHARD" verify wide >/dev/null || fail "wide frames: verify"
+rm -rf wide
 
 # Length bounds: every sample's token count within [--len-min, --len-max].
 synth tokens bounded 9 2 --samples 2000 --len-median 150 --len-min 100 --len-max 200

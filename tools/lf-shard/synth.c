@@ -5,7 +5,9 @@
  * Samples are made in batches on --threads threads (cli_parallel; each
  * sample has its own random stream, so the split does not change the bytes),
  * then handed to the writer in id order; the writer's own threads compress
- * while the next batch is generated.
+ * while the next batch is generated. A batch holds as many samples as fit
+ * SYNTH_BATCH_BYTES at the largest size the options allow (at least one a
+ * thread), so memory does not grow with --width or --len-max.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -203,11 +205,27 @@ static void gen_one(void *arg, size_t j, unsigned tid)
         snprintf(s->err, sizeof s->err, "generator failed");
 }
 
+/* What a batch may take at worst: its samples are all generated before
+ * the writer takes the first, and wide frames made 256 samples of up to
+ * 1 GiB each. Fewer samples a batch then, but at least one a thread. */
+#define SYNTH_BATCH_BYTES (64u << 20)
+
+static uint32_t batch_samples(const synth_kind *k, const synth_params *p, unsigned threads)
+{
+    if (!k->max_record)
+        return k->batch;
+    uint64_t fit = SYNTH_BATCH_BYTES / k->max_record(p, NULL, 0);
+    if (fit < threads)
+        fit = threads;
+    return fit < k->batch ? (uint32_t)fit : k->batch;
+}
+
 static void synth_run(const synth_kind *k, const synth_params *p, const cli_writer_args *wa)
 {
     unsigned n = cli_thread_count(wa);
+    uint32_t batch = batch_samples(k, p, n);
     void **state = calloc(n, sizeof *state);
-    synth_slot *slots = calloc(k->batch, sizeof *slots);
+    synth_slot *slots = calloc(batch, sizeof *slots);
     if (!state || !slots)
         cli_die("out of memory");
     for (unsigned t = 0; t < n; t++)
@@ -219,9 +237,9 @@ static void synth_run(const synth_kind *k, const synth_params *p, const cli_writ
     cli_out out;
     cli_out_open(&out, wa, &schema, "synth", p->samples);
     gen_batch g = {.kind = k, .p = p, .state = state, .slots = slots};
-    for (g.base = 0; g.base < p->samples; g.base += k->batch) {
+    for (g.base = 0; g.base < p->samples; g.base += batch) {
         uint64_t left = p->samples - g.base;
-        uint32_t count = (uint32_t)(left < k->batch ? left : k->batch);
+        uint32_t count = (uint32_t)(left < batch ? left : batch);
         cli_parallel(count, n, gen_one, &g);
         for (uint32_t j = 0; j < count; j++) {
             char where[48];
@@ -238,7 +256,7 @@ static void synth_run(const synth_kind *k, const synth_params *p, const cli_writ
     for (unsigned t = 0; t < n; t++)
         if (k->thread_free)
             k->thread_free(state[t]);
-    for (uint32_t j = 0; j < k->batch; j++)
+    for (uint32_t j = 0; j < batch; j++)
         free(slots[j].data);
     free(slots);
     free(state);

@@ -45,14 +45,14 @@ int synth_reserve(synth_slot *s, size_t n);
 typedef struct synth_kind {
     const char *name;
     uint32_t default_block;      /* --block-size when not given */
-    uint32_t batch;              /* samples generated between writer calls */
+    uint32_t batch;              /* samples generated between writer calls, at most */
     void (*schema)(const synth_params *p, lf_schema *out);
     void *(*thread_new)(const synth_params *p);
     void (*thread_free)(void *t);
     int (*gen)(const synth_params *p, void *t, uint64_t index, synth_slot *s);
-    /* The largest record a sample can make under p, and in `opts` the
-     * options that set it (for a refusal); NULL where no option can pass
-     * LF_MAX_RECORD_BYTES. */
+    /* The largest record a sample can make under p, and in `opts` (n
+     * bytes; NULL with n 0 for none) the options that set it; NULL where
+     * no option can pass LF_MAX_RECORD_BYTES (it also sizes batches). */
     uint64_t (*max_record)(const synth_params *p, char *opts, size_t n);
 } synth_kind;
 

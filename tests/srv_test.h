@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,13 +97,17 @@ static inline void srv_test_dirs_make(srv_test_dirs *d)
 }
 
 /* Starts $bin/lf-server with argv (NULL-terminated, after the program
- * name) and waits until its control socket `ep` exists. */
+ * name) and waits until its control socket `ep` exists. The server gets
+ * SIGTERM when the test ends: a failed assert exits at once, and a server
+ * still waiting for its clients would otherwise run on. */
 static inline pid_t srv_test_start(const char *bin, const char *ep, const char *const *argv)
 {
     char exe[4200];
     snprintf(exe, sizeof exe, "%.4000s/lf-server", bin);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
         char *args[64] = {exe}; /* execv's array is not const: copies */
         for (int i = 0; argv[i] && i < 62; i++) args[i + 1] = strdup(argv[i]);
         execv(exe, args);

@@ -3,8 +3,9 @@
 # documented shape for every sampler, every sample is placed once per
 # sampler, balanced beats naive on max/mean by a wide margin, pad's
 # micro-batches trade padding against --micro-overhead, pack's padding is
-# no lower than its floor, the text report and --help work, and bad
-# arguments are usage errors (exit 2).
+# no lower than its floor, the text report and --help work, bad
+# arguments are usage errors (exit 2), and costs in FLOPs (summing past
+# 2^64) are reported as in small units.
 set -u
 B=${LF_BIN:?LF_BIN is set by tests/run.sh}
 PY=/usr/bin/python3
@@ -121,4 +122,20 @@ grep -q "cannot write" "$tmp/full.err" || fail "lf-plan /dev/full: $(cat "$tmp/f
   >"$tmp/wrap.json" || fail "lf-plan with costs past 2^64 in sum"
 "$PY" -c 'import json, sys; b = json.load(open(sys.argv[1]))["budget"]
 assert b == 16 * 2 * 10**14, b' "$tmp/wrap.json" || fail "budget with costs past 2^64: $(cat "$tmp/wrap.json")"
+# The same plan in FLOPs (2^41 a token, a budget of 2^52) and in units 2^21
+# times smaller: the epoch's cost sums past 2^64 only in FLOPs, and the
+# budget fill is the same (summed in 64 bits it printed 0.956 for 0.981).
+for unit in 2199023255552,0,0,0:4503599627370496 1048576,0,0,0:2147483648; do
+  "$B/lf-plan" --synth 24000 --len-min 100 --len-max 1000 --world 2 --sampler balanced \
+    --cost "${unit%:*}" --budget "${unit#*:}" --json >"$tmp/fill_${unit%%,*}.json" ||
+    fail "lf-plan --cost ${unit%:*} --budget ${unit#*:}"
+done
+"$PY" - "$tmp/fill_2199023255552.json" "$tmp/fill_1048576.json" <<'PYEOF' || fail "budget fill in FLOPs"
+import json, sys
+flop, small = (json.load(open(f))["samplers"]["balanced"] for f in sys.argv[1:3])
+assert flop["steps"] == small["steps"], (flop["steps"], small["steps"])
+assert abs(flop["budget_fill"] - small["budget_fill"]) < 1e-6, (flop["budget_fill"], small["budget_fill"])
+assert flop["budget_fill"] > 0.97, flop["budget_fill"]
+print("budget fill %.6f in FLOPs, %.6f in small units" % (flop["budget_fill"], small["budget_fill"]))
+PYEOF
 echo "ok"

@@ -206,7 +206,8 @@ typedef struct lf_plan_step {
     const uint32_t *rank_start;  /* world+1 offsets into rank_ids */
     const uint64_t *rank_ids;    /* each rank's samples, rank by rank, each in
                                     selection order */
-    const uint64_t *rank_cost;   /* world predicted costs: sum c(L) + d per micro-batch */
+    const uint64_t *rank_cost;   /* world predicted costs: sum c(L) + d per micro-batch,
+                                    saturating at UINT64_MAX */
     const uint64_t *rank_tokens; /* world sums of L */
     uint64_t cost;               /* sum c(L) over the step */
     uint64_t budget;             /* what the selection filled against */
@@ -237,7 +238,8 @@ typedef struct lf_plan_batch {
     uint64_t padded_tokens;      /* sum over micro-batches of samples * micro_len:
                                     pad, each micro-batch padded to its longest;
                                     pack, rows * seq_len */
-    uint64_t cost;               /* sum c(L) + d per micro-batch */
+    uint64_t cost;               /* sum c(L) + d per micro-batch, saturating at
+                                    UINT64_MAX */
     /* Micro-batches (run one after another, gradients accumulated): pad, runs
      * of consecutive ids each padded to micro_len[j] (its first, longest L);
      * pack, one per row (micro_len = seq_len). A consumer that ignores these

@@ -56,7 +56,8 @@ void lf_plan_params_default(lf_plan_params *p)
 /* The most a step may cost: its sums (of samples, of a rank's) are 64-bit
  * and the split's search doubles a change's cost (split.c, better()). An
  * outlier step's budget is the one that can reach it: 2^52 a sample times
- * a group of 2^11 or more. */
+ * a group of 2^11 or more. d per micro-batch comes on top, unbounded by
+ * the budget: a rank's cost with it saturates (with_overhead). */
 #define STEP_COST_LIMIT (UINT64_C(1) << 63)
 
 /* pack (balanced) fills rows in tokens as well as the budget in cost */
@@ -748,9 +749,13 @@ static void split_fixed(lf_plan *p)
 
 /* ---- the step ------------------------------------------------------------- */
 
-/* d per micro-batch of the m lengths in b_lens: pad, their micro-batch
- * cuts; pack, their rows (the counts lf_plan_rank_batch lays out). */
-static uint64_t overhead_of(lf_plan *p, size_t m)
+/* A rank's cost: c, its samples' (at most a step's, 2^63), plus d per
+ * micro-batch of the m lengths in b_lens: pad, their micro-batch cuts;
+ * pack, their rows (the counts lf_plan_rank_batch lays out). d may be 2^52
+ * and a rank may have thousands of micro-batches, so the product is taken
+ * in 128 bits and the cost saturates at UINT64_MAX (a plan that stays
+ * below is the one the 64-bit sum gave; above, the sum wrapped). */
+static uint64_t with_overhead(lf_plan *p, size_t m, uint64_t c)
 {
     for (size_t i = 1; i < m; i++) {   /* insertion sort, longest first */
         uint64_t v = p->b_lens[i];
@@ -758,25 +763,29 @@ static uint64_t overhead_of(lf_plan *p, size_t m)
         for (; j > 0 && p->b_lens[j - 1] < v; j--) p->b_lens[j] = p->b_lens[j - 1];
         p->b_lens[j] = v;
     }
-    uint64_t d = p->prm.cost.d;
-    if (m == 0) return 0;
-    if (p->prm.layout == LF_PLAN_PAD)
-        return d * lfp_micro_cut(p->b_lens, m, p->prm.micro_max_padded, p->prm.micro_overhead,
-                                 p->b_best, p->b_cut, p->b_micro_start);
-    return d * lfp_pack_rows(p->b_lens, m, p->prm.seq_len, p->b_room, NULL);
+    uint32_t count = 0;
+    if (m && p->prm.layout == LF_PLAN_PAD)
+        count = lfp_micro_cut(p->b_lens, m, p->prm.micro_max_padded, p->prm.micro_overhead,
+                              p->b_best, p->b_cut, p->b_micro_start);
+    else if (m)
+        count = lfp_pack_rows(p->b_lens, m, p->prm.seq_len, p->b_room, NULL);
+    lfp_u128 cost = (lfp_u128)p->prm.cost.d * count + c;
+    return cost > UINT64_MAX ? UINT64_MAX : (uint64_t)cost;
 }
 
-static uint64_t rank_overhead(lf_plan *p, uint32_t r)
+/* Rank r's cost, overhead included, from its samples' cost c. */
+static uint64_t rank_total(lf_plan *p, uint32_t r, uint64_t c)
 {
-    if (p->prm.cost.d == 0) return 0;
+    if (p->prm.cost.d == 0) return c;
     size_t m = 0;
     for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++)
         p->b_lens[m++] = p->len[p->rank_idx[i]];
-    return overhead_of(p, m);
+    return with_overhead(p, m, c);
 }
 
 /* Sets each rank's offset to its overhead under the split's current
- * assignment and returns the costliest rank's cost, overhead included. */
+ * assignment (saturated, so the split's rank sums stay within 64 bits) and
+ * returns the costliest rank's cost, overhead included. */
 static uint64_t true_max(lf_plan *p, const lfp_items *it)
 {
     lfp_split *s = &p->split;
@@ -788,8 +797,9 @@ static uint64_t true_max(lf_plan *p, const lfp_items *it)
             p->b_lens[m++] = it->len[s->members[i]];
             c += it->cost[s->members[i]];
         }
-        s->offset[r] = overhead_of(p, m);
-        if (c + s->offset[r] > max) max = c + s->offset[r];
+        uint64_t cost = with_overhead(p, m, c);
+        s->offset[r] = cost - c;
+        if (cost > max) max = cost;
     }
     return max;
 }
@@ -920,7 +930,7 @@ static void publish(lf_plan *p)
         p->rank_idx[pos] = p->sidx[i];
     }
     sort_ranks(p);
-    for (uint32_t r = 0; r < w; r++) p->rank_cost[r] += rank_overhead(p, r);
+    for (uint32_t r = 0; r < w; r++) p->rank_cost[r] = rank_total(p, r, p->rank_cost[r]);
     p->cur.epoch = p->epoch;
     p->cur.step = p->step;
     p->cur.world = w;

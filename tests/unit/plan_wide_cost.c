@@ -196,10 +196,75 @@ static void test_outlier_steps(void)
     printf("outlier steps: refused past 2^63, within it at the limit\n");
 }
 
+/* Plays an epoch: each rank's reported cost is its samples' plus d per
+ * micro-batch, summed in 128 bits and saturated at UINT64_MAX. Returns how
+ * many rank-steps saturated. */
+static uint64_t check_rank_costs(lf_plan *plan, const lf_plan_params *p)
+{
+    lf_plan_step st;
+    lf_plan_batch b;
+    uint64_t saturated = 0;
+    int rc;
+    while ((rc = lf_plan_next_step(plan, &st)) == 1) {
+        for (uint32_t r = 0; r < st.world; r++) {
+            ASSERT_EQ(lf_plan_rank_batch(plan, r, &b), 0);
+            unsigned __int128 cost = (unsigned __int128)p->cost.d * b.micro;
+            for (uint32_t i = 0; i < b.nsamples; i++) cost += lf_plan_cost(&p->cost, b.lengths[i]);
+            uint64_t want = cost > UINT64_MAX ? UINT64_MAX : (uint64_t)cost;
+            saturated += cost > UINT64_MAX;
+            if (st.rank_cost[r] != want || b.cost != want)
+                TEST_FAIL_("step %" PRIu64 " rank %u: %u micro-batches of d %" PRIu64
+                           ", %u samples: cost %.6g (saturated %" PRIu64 "), reported %"
+                           PRIu64 " (step) and %" PRIu64 " (batch)", st.step, r, b.micro,
+                           p->cost.d, b.nsamples, (double)cost, want, st.rank_cost[r], b.cost);
+        }
+    }
+    ASSERT_EQ(rc, 0);
+    return saturated;
+}
+
+typedef struct overhead_case {
+    uint32_t layout, world;
+    uint64_t budget;             /* samples a step, at cost 1 each */
+    int saturates;               /* d x micro-batches passes 2^64 on a rank */
+} overhead_case;
+
+/* Samples of 1 token at cost 1, d = 2^52 (the limit) per micro-batch: each
+ * sample is a micro-batch of its own (pad's default cap is the longest
+ * sample; pack's rows hold one), so a rank of 4096 passes 2^64 in
+ * overhead. That sum wrapped: a rank of 4098 micro-batches reported a cost
+ * of 2^53 + 4098, less than a rank of 4000 costs. */
+static void test_micro_overhead(void)
+{
+    static const overhead_case cases[] = {
+        {LF_PLAN_PAD, 1, 4100, 1},
+        {LF_PLAN_PAD, 2, 8200, 1},
+        {LF_PLAN_PAD, 2, 4096, 0},
+        {LF_PLAN_PACK, 1, 4100, 1},
+        {LF_PLAN_PACK, 3, 16384, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lf_plan_params p;
+        wide_params(&p);
+        for (uint32_t i = 0; i < NSAMPLES; i++) samples[i].length = 1;
+        ASSERT_EQ(lf_plan_cost_set(&p.cost, 1, 0, 0, 0x1p52), 0);
+        p.layout = cases[c].layout;
+        p.seq_len = 1;
+        p.world = cases[c].world;
+        p.step_budget = cases[c].budget;
+        lf_plan *plan = make_plan(&p);
+        uint64_t saturated = check_rank_costs(plan, &p);
+        lf_plan_free(plan);
+        ASSERT_EQ(saturated > 0, cases[c].saturates);
+    }
+    printf("micro-batch overhead: rank costs past 2^64 saturate, the rest exact\n");
+}
+
 int main(void)
 {
     test_resume_past_2_64();
     test_outlier_steps();
+    test_micro_overhead();
     printf("plan_wide_cost: ok\n");
     return 0;
 }

@@ -541,7 +541,7 @@ static uint32_t costliest(const lfp_split *s)
 static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
     uint32_t k = s->world, hi = costliest(s);
-    uint64_t total = 0;
+    lfp_u128 total = 0;          /* offsets (d per micro-batch) pass 2^64 in sum */
     for (uint32_t r = 0; r < k; r++) total += s->cost[r];
     /* close enough: the costliest rank within 2^-12 (0.024%) of the mean */
     if (((lfp_u128)s->cost[hi] * k - total) << LOCAL_GOOD_SHIFT <= total) return 0;

@@ -4,8 +4,8 @@
 # sampler, balanced beats naive on max/mean by a wide margin, pad's
 # micro-batches trade padding against --micro-overhead, pack's padding is
 # no lower than its floor, the text report and --help work, bad
-# arguments are usage errors (exit 2), and costs in FLOPs (summing past
-# 2^64) are reported as in small units.
+# arguments are usage errors (exit 2), and costs summing past 2^64 (in
+# FLOPs, or d per micro-batch) give the same fill and max/mean.
 set -u
 B=${LF_BIN:?LF_BIN is set by tests/run.sh}
 PY=/usr/bin/python3
@@ -138,4 +138,13 @@ assert abs(flop["budget_fill"] - small["budget_fill"]) < 1e-6, (flop["budget_fil
 assert flop["budget_fill"] > 0.97, flop["budget_fill"]
 print("budget fill %.6f in FLOPs, %.6f in small units" % (flop["budget_fill"], small["budget_fill"]))
 PYEOF
+# d = 2^52 a micro-batch, 4000 one-token micro-batches a rank: each rank
+# costs just under 2^64, the two past it, and max/mean is about 1 (summed
+# in 64 bits it printed 2.05).
+"$B/lf-plan" --synth 24000 --len-min 1 --len-max 1 --world 2 --sampler balanced \
+  --cost 1,0,0,4503599627370496 --budget 8000 --json >"$tmp/overhead.json" ||
+  fail "lf-plan --cost 1,0,0,2^52"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
+assert r["samples_per_step"] > 7900 and r["max_over_mean"]["max"] < 1.001, r' "$tmp/overhead.json" ||
+  fail "max/mean with rank costs past 2^64: $(cat "$tmp/overhead.json")"
 echo "ok"

@@ -430,7 +430,7 @@ static void announce_rank(control *c, uint32_t li)
             r->m.batches++;
             r->m.samples += j->n;
             r->m.tokens += j->tokens;
-            r->m.cost += j->cost;
+            r->m.cost += (double)j->cost;
             s->m.batches++;
             s->m.samples += j->n;
             s->m.last_ready_ns = srv_now_ns();
@@ -533,10 +533,10 @@ static char *stats_json(control *c)
         const char *state = r->gone ? "gone" : r->ended ? "ended"
                           : r->started && r->catchup_gen ? "catching up"
                           : r->started ? "running" : c->sess[li].idlen ? "connected" : "waiting";
-        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:f,s:I,s:I,s:I}",
             "rank", (int)r->rank, "state", state, "batches", (json_int_t)r->m.batches,
             "samples", (json_int_t)r->m.samples, "tokens", (json_int_t)r->m.tokens,
-            "cost", (json_int_t)r->m.cost, "data_wait_ns", (json_int_t)r->m.wait_ns,
+            "cost", r->m.cost, "data_wait_ns", (json_int_t)r->m.wait_ns,
             "compute_ns", (json_int_t)r->m.compute_ns,
             "steps_reported", (json_int_t)r->m.steps_reported));
     }

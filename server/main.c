@@ -554,7 +554,7 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];
         fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
-                " tokens, cost %" PRIu64 ", data wait %.3f s, compute %.3f s%s\n", r->rank,
+                " tokens, cost %.0f, data wait %.3f s, compute %.3f s%s\n", r->rank,
                 r->m.batches, r->m.samples, r->m.tokens, r->m.cost, (double)r->m.wait_ns / 1e9,
                 (double)r->m.compute_ns / 1e9, r->gone && !r->ended ? " (left early)" : "");
     }

@@ -91,7 +91,9 @@ typedef struct srv_metrics {
 } srv_metrics;
 
 typedef struct srv_rank_metrics {
-    uint64_t batches, samples, tokens, cost;
+    uint64_t batches, samples, tokens;
+    double cost;                 /* summed over the run: with costs in FLOPs
+                                    it passes 2^64 (exact below 2^53) */
     uint64_t wait_ns, compute_ns, steps_reported;
 } srv_rank_metrics;
 

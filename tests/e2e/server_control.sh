@@ -23,6 +23,20 @@ if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 5 --world 2 >"$WORK/bad.log" 2
 grep -q "not served" "$WORK/bad.log" || fail "rank 5: $(cat "$WORK/bad.log")"
 run_clients smoke 2
 wait_server
+# Costs in FLOPs (2^41 a token, none saturating below 2048 tokens): a
+# rank's cost over 12 epochs passes 2^64, and the summary must still say
+# tokens x 2^41 (a 64-bit sum once printed it wrapped).
+make_dataset "$WORK/flops" --len-max 2048
+start_server --data "$WORK/flops" --world 2 --epochs 12 --cost 2199023255552,0,0,0 \
+  --budget 4503599627370496
+run_clients flops 2
+wait_server
+costs=$(sed -n 's/.*rank \([0-9]*\): .* samples, \([0-9]*\) tokens, cost \([0-9]*\),.*/\2 \3/p' \
+  "$WORK/server.log" | awk '{printf "%.0f %s\n", $1 * 2199023255552, $2}')
+[[ $(wc -l <<<"$costs") == 2 ]] || fail "FLOP costs: no rank lines: $(tail -3 "$WORK/server.log")"
+while read -r want got; do
+  [[ $want == "$got" ]] || fail "FLOP costs: a rank's cost is $got, its tokens x 2^41 $want"
+done <<<"$costs"
 # A runtime directory others can enter is refused.
 mkdir -m 755 "$WORK/open"
 server_refuses "a 0755 runtime directory" "not private" \

@@ -268,8 +268,12 @@ static int compute_plan_id(srv *s)
     }
     const lf_plan_params *pp = &s->cfg.plan;
     const lf_tf_image_params *ip = &s->cfg.image;
+    /* the plan's hash leaves out what only splits and cuts a step: the
+     * cost per micro-batch d (it moves samples between ranks) and the
+     * micro-batch cuts' overhead and cap */
     uint64_t extra[] = {pp->world, pp->layout, pp->seq_len, pp->rank_max_tokens,
-                        pp->rank_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
+                        pp->rank_max_padded, pp->cost.d, pp->micro_overhead,
+                        pp->micro_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
                         (uint64_t)s->cfg.micro_batches,
                         ip->out_w, ip->out_h, ip->crop, ip->out_dtype, ip->resize};
     XXH3_state_t h;

@@ -3,7 +3,8 @@
 # stop, a new server and new clients restore; the two pieces, end to end,
 # equal an uninterrupted run batch for batch and byte for byte. K is taken
 # mid-epoch, exactly at the first epoch's end, and inside the second epoch.
-# A state restored against another plan (another seed) is refused.
+# A state restored against another plan (another seed, micro-batch cuts or
+# cost per micro-batch) is refused.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -34,11 +35,24 @@ for k in 17 "$steps0" $((steps0 + 9)); do
   echo "resume after $k batches: ok"
 done
 
-# A saved state belongs to its plan: another seed refuses it.
-start_server "${SRV[@]}" --seed 6
-if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --restore "$WORK/state.17.0" \
-    >"$WORK/other.log" 2>&1; then fail "a state of another plan was accepted"; fi
-grep -q "saved state" "$WORK/other.log" || fail "other plan: $(cat "$WORK/other.log")"
-kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+# A saved state belongs to its plan: another seed refuses it, and so does
+# anything else that changes the stream: the micro-batch cuts (their
+# overhead and cap) and the cost per micro-batch, d, which moves samples
+# between ranks (these three once restored into the other plan).
+refuses_state() {   # STATE SERVER-ARGS...: the server must refuse the state
+  local state=$1; shift
+  start_server "${SRV[@]}" "$@"
+  if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --restore "$state" \
+      >"$WORK/other.log" 2>&1; then fail "a state of another plan ($*) was accepted"; fi
+  grep -q "saved state" "$WORK/other.log" || fail "other plan ($*): $(cat "$WORK/other.log")"
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+}
+refuses_state "$WORK/state.17.0" --seed 6
+refuses_state "$WORK/state.17.0" --micro-overhead 20000
+refuses_state "$WORK/state.17.0" --micro-max-padded 3000
+start_server "${SRV[@]}" --cost 1,0.0001,10,0
+run_clients d0 2 --max-batches 17 --save "$WORK/state.d0.{r}"
+wait_server
+refuses_state "$WORK/state.d0.0" --cost 1,0.0001,10,5000
 check_no_leftovers
 echo "state of another plan refused: ok"

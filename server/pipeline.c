@@ -1328,7 +1328,11 @@ static int reader_init(srv *s, reader *rd, uint32_t depth, size_t buf_size)
         free(iov);
         if (rc < 0) io_uring_queue_exit(&rd->ring);
     }
-    if (rc < 0 && s->cfg.io_forced) return rc;
+    if (rc < 0 && s->cfg.io_forced) {
+        fprintf(stderr, "lf-server: io_uring set-up failed (%s), and --io uring forbids "
+                "falling back to pread\n", strerror(-rc));
+        return -ECANCELED; /* reported */
+    }
     if (rc < 0 && !s->cfg.quiet)
         fprintf(stderr, "lf-server: io_uring unavailable (%s): reading with pread\n",
                 strerror(-rc));

@@ -589,8 +589,10 @@ static int count_epoch_uses(srv *s, uint32_t e)
     uint32_t *own = NULL;
     int rc = 0;
     if (!counts) {
+        /* an epoch wholly before a resume's start takes nothing: no scout */
+        int skipped = s->cfg.plan.epoch + e < s->start_epoch;
         own = calloc(nb, sizeof *own);
-        rc = own ? scout_uses(s, own) : -ENOMEM;
+        rc = !own ? -ENOMEM : skipped ? 0 : scout_uses(s, own);
         counts = own;
     }
     if (rc >= 0) {

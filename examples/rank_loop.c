@@ -368,7 +368,6 @@ static const char usage_text[] =
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
 
-/* --image-size WxH, each side 1..65536. */
 /* One option's value into a; 0, or -1 when it is not a valid value. */
 static int set_option(args *a, int c, const char *v)
 {

@@ -86,6 +86,15 @@ int main(void)
     for (size_t k = 0; k < sizeof bad_d / sizeof *bad_d; k++)
         ASSERT_NE(parse_double(bad_d[k], 0, 1, &d), 0);
     ASSERT_DBL_NEAR(d, -15, 0);
+    double c[4] = {7, 7, 7, 7};
+    ASSERT_EQ(parse_doubles("16,0.0001,0,2.5", 4, 0, 1e9, c), 0);
+    ASSERT_DBL_NEAR(c[1], 0.0001, 0);
+    ASSERT_DBL_NEAR(c[3], 2.5, 0);
+    static const char *const bad_c[] = {"1,2,3", "1,2,3,4,5", "1,,3,4", "1,2,3,4,", " 1,2,3,4",
+                                        "1,2,3,-4", "1,2,nan,4", ",1,2,3"};
+    for (size_t k = 0; k < sizeof bad_c / sizeof *bad_c; k++)
+        ASSERT_NE(parse_doubles(bad_c[k], 4, 0, 1e9, c), 0);
+    ASSERT_DBL_NEAR(c[0], 16, 0); /* left alone by the refusals */
     static const char *const words[] = {"bilinear", "area", NULL};
     uint32_t w = 7;
     ASSERT_EQ(parse_word("area", words, &w), 0);

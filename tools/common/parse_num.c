@@ -69,6 +69,23 @@ int parse_double(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+int parse_doubles(const char *s, size_t n, double lo, double hi, double *out)
+{
+    double v[8];
+    if (n == 0 || n > sizeof v / sizeof *v) return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = i + 1 < n ? strcspn(s, ",") : strlen(s);
+        char field[64];
+        if ((i + 1 < n && s[len] != ',') || len >= sizeof field) return -1;
+        memcpy(field, s, len);
+        field[len] = '\0';
+        if (parse_double(field, lo, hi, &v[i])) return -1;
+        s += len + 1;
+    }
+    memcpy(out, v, n * sizeof *v);
+    return 0;
+}
+
 int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     int neg = s[0] == '-';

@@ -24,6 +24,10 @@ int parse_dims(const char *s, uint64_t lo, uint64_t hi, uint32_t *w, uint32_t *h
  * where lo < 0; no space, no trailing text. */
 int parse_double(const char *s, double lo, double hi, double *out);
 
+/* n parse_double values in [lo, hi] separated by commas ("1,0.5,0,2"),
+ * n <= 8: all or nothing, *out (n entries) left alone on failure. */
+int parse_doubles(const char *s, size_t n, double lo, double hi, double *out);
+
 /* A byte count: decimal digits, then K, M, G or T (powers of 1024, either
  * case, an optional B after), in [lo, hi]. */
 int parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);

@@ -4,6 +4,7 @@
 #include "plan_cli.h"
 #include "parse_num.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,18 +70,6 @@ static int parse_u32(const char *s, uint64_t lo, uint64_t hi, uint32_t *out)
     return 0;
 }
 
-static int parse_cost(const char *s, double coef[4])
-{
-    const char *at = s;
-    for (int i = 0; i < 4; i++) {
-        char *end;
-        coef[i] = strtod(at, &end);
-        if (end == at || (i < 3 ? *end != ',' : *end != '\0')) return -1;
-        at = end + 1;
-    }
-    return 0;
-}
-
 int plan_cli_set(plan_cli *c, int code, const char *a)
 {
     static const char *const presets[] = {"text", "frames", "images", NULL};
@@ -109,7 +98,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     case PLAN_CLI_COST: {
         lf_plan_cost_model m; /* checked here, so the flag is named */
         c->user_cost = 1;
-        return parse_cost(a, c->coef) ||
+        return parse_doubles(a, 4, 0, DBL_MAX, c->coef) ||
                        lf_plan_cost_set(&m, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                    ? -1 : 0;
     }

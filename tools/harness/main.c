@@ -17,10 +17,10 @@
 #include <mpi.h>
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,12 +88,6 @@ enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEE
        O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_GRADCHECK,
        O_HELP };
 
-static int parse_cost(const char *s, double c[4])
-{
-    char tail;
-    return sscanf(s, "%lf,%lf,%lf,%lf%c", &c[0], &c[1], &c[2], &c[3], &tail) == 4 ? 0 : -1;
-}
-
 static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
 {
     int64_t v;
@@ -109,9 +103,10 @@ static int positive(const char *s, int *out)
 
 static int learning_rate(const char *s, float *out)
 {
-    char *end;
-    *out = strtof(s, &end);
-    return end != s && !*end && *out > 0 && isfinite(*out) ? 0 : -1;
+    double v;
+    if (parse_double(s, 0, FLT_MAX, &v) || v <= 0) return -1;
+    *out = (float)v;
+    return 0;
 }
 
 static int option(opts *o, int c, const char *a)
@@ -126,7 +121,7 @@ static int option(opts *o, int c, const char *a)
     case O_COMPARE: o->compare = 1; return 0;
     case O_EPOCHS: return positive(a, &o->epochs);
     case O_SEED: return parse_i64(a, 0, INT64_MAX, &o->seed);
-    case O_COST: return parse_cost(a, o->t.cost);
+    case O_COST: return parse_doubles(a, 4, 0, DBL_MAX, o->t.cost);
     case O_PADID: return parse_i64(a, 0, INT64_MAX, &o->t.pad_id);
     case O_DEVICE:
         o->t.cuda = strcmp(a, "cuda") == 0;

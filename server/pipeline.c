@@ -665,6 +665,16 @@ static void add_thread_cpu(srv *s, uint64_t *sum)
     add_metric(s, sum, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
+/* Whether the server is shutting down: s->stop is written under mu by
+ * whichever thread fails first. */
+static int stopping(srv *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
 static void *planner_main(void *arg)
 {
     srv *s = arg;
@@ -686,7 +696,7 @@ static void *planner_main(void *arg)
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
         }
-        if (rc < 0 && !s->stop) srv_fail(s, "plan: %s", strerror(-rc));
+        if (rc < 0 && !stopping(s)) srv_fail(s, "plan: %s", strerror(-rc));
     }
     free(scratch);
     pthread_mutex_lock(&s->mu);

@@ -36,16 +36,33 @@ int srv_plan_errno(int status)
 
 /* The plan from epoch index e of the run on (epochs do not depend on each
  * other: a plan started at epoch e makes the same steps as one that walked
- * the epochs before it). */
-static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
+ * the epochs before it). Returns the balancer's status (LF_PLAN_E_*). */
+static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);
-    if (!v) return -ENOMEM;
+    if (!v) return LF_PLAN_E_NOMEM;
     lf_plan_params prm = s->cfg.plan;
     prm.epoch += e;
     int rc = lf_plan_create(&prm, v, lf_dataset_samples(s->ds), out);
     free(v);
-    return srv_plan_errno(rc);
+    return rc;
+}
+
+static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
+{
+    return srv_plan_errno(plan_create_status(s, e, out));
+}
+
+int srv_plan_check(const srv *s)
+{
+    lf_plan *p;
+    int rc = plan_create_status(s, 0, &p);
+    if (rc < 0) {
+        fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+        return -ECANCELED; /* reported */
+    }
+    lf_plan_free(p);
+    return 0;
 }
 
 int srv_plan_create(const srv *s, lf_plan **out)

@@ -39,6 +39,16 @@ refused 'the last epoch, 4294967296, is past 16777215' --epoch 4294967295 --epoc
 refused --world --world 2x
 refused --micro-max-padded --sampler naive --micro-max-padded 10   # a cap a baseline would drop samples by
 
+# Parameters the balancer cannot plan with: exit 1 in its own words, as
+# lf-plan prints them (lf-server once said "plan: Value too large for
+# defined data type" for this outlier step past 2^63).
+rc=0
+timeout 60 "$LF_BIN/lf-server" --data "$DS" --world 2 --sampler balanced --cost 2.2e12,0,0,0 \
+  --budget 4503599627370496 --outlier-cost 2251799813685248 --outlier-group 4096 \
+  >/dev/null 2>"$WORK/err" || rc=$?
+[[ $rc == 1 ]] && grep -q "an outlier step would cost 2^63 or more" "$WORK/err" ||
+  fail "an outlier step past 2^63: exit $rc: $(cat "$WORK/err")"
+
 taken --image-size 1024x1 --flip 0 --ranks 0-1
 taken --flip .25 --ranks 0,1
 taken --flip 1 --ranks 1

@@ -30,6 +30,7 @@
 #include "levelfeed.h"
 #include "lf_shard.h"
 #include "lf_tf.h"
+#include "image_cli.h"
 #include "parse_num.h"
 
 #include <errno.h>
@@ -371,12 +372,7 @@ static const char usage_text[] =
 /* One option's value into a; 0, or -1 when it is not a valid value. */
 static int set_option(args *a, int c, const char *v)
 {
-    static const char *const crops[] = {"full", "center", "random", NULL};
-    static const char *const resizes[] = {"bilinear", "area", NULL};
-    static const char *const dtypes[] = {"u8", "f16", "f32", NULL};
-    static const uint32_t dtype_codes[] = {LF_DTYPE_U8, LF_DTYPE_F16, LF_DTYPE_F32};
     int64_t n = 0;
-    uint32_t w = 0;
     switch (c) {
     case 'e': a->o.endpoint = v; return 0;
     case 'o': a->out = v; return 0;
@@ -396,11 +392,11 @@ static int set_option(args *a, int c, const char *v)
     case 'K': return parse_i64(v, 1, INT64_MAX, &a->save_every);
     case 'H': return parse_i64(v, 1, INT64_MAX, &a->hang_after);
     case 'S': return parse_u64(v, 0, UINT64_MAX, &a->image.seed);
-    case 'I': return parse_dims(v, 1, 1u << 16, &a->image.out_w, &a->image.out_h);
-    case 'C': return parse_word(v, crops, &a->image.crop);
-    case 'Z': return parse_word(v, resizes, &a->image.resize);
-    case 'D': return parse_word(v, dtypes, &w) ? -1 : (a->image.out_dtype = dtype_codes[w], 0);
-    case 'F': return parse_double(v, 0, 1, &a->image.flip_prob);
+    case 'I': return image_cli_set(&a->image, IMAGE_CLI_SIZE, v);
+    case 'C': return image_cli_set(&a->image, IMAGE_CLI_CROP, v);
+    case 'Z': return image_cli_set(&a->image, IMAGE_CLI_RESIZE, v);
+    case 'D': return image_cli_set(&a->image, IMAGE_CLI_DTYPE, v);
+    case 'F': return image_cli_set(&a->image, IMAGE_CLI_FLIP, v);
     default: return -1;
     }
 }

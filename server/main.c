@@ -5,6 +5,7 @@
 
 #include "lf_ring.h"
 #include "open_limit.h"
+#include "image_cli.h"
 #include "parse_num.h"
 #include "plan_cli.h"
 
@@ -144,15 +145,6 @@ static int parse_ranks(const char *s, srv_config *c)
     }
 }
 
-/* --image-size WxH, each side 1..the workers' transform limit (their
- * workspaces take the default limits). */
-static int parse_image_size(const char *a, lf_tf_image_params *im)
-{
-    lf_tf_limits lim;
-    lf_tf_limits_default(&lim);
-    return parse_dims(a, 1, lim.max_out_side, &im->out_w, &im->out_h);
-}
-
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
     O_MICRO, O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
@@ -181,8 +173,6 @@ static const char *option_name(int code)
 
 static const char *const samplers[] = {"balanced", "naive", "sorted", NULL};
 static const char *const ios[] = {"pread", "uring", NULL};
-static const char *const crops[] = {"full", "center", "random", NULL};
-static const char *const resizes[] = {"bilinear", "area", NULL};
 static const char *const on_corrupt[] = {"fail", "skip", NULL};
 
 typedef struct parse_state {
@@ -212,16 +202,11 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         return 0;
     case O_PADID: return parse_i64(a, 0, INT64_MAX, &c->pad_id);
     case O_MICRO: c->micro_batches = 1; return 0;
-    case O_ISIZE: return parse_image_size(a, &c->image);
-    case O_CROP: return parse_word(a, crops, &c->image.crop);
-    case O_IDTYPE:
-        if (strcmp(a, "u8") == 0) c->image.out_dtype = LF_DTYPE_U8;
-        else if (strcmp(a, "f16") == 0) c->image.out_dtype = LF_DTYPE_F16;
-        else if (strcmp(a, "f32") == 0) c->image.out_dtype = LF_DTYPE_F32;
-        else return -1;
-        return 0;
-    case O_FLIP: return parse_double(a, 0, 1, &c->image.flip_prob);
-    case O_RESIZE: return parse_word(a, resizes, &c->image.resize);
+    case O_ISIZE: return image_cli_set(&c->image, IMAGE_CLI_SIZE, a);
+    case O_CROP: return image_cli_set(&c->image, IMAGE_CLI_CROP, a);
+    case O_IDTYPE: return image_cli_set(&c->image, IMAGE_CLI_DTYPE, a);
+    case O_FLIP: return image_cli_set(&c->image, IMAGE_CLI_FLIP, a);
+    case O_RESIZE: return image_cli_set(&c->image, IMAGE_CLI_RESIZE, a);
     case O_READERS: return parse_u32(a, &c->readers);
     case O_WORKERS: return parse_u32(a, &c->workers);
     case O_IO: {

@@ -139,7 +139,8 @@ typedef struct lt_record {
     uint64_t reduce_ns;          /* in the all-reduce (sync wait + transfer) */
     uint64_t step_ns;            /* lf_next .. parameters updated */
     uint64_t tokens;             /* real tokens */
-    uint64_t planned_cost;       /* c(L) summed over the batch (cost model) */
+    uint64_t planned_cost;       /* c(L) summed over the batch + d per micro-batch,
+                                    saturating at UINT64_MAX (cost model) */
     double sum_len, sum_len2;    /* sum L, sum L^2 (calibration) */
     uint32_t nsamples;
     uint32_t epoch;

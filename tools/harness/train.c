@@ -163,6 +163,8 @@ static int seqs_pack(rank_ctx *x, const lf_batch *b, const lf_tensor *tok,
     return *n == b->nsamples ? 0 : -1;
 }
 
+__extension__ typedef unsigned __int128 cost_sum;
+
 /* Turns the batch into model ids and sequences and fills the record's
  * token, cost and length sums. Returns the sequence count, or -1 with *why
  * saying what did not hold. */
@@ -185,14 +187,18 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r, const char 
     *why = cu ? "cu_seqlens does not cut the tokens into the batch's samples"
               : "the lengths (and micro) tensors do not fit the tokens and the sample count";
     if ((cu ? seqs_pack(x, b, tok, cu, &n) : seqs_pad(x, b, tok, &n)) < 0) return -1;
+    /* As the balancer's rank cost: summed in 128 bits, saturating at
+     * UINT64_MAX (costs in FLOPs pass 2^64 within a batch). */
+    cost_sum cost = 0;
     for (size_t i = 0; i < n; i++) {
         double L = x->seqs[i].len;
         r->tokens += x->seqs[i].len;
-        r->planned_cost += lf_plan_cost(&x->cost, x->seqs[i].len);
+        cost += lf_plan_cost(&x->cost, x->seqs[i].len);
         r->sum_len += L;
         r->sum_len2 += L * L;
     }
-    if (n) r->planned_cost += x->cost.d * (cu ? tok->shape[0] : micro ? micro->shape[0] : 1);
+    if (n) cost += (cost_sum)x->cost.d * (cu ? tok->shape[0] : micro ? micro->shape[0] : 1);
+    r->planned_cost = cost > UINT64_MAX ? UINT64_MAX : (uint64_t)cost;
     r->nsamples = (uint32_t)n;
     return (long)n;
 }

@@ -318,7 +318,9 @@ static cache_entry *pin_block(srv *s, uint64_t block, int *ready)
     p->cache_bytes += e->raw_size;
     s->m.cache_misses++;
     q_push(&p->read_q, e);
-    pthread_cond_signal(&s->cv_read);
+    /* Readers with no free buffer wait on cv_read too: a signal could wake
+     * one of them alone and leave a reader that could read asleep. */
+    pthread_cond_broadcast(&s->cv_read);
     *ready = 0;
     return e;
 }

@@ -608,16 +608,22 @@ static void poll_once(control *c)
     if (it[3].revents) accept_fd_conn(c);
 }
 
-static int control_open(control *c)
+/* Returns 0, -ECANCELED (reported) or -errno (not yet). */
+static int open_endpoint(control *c)
 {
     srv *s = c->s;
     int rc = lf_ipc_endpoint(s->cfg.endpoint, c->path, sizeof c->path);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        fprintf(stderr, "lf-server: endpoint %s: %s\n",
+                s->cfg.endpoint ? s->cfg.endpoint : "(the default)",
+                rc == -ENAMETOOLONG ? "the socket path is too long" : "not an ipc:// path");
+        return -ECANCELED;
+    }
     if ((rc = lf_ipc_private_dir(c->path, 1)) < 0) {
         fprintf(stderr, "lf-server: runtime directory of %s: %s\n", c->path,
                 rc == -EPERM ? "not private to this user (must be 0700 and ours)"
                              : strerror(-rc));
-        return rc;
+        return -ECANCELED;
     }
     char lock_path[LF_IPC_PATH_MAX + 8], url[LF_IPC_PATH_MAX + 8];
     snprintf(lock_path, sizeof lock_path, "%s.lock", c->path);
@@ -627,7 +633,7 @@ static int control_open(control *c)
     if (c->lockfd < 0) return -errno;
     if (flock(c->lockfd, LOCK_EX | LOCK_NB) != 0) {
         fprintf(stderr, "lf-server: another server is running on %s\n", c->path);
-        return -EADDRINUSE;
+        return -ECANCELED;
     }
     if ((rc = open_fd_socket(c)) < 0) return rc;
     unlink(c->path);
@@ -654,6 +660,18 @@ static int control_open(control *c)
     if (!s->cfg.quiet)
         fprintf(stderr, "lf-server: serving %u rank(s) on ipc://%s, %u slots of %" PRIu64
                 " bytes each\n", s->cfg.nlocal, c->path, s->cfg.slots, s->slot_size);
+    return 0;
+}
+
+/* Opens the endpoint, reporting any failure with the endpoint named.
+ * Returns 0 or -ECANCELED. */
+static int control_open(control *c)
+{
+    int rc = open_endpoint(c);
+    if (rc < 0 && rc != -ECANCELED)
+        fprintf(stderr, "lf-server: cannot serve on %s: %s\n", c->path, strerror(-rc));
+    if (rc < 0) return -ECANCELED;
+    c->s->serving = 1;
     return 0;
 }
 

@@ -602,7 +602,6 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     uint64_t t0 = srv_now_ns();
-    int served = rc == 0;
     if (rc == 0) rc = srv_control_run(&s);
     /* The control thread no longer reads the signalfd: a second SIGINT or
      * SIGTERM now ends the process at once, as users expect when a thread is
@@ -610,11 +609,11 @@ int main(int argc, char **argv)
      * and the rings are memfds, freed with the process. */
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     srv_pipeline_stop(&s);
-    /* -ECANCELED and -EADDRINUSE were reported where they happened. */
+    /* -ECANCELED was reported where it happened. */
     if (s.failed) fprintf(stderr, "lf-server: error: %s\n", s.fail_msg);
-    else if (rc < 0 && rc != -EINTR && rc != -ECANCELED && rc != -EADDRINUSE && rc > -4096)
+    else if (rc < 0 && rc != -EINTR && rc != -ECANCELED && rc > -4096)
         fprintf(stderr, "lf-server: %s\n", strerror(-rc));
-    if (served && !s.cfg.quiet && rc != -EADDRINUSE) print_summary(&s, srv_now_ns() - t0);
+    if (s.serving && !s.cfg.quiet) print_summary(&s, srv_now_ns() - t0);
     destroy_rings(&s);
     free(s.epoch_uses);
     if (s.notify_fd >= 0) close(s.notify_fd);

@@ -184,6 +184,7 @@ struct srv {
     atomic_int notify_pending;   /* a wake-up the control thread has not taken */
     int stop;                    /* shutting down */
     int failed;                  /* a fatal pipeline error happened */
+    int serving;                 /* the endpoint opened: a summary is due */
     char fail_msg[600];
     int all_started;             /* every local rank sent START */
     int planner_done;            /* every epoch planned */

@@ -41,5 +41,14 @@ done <<<"$costs"
 mkdir -m 755 "$WORK/open"
 server_refuses "a 0755 runtime directory" "not private" \
   --endpoint "$WORK/open/ctl" --data "$WORK/ds" --world 1 --budget 400000
+# A server that never opened its endpoint says why once, naming it: no
+# errno line after the reason, no summary of a run that never served
+# (both were printed once, a rank line each).
+! grep -E "Operation not permitted|rank 0:|batches," "$WORK/refused.log" ||
+  fail "a refused endpoint printed more than its reason: $(cat "$WORK/refused.log")"
+server_refuses "a tcp:// endpoint" "endpoint tcp://127.0.0.1:5555: not an ipc:// path" \
+  --endpoint tcp://127.0.0.1:5555 --data "$WORK/ds" --world 1 --budget 400000
+! grep -E "rank 0:|batches," "$WORK/refused.log" ||
+  fail "a tcp:// endpoint printed a summary: $(cat "$WORK/refused.log")"
 check_no_leftovers
 echo "control plane ok"

@@ -37,7 +37,7 @@ trap 'rm -rf "$OUT/tmp"' EXIT
 DEVICE=cpu
 MODEL=(--vocab 64 --dim 16 --hidden 32)
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [[ ${GPUS:-0} -gt 0 ]] && "$BIN/lf-train" --help | grep -q "this build: CPU and CUDA"; then
+if [[ ${GPUS:-0} -gt 0 && $("$BIN/lf-train" --help) == *"this build: CPU and CUDA"* ]]; then
   if [[ $GPUS -ge 2 ]]; then
     DEVICE=cuda
     MODEL=(--vocab 1024 --dim 64 --hidden 256)

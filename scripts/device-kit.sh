@@ -22,7 +22,7 @@ die() { echo "device-kit: $*" >&2; exit 1; }
 
 make -C "$root" B="$B" -j"$(nproc)" >/dev/null || die "make B=$B failed"
 B=$(cd "$root" && cd "$B" && pwd)
-"$B/bin/lf-train" --help | grep -q "this build: CPU and CUDA" ||
+[[ $("$B/bin/lf-train" --help) == *"this build: CPU and CUDA"* ]] ||
   die "$B has no CUDA build of lf-train (is nvcc at /usr/local/cuda/bin/nvcc?)"
 command -v mpirun >/dev/null || die "no mpirun here to pack (apt-get install openmpi-bin)"
 

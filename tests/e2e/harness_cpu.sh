@@ -106,7 +106,9 @@ compgen -G "$TMP/lf-train.*/ctl" >/dev/null || fail "killed run: no server came 
 sleep 0.5
 victim=""
 for p in $(pgrep -f "lf-train --data $WORK/ds"); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  # grep -x without -q: grep reads it all, so tr never dies of SIGPIPE
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=1" >/dev/null &&
+    victim=$p
 done
 [[ -n $victim ]] || fail "killed run: rank 1 not found"
 kill -9 "$victim"

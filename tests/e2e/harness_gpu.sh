@@ -7,7 +7,7 @@ source "$(dirname "$0")/harness_lib.sh"
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [[ ${gpus:-0} -gt 0 ]] || { echo "SKIP: no GPU"; exit 77; }
-"$LF_BIN/lf-train" --help | grep -q "this build: CPU and CUDA" ||
+[[ $("$LF_BIN/lf-train" --help) == *"this build: CPU and CUDA"* ]] ||
   { echo "SKIP: lf-train built without CUDA"; exit 77; }
 np=$((gpus < 2 ? gpus : 2))
 

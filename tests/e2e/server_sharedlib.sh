@@ -32,11 +32,14 @@ int main(void)
     return rc == LF_E_END ? 0 : 1;
 }
 C
-# A sanitizer build's library needs its runtime in the program too.
-san=()
-ldd "$so" | grep -q libasan && san+=(-fsanitize=address)
-ldd "$so" | grep -q libubsan && san+=(-fsanitize=undefined)
-ldd "$so" | grep -q libtsan && san+=(-fsanitize=thread)
+# A sanitizer build's library needs its runtime in the program too. ldd's
+# output is read whole first: "ldd | grep -q" under pipefail fails when
+# grep's early exit kills ldd with SIGPIPE, and a TSan library then went
+# into a program without TSan, which crashed at random in ZeroMQ's threads.
+san=() deps=$(ldd "$so")
+[[ $deps == *libasan* ]] && san+=(-fsanitize=address)
+[[ $deps == *libubsan* ]] && san+=(-fsanitize=undefined)
+[[ $deps == *libtsan* ]] && san+=(-fsanitize=thread)
 cc -std=c11 "${san[@]}" -I"$LF_ROOT/client" "$WORK/user.c" -L"$LF_BUILD/lib" -llevelfeed -o "$WORK/user" ||
   fail "cannot build against liblevelfeed.so"
 ldd "$WORK/user" >/dev/null

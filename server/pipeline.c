@@ -784,15 +784,15 @@ static void *catchup_main(void *arg)
 
 /* ---- readers ------------------------------------------------------------ */
 
-static int pread_full(int fd, unsigned char *buf, size_t len, uint64_t off)
+/* Reads len bytes at off; *done: the bytes read (where a failure is). */
+static int pread_full(int fd, unsigned char *buf, uint32_t len, uint64_t off, uint32_t *done)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
+    for (*done = 0; *done < len;) {
+        ssize_t n = pread(fd, buf + *done, len - *done, (off_t)(off + *done));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return -errno;
         if (n == 0) return -ENODATA; /* the file is shorter than its index says */
-        done += (size_t)n;
+        *done += (uint32_t)n;
     }
     return 0;
 }
@@ -901,9 +901,10 @@ static int read_batch_pread(reader *rd, cache_entry **v, uint32_t n)
     srv *s = rd->s;
     for (uint32_t i = 0; i < n; i++) {
         const lf_block_info *bi = lf_dataset_block(s->ds, v[i]->block);
+        uint32_t got;
         int rc = pread_full(s->pl->shard_fds[bi->shard], rd->bufs[v[i]->buf],
-                            bi->stored_size, bi->file_offset);
-        if (rc < 0) return read_failed(rd, v[i], 0, rc);
+                            bi->stored_size, bi->file_offset, &got);
+        if (rc < 0) return read_failed(rd, v[i], got, rc);
     }
     return 0;
 }

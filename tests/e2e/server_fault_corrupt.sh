@@ -165,3 +165,30 @@ for io in pread uring; do
   done
 done
 echo "shard cut while serving: $(grep -o 'error: read: .*' "$WORK/server.log" | sed "s|$WORK/||")"
+
+# pread names the byte where the file ends, as io_uring does (it named the
+# first byte of the block it was reading): the last shard's first block to
+# be read is found with the shard cut to nothing, then cut 1000 bytes into
+# that block. One reader reads in plan order, so that block fails first.
+cut_pread() {   # SIZE: serve with the last shard cut to SIZE bytes; the read error in $err
+  rm -rf "$WORK/cut"
+  cp -r "$WORK/clean" "$WORK/cut"
+  start_server "${PLAN[@]/$WORK\/ds/$WORK/cut}" --io pread
+  truncate -s "$1" "$WORK/cut/$(shard_file "$last")"
+  local p cpids=()
+  for r in 0 1; do
+    "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 2 >/dev/null 2>&1 &
+    cpids+=($!)
+  done
+  for p in "${cpids[@]}"; do wait "$p" || true; done
+  wait "$SERVER_PID" || true
+  err=$(grep -o 'at byte [0-9]* (block [0-9]*)' "$WORK/server.log") ||
+    fail "pread, cut to $1: no read error: $(cat "$WORK/server.log")"
+}
+cut_pread 0
+read -r start block < <(sed 's/at byte \([0-9]*\) (block \([0-9]*\))/\1 \2/' <<<"$err")
+cut_pread $((start + 1000))
+[[ $err == "at byte $((start + 1000)) (block $block)" ]] ||
+  fail "pread cut 1000 bytes into block $block (at $start): the error says '$err'"
+check_no_leftovers
+echo "pread names the byte a cut shard ends at: $err"

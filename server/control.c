@@ -552,15 +552,19 @@ static char *stats_json(control *c)
 /* Done when every rank is gone (BYE or closed): nobody is left to serve,
  * whether the plan is finished or not. A gone rank could rejoin while
  * another rank still has a client; once none has, the run is over. */
-static int all_done(control *c)
+/* Whether the run is over: every local rank is gone, or a thread failed
+ * (*failed; s->failed is written under mu by whichever thread fails, and
+ * s->fail_msg before it, once). */
+static int run_over(control *c, int *failed)
 {
     srv *s = c->s;
     int done = 1;
     pthread_mutex_lock(&s->mu);
+    *failed = s->failed;
     for (uint32_t li = 0; li < s->cfg.nlocal; li++)
         if (!s->ranks[li].gone) done = 0;
     pthread_mutex_unlock(&s->mu);
-    return done;
+    return done || *failed;
 }
 
 static void fail_everyone(control *c, const char *why)
@@ -707,17 +711,18 @@ int srv_control_run(srv *s)
     }
     if (rc == 0) rc = control_open(&c);
     if (rc == 0) rc = srv_pipeline_start(s);
-    while (rc == 0 && !c.stop_signal && !s->failed && !all_done(&c)) {
+    int failed = 0;
+    while (rc == 0 && !c.stop_signal && !run_over(&c, &failed)) {
         poll_once(&c);
         announce(&c);
         heartbeat(&c);
     }
-    if (s->failed) fail_everyone(&c, s->fail_msg);
+    if (failed) fail_everyone(&c, s->fail_msg);
     else if (c.stop_signal) fail_everyone(&c, "server stopped by a signal");
     if (c.stop_signal && !s->cfg.quiet)
         fprintf(stderr, "lf-server: stopped by signal %d\n", c.stop_signal);
     control_close(&c);
-    if (rc == 0 && s->failed) rc = -EIO;
+    if (rc == 0 && failed) rc = -EIO;
     if (rc == 0 && c.stop_signal) rc = -EINTR;
     return rc;
 }

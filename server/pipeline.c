@@ -682,10 +682,13 @@ static void *planner_main(void *arg)
     srv *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop && !s->all_started) pthread_cond_wait(&s->cv_plan, &s->mu);
+    /* Stopped before every rank started: the start position (written by
+     * the control thread until then) is not to be read. */
+    int stopped = s->stop;
     pthread_mutex_unlock(&s->mu);
     uint64_t *scratch = NULL;
     int rc = 0;
-    for (uint32_t e = 0; e < s->cfg.epochs && rc >= 0; e++) {
+    for (uint32_t e = 0; !stopped && e < s->cfg.epochs && rc >= 0; e++) {
         lf_plan_step st;
         uint64_t scout_t0 = srv_now_ns();
         rc = count_epoch_uses(s, e);

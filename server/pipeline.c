@@ -45,7 +45,12 @@
  * is gone or that starts later, at the skip. counted_key per rank remembers
  * how far that went, so a catch-up job for a step already counted (one
  * delivered before the client died, or skipped while it was gone) does not
- * count again. A block freed too early costs a re-read, never a wrong byte.
+ * count again. The planner counts nothing off for a rank being caught up;
+ * if that rank's client dies too, its catch-up thread still walks on to
+ * the planner, counting the steps off without serving them, and hands
+ * over (a client gone before its START gets such a thread then). A block
+ * freed too early costs a re-read, never a wrong byte; one never counted
+ * down stays cached, with no reason, until evicted or the next epoch.
  *
  * Locking: srv.mu guards every list, queue, count and cache field; the
  * reads, the decompression, the assembly and the scout's walk run without
@@ -730,7 +735,7 @@ static int catchup_step(const catchup *cu, lf_plan *plan, const lf_plan_step *st
     srv_rank *r = &s->ranks[cu->li];
     uint64_t key = srv_pos_key(st->epoch, st->step);
     pthread_mutex_lock(&s->mu);
-    int done = s->stop || r->catchup_gen != cu->gen; /* gone clears catchup_gen */
+    int done = s->stop || r->catchup_gen != cu->gen; /* a newer client's catch-up took over */
     if (key < cu->from_key) {
         pthread_mutex_unlock(&s->mu);
         return done; /* replaying up to the rank's position */
@@ -747,11 +752,20 @@ static int catchup_step(const catchup *cu, lf_plan *plan, const lf_plan_step *st
     if (rc < 0) return rc;
     srv_job *j = job_from_batch(s, cu->li, st, &b, scratch);
     if (!j) return -ENOMEM;
+    int submitted = 0;
     pthread_mutex_lock(&s->mu);
     rc = wait_for_room(s, j, cu->gen, key);
-    if (rc == 0) rc = submit_job(s, j, key);
+    if (rc == 0) {
+        rc = submit_job(s, j, key);
+        submitted = rc == 0;
+    } else if (rc == 1 && r->catchup_gen == cu->gen) {
+        /* The rank is gone, but the planner left this step to us: it
+         * counts off here, and the walk goes on to the planner. */
+        if (claim_count(r, key)) count_off(s, j);
+        rc = 0;
+    }
     pthread_mutex_unlock(&s->mu);
-    if (rc != 0) srv_job_free(j);
+    if (!submitted) srv_job_free(j);
     return rc == -1 ? 1 : rc; /* -1: stopping, not an error of ours */
 }
 
@@ -1487,12 +1501,41 @@ void srv_free_slot(srv *s, uint32_t li, uint32_t slot)
     if (r->catchup_gen) pthread_cond_broadcast(&s->cv_catchup);
 }
 
+/* Starts the catch-up thread of rank li's current generation, serving
+ * from step key `from`. Under mu. Returns 0 or -errno. */
+static int start_catchup(srv *s, uint32_t li, uint64_t from)
+{
+    srv_rank *r = &s->ranks[li];
+    catchup *cu = malloc(sizeof *cu);
+    if (!cu) return -ENOMEM;
+    *cu = (catchup){.s = s, .li = li, .gen = r->catchup_gen, .from_key = from};
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = cu->gen && !s->stop ? pthread_create(&t, &at, catchup_main, cu) : EINVAL;
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        free(cu);
+        return -rc;
+    }
+    s->pl->catchups_running++;
+    r->catchup_thread = cu->gen;
+    return 0;
+}
+
 void srv_rank_gone(srv *s, uint32_t li)
 {
     srv_rank *r = &s->ranks[li];
     r->gone = 1;
-    r->catchup_gen = 0; /* a catch-up thread of the rank ends at its next step */
     for (srv_job *j = r->jobs_head; j; j = j->next) j->discard = 1;
+    /* While catchup_gen is set the planner counts nothing off for the
+     * rank, so it stays set: the generation's catch-up thread walks on to
+     * the planner, counting off the steps it has not reached, and hands
+     * over. A client gone before its START has no thread yet: one is
+     * started now to do that walk (nothing is served to a gone rank). */
+    if (r->catchup_gen && r->catchup_thread != r->catchup_gen && start_catchup(s, li, 0) < 0)
+        r->catchup_gen = 0; /* the steps left to it stay pending: cache room only */
     pthread_cond_broadcast(&s->cv_plan);
     pthread_cond_broadcast(&s->cv_catchup);
 }
@@ -1512,19 +1555,8 @@ void srv_rank_attach(srv *s, uint32_t li, int rejoin)
 int srv_rank_catch_up(srv *s, uint32_t li)
 {
     srv_rank *r = &s->ranks[li];
-    catchup *cu = malloc(sizeof *cu);
-    if (!cu) return -ENOMEM;
     pthread_mutex_lock(&s->mu);
-    *cu = (catchup){.s = s, .li = li, .gen = r->catchup_gen,
-                    .from_key = srv_pos_key(r->start_epoch, r->start_step)};
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int rc = cu->gen && !s->stop ? pthread_create(&t, &at, catchup_main, cu) : EINVAL;
-    pthread_attr_destroy(&at);
-    if (rc == 0) s->pl->catchups_running++;
+    int rc = start_catchup(s, li, srv_pos_key(r->start_epoch, r->start_step));
     pthread_mutex_unlock(&s->mu);
-    if (rc != 0) free(cu);
-    return -rc;
+    return rc;
 }

@@ -151,7 +151,10 @@ typedef struct srv_rank {
      * step the planner decides for it, and the first step whose samples
      * have not been counted off the cache's pending counts yet. */
     uint64_t from_key, planner_key, counted_key;
-    uint32_t catchup_gen;        /* nonzero: a catch-up thread feeds the rank */
+    uint32_t catchup_gen;        /* nonzero: a catch-up thread feeds the rank (or,
+                                    the rank gone, counts off what the planner
+                                    left to it) */
+    uint32_t catchup_thread;     /* the generation whose thread was started last */
     srv_rank_metrics m;
 } srv_rank;
 

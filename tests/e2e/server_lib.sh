@@ -32,7 +32,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A small token dataset (2000 samples, 65 blocks) shared by the scenarios.
+# A small token dataset (2000 samples, 61 blocks) shared by the scenarios.
 # Tests that force --io uring (a failed set-up is then fatal, by design)
 # skip where the kernel or a seccomp profile refuses io_uring_setup (425 on
 # x86-64 and arm64), as Docker's default profile does.

@@ -613,16 +613,20 @@ static void poll_once(control *c)
 }
 
 /* Returns 0, -ECANCELED (reported) or -errno (not yet). */
+int srv_endpoint_path(const char *endpoint, char *path, size_t cap)
+{
+    int rc = lf_ipc_endpoint(endpoint, path, cap);
+    if (rc < 0)
+        fprintf(stderr, "lf-server: endpoint %s: %s\n", endpoint ? endpoint : "(the default)",
+                rc == -ENAMETOOLONG ? "the socket path is too long" : "not an ipc:// path");
+    return rc;
+}
+
 static int open_endpoint(control *c)
 {
     srv *s = c->s;
-    int rc = lf_ipc_endpoint(s->cfg.endpoint, c->path, sizeof c->path);
-    if (rc < 0) {
-        fprintf(stderr, "lf-server: endpoint %s: %s\n",
-                s->cfg.endpoint ? s->cfg.endpoint : "(the default)",
-                rc == -ENAMETOOLONG ? "the socket path is too long" : "not an ipc:// path");
-        return -ECANCELED;
-    }
+    int rc = srv_endpoint_path(s->cfg.endpoint, c->path, sizeof c->path);
+    if (rc < 0) return -ECANCELED;
     if ((rc = lf_ipc_private_dir(c->path, 1)) < 0) {
         fprintf(stderr, "lf-server: runtime directory of %s: %s\n", c->path,
                 rc == -EPERM ? "not private to this user (must be 0700 and ours)"

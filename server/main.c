@@ -3,6 +3,7 @@
  */
 #include "srv.h"
 
+#include "lf_ipc.h"
 #include "lf_ring.h"
 #include "open_limit.h"
 #include "image_cli.h"
@@ -270,6 +271,8 @@ static int finish_config(srv_config *c, parse_state *ps)
               "(naive and sorted take a fixed count a rank)";
     if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
     if (check_last_epoch(c)) return -1;
+    char path[LF_IPC_PATH_MAX + 1];
+    if (srv_endpoint_path(c->endpoint, path, sizeof path) < 0) return -1;
     if (c->pad_id > lf_tf_token_max(c->token_dtype)) {
         fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",
                 c->pad_id, lf_dtype_name(c->token_dtype));

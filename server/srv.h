@@ -237,6 +237,9 @@ int srv_print_plan(srv *s);
 
 /* control.c */
 int srv_control_run(srv *s);
+/* The socket path of --endpoint (NULL: the default) into path (cap bytes);
+ * 0, or <0 with the reason printed (checked at start-up, before planning). */
+int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
 
 /* time */
 uint64_t srv_now_ns(void);

@@ -46,9 +46,11 @@ server_refuses "a 0755 runtime directory" "not private" \
 # (both were printed once, a rank line each).
 ! grep -E "Operation not permitted|rank 0:|batches," "$WORK/refused.log" ||
   fail "a refused endpoint printed more than its reason: $(cat "$WORK/refused.log")"
-server_refuses "a tcp:// endpoint" "endpoint tcp://127.0.0.1:5555: not an ipc:// path" \
+# An endpoint that is no socket path is a usage error, found before the
+# start-up planning.
+server_exits "a tcp:// endpoint" 2 "endpoint tcp://127.0.0.1:5555: not an ipc:// path" \
   --endpoint tcp://127.0.0.1:5555 --data "$WORK/ds" --world 1 --budget 400000
-! grep -E "rank 0:|batches," "$WORK/refused.log" ||
-  fail "a tcp:// endpoint printed a summary: $(cat "$WORK/refused.log")"
+! grep -E "planning|rank 0:|batches," "$WORK/refused.log" ||
+  fail "a tcp:// endpoint was planned for: $(cat "$WORK/refused.log")"
 check_no_leftovers
 echo "control plane ok"

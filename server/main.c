@@ -564,7 +564,7 @@ int main(int argc, char **argv)
     }
     int rc = dataset_defaults(&s);
     if (rc == 0) rc = pick_fields(&s);
-    if (rc == 0) rc = srv_plan_check(&s);
+    if (rc == 0) rc = srv_plan_identify(&s);
     if (rc == 0 && s.cfg.print_plan) {
         rc = srv_print_plan(&s);
         if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));

@@ -53,18 +53,6 @@ static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
     return srv_plan_errno(plan_create_status(s, e, out));
 }
 
-int srv_plan_check(const srv *s)
-{
-    lf_plan *p;
-    int rc = plan_create_status(s, 0, &p);
-    if (rc < 0) {
-        fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
-        return -ECANCELED; /* reported */
-    }
-    lf_plan_free(p);
-    return 0;
-}
-
 int srv_plan_create(const srv *s, lf_plan **out)
 {
     return plan_create_at(s, 0, out);
@@ -268,17 +256,13 @@ static int walk_epochs_parallel(srv *s)
     return rc;
 }
 
-/* The plan id: the plan's own hash of samples and sequence parameters (in
- * its initial state) plus everything else that shapes a rank's stream. */
-static int compute_plan_id(srv *s)
+/* The plan id: the plan's own hash of samples and sequence parameters (p,
+ * in its initial state) plus everything else that shapes a rank's stream. */
+static int compute_plan_id(srv *s, const lf_plan *p)
 {
-    lf_plan *p;
-    int rc = srv_plan_create(s, &p);
-    if (rc < 0) return rc;
     long n = lf_plan_state_save(p, NULL, 0);
     unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
     if (blob) n = lf_plan_state_save(p, blob, (size_t)n);
-    lf_plan_free(p);
     if (!blob || n < 0) {
         free(blob);
         return n < 0 ? srv_plan_errno((int)n) : -ENOMEM;
@@ -303,6 +287,23 @@ static int compute_plan_id(srv *s)
     return 0;
 }
 
+int srv_plan_identify(srv *s)
+{
+    lf_plan *p;
+    int rc = plan_create_status(s, 0, &p);
+    if (rc < 0) {
+        fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
+        return -ECANCELED; /* reported */
+    }
+    rc = compute_plan_id(s, p);
+    lf_plan_free(p);
+    if (rc < 0) {
+        fprintf(stderr, "lf-server: plan id: %s\n", strerror(-rc));
+        return -ECANCELED;
+    }
+    return 0;
+}
+
 int srv_plan_prepass(srv *s)
 {
     s->slot_size = LF_SLOT_ALIGN;
@@ -312,9 +313,7 @@ int srv_plan_prepass(srv *s)
     s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
     if (!s->epoch_uses) return -ENOMEM;
-    int rc = walk_epochs_parallel(s);
-    if (rc == 0) rc = compute_plan_id(s);
-    return rc;
+    return walk_epochs_parallel(s);
 }
 
 static int print_batch(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b)

@@ -227,11 +227,12 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
-/* Creates the run's first plan once, so that parameters the balancer
- * refuses are reported in its own words (-ECANCELED: reported); later plans
- * of the run have the same inputs, and only memory can fail them. */
-int srv_plan_check(const srv *s);
-int srv_plan_prepass(srv *s);    /* slot size and plan id */
+/* Creates the run's first plan and sets s->plan_id from it; parameters
+ * the balancer refuses are reported in its own words (-ECANCELED:
+ * reported). Later plans of the run have the same inputs, and only memory
+ * can fail them. */
+int srv_plan_identify(srv *s);
+int srv_plan_prepass(srv *s);    /* slot size and each epoch's block uses */
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l);
 int srv_print_plan(srv *s);
 

@@ -423,7 +423,7 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
 {
     if (!params || !out || (n && !samples) || n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
     lf_plan_params prm = *params;
-    unsigned __int128 total = 0; /* 2^32 costs of up to 2^52: no wrap */
+    lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
     for (size_t i = 0; i < n; i++) total += lf_plan_cost(&prm.cost, samples[i].length);
     pack_price all = {0, 0};
     if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n);

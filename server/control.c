@@ -549,12 +549,11 @@ static char *stats_json(control *c)
 
 /* ---- the loop ----------------------------------------------------------- */
 
-/* Done when every rank is gone (BYE or closed): nobody is left to serve,
- * whether the plan is finished or not. A gone rank could rejoin while
- * another rank still has a client; once none has, the run is over. */
-/* Whether the run is over: every local rank is gone, or a thread failed
- * (*failed; s->failed is written under mu by whichever thread fails, and
- * s->fail_msg before it, once). */
+/* Whether the run is over: a thread failed (*failed; s->failed is written
+ * under mu by whichever thread fails, and s->fail_msg before it, once), or
+ * every rank is gone (BYE or closed): nobody is left to serve, whether the
+ * plan is finished or not. A gone rank could rejoin while another rank
+ * still has a client; once none has, the run is over. */
 static int run_over(control *c, int *failed)
 {
     srv *s = c->s;
@@ -612,7 +611,6 @@ static void poll_once(control *c)
     if (it[3].revents) accept_fd_conn(c);
 }
 
-/* Returns 0, -ECANCELED (reported) or -errno (not yet). */
 int srv_endpoint_path(const char *endpoint, char *path, size_t cap)
 {
     int rc = lf_ipc_endpoint(endpoint, path, cap);
@@ -622,6 +620,7 @@ int srv_endpoint_path(const char *endpoint, char *path, size_t cap)
     return rc;
 }
 
+/* Returns 0, -ECANCELED (reported) or -errno (not yet). */
 static int open_endpoint(control *c)
 {
     srv *s = c->s;

@@ -142,11 +142,13 @@ int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
     return batch_layout(s, j->n, j->rows, j->row_len, cells, l);
 }
 
-/* Calls fn(s, arg, ...) for every local rank's batch of every step of the
- * run's epochs e0 .. e1-1, in order. */
+/* Calls step_fn(arg, ...) (unless NULL) once for every step of the run's
+ * epochs e0 .. e1-1, then fn(s, arg, ...) for each local rank's batch of
+ * it, in order. */
+typedef void (*step_fn)(void *arg, const lf_plan_step *st);
 typedef int (*batch_fn)(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b);
 
-static int walk_plan(srv *s, uint32_t e0, uint32_t e1, batch_fn fn, void *arg)
+static int walk_plan(srv *s, uint32_t e0, uint32_t e1, step_fn sfn, batch_fn fn, void *arg)
 {
     lf_plan *p;
     int rc = plan_create_at(s, e0, &p);
@@ -154,6 +156,7 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, batch_fn fn, void *arg)
     for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
         while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+            if (sfn) sfn(arg, &st);
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
                 rc = srv_plan_errno(lf_plan_rank_batch(p, s->cfg.local[li], &b));
@@ -178,11 +181,36 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, batch_fn fn, void *arg)
 #define PLAN_BYTES_PER_SAMPLE 128
 #define PREPASS_PLAN_BYTES (4ull << 30)
 
-/* One prepass thread: epochs e0 .. e1-1, and the largest slot they need. */
+/* Start-up warns when an epoch holds back more than OUTLIER_WARN_PCT % of
+ * its samples as (delayed) outliers and they wait for their group more
+ * than OUTLIER_WARN_PCT % of its steps on average. Either alone is by
+ * design: the default pack plan makes 1.3-7.5 % of lognormal lengths
+ * outliers that wait a few steps, and the default pad plan's rare outliers
+ * (0.1 %) wait up to a sixth of an epoch at world 32 to fill a group. Both
+ * together are what balancer/README.md warns of (the ordinary samples run
+ * out before the outliers): on 100k such samples, world 32 at 6.3 %
+ * outliers waiting 10 % of the epoch, world 128 at 5.0 % waiting 9 %,
+ * steps were 73-89 % filled and max/mean p99 was 4-4.5. */
+#define OUTLIER_WARN_PCT 5
+
+__extension__ typedef unsigned __int128 wide_u64;
+
+/* One epoch's delayed outliers, from its steps (lf-plan reports the same
+ * count as "outliers N released in groups"). */
+typedef struct outlier_tally {
+    uint32_t epoch;
+    uint64_t steps, samples, outliers, wait_sum;
+    uint32_t wait_max;
+} outlier_tally;
+
+/* One prepass thread: epochs e0 .. e1-1, the largest slot they need, and
+ * the epochs with too many outliers (the one with the most, how many). */
 typedef struct prepass_part {
     srv *s;
     uint32_t e0, e1;
     uint64_t slot_size;
+    outlier_tally cur, worst;
+    uint32_t flagged;
     int rc;
     int started;                 /* has a thread of its own (part 0: the caller) */
     pthread_t thread;
@@ -207,11 +235,69 @@ static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_ba
     return 0;
 }
 
+static int outliers_excessive(const outlier_tally *o)
+{
+    return o->outliers * 100 > o->samples * OUTLIER_WARN_PCT &&
+           (wide_u64)o->wait_sum * 100 > (wide_u64)o->outliers * o->steps * OUTLIER_WARN_PCT;
+}
+
+/* Ends the epoch counted in part->cur, if any. */
+static void close_outliers(prepass_part *part)
+{
+    const outlier_tally *o = &part->cur;
+    if (!o->steps || !outliers_excessive(o)) return;
+    if (!part->flagged++ || o->outliers > part->worst.outliers) part->worst = *o;
+}
+
+/* Counts a step's released outliers and what they waited (the first
+ * noutliers ids; their delay is the steps each waited for its group). */
+static void count_outliers(void *arg, const lf_plan_step *st)
+{
+    prepass_part *part = arg;
+    outlier_tally *o = &part->cur;
+    if (st->step == 0) {
+        close_outliers(part);
+        *o = (outlier_tally){.epoch = st->epoch};
+    }
+    o->steps++;
+    o->samples += st->nsamples;
+    o->outliers += st->noutliers;
+    for (uint32_t i = 0; i < st->noutliers; i++) {
+        o->wait_sum += st->delay[i];
+        if (st->delay[i] > o->wait_max) o->wait_max = st->delay[i];
+    }
+}
+
 static void *prepass_main(void *arg)
 {
     prepass_part *part = arg;
-    part->rc = walk_plan(part->s, part->e0, part->e1, grow_slot, part);
+    part->rc = walk_plan(part->s, part->e0, part->e1, count_outliers, grow_slot, part);
+    close_outliers(part);
     return NULL;
+}
+
+/* Says once, naming the flags, that the plan holds back too many outliers
+ * for too long (`flagged` epochs; o: the one with the most). */
+static void warn_outliers(const srv *s, const outlier_tally *o, uint32_t flagged)
+{
+    char alike[64] = "";
+    if (flagged == s->cfg.epochs && flagged > 1)
+        snprintf(alike, sizeof alike, " (the run's %u epochs alike)", flagged);
+    else if (flagged > 1)
+        snprintf(alike, sizeof alike, " (%u of the run's %u epochs alike)", flagged,
+                 s->cfg.epochs);
+    fprintf(stderr, "lf-server: warning: epoch %u holds back %" PRIu64 " of its %" PRIu64
+            " samples (%.1f%%) as outliers, costlier than --outlier-cost (by default at most "
+            "a rank's share of --budget): they wait for their group %.0f steps on average, "
+            "at most %u, of the epoch's %" PRIu64 "%s\n", o->epoch, o->outliers,
+            o->samples, 100.0 * (double)o->outliers / (double)o->samples,
+            (double)o->wait_sum / (double)o->outliers, o->wait_max, o->steps, alike);
+    fprintf(stderr, "lf-server: outliers should be rare (over %d%% of the samples, waiting "
+            "over %d%% of an epoch, steps start to go underfilled and ranks unequal, the more "
+            "so the larger the world): raise --budget (now %" PRIu64 "; its default follows "
+            "--samples-per-rank) or --outlier-cost (at most the budget); lf-plan with the same "
+            "flags reports the plan's balance and fill\n",
+            OUTLIER_WARN_PCT, OUTLIER_WARN_PCT, s->cfg.plan.step_budget);
 }
 
 /* How many threads walk the epochs: one per epoch up to the online CPUs,
@@ -248,11 +334,17 @@ static int walk_epochs_parallel(srv *s)
     for (uint32_t t = 0; t < n; t++)
         if (!parts[t].started) prepass_main(&parts[t]);
     int rc = 0;
+    uint32_t flagged = 0;
+    outlier_tally worst = {0};
     for (uint32_t t = 0; t < n; t++) {
         if (parts[t].started) pthread_join(parts[t].thread, NULL);
         if (rc == 0) rc = parts[t].rc;
         if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
+        if (parts[t].flagged && (!flagged || parts[t].worst.outliers > worst.outliers))
+            worst = parts[t].worst;
+        flagged += parts[t].flagged;
     }
+    if (rc == 0 && flagged && !s->cfg.quiet) warn_outliers(s, &worst, flagged);
     return rc;
 }
 
@@ -329,5 +421,5 @@ static int print_batch(srv *s, void *arg, const lf_plan_step *st, const lf_plan_
 
 int srv_print_plan(srv *s)
 {
-    return walk_plan(s, 0, s->cfg.epochs, print_batch, NULL);
+    return walk_plan(s, 0, s->cfg.epochs, NULL, print_batch, NULL);
 }

@@ -7,7 +7,10 @@
 # later epoch (checked), so a prepass that kept only its first share's
 # largest batch fails here. And a server started at a later epoch plans it
 # as a run from epoch 0 does, for every sampler. The server says what its
-# start-up is doing (planning E epochs, in how many threads).
+# start-up is doing (planning E epochs, in how many threads), and warns
+# once when a budget far below the default makes many samples outliers that
+# wait long for their group (it served such plans silently), with the count
+# lf-plan reports; a default plan, or --quiet, prints no warning.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -52,7 +55,27 @@ run_clients four 2
 wait_server
 grep -Eq "^lf-server: planning 4 epoch\(s\) of 2000 samples to size the rings \([1-4] thread\(s\)\)$" \
   "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
+! grep -q "warning" "$WORK/server.log" || fail "default budget: $(grep warning "$WORK/server.log")"
 diff <(stream_of four) "$WORK/plan" >/dev/null || fail "4 epochs: stream differs from the plan"
 check_exactly_once four 2000 4
 check_no_leftovers
 echo "4 epochs: plan, exactly-once, no leftovers: ok"
+
+# A budget a twelfth of the default (515198 here): 457 of the 2000 samples
+# (23 %) are outliers, waiting about half the epoch for their group. The
+# warning says so once (epochs 0 and 1 alike) with lf-plan's count and
+# longest wait for the same flags; --quiet leaves it out.
+"$LF_BIN/lf-plan" "$WORK/ds" --world 2 --seed 4 --budget 40000 --sampler balanced \
+  >"$WORK/tiny.plan" || fail "lf-plan --budget 40000"
+read -r n waited < <(sed -n 's/^  outliers *\([0-9]*\) released in groups, .* max \([0-9]*\) steps$/\1 \2/p' \
+  "$WORK/tiny.plan")
+[[ -n "$n" ]] && ((n > 100)) || fail "lf-plan --budget 40000: few outliers: $(cat "$WORK/tiny.plan")"
+slot_bytes --budget 40000 --epochs 2 >/dev/null
+grep -q "^lf-server: warning: epoch 0 holds back $n of its 2000 samples ([0-9.]*%) as outliers, .*, at most $waited, of the epoch's [0-9]* (the run's 2 epochs alike)$" \
+  "$WORK/server.log" || fail "budget 40000: no warning of $n outliers waiting up to $waited steps: $(cat "$WORK/server.log")"
+[[ $(grep -c "warning" "$WORK/server.log") == 1 ]] && grep -q -- "raise --budget (now 40000;" "$WORK/server.log" ||
+  fail "budget 40000: not one warning naming --budget: $(cat "$WORK/server.log")"
+slot_bytes --budget 40000 --quiet >/dev/null
+[[ ! -s "$WORK/server.log" ]] || fail "--quiet: $(cat "$WORK/server.log")"
+check_no_leftovers
+echo "budget 40000: warns of $n outliers (lf-plan's count) once; default budget and --quiet: none: ok"

@@ -193,8 +193,6 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, step_fn sfn, batch_fn fn,
  * steps were 73-89 % filled and max/mean p99 was 4-4.5. */
 #define OUTLIER_WARN_PCT 5
 
-__extension__ typedef unsigned __int128 wide_u64;
-
 /* One epoch's delayed outliers, from its steps (lf-plan reports the same
  * count as "outliers N released in groups"). */
 typedef struct outlier_tally {
@@ -237,8 +235,9 @@ static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_ba
 
 static int outliers_excessive(const outlier_tally *o)
 {
+    /* in doubles: a warning's threshold, and steps x outliers may pass 2^64 */
     return o->outliers * 100 > o->samples * OUTLIER_WARN_PCT &&
-           (wide_u64)o->wait_sum * 100 > (wide_u64)o->outliers * o->steps * OUTLIER_WARN_PCT;
+           (double)o->wait_sum * 100 > (double)o->outliers * (double)o->steps * OUTLIER_WARN_PCT;
 }
 
 /* Ends the epoch counted in part->cur, if any. */
@@ -292,12 +291,10 @@ static void warn_outliers(const srv *s, const outlier_tally *o, uint32_t flagged
             "at most %u, of the epoch's %" PRIu64 "%s\n", o->epoch, o->outliers,
             o->samples, 100.0 * (double)o->outliers / (double)o->samples,
             (double)o->wait_sum / (double)o->outliers, o->wait_max, o->steps, alike);
-    fprintf(stderr, "lf-server: outliers should be rare (over %d%% of the samples, waiting "
-            "over %d%% of an epoch, steps start to go underfilled and ranks unequal, the more "
-            "so the larger the world): raise --budget (now %" PRIu64 "; its default follows "
-            "--samples-per-rank) or --outlier-cost (at most the budget); lf-plan with the same "
-            "flags reports the plan's balance and fill\n",
-            OUTLIER_WARN_PCT, OUTLIER_WARN_PCT, s->cfg.plan.step_budget);
+    fprintf(stderr, "lf-server: with that many outliers waiting that long, steps run short "
+            "of ordinary samples and ranks go unequal: raise --budget (now %" PRIu64 "; its "
+            "default follows --samples-per-rank) or --outlier-cost; lf-plan with the same flags "
+            "reports the plan's balance\n", s->cfg.plan.step_budget);
 }
 
 /* How many threads walk the epochs: one per epoch up to the online CPUs,

@@ -9,6 +9,9 @@
  *
  * There is no thread here (until a device is used: see gpu.c, whose
  * prefetch thread then becomes the only caller of the host side below).
+ * Both threads may fail, so fail() records the text under a lock, and the
+ * trainer reads its own copy, taken as each of its calls returns
+ * (to_trainer): the text cannot change while the trainer reads it.
  * READY messages that arrive before the trainer
  * asks for them wait in a FIFO as long as the ring (the server never has
  * more slots out than the ring holds). Every READY is checked before a
@@ -28,6 +31,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +84,9 @@ struct lf_client {
     uint64_t last_step, last_wait_ns;
     uint64_t last_sent_ns;       /* for heartbeats */
     uint64_t last_heard_ns;      /* last message from the server */
-    char err[256];
+    pthread_mutex_t err_mu;      /* guards err: the prefetch thread fails too */
+    char err[256];               /* the latest failure's text, from either thread */
+    char err_seen[256];          /* lf_client_error's: err as the trainer's last call returned */
 };
 
 static uint64_t now_ns(void)
@@ -138,13 +145,33 @@ const char *lf_strerror(int code)
 
 const char *lf_client_error(const lf_client *c)
 {
-    return c->err;
+    return c->err_seen;
 }
 
-static int fail(lf_client *c, int code, const char *what)
+/* Records why a call fails and returns code, for `return fail(...)`; under
+ * err_mu, as the trainer's thread and the prefetch thread both fail. */
+static int fail(lf_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(lf_client *c, int code, const char *fmt, ...)
 {
-    snprintf(c->err, sizeof c->err, "%s", what);
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&c->err_mu);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    pthread_mutex_unlock(&c->err_mu);
+    va_end(ap);
     return code;
+}
+
+/* Returns rc to the trainer with the failure text as it stands now: the
+ * prefetch thread may record one at any time, and the copy lf_client_error
+ * hands out must stay put until the trainer's next call. */
+static int to_trainer(lf_client *c, int rc)
+{
+    pthread_mutex_lock(&c->err_mu);
+    memcpy(c->err_seen, c->err, sizeof c->err_seen);
+    pthread_mutex_unlock(&c->err_mu);
+    return rc;
 }
 
 static int send_msg(lf_client *c, const lf_msg *m)
@@ -205,8 +232,7 @@ static int handle_msg(lf_client *c, const lf_msg *m)
         c->ended = 1;
         return 0;
     case LF_MSG_ERROR:
-        snprintf(c->err, sizeof c->err, "server: %.*s", (int)m->u.text.len, m->u.text.text);
-        return LF_E_SERVER;
+        return fail(c, LF_E_SERVER, "server: %.*s", (int)m->u.text.len, m->u.text.text);
     case LF_MSG_HEARTBEAT:
     case LF_MSG_STATS:
         return 0;
@@ -368,6 +394,7 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
     if (o->rank < 0) return -EINVAL;
     lf_client *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
+    pthread_mutex_init(&c->err_mu, NULL);
     c->fdsock = -1;
     c->rank = o->rank;
     c->world_size = o->world_size;
@@ -390,6 +417,7 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
         if (!c->slots || !c->fifo) rc = -ENOMEM;
     }
     if (rc < 0) {
+        /* No prefetch thread before lf_client_use_device: err is ours alone. */
         if (o->error && o->error_size)
             snprintf(o->error, o->error_size, "%s", c->err[0] ? c->err : lf_strerror(rc));
         lf_client_close(c);
@@ -431,10 +459,8 @@ static int take_ready(lf_client *c, lf_batch *b)
     const char *why = NULL;
     uint32_t nsamples = 0;
     if (lf_slot_check(slot, c->welcome.slot_size, (uint32_t)c->rank, &r, &s->layout,
-                      &nsamples, &why) != 0) {
-        snprintf(c->err, sizeof c->err, "bad slot %u: %s", r.slot, why ? why : "?");
-        return LF_E_PROTOCOL;
-    }
+                      &nsamples, &why) != 0)
+        return fail(c, LF_E_PROTOCOL, "bad slot %u: %s", r.slot, why ? why : "?");
     c->fifo_head = (c->fifo_head + 1) % c->welcome.nslots;
     c->fifo_len--;
     c->next_seq++;
@@ -488,9 +514,9 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
     c->asked = 1;
     int rc = c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
     if (rc == LF_E_ORDER)
-        return fail(c, rc, "every slot holds a batch not released yet: lf_release one first");
+        fail(c, rc, "every slot holds a batch not released yet: lf_release one first");
     if (rc == 0) trainer_got(c, b);
-    return rc;
+    return to_trainer(c, rc);
 }
 
 int lf_client_use_device(lf_client *c, int device, uint32_t depth)
@@ -499,8 +525,8 @@ int lf_client_use_device(lf_client *c, int device, uint32_t depth)
     char why[256] = "";
     int rc = lf_gpu_open(c, device >= 0 ? device : c->device, depth ? depth : 2, &c->gpu, why,
                          sizeof why);
-    if (rc < 0) fail(c, rc, why[0] ? why : lf_strerror(rc));
-    return rc;
+    if (rc < 0) fail(c, rc, "%s", why[0] ? why : lf_strerror(rc));
+    return to_trainer(c, rc);
 }
 
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size)
@@ -512,12 +538,13 @@ void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slo
 
 void lf_client_set_error(lf_client *c, const char *text)
 {
-    fail(c, 0, text);
+    fail(c, 0, "%s", text);
 }
 
 int lf_release_stream(lf_client *c, const lf_batch *b, void *stream)
 {
-    return c->gpu ? lf_gpu_release(c->gpu, b, stream) : lf_client_host_release(c, b);
+    return to_trainer(c, c->gpu ? lf_gpu_release(c->gpu, b, stream)
+                                : lf_client_host_release(c, b));
 }
 
 int lf_release(lf_client *c, const lf_batch *b)
@@ -608,6 +635,7 @@ void lf_client_close(lf_client *c)
     if (c->fdsock >= 0) close(c->fdsock);
     free(c->fifo);
     free(c->slots);
+    pthread_mutex_destroy(&c->err_mu);
     free(c);
 }
 

@@ -3,7 +3,8 @@
  *
  * Once a client uses a device, its prefetch thread (gpu.c) is the only
  * caller of the host-side functions below: it owns the control socket, so
- * the trainer's thread never touches it and the client stays single-owner.
+ * the trainer's thread never touches it and the client stays single-owner,
+ * but for a failure's text, which both threads record (under a lock).
  */
 #ifndef LF_CLIENT_GPU_H
 #define LF_CLIENT_GPU_H
@@ -23,7 +24,8 @@ typedef struct lf_step_report {
 int lf_client_host_report(lf_client *c, const lf_step_report *r);
 /* The mapped ring and its slot size. */
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
-/* Records a failure's text for lf_client_error. */
+/* Records a failure's text, from either thread; lf_client_error shows it
+ * once the trainer's current or next call returns. */
 void lf_client_set_error(lf_client *c, const char *text);
 
 typedef struct lf_gpu lf_gpu;

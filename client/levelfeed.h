@@ -137,7 +137,10 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap);
  * Returns 0, LF_E_STATE (bad bytes, other rank or plan), LF_E_ORDER. */
 int lf_state_restore(lf_client *c, const void *buf, size_t len);
 
-/* The message of the last LF_E_SERVER / LF_E_PROTOCOL (never NULL). */
+/* The message of the last LF_E_SERVER / LF_E_PROTOCOL (never NULL), as the
+ * last lf_next, lf_release or lf_client_use_device left it: valid and
+ * unchanged until the next of those calls or lf_client_close, whatever a
+ * device's prefetch thread meets meanwhile. */
 const char *lf_client_error(const lf_client *c);
 
 /* Says goodbye and unmaps the ring. Accepts NULL. */

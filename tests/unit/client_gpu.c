@@ -19,6 +19,13 @@
  * the device path's reports going through its thread); and a state saved
  * after a restore, before any batch, is the restored one (with a device it
  * once read 0, 0: the prefetcher's position, not yet set).
+ *
+ * Last, a server stopped by a signal while the prefetch thread waits on
+ * it: the thread records the server's ERROR at once, but the text
+ * lf_client_error gave the trainer stays as it was until the trainer's
+ * next call, which returns LF_E_SERVER and the reason. The thread once
+ * wrote that text under the trainer's reads (with the stand-in driver,
+ * ThreadSanitizer reported the race).
  */
 #include "cudrv.h"
 #include "levelfeed.h"
@@ -69,20 +76,21 @@ static void dtoh_load(dtoh *d)
     ASSERT_EQ(d->ctx_set(ctx), 0);
 }
 
-static pid_t start(const char *bin, const char *ds, const char *ep)
+static pid_t start(const char *bin, const char *ds, const char *ep, const char *world,
+                   const char *ranks)
 {
-    const char *argv[] = {"--data", ds, "--world", "1", "--ranks", "0", "--endpoint", ep,
+    const char *argv[] = {"--data", ds, "--world", world, "--ranks", ranks, "--endpoint", ep,
                           "--quiet", "--samples-per-rank", "4", "--slots", "3",
                           "--epochs", "2", NULL};
     return srv_test_start(bin, ep, argv);
 }
 
-static lf_client *open_rank0(const char *ep)
+static lf_client *open_rank0(const char *ep, int world_size)
 {
     lf_client_options o;
     lf_client_options_default(&o);
     o.rank = 0;
-    o.world_size = 1;
+    o.world_size = world_size;
     o.device = 0;
     o.endpoint = ep;
     lf_client *c;
@@ -173,6 +181,29 @@ static void expect_steps(const char *bin, const char *ep, uint32_t want)
     if (got != want) TEST_FAIL_("the server counted %ld steps, %u were reported", got, want);
 }
 
+/* Rank 1 of the server's two never comes, so the server starts nothing
+ * and the thread keeps polling (a thread blocked on a full device ring
+ * would not read the ERROR); between reading the text and the ERROR's
+ * arrival the trainer touches nothing the thread locks. */
+static void error_while_prefetching(const char *bin, const char *ds, const char *ep)
+{
+    pid_t srv = start(bin, ds, ep, "2", "0,1");
+    lf_client *c = open_rank0(ep, 2);
+    ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
+    lf_batch b;
+    ASSERT_EQ(lf_next(c, &b, 0), LF_E_TIMEOUT); /* the thread sends START */
+    const char *err = lf_client_error(c);
+    ASSERT_STR_EQ(err, "");
+    ASSERT_EQ(kill(srv, SIGTERM), 0); /* ERROR "server stopped by a signal" */
+    ASSERT_EQ(srv_test_wait(srv), 1);
+    usleep(100000); /* the thread reads the ERROR within one poll */
+    ASSERT_TRUE(lf_client_error(c) == err);
+    ASSERT_STR_EQ(err, "");
+    ASSERT_EQ(lf_next(c, &b, 10000), LF_E_SERVER);
+    ASSERT_TRUE(strstr(lf_client_error(c), "stopped by a signal") != NULL);
+    lf_client_close(c);
+}
+
 int main(void)
 {
     srv_test_dirs dirs;
@@ -180,8 +211,8 @@ int main(void)
     const char *bin = dirs.bin, *ds = dirs.ds, *ep = dirs.ep;
     static run a, b;
 
-    pid_t srv = start(bin, ds, ep);
-    lf_client *c = open_rank0(ep);
+    pid_t srv = start(bin, ds, ep, "1", "0");
+    lf_client *c = open_rank0(ep, 1);
     lf_batch first;
     ASSERT_EQ(lf_next(c, &first, 10000), 0);
     ASSERT_EQ(lf_client_use_device(c, 0, 2), LF_E_ORDER);
@@ -195,8 +226,8 @@ int main(void)
     ASSERT_EQ(srv_test_wait(srv), 0);
     ASSERT_GT(a.n, SAVE_AT);
 
-    srv = start(bin, ds, ep);
-    c = open_rank0(ep);
+    srv = start(bin, ds, ep, "1", "0");
+    c = open_rank0(ep, 1);
     ASSERT_EQ(lf_client_use_device(c, 0, 1000), -EINVAL); /* depth out of range */
     int rc = lf_client_use_device(c, -1, 2);
     if (rc == -ENODEV) {
@@ -222,8 +253,8 @@ int main(void)
     /* Restored, a device chosen, saved before any batch: the restored
      * position. Then closed before the first lf_next: the prefetch thread,
      * still waiting to start, stops; nothing hangs. */
-    srv = start(bin, ds, ep);
-    c = open_rank0(ep);
+    srv = start(bin, ds, ep, "1", "0");
+    c = open_rank0(ep, 1);
     ASSERT_EQ(lf_state_restore(c, a.state, sizeof a.state), 0);
     ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
     unsigned char again[LF_STATE_SIZE];
@@ -241,6 +272,7 @@ int main(void)
         for (uint32_t t = 0; t < x->ntensors; t++) ASSERT_EQ(y->digest[t], x->digest[t]);
     }
     ASSERT_MEM_EQ(b.state, a.state, LF_STATE_SIZE);
+    error_while_prefetching(bin, ds, ep);
     printf("device 0: %u batches, bytes and saved state equal the host run\n", b.n);
     return 0;
 }

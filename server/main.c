@@ -103,7 +103,7 @@ static void usage(FILE *f)
 "  --heartbeat-ms N        heartbeat interval (1000)\n"
 "other:\n"
 "  --print-plan            print the local ranks' plan (epoch step rank n ids) and exit\n"
-"  --quiet                 no start-up line or summary\n"
+"  --quiet                 no start-up line or summary (warnings still print)\n"
 "  --help\n\n");
     fputs(plan_cli_help, f);
 }

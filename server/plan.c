@@ -142,13 +142,18 @@ int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
     return batch_layout(s, j->n, j->rows, j->row_len, cells, l);
 }
 
-/* Calls step_fn(arg, ...) (unless NULL) once for every step of the run's
- * epochs e0 .. e1-1, then fn(s, arg, ...) for each local rank's batch of
- * it, in order. */
-typedef void (*step_fn)(void *arg, const lf_plan_step *st);
-typedef int (*batch_fn)(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b);
+/* What walk_plan calls: step (unless NULL) once for every step of the
+ * run's epochs, then batch for each local rank's batch of it, in order;
+ * epoch_end (unless NULL) when an epoch has been planned to its end, with
+ * the plan, whose counts are then the epoch's. */
+typedef struct walk_hooks {
+    void (*step)(void *arg, const lf_plan_step *st);
+    int (*batch)(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b);
+    void (*epoch_end)(void *arg, const lf_plan *p);
+} walk_hooks;
 
-static int walk_plan(srv *s, uint32_t e0, uint32_t e1, step_fn sfn, batch_fn fn, void *arg)
+/* Walks epochs e0 .. e1-1 of the run's plan through the hooks. */
+static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void *arg)
 {
     lf_plan *p;
     int rc = plan_create_at(s, e0, &p);
@@ -156,13 +161,14 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, step_fn sfn, batch_fn fn,
     for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
         while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
-            if (sfn) sfn(arg, &st);
+            if (h->step) h->step(arg, &st);
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
                 rc = srv_plan_errno(lf_plan_rank_batch(p, s->cfg.local[li], &b));
-                if (rc >= 0) rc = fn(s, arg, &st, &b);
+                if (rc >= 0) rc = h->batch(s, arg, &st, &b);
             }
         }
+        if (rc >= 0 && h->epoch_end) h->epoch_end(arg, p);
     }
     lf_plan_free(p);
     return rc < 0 ? rc : 0;
@@ -201,14 +207,27 @@ typedef struct outlier_tally {
     uint32_t wait_max;
 } outlier_tally;
 
-/* One prepass thread: epochs e0 .. e1-1, the largest slot they need, and
- * the epochs with too many outliers (the one with the most, how many). */
+/* The samples an epoch leaves out: outliers under --outlier reject, and
+ * samples that fit no cap or row (the same ones every epoch: both follow
+ * from a sample's length alone), with the first few ids to name. */
+#define LEFT_OUT_IDS 4
+typedef struct left_out {
+    int counted;
+    uint64_t rejected, capped;
+    uint64_t ids[LEFT_OUT_IDS];
+    size_t nids;
+} left_out;
+
+/* One prepass thread: epochs e0 .. e1-1, the largest slot they need, the
+ * epochs with too many outliers (the one with the most, how many), and
+ * what its first epoch leaves out. */
 typedef struct prepass_part {
     srv *s;
     uint32_t e0, e1;
     uint64_t slot_size;
     outlier_tally cur, worst;
     uint32_t flagged;
+    left_out left;
     int rc;
     int started;                 /* has a thread of its own (part 0: the caller) */
     pthread_t thread;
@@ -240,24 +259,13 @@ static int outliers_excessive(const outlier_tally *o)
            (double)o->wait_sum * 100 > (double)o->outliers * (double)o->steps * OUTLIER_WARN_PCT;
 }
 
-/* Ends the epoch counted in part->cur, if any. */
-static void close_outliers(prepass_part *part)
-{
-    const outlier_tally *o = &part->cur;
-    if (!o->steps || !outliers_excessive(o)) return;
-    if (!part->flagged++ || o->outliers > part->worst.outliers) part->worst = *o;
-}
-
 /* Counts a step's released outliers and what they waited (the first
  * noutliers ids; their delay is the steps each waited for its group). */
 static void count_outliers(void *arg, const lf_plan_step *st)
 {
     prepass_part *part = arg;
     outlier_tally *o = &part->cur;
-    if (st->step == 0) {
-        close_outliers(part);
-        *o = (outlier_tally){.epoch = st->epoch};
-    }
+    o->epoch = st->epoch;
     o->steps++;
     o->samples += st->nsamples;
     o->outliers += st->noutliers;
@@ -267,11 +275,32 @@ static void count_outliers(void *arg, const lf_plan_step *st)
     }
 }
 
-static void *prepass_main(void *arg)
+/* An epoch planned: its outlier tally kept if excessive, and, for the
+ * part's first epoch, what it left out. */
+static void end_epoch(void *arg, const lf_plan *p)
 {
     prepass_part *part = arg;
-    part->rc = walk_plan(part->s, part->e0, part->e1, count_outliers, grow_slot, part);
-    close_outliers(part);
+    const outlier_tally *o = &part->cur;
+    if (o->steps && outliers_excessive(o) &&
+        (!part->flagged++ || o->outliers > part->worst.outliers))
+        part->worst = *o;
+    part->cur = (outlier_tally){0};
+    left_out *l = &part->left;
+    if (l->counted) return;
+    lf_plan_counts c;
+    lf_plan_counts_get(p, &c);
+    l->counted = 1;
+    l->rejected = c.rejected;
+    l->capped = c.rejected_cap;
+    uint64_t all = lf_plan_rejected_ids(p, l->ids, LEFT_OUT_IDS);
+    l->nids = all < LEFT_OUT_IDS ? (size_t)all : LEFT_OUT_IDS;
+}
+
+static void *prepass_main(void *arg)
+{
+    static const walk_hooks hooks = {count_outliers, grow_slot, end_epoch};
+    prepass_part *part = arg;
+    part->rc = walk_plan(part->s, part->e0, part->e1, &hooks, part);
     return NULL;
 }
 
@@ -295,6 +324,26 @@ static void warn_outliers(const srv *s, const outlier_tally *o, uint32_t flagged
             "of ordinary samples and ranks go unequal: raise --budget (now %" PRIu64 "; its "
             "default follows --samples-per-rank) or --outlier-cost; lf-plan with the same flags "
             "reports the plan's balance\n", s->cfg.plan.step_budget);
+}
+
+/* Says what every epoch leaves out, naming the first samples and the
+ * flags that decide it: such samples are never delivered. */
+static void warn_left_out(const srv *s, const left_out *l)
+{
+    char why[256] = "", ids[128] = "";
+    int n = 0;
+    if (l->rejected)
+        n = snprintf(why, sizeof why, "%" PRIu64 " outlier(s) (--outlier reject: costlier "
+                     "than --outlier-cost)", l->rejected);
+    if (l->capped)
+        snprintf(why + n, sizeof why - (size_t)n, "%s%" PRIu64 " that fit no cap or row "
+                 "(--max-tokens, --max-padded, --micro-max-padded, --seq-len)",
+                 n ? " and " : "", l->capped);
+    for (size_t i = 0, m = 0; i < l->nids; i++)
+        m += (size_t)snprintf(ids + m, sizeof ids - m, "%s%" PRIu64, i ? ", " : "", l->ids[i]);
+    fprintf(stderr, "lf-server: warning: each epoch leaves out %" PRIu64 " of the %" PRIu64
+            " samples, never delivered: %s; sample(s) %s%s\n", l->rejected + l->capped,
+            lf_dataset_samples(s->ds), why, ids, l->rejected + l->capped > l->nids ? ", ..." : "");
 }
 
 /* How many threads walk the epochs: one per epoch up to the online CPUs,
@@ -341,7 +390,8 @@ static int walk_epochs_parallel(srv *s)
             worst = parts[t].worst;
         flagged += parts[t].flagged;
     }
-    if (rc == 0 && flagged && !s->cfg.quiet) warn_outliers(s, &worst, flagged);
+    if (rc == 0 && flagged) warn_outliers(s, &worst, flagged);
+    if (rc == 0 && parts[0].left.rejected + parts[0].left.capped) warn_left_out(s, &parts[0].left);
     return rc;
 }
 
@@ -418,5 +468,6 @@ static int print_batch(srv *s, void *arg, const lf_plan_step *st, const lf_plan_
 
 int srv_print_plan(srv *s)
 {
-    return walk_plan(s, 0, s->cfg.epochs, NULL, print_batch, NULL);
+    static const walk_hooks hooks = {.batch = print_batch};
+    return walk_plan(s, 0, s->cfg.epochs, &hooks, NULL);
 }

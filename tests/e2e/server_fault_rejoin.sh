@@ -20,6 +20,12 @@
 # that catch-up was and the planner used to stay pending: 27-33 of 61
 # blocks done). A rejoin after the run ended (no rank had a client left)
 # finds no server and fails with a timeout instead of hanging.
+# Every wait has a deadline (wait_until and the helpers built on it): a
+# missed window (a state, a save or a process end that never comes because
+# the run went past the point it expected) fails within it, naming what it
+# waited for, with the logs' tails; cleanup kills every process started.
+# The faulted runs take 2-5 s (ThreadSanitizer included): 20 s for a state
+# or a save, 30 s for a client to finish its run.
 source "$(dirname "$0")/server_lib.sh"
 [[ -x /usr/bin/python3 ]] || { echo "skip: /usr/bin/python3 is needed"; exit 77; }
 
@@ -67,24 +73,16 @@ c1=$!
 PIDS+=("$c0" "$c1")
 
 # Kill rank 1 once the server has handed it the batch it is stuck on.
-for _ in $(seq 1000); do
-  read -r _ n1 < <(rank_stat 1)
-  [[ ${n1:-0} -ge $hang ]] && break
-  sleep 0.02
-done
-[[ ${n1:-0} -ge $hang ]] || fail "rank 1 never got its batch $hang"
+wait_until 20 "rank 1 to be handed its batch $hang" "$WORK/r0.log" "$WORK/a1.log" -- \
+  rank_is 1 any "$hang"
 kill_client_until_gone "$c1" 1
 read -r e s < <(state_position "$WORK/st1")
 [[ $e -eq 1 && $s -ge 10 ]] || fail "rank 1's last save is at $e:$s, not in epoch 1 from step 10"
 
 # Rank 0 is not held up by the dead rank: it gets 3 more batches meanwhile.
-read -r _ n0 < <(rank_stat 0)
-for _ in $(seq 300); do
-  read -r _ n < <(rank_stat 0)
-  [[ $n -ge $((n0 + 3)) ]] && break
-  sleep 0.01
-done
-[[ $n -ge $((n0 + 3)) ]] || fail "rank 0 got no batches while rank 1 was gone ($n0 -> $n)"
+read -r _ n0 < <(rank_stat 0) || fail "lf-stat showed no rank 0"
+wait_until 20 "rank 0 to get 3 batches beyond its $n0 while rank 1 is gone" "$WORK/r0.log" -- \
+  rank_is 0 any $((n0 + 3))
 [[ $(rank_stat 1 | cut -d' ' -f1) == gone ]] || fail "rank 1 came back by itself"
 
 # The restarted rank 1 restores its state (position $e:$s) and rejoins.
@@ -93,8 +91,8 @@ done
   >"$WORK/b1.log" 2>&1 &
 c1b=$!
 PIDS+=("$c1b")
-wait "$c1b" || { cat "$WORK/b1.log" >&2; fail "the restarted rank 1 failed"; }
-wait "$c0" || { cat "$WORK/r0.log" >&2; fail "rank 0 failed"; }
+wait_ok 30 "the restarted rank 1" "$c1b" "$WORK/b1.log"
+wait_ok 30 "rank 0" "$c0" "$WORK/r0.log"
 wait_server
 check_counted_off "rank 1 killed and rejoined"
 
@@ -139,19 +137,20 @@ for r in 0 2 3; do
   others+=($!)
   PIDS+=($!)
 done
-rank1_client() {   # TAG PACE_US [args]: starts a client of rank 1, pid in C1
+rank1_client() {   # TAG PACE_US [args]: starts a client of rank 1, pid in C1, log in C1_LOG
   local tag=$1 pace=$2; shift 2
+  C1_LOG="$WORK/$tag.log"
   "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 4 --compute-us "$pace" \
-    --out "$WORK/$tag.txt" --digests "$WORK/$tag.dig" "$@" >"$WORK/$tag.log" 2>&1 &
+    --out "$WORK/$tag.txt" --digests "$WORK/$tag.dig" "$@" >"$C1_LOG" 2>&1 &
   C1=$!
   PIDS+=("$C1")
 }
-wait_saved() {     # waits until the state file holds a position other than "$1"
-  for _ in $(seq 500); do
-    [[ -s "$WORK/st4" && "$(state_position "$WORK/st4")" != "$1" ]] && return 0
-    sleep 0.01
-  done
-  fail "rank 1 saved no new state (still at '$1')"
+saved_past() {     # POSITION: the state file holds a position other than it
+  [[ -s "$WORK/st4" ]] && SEEN="saved at '$(state_position "$WORK/st4")'" &&
+    [[ "$(state_position "$WORK/st4")" != "$1" ]]
+}
+wait_saved() {     # POSITION: waits until rank 1 saved a position other than it
+  wait_until 20 "rank 1 to save a state past '$1'" "$C1_LOG" -- saved_past "$1"
 }
 rank1_client x1 40000 --save-every 4 --state-file "$WORK/st4"
 wait_saved "0 0"
@@ -161,18 +160,18 @@ kill_client_until_gone "$C1" 1
 p1=$(state_position "$WORK/st4")
 rank1_client x2 60000 --save-every 3 --state-file "$WORK/st4" --restore "$WORK/st4"
 wait_saved "$p1"
-for _ in $(seq 300); do
-  [[ $(rank_stat 1 | cut -d' ' -f1) == catching_up ]] && break
-  sleep 0.01
-done
-[[ $(rank_stat 1 | cut -d' ' -f1) == catching_up ]] || fail "the second client of rank 1 is not being caught up"
+wait_until 20 "the second client of rank 1 to be in its catch-up (lf-stat: catching up)" "$C1_LOG" -- \
+  rank_is 1 catching_up
 kill_client_until_gone "$C1" 1
 p2=$(state_position "$WORK/st4")
-"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 4 --max-batches 0 >"$WORK/x0.log" 2>&1 ||
-  { cat "$WORK/x0.log" >&2; fail "a client of rank 1 that takes no batch failed"; }
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 4 --max-batches 0 >"$WORK/x0.log" 2>&1 &
+x0=$!
+PIDS+=("$x0")
+wait_ok 20 "a client of rank 1 that takes no batch" "$x0" "$WORK/x0.log"
 rank1_client x3 0 --restore "$WORK/st4" --verify "$WORK/ds"
-wait "$C1" || { cat "$WORK/x3.log" >&2; fail "the third client of rank 1 failed"; }
-for p in "${others[@]}"; do wait "$p" || fail "a rank other than 1 failed"; done
+wait_ok 30 "the third client of rank 1" "$C1" "$C1_LOG"
+i=0
+for r in 0 2 3; do wait_ok 30 "rank $r" "${others[i++]}" "$WORK/q$r.log"; done
 wait_server
 check_counted_off "4 ranks, rank 1 killed during its catch-up"
 cat <(before_position "$WORK/x1.txt" $p1) <(before_position "$WORK/x2.txt" $p2) "$WORK/x3.txt" >"$WORK/rj4.r1.txt"
@@ -187,10 +186,12 @@ echo "4 ranks, rank 1 killed twice (the second time while caught up), saved at $
      "and ${p2/ /:}: every stream equals its plan and the uninterrupted run's bytes: ok"
 
 # Too late: the run is over, nobody serves the endpoint any more.
-if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --restore "$WORK/st1" \
-    --connect-timeout-ms 500 >"$WORK/late.log" 2>&1; then
-  fail "a rejoin after the run ended succeeded"
-fi
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --restore "$WORK/st1" \
+  --connect-timeout-ms 500 >"$WORK/late.log" 2>&1 &
+late=$!
+PIDS+=("$late")
+wait_exit 10 "a rejoin after the run ended" "$late" "$WORK/late.log"
+[[ $EXIT_RC -ne 0 ]] || fail "a rejoin after the run ended succeeded"
 grep -q "timed out waiting for the server" "$WORK/late.log" || fail "late rejoin: $(cat "$WORK/late.log")"
 check_no_leftovers
 echo "rejoin after the run ended: clear error: ok"

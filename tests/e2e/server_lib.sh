@@ -48,43 +48,103 @@ make_dataset() {   # DIR [extra lf-shard synth args]
   "$LF_BIN/lf-shard" synth tokens --out "$dir" --samples 2000 --seed 7 --threads 1 "$@" >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
 }
 
+# The last LINES lines of each LOG that exists ("+1": all of it), on stderr.
+show_logs() {      # LINES [LOG...]
+  local n=$1 f
+  shift
+  for f in "$@"; do
+    [[ -f "$f" ]] || continue
+    if [[ $n == +1 ]]; then echo "--- ${f#"$WORK"/}:"; else echo "--- ${f#"$WORK"/}, last $n lines:"; fi
+    tail -n "$n" "$f"
+  done >&2
+}
+
+# Tries COMMAND... every 20 ms until it succeeds, for at most SECS seconds
+# of wall-clock time however long one try takes (one that asks lf-stat can
+# take its 2 s timeout). Past that it fails, naming WHAT and SEEN (what
+# COMMAND may leave there: what it saw last), with the end of the server's
+# log and of each LOG and lf-stat's line on the run while a server answers;
+# cleanup then kills every process in PIDS. Deadlines are tens of seconds,
+# several times what the awaited work takes under ThreadSanitizer, the
+# slowest build CI runs these tests in.
+wait_until() {     # SECS WHAT [LOG...] -- COMMAND...
+  local secs=$1 what=$2 logs=("$WORK/server.log") t0
+  shift 2
+  while [[ $1 != -- ]]; do [[ $1 == "${logs[0]}" ]] || logs+=("$1"); shift; done
+  shift
+  SEEN=
+  t0=$(date +%s%N)
+  until "$@"; do
+    if (($(date +%s%N) - t0 >= secs * 1000000000)); then
+      show_logs 20 "${logs[@]}"
+      [[ -S "$EP" ]] && { echo "--- lf-stat:"; "$LF_BIN/lf-stat" "$EP" --count 1 2>&1; } >&2 || true
+      fail "timed out after $secs s waiting for $what${SEEN:+ (last seen: $SEEN)}"
+    fi
+    sleep 0.02
+  done
+}
+
+ended() {          # PID...: succeeds when none of them is running
+  local p
+  for p in "$@"; do ! kill -0 "$p" 2>/dev/null || return 1; done
+}
+
+# Waits (up to SECS seconds, as wait_until) until the background process PID
+# has ended; its exit status in EXIT_RC.
+wait_exit() {      # SECS WHAT PID [LOG...]
+  wait_until "$1" "$2 to end" "${@:4}" -- ended "$3"
+  EXIT_RC=0
+  wait "$3" || EXIT_RC=$?
+}
+
+# wait_exit, and fails unless PID exited 0, with each LOG in full.
+wait_ok() {        # SECS WHAT PID [LOG...]
+  wait_exit "$@"
+  [[ $EXIT_RC -eq 0 ]] || { show_logs +1 "${@:4}"; fail "$2 failed (exit $EXIT_RC)"; }
+}
+
 # Starts lf-server in the background; its pid in SERVER_PID.
 start_server() {   # ARGS...
   "$LF_BIN/lf-server" --endpoint "$EP" "$@" >"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
-  for _ in $(seq 400); do [[ -S "$EP" ]] && return 0; sleep 0.05; done
-  cat "$WORK/server.log" >&2
-  fail "server did not start"
+  wait_until 20 "the server to start (its socket $EP)" -- test -S "$EP"
+}
+
+ranks_running() {  # N: lf-stat shows N ranks (or more) being served
+  local k
+  k=$("$LF_BIN/lf-stat" "$EP" --json 2>/dev/null | grep -c '"state": "running"') || true
+  SEEN="${k:-0} running"
+  [[ ${k:-0} -ge $1 ]]
 }
 
 # Waits (up to 20 s) until N ranks are being served, per lf-stat.
 wait_running() {   # N
-  local n=$1
-  for _ in $(seq 200); do
-    [[ $("$LF_BIN/lf-stat" "$EP" --json 2>/dev/null | grep -c '"state": "running"') -ge $n ]] && return 0
-    sleep 0.1
-  done
-  fail "$n ranks did not start"
+  wait_until 20 "$1 ranks to be running" -- ranks_running "$1"
 }
 
-wait_server() {    # waits for the server; fails unless it exits 0
-  local rc=0
-  wait "$SERVER_PID" || rc=$?
-  [[ $rc -eq 0 ]] || { cat "$WORK/server.log" >&2; fail "server exited $rc"; }
+# Waits (up to 20 s: its clients have ended) for the server; fails unless
+# it exits 0.
+wait_server() {
+  wait_ok 20 "the server" "$SERVER_PID" "$WORK/server.log"
 }
 
 # Runs N clients (ranks 0..N-1) to completion: outputs in $WORK/TAG.rR.txt,
 # per-batch digests in $WORK/TAG.rR.dig; "{r}" in an argument becomes the rank.
+# The run may take up to 60 s (the longest in these tests, 8 s under
+# ThreadSanitizer).
 run_clients() {    # TAG N [rank-loop args...]
   local tag=$1 n=$2; shift 2
-  local cpids=() r rc=0
+  local cpids=() logs=() r rc=0
   for ((r = 0; r < n; r++)); do
     "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world "$n" \
       --out "$WORK/$tag.r$r.txt" --digests "$WORK/$tag.r$r.dig" "${@//\{r\}/$r}" \
       >"$WORK/$tag.r$r.log" 2>&1 &
     cpids+=($!)
+    logs+=("$WORK/$tag.r$r.log")
   done
+  PIDS+=("${cpids[@]}")
+  wait_until 60 "the $n clients of run $tag to end" "${logs[@]}" -- ended "${cpids[@]}"
   for ((r = 0; r < n; r++)); do
     wait "${cpids[$r]}" || { rc=1; cat "$WORK/$tag.r$r.log" >&2; }
   done
@@ -150,6 +210,16 @@ r = [r for r in json.load(sys.stdin)["ranks"] if r["rank"] == int(sys.argv[1])][
 print(r["state"].replace(" ", "_"), r["batches"])' "$1"
 }
 
+# Succeeds when lf-stat shows RANK in STATE ("any": whichever) with at least
+# MIN_BATCHES batches handed out; SEEN says what it showed. A wait_until
+# condition.
+rank_is() {        # RANK STATE|any [MIN_BATCHES]
+  local st n
+  read -r st n < <(rank_stat "$1" 2>/dev/null) || { SEEN="no answer from lf-stat"; return 1; }
+  SEEN="rank $1 $st, $n batches"
+  [[ ($2 == any || $st == "$2") && $n -ge ${3:-0} ]]
+}
+
 # The position in a state file of lf_state_save: "epoch step".
 state_position() { # FILE
   local e s
@@ -164,19 +234,15 @@ before_position() { # FILE EPOCH STEP
 }
 
 # kill -9 of a client, then lf-stat polled until its rank is "gone" (the
-# server learns it from the closed fd-socket connection); fails if it never
-# is, or (BOUND_MS given) later than that. Sets GONE_MS.
+# server learns it from the closed fd-socket connection); fails if it is
+# not within BOUND_MS (default 20 s). Sets GONE_MS.
 kill_client_until_gone() {   # PID RANK [BOUND_MS]
-  local pid=$1 rank=$2 bound=${3:-} t0 state=
+  local pid=$1 rank=$2 bound=${3:-20000} t0
   t0=$(date +%s%N)
   kill -9 "$pid"
   { wait "$pid"; } 2>/dev/null || true
-  for _ in $(seq 400); do
-    state=$(rank_stat "$rank" | cut -d' ' -f1 || echo "?")
-    [[ "$state" == gone ]] && break
-    sleep 0.01
-  done
+  wait_until $(((bound + 999) / 1000)) "rank $rank to be gone after its client's kill -9" -- \
+    rank_is "$rank" gone
   GONE_MS=$((($(date +%s%N) - t0) / 1000000))
-  [[ "$state" == gone ]] || fail "rank $rank not gone $GONE_MS ms after the kill (state '$state')"
-  [[ -z "$bound" || $GONE_MS -le $bound ]] || fail "rank $rank gone after $GONE_MS ms, over $bound ms"
+  [[ $GONE_MS -le $bound ]] || fail "rank $rank gone after $GONE_MS ms, over $bound ms"
 }

@@ -101,8 +101,9 @@ echo "$(cat "$WORK/grad.out"); a spoiled gradient is caught"
 #    directory with it
 train killed 2 --epochs 50 -- --samples-per-rank 1 &
 job=$!
-for _ in $(seq 200); do compgen -G "$TMP/lf-train.*/ctl" >/dev/null && break; sleep 0.05; done
-compgen -G "$TMP/lf-train.*/ctl" >/dev/null || fail "killed run: no server came up"
+matches() { compgen -G "$1" >/dev/null; }   # GLOB: some path matches it
+wait_until 20 "the killed run's server to come up ($TMP/lf-train.*/ctl)" -- \
+  matches "$TMP/lf-train.*/ctl"
 sleep 0.5
 victim=""
 for p in $(pgrep -f "lf-train --data $WORK/ds"); do

@@ -32,7 +32,7 @@ expect_refusal limit "memory-limit [0-9]* is below rings"
 (ulimit -f 2048; exec "$LF_BIN/lf-server" "${ARGS[@]}" --slots 2 --budget 100000) >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 PIDS+=("$SERVER_PID")
-for _ in $(seq 400); do [[ -S "$EP" ]] && break; sleep 0.05; done
+wait_until 20 "the server to start (its socket $EP)" -- test -S "$EP"
 run_clients fits 2 --verify "$WORK/ds"
 wait_server
 check_exactly_once fits 2000 1

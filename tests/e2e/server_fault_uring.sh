@@ -42,9 +42,8 @@ LF_TEST_URING_FAULTS=stuck start_server --data "$WORK/ds" --world 1 --io uring
 rc=0
 "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 1 --timeout-ms 20000 \
   >"$WORK/stuck.r0.log" 2>&1 || rc=$?
-for _ in $(seq 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$SERVER_PID" 2>/dev/null && { kill -9 "$SERVER_PID"; fail "the server still runs 30 s on"; }
-wait "$SERVER_PID" && fail "the server served a dataset it could not read"
+wait_exit 30 "the server that cannot read" "$SERVER_PID"
+[[ $EXIT_RC -ne 0 ]] || fail "the server served a dataset it could not read"
 [[ $rc -ne 0 ]] || fail "the client got no error from a server that could not read"
 grep -q "error: read: $WORK/ds/shard-[0-9]*\.lfs at byte [0-9]*: Resource temporarily unavailable 1000 times in a row, nothing read" \
   "$WORK/server.log" || fail "no clear read error: $(cat "$WORK/server.log")"

@@ -49,12 +49,12 @@ for r in 0 1; do
 done
 PIDS+=("$s0" "$s1")
 wait_running 2
-for _ in $(seq 500); do
+saved_both() {     # both clients saved a state, rank 1's at step 8 or later
   [[ -s "$WORK/st0" && -s "$WORK/st1" ]] && read -r e s < <(state_position "$WORK/st1") &&
-    [[ $s -ge 8 ]] && break
-  sleep 0.01
-done
-[[ -s "$WORK/st0" && -s "$WORK/st1" ]] || fail "the clients saved no state"
+    SEEN="rank 1 saved at step $s" && [[ $s -ge 8 ]]
+}
+wait_until 20 "both clients to save a state (rank 1 at step 8 or later)" "$WORK/s0.log" \
+  "$WORK/s1.log" -- saved_both
 kill -9 "$SERVER_PID"
 for p in "$s0" "$s1"; do
   if wait "$p"; then fail "a client did not notice the server's death"; fi

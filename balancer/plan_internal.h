@@ -39,23 +39,31 @@ typedef struct lfp_key {
 /* Sorts keys longest first, then smaller id; tmp has room for n keys. */
 void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp);
 
+/* A KK subset: its sum (plus its tuple's base) and its items, a list
+ * through lfp_split.next. */
+typedef struct lfp_subset {
+    uint64_t sum;
+    uint32_t head, tail;
+} lfp_subset;
+
 /* Split scratch, sized for the largest step at create time. */
 typedef struct lfp_split {
     uint32_t world;
     size_t maxn;
-    /* Karmarkar-Karp: tuples of subsets; a subset is a linked list of items */
-    uint64_t *sub_sum[2];        /* slot arenas (double-buffered for compaction) */
-    uint32_t *sub_head[2], *sub_tail[2];
+    /* Karmarkar-Karp: tuples of non-empty subsets, each a min-heap by sum */
+    lfp_subset *sub[2];          /* slot arenas (double-buffered for compaction) */
     size_t arena_cap, arena_used;
     int arena_cur;
-    uint32_t *tup_off, *tup_len; /* per tuple: slice of the current arena */
+    uint32_t *tup_off, *tup_len, *tup_cap; /* per tuple: slice of the current arena */
+    uint64_t *tup_base;          /* subtracted from every stored sum */
+    uint64_t *tup_max;           /* largest stored sum */
     uint64_t *tup_seq;           /* creation order, for deterministic ties */
-    uint64_t *tup_spread;        /* max - min subset sum */
+    uint64_t *tup_spread;        /* max - min subset sum (empty subsets: 0) */
     uint32_t *heap;              /* tuple ids, max-heap by spread */
     size_t heap_len, ntup;
     uint32_t *next;              /* per item: next item in its subset */
-    uint64_t *tmp_sum;           /* W-sized scratch for a merge */
-    uint32_t *tmp_head, *tmp_tail, *tmp_ord, *tmp_aux;
+    lfp_subset *tmp;             /* 2 * world: the subsets a merge pairs */
+    uint32_t *tmp_ord, *tmp_aux; /* world + 1 scratch */
     /* per rank after the split */
     uint32_t *assign;            /* per item: rank */
     uint64_t *cost, *tokens;     /* per rank */
@@ -65,7 +73,8 @@ typedef struct lfp_split {
     uint32_t *tree;              /* 2 * leaves: each node's winning rank */
     uint64_t *tree_cost;         /* leaves: each rank's cost */
     lfp_key *lo_keys;            /* 2 * maxn: a swap search's cheaper rank, sorted */
-    lfp_key *rank_keys;          /* 2 * world: a search round's ranks, cheapest first */
+    lfp_key *rank_keys;          /* 2 * world: the ranks' costs, to sort */
+    uint32_t *rank_order;        /* world: the ranks, cheapest first, in a search */
     uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
     uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */
     uint32_t *row_next;          /* pack: per row, the rank's next row */

@@ -10,17 +10,23 @@
  * free: a rank may get two long samples while another gets twenty short
  * ones, which is what equal cost needs.
  *
- * Tuples are sparse (only their non-empty subsets are stored) because most
- * merges early on involve tuples holding a few items, and each subset is a
- * linked list of items so combining two is O(1). Subset slots live in a bump
- * arena; when it fills, the live tuples (never more slots than items) are
- * copied to the other half, so the arena is bounded by 2n + k slots.
+ * Tuples are sparse (only their non-empty subsets are stored) and each is a
+ * min-heap by sum: a merge pairs only the smallest subsets of the two (as
+ * many as both tuples' non-empty subsets exceed k), and the rest of the
+ * smaller tuple goes into the larger one's heap. The heap picks largest
+ * spreads first, so a full tuple keeps meeting single items: each such
+ * merge costs O(log k), where re-sorting the full tuple cost O(k) and made
+ * KK O(world^2) a step (0.33 s of a 4096-rank step's 0.49). A full tuple's
+ * minimum is subtracted by raising its base, not by rewriting its sums.
+ * Each subset is a linked list of items, so combining two is O(1). Subset
+ * slots live in a bump arena; a tuple that outgrows its slice moves to the
+ * arena's end with twice the room, and when the arena fills the live tuples
+ * (never more subsets than items) are copied to the other half.
  *
  * KK runs over the world * 4 costliest items only: past those, the rest are
  * small next to a rank's load, and LPT (costliest first, each to the
- * cheapest rank, kept by a tournament tree) places them in O(n log k) where
- * KK's merges of full k-tuples would cost O(n k). The small items going
- * last is what evens the ranks out.
+ * cheapest rank, kept by a tournament tree) places them in O(n log k). The
+ * small items going last is what evens the ranks out.
  *
  * pack (a balanced step that fills rows, caps->row_tokens): a rank's rows
  * are to be full, so its cost is the leanest price times its tokens plus
@@ -31,7 +37,8 @@
  * best-fit decreasing will pack the rank (lpt_fill_rows).
  *
  * Then a local search: the costliest rank tries, with the cheapest ranks
- * first, the single move that best halves their gap, else the best swap (a
+ * first (kept sorted across rounds: a change moves two of them), the single
+ * move that best halves their gap, else the best swap (a
  * move is O(m); a swap looks at the items of the cheaper rank within the
  * gap below each item of the costlier, found by bisecting their sorted
  * costs, and swaps stop after 8192 pairs per round); it stops when nothing
@@ -39,7 +46,8 @@
  * tokens) are enforced here: ranks over a cap first hand their longest items
  * to the cheapest rank with room, and items no rank has room for are left
  * unplaced for the caller to defer. Every choice breaks ties by item cost,
- * then sample id, then rank number, so the result depends on nothing but the
+ * then sample id, then rank number (KK's subsets of equal sum: by their
+ * first item's place in the step), so the result depends on nothing but the
  * input.
  */
 #include <stdlib.h>
@@ -55,22 +63,19 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     memset(s, 0, sizeof *s);
     s->world = world;
     s->maxn = maxn;
-    s->arena_cap = 2 * maxn + world + 1;
+    s->arena_cap = 3 * maxn + 2;           /* see arena_compact */
     size_t nt = maxn + 1;
-    for (int i = 0; i < 2; i++) {
-        s->sub_sum[i] = malloc(s->arena_cap * sizeof(uint64_t));
-        s->sub_head[i] = malloc(s->arena_cap * sizeof(uint32_t));
-        s->sub_tail[i] = malloc(s->arena_cap * sizeof(uint32_t));
-    }
+    for (int i = 0; i < 2; i++) s->sub[i] = malloc(s->arena_cap * sizeof(lfp_subset));
     s->tup_off = malloc(2 * nt * sizeof(uint32_t));
     s->tup_len = malloc(2 * nt * sizeof(uint32_t));
+    s->tup_cap = malloc(2 * nt * sizeof(uint32_t));
+    s->tup_base = malloc(2 * nt * sizeof(uint64_t));
+    s->tup_max = malloc(2 * nt * sizeof(uint64_t));
     s->tup_seq = malloc(2 * nt * sizeof(uint64_t));
     s->tup_spread = malloc(2 * nt * sizeof(uint64_t));
     s->heap = malloc(nt * sizeof(uint32_t));
     s->next = malloc(nt * sizeof(uint32_t));
-    s->tmp_sum = malloc(((size_t)world + 1) * sizeof(uint64_t));
-    s->tmp_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
-    s->tmp_tail = malloc(((size_t)world + 1) * sizeof(uint32_t));
+    s->tmp = malloc(2 * ((size_t)world + 1) * sizeof(lfp_subset));
     s->tmp_ord = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->tmp_aux = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->assign = malloc(nt * sizeof(uint32_t));
@@ -84,6 +89,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->tree_cost = malloc((size_t)s->leaves * sizeof(uint64_t));
     s->lo_keys = malloc(2 * nt * sizeof *s->lo_keys);
     s->rank_keys = malloc(2 * ((size_t)world + 1) * sizeof *s->rank_keys);
+    s->rank_order = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_next = malloc(nt * sizeof(uint32_t));
@@ -95,13 +101,12 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->keys = malloc(2 * nt * sizeof *s->keys);
     s->room = malloc(nt * sizeof(uint64_t));
     s->offset = calloc((size_t)world + 1, sizeof(uint64_t));
-    for (int i = 0; i < 2; i++)
-        if (!s->sub_sum[i] || !s->sub_head[i] || !s->sub_tail[i]) goto fail;
-    if (!s->tup_off || !s->tup_len || !s->tup_seq || !s->tup_spread || !s->heap ||
-        !s->next || !s->tmp_sum || !s->tmp_head || !s->tmp_tail || !s->tmp_ord || !s->tmp_aux ||
+    if (!s->sub[0] || !s->sub[1] || !s->tup_off || !s->tup_len || !s->tup_cap ||
+        !s->tup_base || !s->tup_max || !s->tup_seq || !s->tup_spread || !s->heap ||
+        !s->next || !s->tmp || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree ||
-        !s->tree_cost || !s->lo_keys || !s->rank_keys || !s->rank_rows || !s->row_head ||
-        !s->row_next || !s->row_of || !s->row_room || !s->members ||
+        !s->tree_cost || !s->lo_keys || !s->rank_keys || !s->rank_order || !s->rank_rows ||
+        !s->row_head || !s->row_next || !s->row_of || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
     return 0;
@@ -112,16 +117,12 @@ fail:
 
 void lfp_split_free(lfp_split *s)
 {
-    for (int i = 0; i < 2; i++) {
-        free(s->sub_sum[i]);
-        free(s->sub_head[i]);
-        free(s->sub_tail[i]);
-    }
-    free(s->tup_off); free(s->tup_len); free(s->tup_seq); free(s->tup_spread);
-    free(s->heap); free(s->next);
-    free(s->tmp_sum); free(s->tmp_head); free(s->tmp_tail); free(s->tmp_ord); free(s->tmp_aux);
+    free(s->sub[0]); free(s->sub[1]);
+    free(s->tup_off); free(s->tup_len); free(s->tup_cap); free(s->tup_base); free(s->tup_max);
+    free(s->tup_seq); free(s->tup_spread); free(s->heap); free(s->next);
+    free(s->tmp); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
-    free(s->tree); free(s->tree_cost); free(s->lo_keys); free(s->rank_keys);
+    free(s->tree); free(s->tree_cost); free(s->lo_keys); free(s->rank_keys); free(s->rank_order);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_of); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
@@ -169,117 +170,127 @@ static uint32_t heap_pop(lfp_split *s)
     return top;
 }
 
-/* Copies the live tuples (those in the heap) to the other arena half. */
-static void arena_compact(lfp_split *s)
+/* A tuple's subsets form a min-heap by stored sum; ties go to the subset
+ * whose first item has the lower index (no two subsets share an item). */
+static int sub_before(const lfp_subset *x, const lfp_subset *y)
+{
+    return x->sum != y->sum ? x->sum < y->sum : x->head < y->head;
+}
+
+static void sub_up(lfp_subset *h, uint32_t i)
+{
+    lfp_subset v = h[i];
+    for (; i > 0 && sub_before(&v, &h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = v;
+}
+
+static void sub_down(lfp_subset *h, uint32_t len, uint32_t i)
+{
+    lfp_subset v = h[i];
+    for (uint32_t c; (c = 2 * i + 1) < len; i = c) {
+        if (c + 1 < len && sub_before(&h[c + 1], &h[c])) c++;
+        if (!sub_before(&h[c], &v)) break;
+        h[i] = h[c];
+    }
+    h[i] = v;
+}
+
+static lfp_subset *tup_subsets(const lfp_split *s, uint32_t t)
+{
+    return s->sub[s->arena_cur] + s->tup_off[t];
+}
+
+/* Takes tuple t's smallest subset out, with its actual sum. */
+static lfp_subset tup_pop_min(lfp_split *s, uint32_t t)
+{
+    lfp_subset *h = tup_subsets(s, t), top = h[0];
+    h[0] = h[--s->tup_len[t]];
+    sub_down(h, s->tup_len[t], 0);
+    top.sum -= s->tup_base[t];
+    return top;
+}
+
+/* Adds a subset of actual sum v.sum to tuple t, which has room for it. */
+static void tup_push(lfp_split *s, uint32_t t, lfp_subset v)
+{
+    lfp_subset *h = tup_subsets(s, t);
+    v.sum += s->tup_base[t];
+    if (v.sum > s->tup_max[t]) s->tup_max[t] = v.sum;
+    h[s->tup_len[t]] = v;
+    sub_up(h, s->tup_len[t]++);
+}
+
+/* Copies the live tuples (the heap's, and a and b being merged) to the other
+ * arena half, each with no room to spare. kk_merge compacts when a merge
+ * could need more than is left: 2 (la + lb) slots for a moved tuple, at
+ * most twice the m items. Live subsets never outnumber the items, so the
+ * arena's 3 maxn slots always hold both. */
+static void arena_compact(lfp_split *s, uint32_t a, uint32_t b)
 {
     int from = s->arena_cur, to = !from;
     size_t used = 0;
-    for (size_t h = 0; h < s->heap_len; h++) {
-        uint32_t t = s->heap[h], len = s->tup_len[t], off = s->tup_off[t];
-        memcpy(s->sub_sum[to] + used, s->sub_sum[from] + off, len * sizeof(uint64_t));
-        memcpy(s->sub_head[to] + used, s->sub_head[from] + off, len * sizeof(uint32_t));
-        memcpy(s->sub_tail[to] + used, s->sub_tail[from] + off, len * sizeof(uint32_t));
+    for (size_t h = 0; h < s->heap_len + 2; h++) {
+        uint32_t t = h < s->heap_len ? s->heap[h] : h == s->heap_len ? a : b;
+        memcpy(s->sub[to] + used, s->sub[from] + s->tup_off[t],
+               s->tup_len[t] * sizeof(lfp_subset));
         s->tup_off[t] = (uint32_t)used;
-        used += len;
+        s->tup_cap[t] = s->tup_len[t];
+        used += s->tup_len[t];
     }
     s->arena_cur = to;
     s->arena_used = used;
 }
 
-/* Merges two runs of tmp entries, each by sum largest first, from src into
- * dst (ties: the first run's entry first). */
-static void merge_runs(const uint64_t *sum, const uint32_t *x, uint32_t nx,
-                       const uint32_t *y, uint32_t ny, uint32_t *dst)
+/* Gives tuple t room for `need` subsets (at most world): where it has less,
+ * it moves to the arena's end with twice its room, so a tuple's growth
+ * costs O(1) a subset. */
+static void tup_reserve(lfp_split *s, uint32_t t, uint32_t need)
 {
-    uint32_t i = 0, j = 0, m = 0;
-    if (nx == 0 || ny == 0) {            /* one run: a copy (full tuples' merges) */
-        memcpy(dst, nx ? x : y, (nx ? nx : ny) * sizeof(uint32_t));
-        return;
-    }
-    while (i < nx || j < ny)
-        dst[m++] = (j >= ny || (i < nx && sum[x[i]] >= sum[y[j]])) ? x[i++] : y[j++];
+    if (s->tup_cap[t] >= need) return;
+    uint32_t cap = 2 * s->tup_cap[t] < need ? need : 2 * s->tup_cap[t];
+    if (cap > s->world) cap = s->world;
+    lfp_subset *arena = s->sub[s->arena_cur];
+    memcpy(arena + s->arena_used, arena + s->tup_off[t], s->tup_len[t] * sizeof *arena);
+    s->tup_off[t] = (uint32_t)s->arena_used;
+    s->tup_cap[t] = cap;
+    s->arena_used += cap;
 }
 
-/* Orders the merge result by sum, largest first. tmp entries come as three
- * runs: [0, na) a's subsets alone (descending), [na, na + nb) b's alone
- * (ascending), the rest a's and b's paired (nearly descending, since a's
- * spread is the larger). Each run is put in order, then they are merged. */
-static void sort_tmp(lfp_split *s, uint32_t na, uint32_t nb, uint32_t m)
-{
-    uint32_t *ord = s->tmp_ord, *aux = s->tmp_aux;
-    const uint64_t *sum = s->tmp_sum;
-    for (uint32_t i = 0; i < na; i++) aux[i] = i;
-    for (uint32_t i = 0; i < nb; i++) aux[na + i] = na + nb - 1 - i;
-    for (uint32_t i = na + nb; i < m; i++) {
-        uint32_t j = i;
-        for (; j > na + nb && sum[aux[j - 1]] < sum[i]; j--) aux[j] = aux[j - 1];
-        aux[j] = i;
-    }
-    merge_runs(sum, aux, na, aux + na, nb, ord);
-    memcpy(aux, ord, (na + nb) * sizeof(uint32_t));
-    merge_runs(sum, aux, na + nb, aux + na + nb, m - na - nb, ord);
-}
-
-/* Appends a subset (a's slot ia and/or b's slot ib, NONE for absent) to tmp. */
-static inline void tmp_add(lfp_split *s, uint32_t *m, uint32_t ia, uint32_t ib)
-{
-    int cur = s->arena_cur;
-    uint64_t sum = 0;
-    uint32_t head = NONE, tail = NONE;
-    if (ia != NONE) {
-        sum = s->sub_sum[cur][ia];
-        head = s->sub_head[cur][ia];
-        tail = s->sub_tail[cur][ia];
-    }
-    if (ib != NONE) {
-        sum += s->sub_sum[cur][ib];
-        uint32_t bh = s->sub_head[cur][ib], bt = s->sub_tail[cur][ib];
-        if (head == NONE) head = bh; else s->next[tail] = bh;
-        tail = bt;
-    }
-    s->tmp_sum[*m] = sum; s->tmp_head[*m] = head; s->tmp_tail[*m] = tail;
-    (*m)++;
-}
-
-static void set_spread(lfp_split *s, uint32_t t)
-{
-    const uint64_t *sum = s->sub_sum[s->arena_cur] + s->tup_off[t];
-    uint32_t len = s->tup_len[t];
-    s->tup_spread[t] = len == s->world ? sum[0] - sum[len - 1] : sum[0];
-}
-
-/* Combines tuples a (larger spread) and b into a new tuple: a's j-th largest
- * subset with b's j-th smallest (empty subsets count as zero). */
+/* Combines tuples a and b into a new tuple: over world slots, each sorted
+ * largest first with empty subsets as zeros, slot j joins a's j-th largest
+ * and b's j-th smallest. Only where both are non-empty do subsets pair:
+ * the `over` smallest of a, ascending, with the `over` smallest of b,
+ * descending. Every other subset is kept as it is, so the tuple left with
+ * more of them takes the other's (O(log world) each): a full tuple meeting
+ * a small one costs what the small one holds, not world. A full result
+ * then loses its minimum from every sum by raising its base. */
 static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
 {
-    uint32_t k = s->world, m = 0;
-    int cur = s->arena_cur;
-    uint32_t la = s->tup_len[a], lb = s->tup_len[b];
-    uint32_t oa = s->tup_off[a], ob = s->tup_off[b];
-    /* Slot j of the result pairs a's j-th largest with b's (k-1-j)-th largest;
-     * only the ends where one side is empty, and the overlap, hold anything. */
-    uint32_t a_alone = la < k - lb ? la : k - lb;        /* j < k - lb: no b */
-    uint32_t b_alone = lb < k - la ? lb : k - la;        /* j >= la: no a */
-    for (uint32_t j = 0; j < a_alone; j++) tmp_add(s, &m, oa + j, NONE);
-    for (uint32_t j = k - b_alone; j < k; j++) tmp_add(s, &m, NONE, ob + (k - 1 - j));
-    for (uint32_t j = a_alone; la + lb > k && j < k - b_alone; j++)
-        tmp_add(s, &m, oa + j, ob + (k - 1 - j));
-    sort_tmp(s, a_alone, b_alone, m);
-    uint64_t base = m == k ? s->tmp_sum[s->tmp_ord[m - 1]] : 0;
-    if (s->arena_used + m > s->arena_cap) {
-        arena_compact(s);
-        cur = s->arena_cur;
+    uint32_t k = s->world, la = s->tup_len[a], lb = s->tup_len[b];
+    uint32_t over = la + lb > k ? la + lb - k : 0;
+    if (s->arena_used + 2 * ((size_t)la + lb) > s->arena_cap) arena_compact(s, a, b);
+    lfp_subset *pa = s->tmp, *pb = s->tmp + k;
+    for (uint32_t i = 0; i < over; i++) pa[i] = tup_pop_min(s, a);
+    for (uint32_t i = 0; i < over; i++) pb[i] = tup_pop_min(s, b);
+    uint32_t host = s->tup_len[a] >= s->tup_len[b] ? a : b, other = host == a ? b : a;
+    if (s->tup_len[host] == 0) s->tup_max[host] = s->tup_base[host];
+    tup_reserve(s, host, la + lb - over);
+    const lfp_subset *o = tup_subsets(s, other);
+    for (uint32_t i = 0; i < s->tup_len[other]; i++)
+        tup_push(s, host, (lfp_subset){o[i].sum - s->tup_base[other], o[i].head, o[i].tail});
+    for (uint32_t i = 0; i < over; i++) {
+        const lfp_subset *x = &pa[i], *y = &pb[over - 1 - i];
+        s->next[x->tail] = y->head;
+        tup_push(s, host, (lfp_subset){x->sum + y->sum, x->head, y->tail});
     }
-    uint32_t t = (uint32_t)s->ntup++, off = (uint32_t)s->arena_used;
-    for (uint32_t i = 0; i < m; i++) {
-        uint32_t o = s->tmp_ord[i];
-        s->sub_sum[cur][off + i] = s->tmp_sum[o] - base;
-        s->sub_head[cur][off + i] = s->tmp_head[o];
-        s->sub_tail[cur][off + i] = s->tmp_tail[o];
-    }
-    s->arena_used += m;
-    s->tup_off[t] = off; s->tup_len[t] = m; s->tup_seq[t] = seq;
-    set_spread(s, t);
+    uint32_t t = (uint32_t)s->ntup++;
+    s->tup_off[t] = s->tup_off[host];
+    s->tup_len[t] = s->tup_len[host];
+    s->tup_cap[t] = s->tup_cap[host];
+    s->tup_max[t] = s->tup_max[host];
+    s->tup_base[t] = s->tup_len[t] == k ? tup_subsets(s, t)[0].sum : s->tup_base[host];
+    s->tup_spread[t] = s->tup_max[t] - s->tup_base[t];
+    s->tup_seq[t] = seq;
     return t;
 }
 
@@ -287,18 +298,19 @@ static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
  * Subset j of the final tuple (largest first) becomes rank j. */
 static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
 {
-    int cur = s->arena_cur = 0;
-    s->arena_used = 0;
+    s->arena_cur = 0;
     s->ntup = 0;
     s->heap_len = 0;
     for (size_t i = 0; i < m; i++) {
         uint32_t t = (uint32_t)s->ntup++, x = s->keys[i].idx;
-        s->sub_sum[cur][i] = it->excess ? it->excess[x] : it->cost[x];
-        s->sub_head[cur][i] = s->sub_tail[cur][i] = x;
+        uint64_t c = it->excess ? it->excess[x] : it->cost[x];
+        s->sub[0][i] = (lfp_subset){c, x, x};
         s->next[x] = NONE;
-        s->tup_off[t] = (uint32_t)i; s->tup_len[t] = 1;
+        s->tup_off[t] = (uint32_t)i;
+        s->tup_len[t] = s->tup_cap[t] = 1;
+        s->tup_base[t] = 0;
+        s->tup_max[t] = s->tup_spread[t] = c;
         s->tup_seq[t] = i;                   /* equal costs: smaller id first */
-        set_spread(s, t);
         s->heap[s->heap_len++] = t;
     }
     s->arena_used = m;
@@ -311,10 +323,8 @@ static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
     }
     if (s->heap_len == 0) return;
     uint32_t t = s->heap[0];
-    cur = s->arena_cur;
-    for (uint32_t j = 0; j < s->tup_len[t]; j++)
-        for (uint32_t x = s->sub_head[cur][s->tup_off[t] + j]; x != NONE; x = s->next[x])
-            s->assign[x] = j;
+    for (uint32_t j = s->tup_len[t]; j-- > 0;) /* smallest first: rank j */
+        for (uint32_t x = tup_pop_min(s, t).head; x != NONE; x = s->next[x]) s->assign[x] = j;
 }
 
 /* ---- per-rank bookkeeping and caps --------------------------------------- */
@@ -526,49 +536,83 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
     return best;
 }
 
-/* The costliest rank (lowest number on ties). */
-static uint32_t costliest(const lfp_split *s)
+/* The first place in ord[0..n), ranks in search order (cheaper first, ties
+ * the lower number), whose rank does not come before cost c and rank r. */
+static size_t rank_bound(const lfp_split *s, const uint32_t *ord, size_t n, uint64_t c,
+                         uint32_t r)
 {
-    uint32_t hi = 0;
-    for (uint32_t r = 1; r < s->world; r++)
-        if (s->cost[r] > s->cost[hi]) hi = r;
-    return hi;
+    size_t a = 0, b = n;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        uint64_t cm = s->cost[ord[mid]];
+        if (cm < c || (cm == c && ord[mid] < r)) a = mid + 1;
+        else b = mid;
+    }
+    return a;
 }
 
-/* Improves the costliest rank against the cheapest rank that allows a
- * change, trying ranks cheapest first (ties by rank number); swaps only
- * while SWAP_WORK pairs last, so a step of long rank lists stays cheap. */
-static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
+/* Puts rank r, out of ord (n - 1 ranks), back in its place. */
+static void rank_insert(const lfp_split *s, uint32_t *ord, size_t n, uint32_t r)
 {
-    uint32_t k = s->world, hi = costliest(s);
-    lfp_u128 total = 0;          /* offsets (d per micro-batch) pass 2^64 in sum */
-    for (uint32_t r = 0; r < k; r++) total += s->cost[r];
+    size_t q = rank_bound(s, ord, n - 1, s->cost[r], r);
+    memmove(ord + q + 1, ord + q, (n - 1 - q) * sizeof *ord);
+    ord[q] = r;
+}
+
+/* Applies change c between hi and lo and keeps ord, all ranks in search
+ * order, sorted: only these two ranks move. */
+static void apply_change(lfp_split *s, const lfp_items *it, uint32_t *ord, change c,
+                         uint32_t hi, uint32_t lo)
+{
+    size_t k = s->world, ph = rank_bound(s, ord, k, s->cost[hi], hi);
+    size_t pl = rank_bound(s, ord, k, s->cost[lo], lo);
+    if (c.y == NONE) move_item(s, it, c.x, lo);
+    else swap_items(s, it, c.x, c.y);
+    size_t first = ph < pl ? ph : pl, last = ph < pl ? pl : ph;
+    memmove(ord + last, ord + last + 1, (k - 1 - last) * sizeof *ord);
+    memmove(ord + first, ord + first + 1, (k - 2 - first) * sizeof *ord);
+    rank_insert(s, ord, k - 1, hi);
+    rank_insert(s, ord, k, lo);
+}
+
+/* Improves the costliest rank (the lowest number on ties) against the
+ * cheapest rank that allows a change, trying ranks cheapest first (ties by
+ * rank number); swaps only while SWAP_WORK pairs last, so a step of long
+ * rank lists stays cheap. ord holds the ranks in that order. */
+static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                        uint32_t *ord, lfp_u128 total)
+{
+    uint32_t k = s->world, hi = ord[rank_bound(s, ord, k, s->cost[ord[k - 1]], 0)];
     /* close enough: the costliest rank within 2^-12 (0.024%) of the mean */
     if (((lfp_u128)s->cost[hi] * k - total) << LOCAL_GOOD_SHIFT <= total) return 0;
-    /* the cheaper ranks, cheapest first (ties: the lower number): keys
-     * sort longest first, then by smaller id, so a rank's key is its gap
-     * below hi. Many ranks take a radix sort, linear in them; a quadratic
-     * sort here made the whole search O(world^3). */
-    lfp_key *ord = s->rank_keys;
-    uint32_t m = 0;
-    for (uint32_t r = 0; r < k; r++)
-        if (s->cost[r] < s->cost[hi]) ord[m++] = (lfp_key){s->cost[hi] - s->cost[r], r, r};
-    lfp_sort_keys(ord, m, ord + m);
     uint64_t swap_work = SWAP_WORK;
-    for (uint32_t i = 0; i < m; i++) {
-        uint32_t lo = ord[i].idx;
+    for (uint32_t i = 0; s->cost[ord[i]] < s->cost[hi]; i++) {
+        uint32_t lo = ord[i];
         change c = best_change(s, it, caps, hi, lo, &swap_work);
         if (c.x == NONE) continue;
-        if (c.y == NONE) move_item(s, it, c.x, lo);
-        else swap_items(s, it, c.x, c.y);
+        apply_change(s, it, ord, c, hi, lo);
         return 1;
     }
     return 0;
 }
 
+/* Rounds of improve_once. The ranks are sorted once (a key's "length" is
+ * the cost below the costliest possible, so cheaper sorts first) and kept
+ * sorted as changes move two of them: sorting them every round cost
+ * O(world log world) a round, most of a 4096-rank step's planning. A change
+ * moves cost between two ranks, so the total stays as it is. */
 static void local_search(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
-    for (uint32_t iter = 0; iter < 4 * s->world && improve_once(s, it, caps); iter++) {
+    uint32_t k = s->world, *ord = s->rank_order;
+    lfp_key *keys = s->rank_keys;
+    lfp_u128 total = 0;          /* offsets (d per micro-batch) pass 2^64 in sum */
+    for (uint32_t r = 0; r < k; r++) {
+        keys[r] = (lfp_key){UINT64_MAX - s->cost[r], r, r};
+        total += s->cost[r];
+    }
+    lfp_sort_keys(keys, k, keys + k);
+    for (uint32_t r = 0; r < k; r++) ord[r] = keys[r].idx;
+    for (uint32_t iter = 0; iter < 4 * k && improve_once(s, it, caps, ord, total); iter++) {
     }
 }
 

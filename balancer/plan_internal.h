@@ -52,7 +52,7 @@ typedef struct lfp_split {
     size_t maxn;
     /* Karmarkar-Karp: tuples of non-empty subsets, each a min-heap by sum */
     lfp_subset *sub[2];          /* slot arenas (double-buffered for compaction) */
-    size_t arena_cap, arena_used;
+    size_t arena_cap, arena_limit, arena_used;
     int arena_cur;
     uint32_t *tup_off, *tup_len, *tup_cap; /* per tuple: slice of the current arena */
     uint64_t *tup_base;          /* subtracted from every stored sum */

@@ -52,7 +52,7 @@ typedef struct lfp_split {
     size_t maxn;
     /* Karmarkar-Karp: tuples of non-empty subsets, each a min-heap by sum */
     lfp_subset *sub[2];          /* slot arenas (double-buffered for compaction) */
-    size_t arena_cap, arena_limit, arena_used;
+    size_t arena_limit, arena_used;
     int arena_cur;
     uint32_t *tup_off, *tup_len, *tup_cap; /* per tuple: slice of the current arena */
     uint64_t *tup_base;          /* subtracted from every stored sum */
@@ -60,7 +60,7 @@ typedef struct lfp_split {
     uint64_t *tup_seq;           /* creation order, for deterministic ties */
     uint64_t *tup_spread;        /* max - min subset sum (empty subsets: 0) */
     uint32_t *heap;              /* tuple ids, max-heap by spread */
-    size_t heap_len, ntup;
+    size_t heap_len;
     uint32_t *next;              /* per item: next item in its subset */
     lfp_subset *tmp;             /* 2 * world: the subsets a merge pairs */
     uint32_t *tmp_ord, *tmp_aux; /* world + 1 scratch */

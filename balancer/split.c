@@ -63,16 +63,15 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     memset(s, 0, sizeof *s);
     s->world = world;
     s->maxn = maxn;
-    s->arena_cap = 3 * maxn + 2;           /* the most arena_limit is */
-    size_t nt = maxn + 1;
-    for (int i = 0; i < 2; i++) s->sub[i] = malloc(s->arena_cap * sizeof(lfp_subset));
-    s->tup_off = malloc(2 * nt * sizeof(uint32_t));
-    s->tup_len = malloc(2 * nt * sizeof(uint32_t));
-    s->tup_cap = malloc(2 * nt * sizeof(uint32_t));
-    s->tup_base = malloc(2 * nt * sizeof(uint64_t));
-    s->tup_max = malloc(2 * nt * sizeof(uint64_t));
-    s->tup_seq = malloc(2 * nt * sizeof(uint64_t));
-    s->tup_spread = malloc(2 * nt * sizeof(uint64_t));
+    size_t nt = maxn + 1, arena = 3 * maxn + 2;   /* the most arena_limit is */
+    for (int i = 0; i < 2; i++) s->sub[i] = malloc(arena * sizeof(lfp_subset));
+    s->tup_off = malloc(nt * sizeof(uint32_t));
+    s->tup_len = malloc(nt * sizeof(uint32_t));
+    s->tup_cap = malloc(nt * sizeof(uint32_t));
+    s->tup_base = malloc(nt * sizeof(uint64_t));
+    s->tup_max = malloc(nt * sizeof(uint64_t));
+    s->tup_seq = malloc(nt * sizeof(uint64_t));
+    s->tup_spread = malloc(nt * sizeof(uint64_t));
     s->heap = malloc(nt * sizeof(uint32_t));
     s->next = malloc(nt * sizeof(uint32_t));
     s->tmp = malloc(2 * ((size_t)world + 1) * sizeof(lfp_subset));
@@ -260,7 +259,8 @@ static void tup_reserve(lfp_split *s, uint32_t t, uint32_t need)
     s->arena_used += cap;
 }
 
-/* Combines tuples a and b into a new tuple: over world slots, each sorted
+/* Combines tuples a and b into one, which keeps the id of the one it grew
+ * from (the other's id is done with): over world slots, each sorted
  * largest first with empty subsets as zeros, slot j joins a's j-th largest
  * and b's j-th smallest. Only where both are non-empty do subsets pair:
  * the `over` smallest of a, ascending, with the `over` smallest of b,
@@ -287,15 +287,10 @@ static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
         s->next[x->tail] = y->head;
         tup_push(s, host, (lfp_subset){x->sum + y->sum, x->head, y->tail});
     }
-    uint32_t t = (uint32_t)s->ntup++;
-    s->tup_off[t] = s->tup_off[host];
-    s->tup_len[t] = s->tup_len[host];
-    s->tup_cap[t] = s->tup_cap[host];
-    s->tup_max[t] = s->tup_max[host];
-    s->tup_base[t] = s->tup_len[t] == k ? tup_subsets(s, t)[0].sum : s->tup_base[host];
-    s->tup_spread[t] = s->tup_max[t] - s->tup_base[t];
-    s->tup_seq[t] = seq;
-    return t;
+    if (s->tup_len[host] == k) s->tup_base[host] = tup_subsets(s, host)[0].sum;
+    s->tup_spread[host] = s->tup_max[host] - s->tup_base[host];
+    s->tup_seq[host] = seq;
+    return host;
 }
 
 /* Runs KK over the m costliest items (keys[0..m)); fills their assign[].
@@ -303,10 +298,9 @@ static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
 static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
 {
     s->arena_cur = 0;
-    s->ntup = 0;
     s->heap_len = 0;
     for (size_t i = 0; i < m; i++) {
-        uint32_t t = (uint32_t)s->ntup++, x = s->keys[i].idx;
+        uint32_t t = (uint32_t)i, x = s->keys[i].idx;
         uint64_t c = it->excess ? it->excess[x] : it->cost[x];
         s->sub[0][i] = (lfp_subset){c, x, x};
         s->next[x] = NONE;
@@ -321,7 +315,6 @@ static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
     s->arena_limit = 3 * m + 2;
     for (size_t i = s->heap_len / 2; i-- > 0;) heap_down(s, i);
     uint64_t seq = UINT64_C(1) << 63;        /* merged tuples after every item */
-    /* n items make n + (n - 1) tuples in all: ids never run out. */
     while (s->heap_len > 1) {
         uint32_t a = heap_pop(s), b = heap_pop(s);
         heap_push(s, kk_merge(s, a, b, seq++));

@@ -72,6 +72,8 @@ typedef struct lfp_split {
     uint32_t leaves;             /* LPT tournament: ranks rounded up to a power of 2 */
     uint32_t *tree;              /* 2 * leaves: each node's winning rank */
     uint64_t *tree_cost;         /* leaves: each rank's cost */
+    uint32_t *fit_tree;          /* pack's row fill: 2 * leaves, ranks out of play */
+    uint64_t *fit;               /* leaves: the longest item each can take, + 1 */
     lfp_key *lo_keys;            /* 2 * maxn: a swap search's cheaper rank, sorted */
     lfp_key *rank_keys;          /* 2 * world: the ranks' costs, to sort */
     uint32_t *rank_order;        /* world: the ranks, cheapest first, in a search */

@@ -67,7 +67,6 @@ typedef struct lfp_split {
     /* per rank after the split */
     uint32_t *assign;            /* per item: rank */
     uint64_t *cost, *tokens;     /* per rank */
-    uint32_t *count;             /* per rank */
     uint64_t *excess;            /* per rank: Σ item excess (pack's row fill) */
     uint32_t leaves;             /* LPT tournament: ranks rounded up to a power of 2 */
     uint32_t *tree;              /* 2 * leaves: each node's winning rank */
@@ -118,7 +117,7 @@ void lfp_split_free(lfp_split *s);
 
 /* Splits items over s->world ranks. Items the caps leave no room for get
  * assign = UINT32_MAX (the caller defers them). Fills assign, cost, tokens,
- * count, members and rank_start. Returns the number of unplaced items. */
+ * members and rank_start. Returns the number of unplaced items. */
 size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
 
 /* Reruns the local search with s->offset added to each rank's cost (the

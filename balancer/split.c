@@ -80,7 +80,6 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->assign = malloc(nt * sizeof(uint32_t));
     s->cost = malloc(((size_t)world + 1) * sizeof(uint64_t));
     s->tokens = malloc(((size_t)world + 1) * sizeof(uint64_t));
-    s->count = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->excess = malloc(((size_t)world + 1) * sizeof(uint64_t));
     for (s->leaves = 1; s->leaves < world; s->leaves *= 2) {
     }
@@ -105,8 +104,9 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     if (!s->sub[0] || !s->sub[1] || !s->tup_off || !s->tup_len || !s->tup_cap ||
         !s->tup_base || !s->tup_max || !s->tup_seq || !s->tup_spread || !s->heap ||
         !s->next || !s->tmp || !s->tmp_ord || !s->tmp_aux ||
-        !s->assign || !s->cost || !s->tokens || !s->count || !s->excess || !s->tree ||
-        !s->tree_cost || !s->fit_tree || !s->fit || !s->lo_keys || !s->rank_keys || !s->rank_order || !s->rank_rows ||
+        !s->assign || !s->cost || !s->tokens || !s->excess || !s->tree ||
+        !s->tree_cost || !s->fit_tree || !s->fit || !s->lo_keys || !s->rank_keys ||
+        !s->rank_order || !s->rank_rows ||
         !s->row_head || !s->row_next || !s->row_of || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
         goto fail;
@@ -122,8 +122,9 @@ void lfp_split_free(lfp_split *s)
     free(s->tup_off); free(s->tup_len); free(s->tup_cap); free(s->tup_base); free(s->tup_max);
     free(s->tup_seq); free(s->tup_spread); free(s->heap); free(s->next);
     free(s->tmp); free(s->tmp_ord); free(s->tmp_aux);
-    free(s->assign); free(s->cost); free(s->tokens); free(s->count); free(s->excess);
-    free(s->tree); free(s->tree_cost); free(s->fit_tree); free(s->fit); free(s->lo_keys); free(s->rank_keys); free(s->rank_order);
+    free(s->assign); free(s->cost); free(s->tokens); free(s->excess);
+    free(s->tree); free(s->tree_cost); free(s->fit_tree); free(s->fit);
+    free(s->lo_keys); free(s->rank_keys); free(s->rank_order);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_of); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
@@ -329,21 +330,26 @@ static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
 
 /* ---- per-rank bookkeeping and caps --------------------------------------- */
 
+/* Rank r's items: members[rank_start[r] .. rank_start[r + 1]). */
+static uint32_t rank_size(const lfp_split *s, uint32_t r)
+{
+    return s->rank_start[r + 1] - s->rank_start[r];
+}
+
 static void rank_totals(lfp_split *s, const lfp_items *it)
 {
     uint32_t k = s->world;
     memcpy(s->cost, s->offset, k * sizeof(uint64_t));
     memset(s->tokens, 0, k * sizeof(uint64_t));
-    memset(s->count, 0, k * sizeof(uint32_t));
+    memset(s->rank_start, 0, ((size_t)k + 1) * sizeof(uint32_t));
     for (size_t i = 0; i < it->n; i++) {
         uint32_t r = s->assign[i];
         if (r == NONE) continue;
         s->cost[r] += it->cost[i];
         s->tokens[r] += it->len[i];
-        s->count[r]++;
+        s->rank_start[r + 1]++;
     }
-    s->rank_start[0] = 0;
-    for (uint32_t r = 0; r < k; r++) s->rank_start[r + 1] = s->rank_start[r] + s->count[r];
+    for (uint32_t r = 0; r < k; r++) s->rank_start[r + 1] += s->rank_start[r];
     memcpy(s->tmp_ord, s->rank_start, k * sizeof(uint32_t));
     for (size_t i = 0; i < it->n; i++)
         if (s->assign[i] != NONE) s->members[s->tmp_ord[s->assign[i]]++] = (uint32_t)i;
@@ -404,10 +410,34 @@ static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
     return 1;
 }
 
+/* Moves item x to rank `to`. Between two ranks the members array stays
+ * grouped by rank by passing a hole along the groups between them, one
+ * entry each: O(|from - to|), where counting every item again made each
+ * move of a 4096-rank search O(n + world). A move from or to NONE
+ * (unplaced; only repair_caps makes one) counts again. */
 static void move_item(lfp_split *s, const lfp_items *it, uint32_t x, uint32_t to)
 {
+    uint32_t from = s->assign[x];
     s->assign[x] = to;
-    rank_totals(s, it);
+    if (from == NONE || to == NONE) {
+        rank_totals(s, it);
+        return;
+    }
+    uint32_t hole = s->rank_start[from];
+    while (s->members[hole] != x) hole++;
+    for (uint32_t r = from; r < to; r++) {      /* the hole goes right */
+        s->members[hole] = s->members[s->rank_start[r + 1] - 1];
+        hole = --s->rank_start[r + 1];
+    }
+    for (uint32_t r = from; r > to; r--) {      /* the hole goes left */
+        s->members[hole] = s->members[s->rank_start[r]];
+        hole = s->rank_start[r]++;
+    }
+    s->members[hole] = x;
+    s->cost[from] -= it->cost[x];
+    s->cost[to] += it->cost[x];
+    s->tokens[from] -= it->len[x];
+    s->tokens[to] += it->len[x];
 }
 
 /* Swaps x and y between their ranks; the members array stays grouped by
@@ -455,7 +485,7 @@ static void repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
     if (!caps->max_tokens && !caps->max_padded && !caps->row_tokens) return;
     for (uint32_t r = 0; r < s->world; r++) {
-        while (s->count[r] && !rank_fits(s, it, caps, r, NONE, NONE)) {
+        while (rank_size(s, r) && !rank_fits(s, it, caps, r, NONE, NONE)) {
             uint32_t x = NONE;
             for (uint32_t p = s->rank_start[r]; p < s->rank_start[r + 1]; p++)
                 if (longer(it, s->members[p], x)) x = s->members[p];
@@ -503,14 +533,14 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
             rank_fits(s, it, caps, lo, x, NONE))
             best = (change){x, NONE, it->cost[x]};
     }
-    uint64_t pairs = (uint64_t)s->count[hi] * s->count[lo];
+    uint64_t pairs = (uint64_t)rank_size(s, hi) * rank_size(s, lo);
     if (best.x != NONE || pairs > *swap_work) return best;
     *swap_work -= pairs;
     /* A swap gains only if y is cheaper than x by less than the gap: with
      * lo's items sorted costliest first, those are a run found by bisection.
      * `better` orders candidates totally, so the order they come in does
      * not change the choice. */
-    uint32_t nlo = s->count[lo];
+    uint32_t nlo = rank_size(s, lo);
     lfp_key *ly = s->lo_keys;
     for (uint32_t q = 0; q < nlo; q++) {
         uint32_t y = s->members[s->rank_start[lo] + q];

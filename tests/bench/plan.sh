@@ -17,7 +17,8 @@
 #      default budget is the whole rows nearest to samples-per-rank samples'
 #      tokens (one row of 16384 a rank at 16: lf_plan_pack_budget), as a
 #      budget of no whole number of rows leaves the last one part empty;
-#   2. planner time per step at 4096 samples per step x 64 ranks;
+#   2. planner time per step at 4096 samples per step x 64 ranks, and per
+#      sample at worlds 1024 and 4096 against world 64, pad and pack;
 #   3. the same on a real `lf-shard synth tokens --samples N` dataset
 #      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard).
 # Timings depend on the machine and its load: run it on a quiet one.
@@ -90,20 +91,24 @@ report "synth 1000000, 4096 samples/step x 64 ranks" 64 --synth 1000000 --world 
   --sampler balanced
 echo "   target: <= 1 ms planner time per step at 4096 samples x 64 ranks (see ms/step above)"
 
-# Planner CPU per sample as the world grows (1M samples, 16 a rank, pad):
-# KK's merges and the local search's rounds grow with the ranks, so each
-# world is set against world 64 in the same run. (KK over sorted tuples
-# and a sort of every rank each search round took 0.49-0.59 s a step at
-# world 4096, 7.5-9 us a sample: balancer/README.md, *Large worlds*.)
-per_sample() {   # WORLD: "us-per-sample ms-per-step" of 8 balanced steps
-  "$bin/lf-plan" --synth 1000000 --world "$1" --sampler balanced --steps 8 --json |
+# Planner CPU per sample as the world grows (1M samples, 16 a rank, pad
+# and pack): KK's merges, pack's row fill and the local search's rounds
+# grow with the ranks, so each world is set against world 64 in the same
+# run. (KK over sorted tuples and a sort of every rank each search round
+# took 0.49-0.59 s a step at world 4096 in pad, 7.5-9 us a sample; pack's
+# row fill scanning every rank, and a recount per move, 1.1-1.3 s:
+# balancer/README.md, *Large worlds*.)
+per_sample() {   # LAYOUT WORLD: "us-per-sample ms-per-step" of 8 balanced steps
+  "$bin/lf-plan" --synth 1000000 --layout "$1" --world "$2" --sampler balanced --steps 8 --json |
     "$PY" -c 'import json, sys; r = json.load(sys.stdin)["samplers"]["balanced"]
 print("%.4f %.2f" % (1000 * r["plan_cpu_ms_per_step"] * r["steps"] / r["samples"], r["plan_cpu_ms_per_step"]))'
 }
-read -r base_us base_ms <<<"$(per_sample 64)"
-for w in 1024 4096; do
-  read -r us ms <<<"$(per_sample "$w")"
-  awk -v w="$w" -v us="$us" -v ms="$ms" -v b="$base_us" 'BEGIN {printf "-- planner at world %d, 16/rank: %.2f ms/step CPU, %.3f us a sample = %.2fx world 64'"'"'s %.3f us\n", w, ms, us, us / b, b}'
+for layout in pad pack; do
+  read -r base_us _ <<<"$(per_sample "$layout" 64)"
+  for w in 1024 4096; do
+    read -r us ms <<<"$(per_sample "$layout" "$w")"
+    awk -v l="$layout" -v w="$w" -v us="$us" -v ms="$ms" -v b="$base_us" 'BEGIN {printf "-- planner, %s, at world %d, 16/rank: %.2f ms/step CPU, %.3f us a sample = %.2fx world 64'"'"'s %.3f us\n", l, w, ms, us, us / b, b}'
+  done
 done
 
 if [[ ! -x "$bin/lf-shard" ]]; then

@@ -56,9 +56,8 @@ typedef struct lfp_split {
     int arena_cur;
     uint32_t *tup_off, *tup_len, *tup_cap; /* per tuple: slice of the current arena */
     uint64_t *tup_base;          /* subtracted from every stored sum */
-    uint64_t *tup_max;           /* largest stored sum */
+    uint64_t *tup_max;           /* largest stored sum (spread: tup_max - tup_base) */
     uint64_t *tup_seq;           /* creation order, for deterministic ties */
-    uint64_t *tup_spread;        /* max - min subset sum (empty subsets: 0) */
     uint32_t *heap;              /* tuple ids, max-heap by spread */
     size_t heap_len;
     uint32_t *next;              /* per item: next item in its subset */

@@ -71,7 +71,6 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->tup_base = malloc(nt * sizeof(uint64_t));
     s->tup_max = malloc(nt * sizeof(uint64_t));
     s->tup_seq = malloc(nt * sizeof(uint64_t));
-    s->tup_spread = malloc(nt * sizeof(uint64_t));
     s->heap = malloc(nt * sizeof(uint32_t));
     s->next = malloc(nt * sizeof(uint32_t));
     s->tmp = malloc(2 * ((size_t)world + 1) * sizeof(lfp_subset));
@@ -102,7 +101,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->room = malloc(nt * sizeof(uint64_t));
     s->offset = calloc((size_t)world + 1, sizeof(uint64_t));
     if (!s->sub[0] || !s->sub[1] || !s->tup_off || !s->tup_len || !s->tup_cap ||
-        !s->tup_base || !s->tup_max || !s->tup_seq || !s->tup_spread || !s->heap ||
+        !s->tup_base || !s->tup_max || !s->tup_seq || !s->heap ||
         !s->next || !s->tmp || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->excess || !s->tree ||
         !s->tree_cost || !s->fit_tree || !s->fit || !s->lo_keys || !s->rank_keys ||
@@ -120,7 +119,7 @@ void lfp_split_free(lfp_split *s)
 {
     free(s->sub[0]); free(s->sub[1]);
     free(s->tup_off); free(s->tup_len); free(s->tup_cap); free(s->tup_base); free(s->tup_max);
-    free(s->tup_seq); free(s->tup_spread); free(s->heap); free(s->next);
+    free(s->tup_seq); free(s->heap); free(s->next);
     free(s->tmp); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->excess);
     free(s->tree); free(s->tree_cost); free(s->fit_tree); free(s->fit);
@@ -133,10 +132,19 @@ void lfp_split_free(lfp_split *s)
 
 /* ---- Karmarkar-Karp ------------------------------------------------------ */
 
+/* A tuple's spread, max - min subset sum (empty subsets count as 0): a
+ * tuple with an empty subset has base 0, and a full one's base is its
+ * minimum. */
+static uint64_t tup_spread(const lfp_split *s, uint32_t t)
+{
+    return s->tup_max[t] - s->tup_base[t];
+}
+
 /* Heap order: larger spread first, then older tuple. */
 static int heap_before(const lfp_split *s, uint32_t x, uint32_t y)
 {
-    if (s->tup_spread[x] != s->tup_spread[y]) return s->tup_spread[x] > s->tup_spread[y];
+    uint64_t sx = tup_spread(s, x), sy = tup_spread(s, y);
+    if (sx != sy) return sx > sy;
     return s->tup_seq[x] < s->tup_seq[y];
 }
 
@@ -291,7 +299,6 @@ static uint32_t kk_merge(lfp_split *s, uint32_t a, uint32_t b, uint64_t seq)
         tup_push(s, host, (lfp_subset){x->sum + y->sum, x->head, y->tail});
     }
     if (s->tup_len[host] == k) s->tup_base[host] = tup_subsets(s, host)[0].sum;
-    s->tup_spread[host] = s->tup_max[host] - s->tup_base[host];
     s->tup_seq[host] = seq;
     return host;
 }
@@ -310,7 +317,7 @@ static void kk_assign(lfp_split *s, const lfp_items *it, size_t m)
         s->tup_off[t] = (uint32_t)i;
         s->tup_len[t] = s->tup_cap[t] = 1;
         s->tup_base[t] = 0;
-        s->tup_max[t] = s->tup_spread[t] = c;
+        s->tup_max[t] = c;
         s->tup_seq[t] = i;                   /* equal costs: smaller id first */
         s->heap[s->heap_len++] = t;
     }
@@ -844,27 +851,28 @@ static uint32_t roomier(const lfp_split *s, uint32_t a, uint32_t b)
     return s->fit[b] > s->fit[a] || (s->fit[b] == s->fit[a] && b < a) ? b : a;
 }
 
+/* Puts rank r in play, or out of play waiting with `fit` (fit_of). */
+static void place_rank(lfp_split *s, uint32_t r, int in_play, uint64_t fit)
+{
+    s->tree[s->leaves + r] = in_play ? r : NONE;
+    s->fit[r] = in_play ? 0 : fit;
+    replay(s, s->tree, r, leaner);
+    replay(s, s->fit_tree, r, roomier);
+}
+
 /* Puts rank r in play (s->tree) when it can take an item of len, else out
  * of play (s->fit_tree) until the items are short enough for it. */
 static void seat_rank(lfp_split *s, uint32_t r, uint64_t len, uint32_t cap,
                       uint64_t row_tokens)
 {
     uint64_t fit = fit_of(s, r, cap, row_tokens);
-    s->tree[s->leaves + r] = fit > len ? r : NONE;
-    s->fit[r] = fit > len ? 0 : fit;
-    replay(s, s->tree, r, leaner);
-    replay(s, s->fit_tree, r, roomier);
+    place_rank(s, r, fit > len, fit);
 }
 
 /* Puts in play every rank out of play that can take an item of len. */
 static void wake_ranks(lfp_split *s, uint64_t len)
 {
-    for (uint32_t r; s->fit[r = s->fit_tree[1]] > len;) {
-        s->fit[r] = 0;
-        s->tree[s->leaves + r] = r;
-        replay(s, s->tree, r, leaner);
-        replay(s, s->fit_tree, r, roomier);
-    }
+    for (uint32_t r; s->fit[r = s->fit_tree[1]] > len;) place_rank(s, r, 1, 0);
 }
 
 /* The rank in play with the least excess that can take an item of len

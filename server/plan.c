@@ -252,6 +252,15 @@ static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_ba
     return 0;
 }
 
+/* Adds n flagged epochs, o the one with the most outliers among them, to
+ * a count and its worst so far. */
+static void flag_epochs(uint32_t *flagged, outlier_tally *worst, uint32_t n,
+                        const outlier_tally *o)
+{
+    if (n && (!*flagged || o->outliers > worst->outliers)) *worst = *o;
+    *flagged += n;
+}
+
 static int outliers_excessive(const outlier_tally *o)
 {
     /* in doubles: a warning's threshold, and steps x outliers may pass 2^64 */
@@ -281,9 +290,7 @@ static void end_epoch(void *arg, const lf_plan *p)
 {
     prepass_part *part = arg;
     const outlier_tally *o = &part->cur;
-    if (o->steps && outliers_excessive(o) &&
-        (!part->flagged++ || o->outliers > part->worst.outliers))
-        part->worst = *o;
+    if (o->steps && outliers_excessive(o)) flag_epochs(&part->flagged, &part->worst, 1, o);
     part->cur = (outlier_tally){0};
     left_out *l = &part->left;
     if (l->counted) return;
@@ -386,9 +393,7 @@ static int walk_epochs_parallel(srv *s)
         if (parts[t].started) pthread_join(parts[t].thread, NULL);
         if (rc == 0) rc = parts[t].rc;
         if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
-        if (parts[t].flagged && (!flagged || parts[t].worst.outliers > worst.outliers))
-            worst = parts[t].worst;
-        flagged += parts[t].flagged;
+        flag_epochs(&flagged, &worst, parts[t].flagged, &parts[t].worst);
     }
     if (rc == 0 && flagged) warn_outliers(s, &worst, flagged);
     if (rc == 0 && parts[0].left.rejected + parts[0].left.capped) warn_left_out(s, &parts[0].left);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Shard format benchmark (run by `make bench`; figures, never a verdict).
 #
-# create: lf-shard synth tokens (~200 MB of token ids), create tokens from
-#   JSONL, create images from a folder of JPEGs: input MB/s and samples/s from
-#   each command's summary line; the limit next to it is `zstd -3` with the same
-#   thread count compressing the same raw bytes.
+# create: lf-shard synth tokens (~200 MB of token ids, best of 3), create
+#   tokens from JSONL, create images from a folder of JPEGs: input MB/s and
+#   samples/s from each command's summary line; the limit next to it is
+#   `zstd -3` with the same thread count compressing the same raw bytes.
 # read: tests/bench/shard_read.c (pread + checksum + decompress of every block,
 #   1 and N threads) next to ZSTD_decompressDCtx on the same bytes in memory,
 #   and `zstd -d` on the same stored bytes written out as one .zst file.
@@ -43,8 +43,13 @@ echo "machine: $threads CPUs ($(uname -m)); zstd $(zstd --version | grep -o 'v[0
 
 # ---- create ------------------------------------------------------------------
 echo "-- create"
-synth_line=$("$lf" synth tokens --out "$tmp/tok" --samples 100000 --seed 1 2>&1 | summary)
-echo "$synth_line"
+# Best of 3, as the zstd -3 limit below is (the first run also meets a cold
+# page cache and allocator).
+synth_line=$(for _ in 1 2 3; do
+  rm -rf "$tmp/tok"
+  "$lf" synth tokens --out "$tmp/tok" --samples 100000 --seed 1 2>&1 | summary
+done | awk '{print $(NF - 1), $0}' | sort -g -r | head -n 1 | cut -d' ' -f2-)
+echo "$synth_line (best of 3)"
 "$lf" synth tokens --out "$tmp/tok1" --samples 20000 --seed 1 --block-size 0 2>&1 | summary
 
 /usr/bin/python3 - "$tmp/in.jsonl" <<'EOF'

@@ -884,8 +884,11 @@ static uint32_t pick_rank(lfp_split *s, uint64_t len, uint32_t cap, uint64_t row
 {
     wake_ranks(s, len);
     uint32_t r;
-    while ((r = s->tree[1]) != NONE && fit_of(s, r, cap, row_tokens) <= len)
-        seat_rank(s, r, len, cap, row_tokens);
+    while ((r = s->tree[1]) != NONE) {
+        uint64_t fit = fit_of(s, r, cap, row_tokens);
+        if (fit > len) break;
+        place_rank(s, r, 0, fit);    /* out of play until the items are that short */
+    }
     return r;
 }
 

@@ -15,7 +15,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,36 +22,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-uint64_t srv_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void srv_fail(srv *s, const char *fmt, ...)
-{
-    pthread_mutex_lock(&s->mu);
-    if (!s->failed) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->fail_msg, sizeof s->fail_msg, fmt, ap);
-        va_end(ap);
-        s->failed = 1;
-    }
-    s->stop = 1;
-    pthread_cond_broadcast(&s->cv_plan);
-    pthread_cond_broadcast(&s->cv_read);
-    pthread_cond_broadcast(&s->cv_work);
-    pthread_cond_broadcast(&s->cv_catchup);
-    pthread_mutex_unlock(&s->mu);
-    uint64_t one = 1;
-    ssize_t n = write(s->notify_fd, &one, sizeof one);
-    (void)n;
-}
 
 static void usage(FILE *f)
 {

@@ -141,18 +141,6 @@ typedef struct srv_pipeline {
     uint32_t last_gen;           /* the last catch-up generation handed out */
 } srv_pipeline;
 
-/* Wakes the control thread unless a wake-up it has not taken yet is pending:
- * it announces every finished job when it takes one (announce clears the
- * flag first), and each write that wakes a sleeping thread costs the worker
- * a system call and an inter-processor interrupt. */
-static void notify_control(srv *s)
-{
-    if (atomic_exchange(&s->notify_pending, 1)) return;
-    uint64_t one = 1;
-    ssize_t n = write(s->notify_fd, &one, sizeof one);
-    (void)n; /* an eventfd at its limit is still readable: nothing is lost */
-}
-
 /* ---- queues and cache (all under s->mu) ------------------------------- */
 
 static void q_push(queue *q, cache_entry *e)
@@ -656,22 +644,6 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
     return 0;
 }
 
-/* Adds v to a counter of s->m under s->mu: lf-stat copies s->m under it. */
-static void add_metric(srv *s, uint64_t *counter, uint64_t v)
-{
-    pthread_mutex_lock(&s->mu);
-    *counter += v;
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* Adds the calling thread's CPU time so far to *sum (at the thread's end). */
-static void add_thread_cpu(srv *s, uint64_t *sum)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return;
-    add_metric(s, sum, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
-}
-
 /* Whether the server is shutting down: s->stop is written under mu by
  * whichever thread fails first. */
 static int stopping(srv *s)
@@ -697,11 +669,11 @@ static void *planner_main(void *arg)
         lf_plan_step st;
         uint64_t scout_t0 = srv_now_ns();
         rc = count_epoch_uses(s, e);
-        add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
+        srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
         for (; rc >= 0;) {
             uint64_t t0 = srv_now_ns();
             rc = srv_plan_errno(lf_plan_next_step(s->pl->plan, &st));
-            add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
+            srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
             if (rc <= 0) break;
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
@@ -712,8 +684,8 @@ static void *planner_main(void *arg)
     pthread_mutex_lock(&s->mu);
     s->planner_done = 1;
     pthread_mutex_unlock(&s->mu);
-    notify_control(s);
-    add_thread_cpu(s, &s->m.plan_cpu_ns);
+    srv_notify_control(s);
+    srv_add_thread_cpu(s, &s->m.plan_cpu_ns);
     return NULL;
 }
 
@@ -792,7 +764,7 @@ static void *catchup_main(void *arg)
     free(cu);
     pthread_mutex_lock(&s->mu);
     if (r->catchup_gen == gen) r->catchup_gen = 0; /* the plan ended first */
-    notify_control(s); /* the rank may be due its END now */
+    srv_notify_control(s); /* the rank may be due its END now */
     s->pl->catchups_running--;
     pthread_cond_broadcast(&s->cv_catchup); /* srv_pipeline_stop waits for it */
     pthread_mutex_unlock(&s->mu);
@@ -971,7 +943,7 @@ static void *reader_main(void *arg)
         }
     }
     free(v);
-    add_thread_cpu(s, &s->m.read_cpu_ns);
+    srv_add_thread_cpu(s, &s->m.read_cpu_ns);
     return NULL;
 }
 
@@ -1270,7 +1242,7 @@ static void run_assembly(srv *s, worker_ctx *w, srv_job *j, int discard)
     s->m.assemble_busy_ns += busy;
     finish_job(s, j);
     pthread_mutex_unlock(&s->mu);
-    notify_control(s);
+    srv_notify_control(s);
 }
 
 static void run_decode(srv *s, worker_ctx *w, cache_entry *e)
@@ -1329,7 +1301,7 @@ static void *worker_main(void *arg)
     free(w.frames);
     lf_tf_ws_free(w.ws);
     lf_block_decoder_free(w.dec);
-    add_thread_cpu(s, &s->m.worker_cpu_ns);
+    srv_add_thread_cpu(s, &s->m.worker_cpu_ns);
     return NULL;
 }
 

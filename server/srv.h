@@ -242,8 +242,13 @@ int srv_control_run(srv *s);
  * 0, or <0 with the reason printed (checked at start-up, before planning). */
 int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
 
-/* time */
-uint64_t srv_now_ns(void);
+/* util.c (calls no other file of server/) */
+uint64_t srv_now_ns(void);       /* CLOCK_MONOTONIC */
+/* Stops the server: the first failure's message is kept for the summary,
+ * every thread is woken (takes mu: not under mu). */
 void srv_fail(srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void srv_notify_control(srv *s); /* wakes the control thread (not under mu) */
+void srv_add_metric(srv *s, uint64_t *counter, uint64_t v); /* takes mu */
+void srv_add_thread_cpu(srv *s, uint64_t *sum); /* the thread's CPU time; takes mu */
 
 #endif

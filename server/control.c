@@ -446,7 +446,7 @@ static void announce_rank(control *c, uint32_t li)
 }
 
 /* Clears the pending wake-up before looking: a job finished after this
- * writes the eventfd again (notify_control), so none waits unannounced. */
+ * writes the eventfd again (srv_notify_control), so none waits unannounced. */
 static void announce(control *c)
 {
     atomic_store(&c->s->notify_pending, 0);

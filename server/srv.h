@@ -1,21 +1,30 @@
 /*
  * srv.h — lf-server internals shared by its source files (not a library
- * header: nothing outside server/ includes it).
+ * header: nothing outside server/ includes it). The pipeline's own
+ * structures (cache entries, readers, queues) are in stages.h, which only
+ * the stage files include.
  *
  * Threads and what they own:
  *   control   (control.c)  the ZeroMQ ROUTER, the fd socket, client sessions,
  *                          READY/END sending, metrics replies
- *   planner   (pipeline.c) steps of lf_plan -> one job per local rank,
+ *   planner   (planner.c)  steps of lf_plan -> one job per local rank,
  *                          waits for a free slot, pins the job's blocks
- *   catch-up  (pipeline.c) one per rejoined rank while it catches up: its
+ *                          (cache.c)
+ *   catch-up  (catchup.c)  one per rejoined rank while it catches up: its
  *                          own lf_plan from the rank's saved position to
  *                          where the planner is, jobs for that rank only
- *   readers   (pipeline.c) stored block bytes via io_uring or pread
- *   workers   (pipeline.c) verify + decompress blocks into the cache, and
- *                          assemble complete jobs straight into ring slots
- * Everything shared is guarded by srv.mu; the heavy work (I/O, zstd,
- * transforms) runs with it released. The control thread learns about
- * finished jobs through an eventfd.
+ *   readers   (read.c)     stored block bytes via io_uring or pread
+ *   workers   (pipeline.c) verify + decompress blocks into the cache
+ *                          (decode.c), and assemble complete jobs straight
+ *                          into ring slots (assemble.c)
+ *
+ * Locking, the one rule for every file: srv.mu guards every list, queue,
+ * count and cache field, here and in stages.h; the reads, the
+ * decompression, the assembly and the scout's walk run without it, on
+ * memory that the state machine hands to exactly one thread at a time (a
+ * QUEUED entry to one reader, a DECODING entry to one worker, a job to one
+ * assembler; the scout's plan copy and counts are the planner's). The
+ * control thread learns about finished jobs through an eventfd.
  */
 #ifndef LF_SRV_H
 #define LF_SRV_H
@@ -195,28 +204,34 @@ struct srv {
     uint64_t start_step;
 
     uint64_t quarantine[SRV_QUARANTINE_LIST]; /* the first quarantined blocks */
-    struct srv_pipeline *pl;     /* pipeline.c's private state */
+    struct srv_pipeline *pl;     /* the pipeline's own state (stages.h) */
     srv_metrics m;
 };
 
-/* pipeline.c */
-int srv_pipeline_init(srv *s);
-int srv_pipeline_start(srv *s);
-void srv_pipeline_stop(srv *s);  /* joins threads, frees everything */
-void srv_free_slot(srv *s, uint32_t li, uint32_t slot); /* under mu */
-void srv_job_free(srv_job *j);   /* accepts NULL */
+/* pipeline.c: the pipeline's threads (the stages' own functions: stages.h) */
+int srv_pipeline_init(srv *s);   /* not under mu */
+int srv_pipeline_start(srv *s);  /* not under mu */
+void srv_pipeline_stop(srv *s);  /* joins threads, frees everything (takes mu) */
 
 typedef struct srv_depths {
     uint32_t read_q, decode_q, assemble_q, jobs_in_flight;
     uint64_t cache_bytes;
 } srv_depths;
 void srv_pipeline_depths(const srv *s, srv_depths *d); /* under mu */
+
+/* planner.c */
+void srv_free_slot(srv *s, uint32_t li, uint32_t slot); /* under mu */
+void srv_job_free(srv_job *j);   /* accepts NULL */
+
+/* catchup.c */
 void srv_rank_gone(srv *s, uint32_t li);                /* under mu */
 /* A new client for a gone rank (under mu): once started, jobs of the rank
  * come from a catch-up thread (rejoin = 1) until it reaches the planner. */
 void srv_rank_attach(srv *s, uint32_t li, int rejoin);
 /* Starts rank li's catch-up from its START position (not under mu). */
 int srv_rank_catch_up(srv *s, uint32_t li);
+
+/* cache.c */
 /* Orders positions: (epoch, step) as one number; a step past an epoch's
  * last sorts before every step of the next epoch. Epochs past
  * SRV_EPOCH_MAX (a client's START may name any) take its key. */

@@ -1,0 +1,258 @@
+/*
+ * assemble.c — the workers' second task: a job into its rank's ring slot.
+ *
+ * A job with nothing missing is laid out by a worker directly in the
+ * rank's ring slot: one fill per kind of batch (tokens padded, packed or
+ * in micro-batches through lf_tf; images through lf_tf_jpeg_augment; frames
+ * padded), each reading its samples' fields from the pinned blocks
+ * (sample_views), then the sample ids and the slot header. Finishing a
+ * job counts its samples off the cache's pending counts and unpins its
+ * blocks; the control thread then announces it (READY).
+ */
+#include "stages.h"
+
+#include "lf_ring.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The fields of a job's sample i, located in its pinned block. */
+static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *views)
+{
+    const cache_entry *e = j->blocks[j->block_of[i]].entry;
+    lf_shard_error err;
+    if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
+        srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Gathers the token views of a job's samples, checked against the index. */
+static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
+{
+    if (j->n > w->seqs_cap) {
+        lf_tf_seq *v = realloc(w->seqs, j->n * sizeof *v);
+        if (!v) return -ENOMEM;
+        w->seqs = v;
+        w->seqs_cap = j->n;
+    }
+    for (uint32_t i = 0; i < j->n; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0) return rc;
+        const lf_field_view *v = &views[s->token_field];
+        if (v->count != j->lengths[i]) {
+            srv_fail(s, "sample %" PRIu64 ": %u tokens, index says %" PRIu64,
+                     j->ids[i], v->count, j->lengths[i]);
+            return -EIO;
+        }
+        w->seqs[i] = (lf_tf_seq){.tokens = v->data, .count = v->count,
+                                 .dtype = s->token_in_dtype, .row = j->row_of[i]};
+    }
+    return 0;
+}
+
+/* --micro-batches: micro-batch k's samples (consecutive, row_of == k) padded
+ * to micro_len[k], one micro-batch after another in the flat tokens tensor;
+ * micro[k] = (its samples, its padded length). */
+static int fill_micro(const srv *s, const worker_ctx *w, const srv_job *j, unsigned char *slot,
+                      const lf_layout *l)
+{
+    const lf_tensor_desc *tok = &l->tensors[0], *len = &l->tensors[1], *mic = &l->tensors[2];
+    uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
+    size_t es = lf_dtype_size(dt), is = lf_dtype_size(idx);
+    uint64_t at = 0; /* cells written so far */
+    for (uint32_t k = 0, i = 0; k < j->rows; k++) {
+        uint32_t first = i;
+        while (i < j->n && j->row_of[i] == k) i++;
+        lf_tf_tokens_out out = {.dtype = dt, .tokens = slot + tok->offset + at * es,
+                                .tokens_cap = tok->size - at * es,
+                                .lengths = slot + len->offset + (size_t)first * is,
+                                .lengths_cap = len->size - (size_t)first * is};
+        int rc = lf_tf_tokens_pad(&out, j->micro_len[k], s->cfg.pad_id, w->seqs + first,
+                                  i - first);
+        if (rc < 0) return rc;
+        lf_put_int(slot + mic->offset, idx, 2 * (size_t)k, i - first);
+        lf_put_int(slot + mic->offset, idx, 2 * (size_t)k + 1, j->micro_len[k]);
+        at += (uint64_t)(i - first) * j->micro_len[k];
+    }
+    return 0;
+}
+
+/* Token batch: pad or pack straight into the slot's tensors. */
+static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+                       const lf_layout *l)
+{
+    int rc = gather_tokens(s, w, j);
+    if (rc < 0) return rc;
+    if (j->micro_len) {
+        if ((rc = fill_micro(s, w, j, slot, l)) < 0)
+            srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
+        return rc;
+    }
+    const lf_tensor_desc *t = &l->tensors[0];
+    lf_tf_tokens_out out = {.dtype = s->cfg.token_dtype, .tokens = slot + t->offset,
+                            .tokens_cap = t->size};
+    if (s->cfg.plan.layout == LF_PLAN_PACK) {
+        out.positions = slot + l->tensors[1].offset;
+        out.positions_cap = l->tensors[1].size;
+        out.cu_seqlens = slot + l->tensors[2].offset;
+        out.cu_seqlens_cap = l->tensors[2].size;
+        long n = lf_tf_tokens_pack(&out, j->rows, j->row_len, s->cfg.pad_id, w->seqs, j->n);
+        rc = n < 0 ? (int)n : 0;
+    } else {
+        out.lengths = slot + l->tensors[1].offset;
+        out.lengths_cap = l->tensors[1].size;
+        rc = lf_tf_tokens_pad(&out, j->row_len, s->cfg.pad_id, w->seqs, j->n);
+    }
+    if (rc < 0) srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
+    return rc;
+}
+
+/* Copies sample i's label (an int64) into the labels tensor. */
+static int copy_label(const srv *s, const lf_field_view *views, unsigned char *slot,
+                      const lf_tensor_desc *lab, uint32_t i)
+{
+    if (!lab) return 0;
+    const lf_field_view *lv = &views[s->label_field];
+    if (lv->size != 8) return -EINVAL;
+    memcpy(slot + lab->offset + 8 * (size_t)i, lv->data, 8);
+    return 0;
+}
+
+/* Image batch: each sample's JPEG decoded, cropped, resized and normalized
+ * straight into its place in the slot; labels copied beside. */
+static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+                       const lf_layout *l)
+{
+    const lf_tensor_desc *img = lf_layout_find(l, "images"), *lab = lf_layout_find(l, "labels");
+    size_t each = lf_tf_image_out_size(&s->cfg.image);
+    if (!w->ws && lf_tf_ws_create(NULL, &w->ws) < 0) return -ENOMEM;
+    for (uint32_t i = 0; i < j->n; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0) return rc;
+        const lf_field_view *v = &views[s->token_field];
+        long n = lf_tf_jpeg_augment(w->ws, slot + img->offset + i * each, each, v->data,
+                                    v->size, &s->cfg.image, j->epoch, j->ids[i], NULL);
+        if (n < 0) {
+            srv_fail(s, "sample %" PRIu64 ": image transform: %s: %s", j->ids[i],
+                     lf_tf_strerror((int)n), lf_tf_reason(w->ws));
+            return (int)n;
+        }
+        if ((rc = copy_label(s, views, slot, lab, i)) < 0) return rc;
+    }
+    return 0;
+}
+
+/* Frames batch: every sample's frames padded with zeros to the longest. */
+static int fill_frames(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+                       const lf_layout *l)
+{
+    const lf_tensor_desc *fr = lf_layout_find(l, "frames"), *len = lf_layout_find(l, "lengths");
+    const lf_tensor_desc *lab = lf_layout_find(l, "labels");
+    if (j->n > w->frames_cap) {
+        lf_tf_frames *v = realloc(w->frames, j->n * sizeof *v);
+        if (!v) return -ENOMEM;
+        w->frames = v;
+        w->frames_cap = j->n;
+    }
+    lf_tf_frames *items = w->frames;
+    for (uint32_t i = 0; i < j->n; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0 || (rc = copy_label(s, views, slot, lab, i)) < 0) return rc;
+        const lf_field_view *v = &views[s->token_field];
+        if (v->count != j->lengths[i]) {
+            srv_fail(s, "sample %" PRIu64 ": %u frames, index says %" PRIu64, j->ids[i],
+                     v->count, j->lengths[i]);
+            return -EIO;
+        }
+        items[i] = (lf_tf_frames){.data = v->data, .nframes = v->count};
+    }
+    int rc = lf_tf_frames_pad(slot + fr->offset, fr->size, (int64_t *)(void *)(slot + len->offset),
+                              len->size, s->frame_dtype, s->frame_width, j->row_len, items, j->n);
+    if (rc < 0) srv_fail(s, "frames transform: %s", lf_tf_strerror(rc));
+    return rc;
+}
+
+/* Writes a job's tensors and header into its slot. */
+static int assemble(srv *s, worker_ctx *w, const srv_job *j)
+{
+    srv_rank *r = &s->ranks[j->li];
+    unsigned char *slot = r->seg + lf_ring_slot_offset(j->slot, s->slot_size);
+    lf_layout l;
+    int rc = srv_job_layout(s, j, &l);
+    if (rc < 0 || l.end > s->slot_size) {
+        srv_fail(s, "job layout does not fit its slot (%d)", rc);
+        return -EOVERFLOW;
+    }
+    rc = s->images   ? fill_images(s, w, j, slot, &l)
+         : s->frames ? fill_frames(s, w, j, slot, &l)
+                     : fill_tokens(s, w, j, slot, &l);
+    if (rc < 0) return rc;
+    const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
+    memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
+    lf_msg_ready ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq};
+    return lf_slot_write_header(slot, s->slot_size, r->rank, &ready, j->n, &l);
+}
+
+static void finish_job(srv *s, srv_job *j)
+{
+    if (j->counts) srv_count_off(s, j);
+    for (uint32_t i = 0; i < j->nblocks; i++) srv_unpin(s, j->blocks[i].entry);
+    j->done = 1;
+    s->pl->jobs_in_flight--;
+    if (s->pl->plan_wait == PLAN_WAITS_ROOM) pthread_cond_signal(&s->cv_plan);
+    if (s->pl->catchup_waits) pthread_cond_broadcast(&s->cv_catchup);
+}
+
+/* --on-corrupt=skip: leaves the samples of quarantined blocks out of job j,
+ * keeping the others in their order; the batch shrinks (the same on every
+ * run, as the damage is in the data). Under mu. */
+void srv_drop_quarantined(srv *s, srv_job *j)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < j->nblocks; i++) any |= j->blocks[i].entry->bad;
+    if (!any) return;
+    int pad = s->cfg.plan.layout != LF_PLAN_PACK && !j->micro_len; /* a row a sample */
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < j->n; i++) {
+        if (j->blocks[j->block_of[i]].entry->bad) {
+            j->tokens -= j->lengths[i] <= j->tokens ? j->lengths[i] : j->tokens;
+            s->m.quarantined_samples++;
+            continue;
+        }
+        j->ids[k] = j->ids[i];
+        j->lengths[k] = j->lengths[i];
+        j->block_of[k] = j->block_of[i];
+        j->row_of[k] = pad ? k : j->row_of[i];
+        k++;
+    }
+    j->n = k;
+    if (pad) j->rows = k; /* pad: one row per sample */
+}
+
+/* Assembles job j, taken from the queue under mu, which also gave
+ * `discard` (set under mu when the job's rank has gone away). */
+void srv_run_assembly(srv *s, worker_ctx *w, srv_job *j, int discard)
+{
+    uint64_t busy = 0;
+    int rc = 0;
+    if (!discard) {
+        uint64_t t0 = srv_now_ns();
+        rc = assemble(s, w, j);
+        if (rc < 0) srv_fail(s, "assembly: %s", strerror(-rc)); /* the first reason stays */
+        busy = srv_now_ns() - t0;
+    }
+    pthread_mutex_lock(&s->mu);
+    /* A half-written slot is never announced: its rank gets the error. */
+    if (rc < 0) j->discard = 1;
+    s->m.assemble_busy_ns += busy;
+    finish_job(s, j);
+    pthread_mutex_unlock(&s->mu);
+    srv_notify_control(s);
+}

@@ -1,0 +1,387 @@
+/*
+ * planner.c — the planner thread: plan steps -> jobs, with backpressure.
+ *
+ * A job is one local rank's batch of one step. The planner makes jobs in
+ * plan order, and before it makes one it waits for a free slot in that
+ * rank's ring: that is the backpressure from the trainers. Making a job pins
+ * the decompressed blocks its samples live in: a block already in the cache
+ * is a hit; a missing one gets a cache entry and goes to the read queue.
+ *
+ * At each epoch start the planner installs the epoch's pending counts per
+ * block (the prepass's, or a scout's: see cache.c), and it waits when a
+ * new job's blocks would push the cache past its limit while other jobs
+ * are in flight. A rank being caught up (catchup.c) gets its jobs from
+ * its catch-up thread, which makes them with the functions here; the
+ * planner skips it.
+ */
+#include "stages.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void srv_job_free(srv_job *j)
+{
+    if (!j) return;
+    free(j->ids);
+    free(j->lengths);
+    free(j->row_of);
+    free(j->micro_len);
+    free(j->blocks);
+    free(j->block_of);
+    free(j);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* row_of[i] = r for the samples i in [start[r], start[r + 1]) of each of
+ * the job's rows (the plan's rows, or its micro-batches). */
+static void mark_rows(srv_job *j, const uint32_t *start)
+{
+    for (uint32_t r = 0; r < j->rows; r++)
+        for (uint32_t i = start[r]; i < start[r + 1] && i < j->n; i++) j->row_of[i] = r;
+}
+
+/* --micro-batches: the job's rows are the plan's micro-batches (row_of is
+ * each sample's micro-batch), each padded to its own micro_len. */
+static int job_micro(srv_job *j, const lf_plan_batch *b)
+{
+    j->rows = b->micro;
+    j->micro_len = malloc((b->micro ? b->micro : 1) * sizeof *j->micro_len);
+    if (!j->micro_len) return -ENOMEM;
+    if (b->micro) memcpy(j->micro_len, b->micro_len, b->micro * sizeof *j->micro_len);
+    mark_rows(j, b->micro_start);
+    return 0;
+}
+
+/* block_of[i] = the index of sample i's block (sample_blk[i]) in the job's
+ * sorted, distinct blocks, so the workers find a sample's bytes without
+ * searching; each block counts its samples. */
+static void mark_blocks(srv_job *j, const uint64_t *sample_blk)
+{
+    for (uint32_t i = 0; i < j->n; i++) {
+        uint32_t k = srv_job_block_at(j, sample_blk[i]);
+        j->block_of[i] = k;
+        j->blocks[k].nsamples++;
+    }
+}
+
+/* Copies one rank's plan batch into a new job (no lock needed).
+ * scratch_blocks: the caller's buffer, 2 x n entries: each sample's block
+ * number, then the same sorted. */
+srv_job *srv_job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
+                               const lf_plan_batch *b, uint64_t **scratch_blocks)
+{
+    srv_job *j = calloc(1, sizeof *j);
+    uint32_t n = b->nsamples, alloc = n ? n : 1;
+    if (!j) return NULL;
+    j->li = li;
+    j->epoch = st->epoch;
+    j->step = st->step;
+    j->n = n;
+    j->rows = b->rows;
+    j->row_len = b->row_len;
+    j->cost = b->cost;
+    j->tokens = b->tokens;
+    j->ids = malloc(alloc * sizeof *j->ids);
+    j->lengths = malloc(alloc * sizeof *j->lengths);
+    j->row_of = malloc(alloc * sizeof *j->row_of);
+    uint64_t *blk = realloc(*scratch_blocks, 2 * (size_t)alloc * sizeof *blk);
+    if (blk) *scratch_blocks = blk;
+    if (!j->ids || !j->lengths || !j->row_of || !blk) {
+        srv_job_free(j);
+        return NULL;
+    }
+    memcpy(j->ids, b->ids, n * sizeof *j->ids);
+    memcpy(j->lengths, b->lengths, n * sizeof *j->lengths);
+    if (s->cfg.micro_batches) {
+        if (job_micro(j, b) < 0) {
+            srv_job_free(j);
+            return NULL;
+        }
+    } else {
+        mark_rows(j, b->row_start);
+    }
+    for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
+    uint64_t *sorted = blk + alloc;
+    memcpy(sorted, blk, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_u64);
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (nb == 0 || sorted[nb - 1] != sorted[i]) sorted[nb++] = sorted[i];
+    j->nblocks = nb;
+    j->blocks = calloc(nb ? nb : 1, sizeof *j->blocks);
+    j->block_of = malloc(alloc * sizeof *j->block_of);
+    if (!j->blocks || !j->block_of) {
+        srv_job_free(j);
+        return NULL;
+    }
+    for (uint32_t k = 0; k < nb; k++) j->blocks[k].id = sorted[k];
+    mark_blocks(j, blk);
+    return j;
+}
+
+/* Of job j's blocks, the raw bytes not cached yet (*need) and those of the
+ * cached ones idle in the LRU (*idle), which making room for j spares.
+ * Under mu. */
+static void job_cache_bytes(srv *s, const srv_job *j, uint64_t *need, uint64_t *idle)
+{
+    *need = *idle = 0;
+    for (uint32_t i = 0; i < j->nblocks; i++) {
+        const cache_entry *e = srv_cache_find(s->pl, j->blocks[i].id);
+        if (!e) *need += lf_dataset_block(s->ds, j->blocks[i].id)->raw_size;
+        else if (e->pins == 0 && e->state == CE_READY && !e->bad) *idle += e->raw_size;
+    }
+}
+
+/* Waits (under mu) until job j's rank (li) has a free slot and the job's new blocks
+ * fit the cache. gen is the caller's catch-up generation (0: the planner),
+ * key the job's step. Returns 0, 1 when the caller no longer makes this
+ * rank's job (the rank is gone, or the other thread feeds it, or it starts
+ * later), -1 on stop. */
+int srv_wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key)
+{
+    uint32_t li = j->li;
+    srv_rank *r = &s->ranks[li];
+    for (;;) {
+        if (s->stop) return -1;
+        if (r->gone || r->catchup_gen != gen || (gen == 0 && key < r->from_key)) return 1;
+        if (r->nfree > 0) {
+            uint64_t need, idle;
+            job_cache_bytes(s, j, &need, &idle);
+            /* What no eviction frees: pinned blocks and the job's own idle
+             * ones. Nothing is evicted for a job that would not fit anyway,
+             * and over the limit only when nothing else is in flight: one
+             * job must always be able to run. */
+            uint64_t kept = s->pl->cache_bytes - s->pl->lru_bytes + idle;
+            if (kept + need <= s->cache_limit || s->pl->jobs_in_flight == 0) {
+                srv_cache_make_room(s, need, j);
+                return 0;
+            }
+        }
+        if (gen) { /* a catch-up thread: slots and room wake it on cv_catchup */
+            uint32_t room = r->nfree > 0;
+            s->pl->catchup_waits += room;
+            pthread_cond_wait(&s->cv_catchup, &s->mu);
+            s->pl->catchup_waits -= room;
+            continue;
+        }
+        s->pl->plan_wait = r->nfree > 0 ? PLAN_WAITS_ROOM : PLAN_WAITS_SLOT;
+        s->pl->plan_wait_li = li;
+        pthread_cond_wait(&s->cv_plan, &s->mu);
+        s->pl->plan_wait = PLAN_RUNS;
+    }
+}
+
+/* Whether step `key` of rank li still has to count its samples off (once
+ * per step, see the top). Under mu. */
+int srv_claim_count(srv_rank *r, uint64_t key)
+{
+    if (key < r->counted_key) return 0;
+    r->counted_key = key + 1;
+    return 1;
+}
+
+/* Places job j of step `key` into its rank's ring. Under mu. */
+int srv_submit_job(srv *s, srv_job *j, uint64_t key)
+{
+    srv_rank *r = &s->ranks[j->li];
+    j->slot = r->free_slots[--r->nfree];
+    j->seq = r->next_seq++;
+    j->counts = srv_claim_count(r, key);
+    for (uint32_t i = 0; i < j->nblocks; i++) {
+        int ready = 0;
+        j->blocks[i].entry = srv_pin_block(s, j->blocks[i].id, &ready);
+        if (!j->blocks[i].entry) {
+            for (uint32_t k = 0; k < i; k++) srv_unpin(s, j->blocks[k].entry);
+            j->nblocks = 0;
+            return -ENOMEM;
+        }
+        j->missing += !ready;
+    }
+    /* Linked once every pin held, so a failed pin leaves no link behind;
+     * appended, so jobs that a block completes go to assembly oldest first,
+     * the order the control thread announces them in. */
+    for (uint32_t i = 0; i < j->nblocks; i++) {
+        cache_entry *e = j->blocks[i].entry;
+        srv_job_wait *w = &j->blocks[i].wait;
+        if (e->state == CE_READY) continue;
+        *w = (srv_job_wait){.job = j};
+        if (e->waiters_last) e->waiters_last->next = w;
+        else e->waiters = w;
+        e->waiters_last = w;
+    }
+    if (r->jobs_tail) r->jobs_tail->next = j;
+    else r->jobs_head = j;
+    r->jobs_tail = j;
+    s->pl->jobs_in_flight++;
+    if (j->missing == 0) srv_asm_push(s, j);
+    return 0;
+}
+
+static int before_start(const srv *s, const lf_plan_step *st)
+{
+    if (st->epoch != s->start_epoch) return st->epoch < s->start_epoch;
+    return st->step < s->start_step;
+}
+
+/* The prepass's counts of epoch index e, when it counted that epoch and no
+ * step of it is skipped (no resume inside it or after it); else NULL. */
+static const uint32_t *prepass_uses(const srv *s, uint32_t e)
+{
+    uint32_t epoch = s->cfg.plan.epoch + e;
+    int whole = s->start_epoch < epoch || (s->start_epoch == epoch && s->start_step == 0);
+    if (e >= s->counted_epochs || !whole) return NULL;
+    return s->epoch_uses + e * (lf_dataset_blocks(s->ds) + 1);
+}
+
+/* Counts into `counts` with a scout copy of the plan that runs through the
+ * epoch the plan is about to start (no lock held: the copy is private). */
+static int scout_uses(srv *s, uint32_t *counts)
+{
+    srv_pipeline *p = s->pl;
+    long n = lf_plan_state_save(p->plan, NULL, 0);
+    unsigned char *blob = n > 0 ? malloc((size_t)n) : NULL;
+    lf_plan *scout = NULL;
+    int rc = blob ? (int)lf_plan_state_save(p->plan, blob, (size_t)n) : -ENOMEM;
+    if (rc >= 0) rc = srv_plan_create(s, &scout);
+    if (rc >= 0) rc = lf_plan_state_restore(scout, blob, (size_t)n);
+    lf_plan_step st;
+    while (rc >= 0 && (rc = lf_plan_next_step(scout, &st)) == 1) {
+        if (before_start(s, &st)) continue;
+        for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
+            lf_plan_batch b;
+            rc = lf_plan_rank_batch(scout, s->cfg.local[li], &b);
+            for (uint32_t i = 0; rc >= 0 && i < b.nsamples; i++)
+                counts[lf_dataset_sample_block(s->ds, b.ids[i])]++;
+        }
+    }
+    lf_plan_free(scout);
+    free(blob);
+    return rc < 0 ? rc : 0;
+}
+
+/* Installs, per block, the samples the local ranks take from it in the epoch
+ * (index e) that the plan is about to start: the prepass's counts, or a
+ * scout's. From then on only jobs of that epoch count samples off (a job of
+ * the previous epoch still in flight must not spend the new counts). */
+static int count_epoch_uses(srv *s, uint32_t e)
+{
+    srv_pipeline *p = s->pl;
+    uint64_t nb = lf_dataset_blocks(s->ds) + 1;
+    const uint32_t *counts = prepass_uses(s, e);
+    uint32_t *own = NULL;
+    int rc = 0;
+    if (!counts) {
+        /* an epoch wholly before a resume's start takes nothing: no scout */
+        int skipped = s->cfg.plan.epoch + e < s->start_epoch;
+        own = calloc(nb, sizeof *own);
+        rc = !own ? -ENOMEM : skipped ? 0 : scout_uses(s, own);
+        counts = own;
+    }
+    if (rc >= 0) {
+        pthread_mutex_lock(&s->mu);
+        memcpy(p->uses, counts, nb * sizeof *p->uses);
+        p->uses_epoch = s->cfg.plan.epoch + e;
+        /* Idle blocks this epoch takes nothing from go now, not when evicted. */
+        srv_cache_drop_unwanted(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(own);
+    return rc;
+}
+
+/* The planner passes step `key` of rank li (job j unused): a rank that is
+ * gone or starts later will not take these samples, so they count off now;
+ * a rank being caught up gets the step from its catch-up thread. Under mu. */
+static void skip_step(srv *s, uint32_t li, const srv_job *j, uint64_t key)
+{
+    srv_rank *r = &s->ranks[li];
+    if (!r->catchup_gen && srv_claim_count(r, key)) srv_count_off(s, j);
+}
+
+/* Plans one step: a job per live local rank. Returns 0, or <0 to stop. */
+static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
+{
+    uint64_t key = srv_pos_key(st->epoch, st->step);
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        lf_plan_batch b;
+        int rc = srv_plan_errno(lf_plan_rank_batch(s->pl->plan, s->cfg.local[li], &b));
+        if (rc < 0) {
+            srv_fail(s, "plan: rank batch: %s", strerror(-rc));
+            return rc;
+        }
+        srv_job *j = srv_job_from_batch(s, li, st, &b, scratch);
+        if (!j) {
+            srv_fail(s, "plan: out of memory");
+            return -ENOMEM;
+        }
+        pthread_mutex_lock(&s->mu);
+        rc = srv_wait_for_room(s, j, 0, key);
+        if (rc == 0) rc = srv_submit_job(s, j, key);
+        else if (rc == 1) skip_step(s, li, j, key);
+        s->ranks[li].planner_key = key + 1;
+        pthread_mutex_unlock(&s->mu);
+        if (rc != 0) srv_job_free(j);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+/* Whether the server is shutting down: s->stop is written under mu by
+ * whichever thread fails first. */
+static int stopping(srv *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+void *srv_planner_main(void *arg)
+{
+    srv *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop && !s->all_started) pthread_cond_wait(&s->cv_plan, &s->mu);
+    /* Stopped before every rank started: the start position (written by
+     * the control thread until then) is not to be read. */
+    int stopped = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    uint64_t *scratch = NULL;
+    int rc = 0;
+    for (uint32_t e = 0; !stopped && e < s->cfg.epochs && rc >= 0; e++) {
+        lf_plan_step st;
+        uint64_t scout_t0 = srv_now_ns();
+        rc = count_epoch_uses(s, e);
+        srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
+        for (; rc >= 0;) {
+            uint64_t t0 = srv_now_ns();
+            rc = srv_plan_errno(lf_plan_next_step(s->pl->plan, &st));
+            srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
+            if (rc <= 0) break;
+            if (before_start(s, &st)) continue;
+            if ((rc = plan_step(s, &st, &scratch)) < 0) break;
+        }
+        if (rc < 0 && !stopping(s)) srv_fail(s, "plan: %s", strerror(-rc));
+    }
+    free(scratch);
+    pthread_mutex_lock(&s->mu);
+    s->planner_done = 1;
+    pthread_mutex_unlock(&s->mu);
+    srv_notify_control(s);
+    srv_add_thread_cpu(s, &s->m.plan_cpu_ns);
+    return NULL;
+}
+
+void srv_free_slot(srv *s, uint32_t li, uint32_t slot)
+{
+    srv_rank *r = &s->ranks[li];
+    r->free_slots[r->nfree++] = slot;
+    if (s->pl->plan_wait == PLAN_WAITS_SLOT && s->pl->plan_wait_li == li)
+        pthread_cond_signal(&s->cv_plan);
+    if (r->catchup_gen) pthread_cond_broadcast(&s->cv_catchup);
+}

@@ -30,7 +30,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,7 +276,13 @@ static void on_step(control *c, int li, const lf_msg_step *m)
     pthread_mutex_unlock(&c->s->mu);
 }
 
-static char *stats_json(control *c);
+/* The STATS reply's text (stat.c), with which ranks have a client now. */
+static char *stats_json(control *c)
+{
+    uint8_t connected[SRV_MAX_RANKS];
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) connected[li] = c->sess[li].idlen > 0;
+    return srv_stats_json(c->s, c->start_ns, connected);
+}
 
 static void on_message(control *c, const unsigned char *id, size_t idlen,
                        const unsigned char *buf, size_t len)
@@ -495,56 +500,6 @@ static void heartbeat(control *c)
     lf_msg m = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
         if (live(c, li)) send_to(c, c->sess[li].id, c->sess[li].idlen, &m);
-}
-
-/* ---- metrics ------------------------------------------------------------ */
-
-static char *stats_json(control *c)
-{
-    srv *s = c->s;
-    json_t *o = json_object(), *ranks = json_array();
-    srv_depths d;
-    pthread_mutex_lock(&s->mu);
-    srv_pipeline_depths(s, &d);
-    srv_metrics m = s->m;
-    json_object_set_new(o, "uptime_ns", json_integer((json_int_t)(srv_now_ns() - c->start_ns)));
-    json_object_set_new(o, "bytes_read", json_integer((json_int_t)m.bytes_read));
-    json_object_set_new(o, "blocks_read", json_integer((json_int_t)m.blocks_read));
-    json_object_set_new(o, "blocks_decoded", json_integer((json_int_t)m.blocks_decoded));
-    json_object_set_new(o, "cache_hits", json_integer((json_int_t)m.cache_hits));
-    json_object_set_new(o, "cache_misses", json_integer((json_int_t)m.cache_misses));
-    json_object_set_new(o, "cache_evictions", json_integer((json_int_t)m.evictions));
-    json_object_set_new(o, "cache_done", json_integer((json_int_t)m.blocks_done));
-    json_object_set_new(o, "cache_bytes", json_integer((json_int_t)d.cache_bytes));
-    json_object_set_new(o, "cache_limit", json_integer((json_int_t)s->cache_limit));
-    json_object_set_new(o, "batches", json_integer((json_int_t)m.batches));
-    json_object_set_new(o, "samples", json_integer((json_int_t)m.samples));
-    json_object_set_new(o, "uring_retries", json_integer((json_int_t)m.uring_retries));
-    json_object_set_new(o, "quarantined_blocks", json_integer((json_int_t)m.quarantined_blocks));
-    json_object_set_new(o, "quarantined_samples", json_integer((json_int_t)m.quarantined_samples));
-    json_object_set_new(o, "busy_ns", json_pack("{s:I,s:I,s:I,s:I}",
-        "plan", (json_int_t)m.plan_busy_ns, "read", (json_int_t)m.read_busy_ns,
-        "decode", (json_int_t)m.decode_busy_ns, "assemble", (json_int_t)m.assemble_busy_ns));
-    json_object_set_new(o, "queue_depth", json_pack("{s:i,s:i,s:i,s:i}",
-        "read", (int)d.read_q, "decode", (int)d.decode_q, "assemble", (int)d.assemble_q,
-        "jobs_in_flight", (int)d.jobs_in_flight));
-    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
-        const srv_rank *r = &s->ranks[li];
-        const char *state = r->gone ? "gone" : r->ended ? "ended"
-                          : r->started && r->catchup_gen ? "catching up"
-                          : r->started ? "running" : c->sess[li].idlen ? "connected" : "waiting";
-        json_array_append_new(ranks, json_pack("{s:i,s:s,s:I,s:I,s:I,s:f,s:I,s:I,s:I}",
-            "rank", (int)r->rank, "state", state, "batches", (json_int_t)r->m.batches,
-            "samples", (json_int_t)r->m.samples, "tokens", (json_int_t)r->m.tokens,
-            "cost", r->m.cost, "data_wait_ns", (json_int_t)r->m.wait_ns,
-            "compute_ns", (json_int_t)r->m.compute_ns,
-            "steps_reported", (json_int_t)r->m.steps_reported));
-    }
-    pthread_mutex_unlock(&s->mu);
-    json_object_set_new(o, "ranks", ranks);
-    char *text = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    return text;
 }
 
 /* ---- the loop ----------------------------------------------------------- */

@@ -6,7 +6,8 @@
  *
  * Threads and what they own:
  *   control   (control.c)  the ZeroMQ ROUTER, the fd socket, client sessions,
- *                          READY/END sending, metrics replies
+ *                          READY/END sending, metrics replies (their
+ *                          JSON: stat.c)
  *   planner   (planner.c)  steps of lf_plan -> one job per local rank,
  *                          waits for a free slot, pins the job's blocks
  *                          (cache.c)
@@ -256,6 +257,11 @@ int srv_control_run(srv *s);
 /* The socket path of --endpoint (NULL: the default) into path (cap bytes);
  * 0, or <0 with the reason printed (checked at start-up, before planning). */
 int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
+
+/* stat.c */
+/* The JSON text of a STATS reply (malloc'ed; NULL: no memory); connected:
+ * per local rank, whether a client holds it. Takes mu. */
+char *srv_stats_json(srv *s, uint64_t start_ns, const uint8_t *connected);
 
 /* util.c (calls no other file of server/) */
 uint64_t srv_now_ns(void);       /* CLOCK_MONOTONIC */

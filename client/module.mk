@@ -25,8 +25,7 @@ $(B)/lib/pkgconfig/levelfeed.pc: client/levelfeed.pc.in
 
 PROGRAMS += $(B)/lib/liblevelfeed.so.1 $(B)/lib/liblevelfeed.so $(B)/lib/pkgconfig/levelfeed.pc
 
-$(eval $(call program,lf-rank-loop,examples/rank_loop.c tools/common/parse_num.c \
-  tools/common/image_cli.c))
+$(eval $(call program,lf-rank-loop,examples/rank_loop.c))
 
 # The test of client/cudrv.h's declarations against the driver's own header,
 # where the CUDA toolkit is there.

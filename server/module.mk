@@ -1,7 +1,5 @@
 # lf-server (the per-node service) and lf-stat (its live metrics). lf-stat's
 # line lives here because the top Makefile's MODULES list has no tools/lf-stat.
-server_SRCS := server/main.c server/plan.c server/pipeline.c server/control.c \
-               tools/common/plan_cli.c tools/common/open_limit.c tools/common/parse_num.c \
-               tools/common/image_cli.c
+server_SRCS := server/main.c server/plan.c server/pipeline.c server/control.c
 $(eval $(call program,lf-server,$(server_SRCS)))
-$(eval $(call program,lf-stat,tools/lf-stat/main.c tools/common/parse_num.c))
+$(eval $(call program,lf-stat,tools/lf-stat/main.c))

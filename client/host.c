@@ -1,5 +1,6 @@
 /*
- * client.c — liblevelfeed: one rank's side of the server conversation.
+ * host.c — liblevelfeed's host path: one rank's side of the server
+ * conversation, batches read in place from the mapped ring.
  *
  * The client owns a ZeroMQ DEALER socket for control messages (lf_wire.h)
  * and a Unix socket on which it received its ring's memfd (lf_ipc.h). It
@@ -8,10 +9,11 @@
  * so neither side has to guess from missed heartbeats alone.
  *
  * There is no thread here (until a device is used: see gpu.c, whose
- * prefetch thread then becomes the only caller of the host side below).
+ * prefetch thread then becomes the only caller of the host side below;
+ * client.c, above both, picks one of them for each of the trainer's calls).
  * Both threads may fail, so fail() records the text under a lock, and the
  * trainer reads its own copy, taken as each of its calls returns
- * (to_trainer): the text cannot change while the trainer reads it.
+ * (client.c's to_trainer): the text cannot change while the trainer reads it.
  * READY messages that arrive before the trainer
  * asks for them wait in a FIFO as long as the ring (the server never has
  * more slots out than the ring holds). Every READY is checked before a
@@ -22,7 +24,7 @@
  */
 #include "levelfeed.h"
 
-#include "client_gpu.h"
+#include "client_host.h"
 #include "lf_ipc.h"
 #include "lf_layout.h"
 #include "lf_ring.h"
@@ -51,43 +53,6 @@
 #define SILENT_HEARTBEATS 10     /* missed server heartbeats before LF_E_GONE */
 #define LAST_WORD_MS 200         /* after the ring socket closes, wait this long for
                                     the server's last message (its error) */
-
-typedef struct held_slot {
-    int held;                    /* handed to the trainer, not yet released */
-    uint64_t seq;
-    lf_layout layout;            /* checked copy of the slot's layout */
-    lf_tensor tensors[LF_LAYOUT_MAX_TENSORS];
-} held_slot;
-
-struct lf_client {
-    void *zctx, *zsock;
-    int fdsock;                  /* Unix socket the memfd came on; EOF = server gone */
-    int rank, world_size;
-    int device;                  /* the options' device, for lf_client_use_device */
-    lf_gpu *gpu;                 /* NULL: batches stay in host memory */
-    int asked;                   /* lf_next was called: no restore, no device now */
-    int got;                     /* lf_next has returned a batch */
-    lf_msg_welcome welcome;
-    unsigned char *seg;          /* mapped ring, read-only */
-    uint64_t seg_size;
-    held_slot *slots;            /* welcome.nslots entries */
-    uint32_t nheld;              /* of them held */
-    lf_msg_ready *fifo;          /* READYs not yet returned by lf_next */
-    uint32_t fifo_head, fifo_len;
-    uint64_t next_seq;           /* seq the next READY must carry */
-    uint32_t pos_epoch;          /* the trainer's position (trainer_got), or the restored one */
-    uint64_t pos_step;
-    uint64_t restore_plan;       /* plan_id from lf_state_restore, or 0 */
-    int started, ended;
-    int gone;                    /* the ring socket closed: every wait ends at once */
-    uint32_t last_epoch;         /* the trainer's last batch, for lf_report_step */
-    uint64_t last_step, last_wait_ns;
-    uint64_t last_sent_ns;       /* for heartbeats */
-    uint64_t last_heard_ns;      /* last message from the server */
-    pthread_mutex_t err_mu;      /* guards err: the prefetch thread fails too */
-    char err[256];               /* the latest failure's text, from either thread */
-    char err_seen[256];          /* lf_client_error's: err as the trainer's last call returned */
-};
 
 static uint64_t now_ns(void)
 {
@@ -161,17 +126,6 @@ static int fail(lf_client *c, int code, const char *fmt, ...)
     pthread_mutex_unlock(&c->err_mu);
     va_end(ap);
     return code;
-}
-
-/* Returns rc to the trainer with the failure text as it stands now: the
- * prefetch thread may record one at any time, and the copy lf_client_error
- * hands out must stay put until the trainer's next call. */
-static int to_trainer(lf_client *c, int rc)
-{
-    pthread_mutex_lock(&c->err_mu);
-    memcpy(c->err_seen, c->err, sizeof c->err_seen);
-    pthread_mutex_unlock(&c->err_mu);
-    return rc;
 }
 
 static int send_msg(lf_client *c, const lf_msg *m)
@@ -420,7 +374,7 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
         /* No prefetch thread before lf_client_use_device: err is ours alone. */
         if (o->error && o->error_size)
             snprintf(o->error, o->error_size, "%s", c->err[0] ? c->err : lf_strerror(rc));
-        lf_client_close(c);
+        lf_client_host_close(c);
         return rc;
     }
     *out = c;
@@ -496,39 +450,6 @@ int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
     return 0;
 }
 
-/* The trainer's side of the stream (with a device, the prefetch thread
- * runs ahead of it): where a saved state resumes, what a step report is
- * about. Only the trainer's thread touches these. */
-static void trainer_got(lf_client *c, const lf_batch *b)
-{
-    c->got = 1;
-    c->last_epoch = b->epoch;
-    c->last_step = b->step;
-    c->last_wait_ns = b->wait_ns;
-    c->pos_epoch = b->epoch;
-    c->pos_step = b->step + 1;
-}
-
-int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
-{
-    c->asked = 1;
-    int rc = c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
-    if (rc == LF_E_ORDER)
-        fail(c, rc, "every slot holds a batch not released yet: lf_release one first");
-    if (rc == 0) trainer_got(c, b);
-    return to_trainer(c, rc);
-}
-
-int lf_client_use_device(lf_client *c, int device, uint32_t depth)
-{
-    if (c->asked || c->gpu) return LF_E_ORDER;
-    char why[256] = "";
-    int rc = lf_gpu_open(c, device >= 0 ? device : c->device, depth ? depth : 2, &c->gpu, why,
-                         sizeof why);
-    if (rc < 0) fail(c, rc, "%s", why[0] ? why : lf_strerror(rc));
-    return to_trainer(c, rc);
-}
-
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size)
 {
     *base = c->seg;
@@ -541,17 +462,6 @@ void lf_client_set_error(lf_client *c, const char *text)
     fail(c, 0, "%s", text);
 }
 
-int lf_release_stream(lf_client *c, const lf_batch *b, void *stream)
-{
-    return to_trainer(c, c->gpu ? lf_gpu_release(c->gpu, b, stream)
-                                : lf_client_host_release(c, b));
-}
-
-int lf_release(lf_client *c, const lf_batch *b)
-{
-    return lf_release_stream(c, b, NULL);
-}
-
 int lf_client_host_release(lf_client *c, const lf_batch *b)
 {
     if (b->slot >= c->welcome.nslots) return -EINVAL;
@@ -561,14 +471,6 @@ int lf_client_host_release(lf_client *c, const lf_batch *b)
     c->nheld--;
     lf_msg m = {.type = LF_MSG_RELEASE, .u.release = {.slot = b->slot, .seq = b->seq}};
     return send_msg(c, &m);
-}
-
-int lf_report_step(lf_client *c, uint64_t compute_ns)
-{
-    if (!c->got) return LF_E_ORDER; /* no step to report on yet */
-    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step,
-                        .compute_ns = compute_ns, .wait_ns = c->last_wait_ns};
-    return c->gpu ? lf_gpu_report(c->gpu, &r) : lf_client_host_report(c, &r);
 }
 
 int lf_client_host_report(lf_client *c, const lf_step_report *r)
@@ -621,10 +523,8 @@ int lf_state_restore(lf_client *c, const void *buf, size_t len)
     return 0;
 }
 
-void lf_client_close(lf_client *c)
+void lf_client_host_close(lf_client *c)
 {
-    if (!c) return;
-    lf_gpu_close(c->gpu); /* stops its thread: the socket is ours again */
     if (c->zsock) {
         lf_msg bye = {.type = LF_MSG_BYE};
         if (c->seg) send_msg(c, &bye);

@@ -1,0 +1,88 @@
+/*
+ * client.c — liblevelfeed's entry points that take the host path or the
+ * device path: the top of the client's layers (client_host.h).
+ *
+ * Until lf_client_use_device, each call goes to the host path (host.c);
+ * after it, to the device path (gpu.c), whose prefetch thread then runs the
+ * host path itself. What stays here is the trainer's side of the stream:
+ * its position (what lf_state_save saves), its last batch (what
+ * lf_report_step reports on) and the failure text it reads, fixed as each
+ * of its calls returns.
+ */
+#include "levelfeed.h"
+
+#include "client_gpu.h"
+#include "client_host.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* Returns rc to the trainer with the failure text as it stands now: the
+ * prefetch thread may record one at any time, and the copy lf_client_error
+ * hands out must stay put until the trainer's next call. */
+static int to_trainer(lf_client *c, int rc)
+{
+    pthread_mutex_lock(&c->err_mu);
+    memcpy(c->err_seen, c->err, sizeof c->err_seen);
+    pthread_mutex_unlock(&c->err_mu);
+    return rc;
+}
+
+/* The trainer's side of the stream (with a device, the prefetch thread
+ * runs ahead of it): where a saved state resumes, what a step report is
+ * about. Only the trainer's thread touches these. */
+static void trainer_got(lf_client *c, const lf_batch *b)
+{
+    c->got = 1;
+    c->last_epoch = b->epoch;
+    c->last_step = b->step;
+    c->last_wait_ns = b->wait_ns;
+    c->pos_epoch = b->epoch;
+    c->pos_step = b->step + 1;
+}
+
+int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
+{
+    c->asked = 1;
+    int rc = c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
+    if (rc == LF_E_ORDER)
+        lf_client_set_error(c, "every slot holds a batch not released yet: lf_release one first");
+    if (rc == 0) trainer_got(c, b);
+    return to_trainer(c, rc);
+}
+
+int lf_client_use_device(lf_client *c, int device, uint32_t depth)
+{
+    if (c->asked || c->gpu) return LF_E_ORDER;
+    char why[256] = "";
+    int rc = lf_gpu_open(c, device >= 0 ? device : c->device, depth ? depth : 2, &c->gpu, why,
+                         sizeof why);
+    if (rc < 0) lf_client_set_error(c, why[0] ? why : lf_strerror(rc));
+    return to_trainer(c, rc);
+}
+
+int lf_release_stream(lf_client *c, const lf_batch *b, void *stream)
+{
+    return to_trainer(c, c->gpu ? lf_gpu_release(c->gpu, b, stream)
+                                : lf_client_host_release(c, b));
+}
+
+int lf_release(lf_client *c, const lf_batch *b)
+{
+    return lf_release_stream(c, b, NULL);
+}
+
+int lf_report_step(lf_client *c, uint64_t compute_ns)
+{
+    if (!c->got) return LF_E_ORDER; /* no step to report on yet */
+    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step,
+                        .compute_ns = compute_ns, .wait_ns = c->last_wait_ns};
+    return c->gpu ? lf_gpu_report(c->gpu, &r) : lf_client_host_report(c, &r);
+}
+
+void lf_client_close(lf_client *c)
+{
+    if (!c) return;
+    lf_gpu_close(c->gpu); /* stops its thread: the socket is ours again */
+    lf_client_host_close(c);
+}

@@ -331,7 +331,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
 }
 
 /* Completes the plan parameters from the data, as lf-plan does (one
- * definition: tools/common/plan_cli.c). */
+ * definition: common/plan_cli.c). */
 static int dataset_defaults(srv *s)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);

@@ -35,6 +35,11 @@ extern "C" {
 
 #define LF_CLIENT_VERSION 1
 
+/* The release of levelfeed this header belongs to (MAJOR.MINOR.PATCH). The
+ * pkg-config file and the Python package (levelfeed.__version__) carry the
+ * same string; lf_version() says which release the loaded library is. */
+#define LF_VERSION_STRING "0.1.0"
+
 enum {
     LF_E_END = -20001,           /* every epoch has been delivered */
     LF_E_TIMEOUT = -20002,       /* lf_next: no batch within the timeout */
@@ -148,6 +153,10 @@ void lf_client_close(lf_client *c);
 
 /* A short static description of any code these functions return. */
 const char *lf_strerror(int code);
+
+/* LF_VERSION_STRING of the library actually loaded (static, never NULL):
+ * a binding that loads liblevelfeed at run time compares it with its own. */
+const char *lf_version(void);
 
 /* The tensor of b named `name`, or NULL. */
 const lf_tensor *lf_batch_tensor(const lf_batch *b, const char *name);

@@ -2,7 +2,7 @@
 # loop. The shared library carries the layout decoder from transforms/ and
 # exports only levelfeed.h's functions (levelfeed.map).
 client_SRCS := client/client.c client/gpu.c client/host.c client/lf_wire.c client/lf_ring.c \
-               client/lf_ipc.c client/cudrv.c
+               client/lf_ipc.c client/cudrv.c client/version.c
 client_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(client_SRCS))
 # The static library carries the layout decoder too, as the shared one does,
 # so `pkg-config --static levelfeed` links without liblf_tf.a.
@@ -19,9 +19,11 @@ $(B)/lib/liblevelfeed.so.1: $(client_OBJS) $(B)/lib/liblf_tf.a client/levelfeed.
 $(B)/lib/liblevelfeed.so: $(B)/lib/liblevelfeed.so.1
 	ln -sf liblevelfeed.so.1 $@
 
-$(B)/lib/pkgconfig/levelfeed.pc: client/levelfeed.pc.in
+# The release string has one home, levelfeed.h; the .pc file takes it from there.
+LF_VERSION := $(shell sed -n 's/^\#define LF_VERSION_STRING "\(.*\)"$$/\1/p' client/levelfeed.h)
+$(B)/lib/pkgconfig/levelfeed.pc: client/levelfeed.pc.in client/levelfeed.h
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LF_VERSION)|g' $< > $@
 
 PROGRAMS += $(B)/lib/liblevelfeed.so.1 $(B)/lib/liblevelfeed.so $(B)/lib/pkgconfig/levelfeed.pc
 

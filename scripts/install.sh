@@ -25,9 +25,10 @@ for list in "$root"/*/PUBLIC_HEADERS; do
     [[ -n $h ]] && install -m 0644 "$(dirname "$list")/$h" "$incdir/"
   done <"$list"
 done
+version=$(sed -n 's/^#define LF_VERSION_STRING "\(.*\)"$/\1/p' "$root/client/levelfeed.h")
 for pc in "$root"/*/*.pc.in; do
   [[ -f $pc ]] || continue
-  sed -e "s|@PREFIX@|$prefix|g" "$pc" >"$pcdir/$(basename "$pc" .in)"
+  sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" "$pc" >"$pcdir/$(basename "$pc" .in)"
 done
 # The Python package, where Debian's and Ubuntu's python3 look under PREFIX
 # (lib/python3.X/dist-packages: /usr/local's is on their path); it finds

@@ -6,7 +6,8 @@ zero-copy tensors (see python/README.md).
     for batch in loader:                 # dict: tokens, lengths, sample_ids
         loss = model(batch["tokens"]) ...
 """
-from ._capi import LevelfeedError, LevelfeedTimeout
+from ._version import __version__
+from ._capi import LevelfeedError, LevelfeedTimeout, lib_path
 from .loader import Batch, Loader
 
-__all__ = ["Batch", "Loader", "LevelfeedError", "LevelfeedTimeout"]
+__all__ = ["Batch", "Loader", "LevelfeedError", "LevelfeedTimeout", "__version__", "lib_path"]

@@ -2,16 +2,24 @@
 functions, finding the shared library, and turning codes into exceptions.
 
 The library is found, in this order, at:
-  1. $LEVELFEED_LIB (a path to liblevelfeed.so);
-  2. $LF_BUILD/lib/liblevelfeed.so (the build directory `make test` names);
-  3. <repository>/build/default/lib/liblevelfeed.so, when this package is
+  1. $LEVELFEED_LIB (a path to liblevelfeed.so), and only there when set;
+  2. beside this package (levelfeed/liblevelfeed.so: a copy put there by
+     whoever packaged it with the library);
+  3. $LF_BUILD/lib/liblevelfeed.so (the build directory `make test` names);
+  4. <repository>/build/default/lib/liblevelfeed.so, when this package is
      used from the source tree (python/levelfeed/ -> ../../build/default);
-  4. <prefix>/lib/liblevelfeed.so, when this package is installed as
+  5. <prefix>/lib/liblevelfeed.so, when this package is installed as
      <prefix>/lib/python3.X/dist-packages/levelfeed (make install);
-  5. the system loader (liblevelfeed.so.1, then liblevelfeed.so).
+  6. the system loader (liblevelfeed.so.1, then liblevelfeed.so): a
+     `make install` into /usr/local, or LD_LIBRARY_PATH.
+A library of another release than this package (lf_version) is passed
+over with the reason, so a pip-installed package never drives an older
+library's ABI by accident.
 """
 import ctypes
 import os
+
+from ._version import __version__
 
 # Codes of levelfeed.h.
 E_END = -20001
@@ -73,9 +81,10 @@ def _candidates():
     if os.environ.get("LEVELFEED_LIB"):
         yield os.environ["LEVELFEED_LIB"]
         return
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(pkg, "liblevelfeed.so")
     if os.environ.get("LF_BUILD"):
         yield os.path.join(os.environ["LF_BUILD"], "lib", "liblevelfeed.so")
-    pkg = os.path.dirname(os.path.abspath(__file__))
     source_root = os.path.join(pkg, "..", "..")              # python/levelfeed
     prefix_lib = os.path.join(pkg, "..", "..", "..")         # lib/python3.X/dist-packages/levelfeed
     yield os.path.normpath(os.path.join(source_root, "build", "default", "lib", "liblevelfeed.so"))
@@ -84,18 +93,37 @@ def _candidates():
     yield "liblevelfeed.so"
 
 
+def _release_of(lib):
+    """The library's lf_version(), or None for one older than it."""
+    try:
+        f = lib.lf_version
+    except AttributeError:
+        return None
+    f.restype, f.argtypes = ctypes.c_char_p, []
+    return f().decode("ascii", "replace")
+
+
 def _load():
+    """(the loaded library, its path)."""
     tried = []
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
             tried.append(path + " (absent)")
             continue
         try:
-            return ctypes.CDLL(path)
+            lib = ctypes.CDLL(path)
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
-    raise ImportError("levelfeed: liblevelfeed not found; tried " + "; ".join(tried) +
-                      ". Set LEVELFEED_LIB to the path of liblevelfeed.so.")
+            continue
+        release = _release_of(lib)
+        if release == __version__:
+            return lib, path
+        tried.append("%s (%s, this package is %s)" % (
+            path, "release " + release if release else "an older release, without lf_version",
+            __version__))
+    raise ImportError("levelfeed %s: no usable liblevelfeed; tried: %s. Build it (make) or "
+                      "install it (make install), or set LEVELFEED_LIB to the path of "
+                      "liblevelfeed.so %s." % (__version__, "; ".join(tried), __version__))
 
 
 def _declare(lib):
@@ -120,7 +148,8 @@ def _declare(lib):
     return lib
 
 
-lib = _declare(_load())
+_lib, lib_path = _load()
+lib = _declare(_lib)
 
 
 def strerror(code):

@@ -12,14 +12,22 @@ export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 [[ -f $LEVELFEED_LIB ]] || fail "no $LEVELFEED_LIB"
 # A sanitizer build's library needs the ASan runtime loaded before Python
 # itself (and libstdc++ with it, so ASan can intercept torch's C++ throws);
-# the interpreter's own allocations at exit are not ours to report. Only the
-# interpreter gets the preload: "$PY" then names this function.
+# the interpreter's own allocations at exit are not ours to report.
+# py_run INTERPRETER ARGS... runs any interpreter that way (a venv's too);
+# "$PY" names python_sanitized, Debian's interpreter run so.
 asan_rt=$(ldd "$LEVELFEED_LIB" | awk '/libasan/ {print $3}')
-if [[ -n $asan_rt ]]; then
-  python_sanitized() {
+py_run() {
+  local interp=$1
+  shift
+  if [[ -n $asan_rt ]]; then
     LD_PRELOAD="$asan_rt:$(cc -print-file-name=libstdc++.so.6)" \
-      ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$PY_BIN" "$@"
-  }
+      ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$interp" "$@"
+  else
+    "$interp" "$@"
+  fi
+}
+if [[ -n $asan_rt ]]; then
+  python_sanitized() { py_run "$PY_BIN" "$@"; }
   PY=python_sanitized
 fi
 

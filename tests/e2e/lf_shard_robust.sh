@@ -3,6 +3,9 @@
 # a FIFO in a shard's or the manifest's place is refused at once by every
 # reader (it used to block open() forever). The transcript (command, stderr,
 # exit status) must equal tests/e2e/expected/lf_shard/robust.txt.
+# A conversion never writes into a directory holding files it did not make,
+# and removes (saying so) the temporary files a killed one left; a second
+# conversion into the directory another one is writing fails, naming it.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 expected="$root/tests/e2e/expected/lf_shard/robust.txt"
 cd "$tmp" || exit 1
@@ -14,7 +17,8 @@ case_() {
   echo "\$ $*"
   timeout 20 "$@" 2>&1 >/dev/null |
     sed -E -e 's/^(lf-shard: (create|synth) [^:]+): .* samples\/s, .*$/\1: <summary>/' \
-      -e "s#$tmp/##g" -e 's/pid [0-9]+/pid <pid>/' 
+      -e "s#$tmp/##g" \
+      -e 's/removed [0-9]+ temporary files \([0-9.]+ MB\)/removed N temporary files (S MB)/' 
   echo "[exit ${PIPESTATUS[0]}]"
 }
 lf_shard() { case_ lf-shard "$@"; }
@@ -32,6 +36,46 @@ PATH="$(dirname "$LF_SHARD"):$PATH"
     case_ lf-plan $d --world 2
     case_ lf-server --data $d --world 1 --endpoint ep.sock
   done
+
+  # ---- F12: an existing directory that is not a dataset --------------------
+  mkdir user && echo "the user's own file" >user/shard-00000.lfs && cp user/shard-00000.lfs mine
+  lf_shard synth tokens --out user --samples 10 --seed 1
+  cmp -s user/shard-00000.lfs mine && echo "user/shard-00000.lfs: unchanged"
+  ls -A user
+  mkdir hidden && echo "notes" >hidden/.notes.tmp
+  lf_shard synth tokens --out hidden --samples 10 --seed 1
+  ls -A hidden
+  lf_shard synth tokens --out toks --samples 10 --seed 1
+
+  # ---- F12: temporary files of a conversion killed with kill -9 ------------
+  "$LF_SHARD" synth tokens --out killed --samples 100000 --seed 1 --threads 1 \
+    --shard-size 64K 2>/dev/null &
+  pid=$!
+  for _ in $(seq 200); do
+    (($(ls -A killed 2>/dev/null | grep -c '\.tmp$') >= 3)) && break
+    sleep 0.1
+  done
+  kill -9 $pid
+  wait $pid 2>/dev/null
+  echo "after kill -9: $(ls -A killed | grep -c '\.tmp$' | sed 's/^[3-9]$\|^[1-9][0-9]\+$/3 or more/') temporary files"
+  lf_shard synth tokens --out killed --samples 10 --seed 1
+  ls -A killed
+  lf_shard verify killed
+
+  # ---- F11: two conversions into one directory at once ---------------------
+  "$LF_SHARD" synth tokens --out race --samples 50000 --seed 1 --threads 1 \
+    --shard-size 64K 2>first.err &
+  pid=$!
+  for _ in $(seq 200); do ls -A race 2>/dev/null | grep -q '\.tmp$' && break; sleep 0.1; done
+  echo "\$ lf-shard synth tokens --out race --samples 10 --seed 2"
+  rc=0
+  "$LF_SHARD" synth tokens --out race --samples 10 --seed 2 2>second.err >/dev/null || rc=$?
+  sed "s/(pid $pid)/(pid of the first)/" second.err
+  echo "[exit $rc]"
+  wait $pid
+  echo "first conversion: exit $?"
+  lf_shard verify race
+  ls -A race | grep -v '^shard-'
 } >actual.txt
 
 diff -u "$expected" actual.txt || fail "transcript differs from $expected"

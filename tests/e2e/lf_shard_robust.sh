@@ -6,6 +6,8 @@
 # A conversion never writes into a directory holding files it did not make,
 # and removes (saying so) the temporary files a killed one left; a second
 # conversion into the directory another one is writing fails, naming it.
+# create images takes every file under a class folder, names in a warning
+# what it skips, and refuses a class name that would break classes.txt.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 expected="$root/tests/e2e/expected/lf_shard/robust.txt"
 cd "$tmp" || exit 1
@@ -76,6 +78,19 @@ PATH="$(dirname "$LF_SHARD"):$PATH"
   echo "first conversion: exit $?"
   lf_shard verify race
   ls -A race | grep -v '^shard-'
+
+  # ---- F13: a class folder's subfolders, FIFOs, a newline in a class name ---
+  jpg="$root/tests/data/tf/rgb444.jpg"
+  mkdir -p tree/a/deep/deeper tree/b
+  cp "$jpg" tree/a/x.jpg && cp "$jpg" tree/a/deep/y.jpg && cp "$jpg" tree/a/deep/deeper/z.jpg
+  cp "$jpg" tree/b/w.jpg && mkfifo tree/b/pipe tree/a/deep/pipe
+  lf_shard create images --in tree --out tree-ds
+  echo "\$ lf-shard cat tree-ds I --raw label (I = 0..3)"
+  for i in 0 1 2 3; do "$LF_SHARD" cat tree-ds $i --raw label | od -An -tu8; done
+  cat tree-ds/classes.txt
+  mkdir -p nl/$'a\nb' nl/c && cp "$jpg" nl/$'a\nb'/x.jpg && cp "$jpg" nl/c/y.jpg
+  lf_shard create images --in nl --out nl-ds
+  ls nl-ds 2>&1
 } >actual.txt
 
 diff -u "$expected" actual.txt || fail "transcript differs from $expected"

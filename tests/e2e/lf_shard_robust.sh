@@ -7,7 +7,8 @@
 # and removes (saying so) the temporary files a killed one left; a second
 # conversion into the directory another one is writing fails, naming it.
 # create images takes every file under a class folder, names in a warning
-# what it skips, and refuses a class name that would break classes.txt.
+# what it skips, and refuses a class name that would break classes.txt; it
+# refuses (or with --skip-bad skips) a JPEG the server would not decode.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 expected="$root/tests/e2e/expected/lf_shard/robust.txt"
 cd "$tmp" || exit 1
@@ -91,6 +92,25 @@ PATH="$(dirname "$LF_SHARD"):$PATH"
   mkdir -p nl/$'a\nb' nl/c && cp "$jpg" nl/$'a\nb'/x.jpg && cp "$jpg" nl/c/y.jpg
   lf_shard create images --in nl --out nl-ds
   ls nl-ds 2>&1
+
+  # ---- F2: JPEGs above the server's pixel limit ----------------------------
+  mkdir -p big/a
+  cp "$jpg" big/a/0-ok.jpg
+  for wh in 8000x7000 65000x65000; do   # the header's size, over a small image
+    "$PY" - "$jpg" "big/a/$wh.jpg" "${wh%x*}" "${wh#*x}" <<'PYEOF'
+import sys
+src, dst, w, h = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+b = bytearray(open(src, "rb").read())
+i = 2
+while b[i + 1] not in (0xC0, 0xC1, 0xC2):      # to the start-of-frame segment
+    i += 2 + (b[i + 2] << 8 | b[i + 3])
+b[i + 5:i + 9] = bytes([h >> 8, h & 255, w >> 8, w & 255])
+open(dst, "wb").write(b)
+PYEOF
+  done
+  lf_shard create images --in big --out big-1
+  lf_shard create images --in big --out big-2 --skip-bad
+  "$LF_SHARD" verify big-2 | sed 's/ in [0-9.]* s$//'
 } >actual.txt
 
 diff -u "$expected" actual.txt || fail "transcript differs from $expected"

@@ -14,7 +14,9 @@
  * always gives the same dataset.
  *
  * images: each JPEG is stored as it is; its size comes from its header
- * (tjDecompressHeader3) and goes to the index. frames: each .npy holds a 2-D
+ * (tjDecompressHeader3) and goes to the index. One above the server's
+ * transform limit (lf_tf_limits_default's max_pixels) is a bad file: the
+ * server would stop at it. frames: each .npy holds a 2-D
  * little-endian f4/f2/i2 array whose rows are frames; every file must have
  * the first file's dtype and row width. A file that fails these checks stops
  * the conversion naming it, or with --skip-bad is counted and skipped.
@@ -29,6 +31,7 @@
 #include <turbojpeg.h>
 
 #include "cli.h"
+#include "lf_tf.h"
 #include "npy.h"
 
 #define MAX_INPUT_FILE (1ull << 30)   /* records are 32-bit sized; keep far below */
@@ -292,6 +295,18 @@ static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_inp
         snprintf(why, why_len, "not a readable JPEG (header gives size %dx%d)", w, h);
         return -1;
     }
+    /* The server's transform refuses an image above its pixel limit and
+     * stops there (--on-corrupt skip does not cover it): no dataset may
+     * hold one. Its default limit is the one the server uses. */
+    lf_tf_limits lim;
+    lf_tf_limits_default(&lim);
+    uint64_t pixels = (uint64_t)w * (uint64_t)h;
+    if (pixels > lim.max_pixels) {
+        snprintf(why, why_len, "%dx%d = %" PRIu64 " pixels > limit %" PRIu64 " (the JPEG "
+                 "transform's max_pixels: lf-server could not decode it)", w, h, pixels,
+                 lim.max_pixels);
+        return -1;
+    }
     if (!jpeg_complete(buf, size)) {
         snprintf(why, why_len, "not a readable JPEG (no end-of-image marker after its scans: "
                  "cut short?)");
@@ -459,7 +474,8 @@ static const char images_help[] =
     "gets label 0. FIFOs, sockets and devices are skipped with a warning.\n"
     "\n"
     "  --in DIR           input folder (required)\n"
-    "  --skip-bad         skip (and count) files that are not readable JPEGs instead\n"
+    "  --skip-bad         skip (and count) files that are not readable JPEGs, or have\n"
+    "                     more pixels than lf-server's JPEG transform takes, instead\n"
     "                     of stopping at the first one\n"
     CLI_WRITER_HELP("0: one image per block")
     "\n"

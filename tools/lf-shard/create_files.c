@@ -286,7 +286,7 @@ static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_inp
                       char *why, size_t why_len)
 {
     tjhandle tj = state;
-    int w, h, subsamp, colorspace;
+    int w = 0, h = 0, subsamp, colorspace;   /* a header without a size sets neither */
     if (tjDecompressHeader3(tj, buf, size, &w, &h, &subsamp, &colorspace) < 0) {
         snprintf(why, why_len, "not a readable JPEG (%s)", tjGetErrorStr2(tj));
         return -1;

@@ -299,14 +299,17 @@ static const char *file_kind_name(mode_t mode)
 /* Opens a dataset file for reading, refusing anything but a regular file:
  * a FIFO in a shard's place would block open() (and then every read)
  * forever, a device would be read as a shard. O_NONBLOCK makes open()
- * return at once whatever the file is; it means nothing for a regular
- * file's reads, so it is left set. *fd is -1 on failure, and the result is
- * 0, -EMFILE (err unset: the caller names the limit to raise) or a status. */
+ * return at once whatever the file is; it is cleared once the file is known
+ * to be regular, so the descriptor reads as any other (io_uring, say, does
+ * not retry a read on an O_NONBLOCK file that would block). *fd is -1 on
+ * failure, and the result is 0, -EMFILE (err unset: the caller names the
+ * limit to raise) or a status. */
 static int open_regular(const char *path, int *fd, struct stat *st, lf_shard_error *err)
 {
     *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (*fd < 0 && errno == EMFILE) return -EMFILE;
-    if (*fd < 0 || fstat(*fd, st) != 0) {
+    if (*fd < 0 || fstat(*fd, st) != 0 ||
+        (S_ISREG(st->st_mode) && fcntl(*fd, F_SETFL, O_RDONLY) != 0)) {
         int rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
         if (*fd >= 0) close(*fd);
         *fd = -1;

@@ -505,8 +505,13 @@ static int take_lock(lf_writer *w, lf_shard_error *err)
                               "give another output directory", w->dir, who, LOCK_NAME);
         }
         struct stat held, named;
-        if (fstat(fd, &held) == 0 && stat(path, &named) == 0 && held.st_ino == named.st_ino &&
-            held.st_dev == named.st_dev) {
+        bool gone = false;   /* the name no longer exists: retry, else fail */
+        if (fstat(fd, &held) != 0 || (stat(path, &named) != 0 && !(gone = errno == ENOENT))) {
+            int e = errno;
+            close(fd);
+            return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(e));
+        }
+        if (!gone && held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
             char pid[32];
             int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
             /* best effort: without it a second writer's message lacks the pid */
@@ -514,7 +519,7 @@ static int take_lock(lf_writer *w, lf_shard_error *err)
             w->lock_fd = fd;
             return 0;
         }
-        close(fd);   /* the file was unlinked by a writer that ended: retry */
+        close(fd);   /* unlinked (or replaced) by a writer that ended: retry */
     }
 }
 

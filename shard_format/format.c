@@ -361,6 +361,30 @@ static bool shard_name_ok(const uint8_t *p)
     return true;
 }
 
+static int by_shard_name(const void *a, const void *b)
+{
+    return strcmp((*(const manifest_shard *const *)a)->name,
+                  (*(const manifest_shard *const *)b)->name);
+}
+
+/* Each shard file listed once: the names sorted, then neighbours compared,
+ * n log n. Comparing every pair took 70 s for 160 k shards. */
+static int check_unique_names(const manifest *m, const char *path, lf_shard_error *err)
+{
+    if (m->nshards < 2) return 0;
+    const manifest_shard **v = malloc((size_t)m->nshards * sizeof *v);
+    if (!v) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
+    for (uint32_t i = 0; i < m->nshards; i++) v[i] = &m->shards[i];
+    qsort(v, m->nshards, sizeof *v, by_shard_name);
+    int rc = 0;
+    for (uint32_t i = 1; rc == 0 && i < m->nshards; i++)
+        if (strcmp(v[i - 1]->name, v[i]->name) == 0)
+            rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s: shard file %s listed twice", path,
+                            v[i]->name);
+    free(v);
+    return rc;
+}
+
 /* Reads the shard entries and checks that the totals add up. */
 static int manifest_decode_shards(const uint8_t *in, const char *path, manifest *m,
                                   lf_shard_error *err)
@@ -385,11 +409,9 @@ static int manifest_decode_shards(const uint8_t *in, const char *path, manifest 
         samples += s->samples;
         blocks += s->blocks;
         stored += s->file_size;
-        for (uint32_t j = 0; j < i; j++)
-            if (strcmp(s->name, m->shards[j].name) == 0)
-                return shard_fail(err, LF_SHARD_E_FORMAT,
-                                  "%s: shard file %s listed twice", path, s->name);
     }
+    int rc = check_unique_names(m, path, err);
+    if (rc != 0) return rc;
     if (samples != m->samples || blocks != m->blocks || stored != m->stored_bytes)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: totals do not match the shard list", path);
     return 0;

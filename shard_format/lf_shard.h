@@ -221,13 +221,22 @@ typedef void (*lf_writer_progress_fn)(void *arg, const lf_writer_stats *so_far);
 
 typedef struct lf_writer lf_writer;
 
-/* Creates a writer into directory `dir` (created if missing; must not already
- * hold a manifest). Files are written under temporary names and renamed when
- * complete; the manifest is renamed last, so a dataset without one is not a
- * dataset. */
+/* Creates a writer into directory `dir` (created if missing). Files are
+ * written under temporary names (".NAME.tmp") and renamed when complete; the
+ * manifest is renamed last, so a dataset without one is not a dataset.
+ * The writer holds an flock on dir/.lf-writer.lock until finish or abort: a
+ * second writer into the same directory fails (LF_SHARD_E_ARG, naming the
+ * first one's pid). `dir` must be empty but for temporary files of an
+ * earlier, interrupted writer (removed here: see lf_writer_stale_removed);
+ * a manifest or any other file is refused, LF_SHARD_E_ARG, naming it. */
 int lf_writer_create(const char *dir, const lf_schema *schema,
                      const lf_writer_options *opts, lf_writer **out,
                      lf_shard_error *err);
+
+/* How many temporary files an earlier, interrupted writer had left in the
+ * directory, which lf_writer_create removed; *bytes (optional) gets their
+ * total size. */
+uint32_t lf_writer_stale_removed(const lf_writer *w, uint64_t *bytes);
 
 /* Adds one sample: fields[] has schema->nfields entries, in schema order. The
  * bytes are copied. Returns the sample's id or a negative status. */

@@ -285,20 +285,58 @@ static int alloc_tables(lf_dataset *ds, uint64_t blocks, uint64_t samples, lf_sh
     return 0;
 }
 
+/* What a non-regular file is, for messages. */
+static const char *file_kind_name(mode_t mode)
+{
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "an unknown kind of file";
+}
+
+/* Opens a dataset file for reading, refusing anything but a regular file:
+ * a FIFO in a shard's place would block open() (and then every read)
+ * forever, a device would be read as a shard. O_NONBLOCK makes open()
+ * return at once whatever the file is; it is cleared once the file is known
+ * to be regular, so the descriptor reads as any other (io_uring, say, does
+ * not retry a read on an O_NONBLOCK file that would block). *fd is -1 on
+ * failure, and the result is 0, -EMFILE (err unset: the caller names the
+ * limit to raise) or a status. */
+static int open_regular(const char *path, int *fd, struct stat *st, lf_shard_error *err)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0 && errno == EMFILE) return -EMFILE;
+    if (*fd < 0 || fstat(*fd, st) != 0 ||
+        (S_ISREG(st->st_mode) && fcntl(*fd, F_SETFL, O_RDONLY) != 0)) {
+        int rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return rc;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: not a regular file (%s); a dataset "
+                          "holds only regular files: put the real file back, or re-create "
+                          "the dataset", path, file_kind_name(st->st_mode));
+    }
+    return 0;
+}
+
 static int read_manifest(const char *dir, manifest *m, lf_shard_error *err)
 {
     char path[PATH_MAX];
     int n = snprintf(path, sizeof path, "%s/%s", dir, LF_MANIFEST_NAME);
     if (n < 0 || (size_t)n >= sizeof path)
         return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
-    ds_shard file = {.path = path, .fd = open(path, O_RDONLY | O_CLOEXEC)};
-    if (file.fd < 0) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+    ds_shard file = {.path = path};
     struct stat st;
-    int rc = 0;
+    int rc = open_regular(path, &file.fd, &st, err);
+    if (rc != 0) return rc;
     uint8_t *buf = NULL;
-    if (fstat(file.fd, &st) != 0)
-        rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
-    else if ((uint64_t)st.st_size > MAX_MANIFEST_BYTES)
+    if ((uint64_t)st.st_size > MAX_MANIFEST_BYTES)
         rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s: %lld bytes is too large", path,
                         (long long)st.st_size);
     else if (!(buf = malloc((size_t)st.st_size + 1)))
@@ -321,14 +359,13 @@ static int open_files(lf_dataset *ds, const char *dir, const manifest *m, lf_sha
         if (!(sh->path = malloc(len))) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
         snprintf(sh->path, len, "%s/%s", dir, m->shards[i].name);
         ds->nshards = i + 1;
-        sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-        if (sh->fd < 0 && errno == EMFILE)
+        struct stat st;
+        int rc = open_regular(sh->path, &sh->fd, &st, err);
+        if (rc == -EMFILE)
             return shard_fail(err, LF_SHARD_E_IO, "%s: %s: the dataset has %u shards, each "
                               "held open; raise the open-file limit (ulimit -n)", sh->path,
                               strerror(EMFILE), m->nshards);
-        struct stat st;
-        if (sh->fd < 0 || fstat(sh->fd, &st) != 0)
-            return shard_fail(err, LF_SHARD_E_IO, "%s: %s", sh->path, strerror(errno));
+        if (rc != 0) return rc;
         sh->size = (uint64_t)st.st_size;
         if (sh->size != m->shards[i].file_size)
             return shard_fail(err, LF_SHARD_E_FORMAT, "%s: %" PRIu64 " bytes, manifest says %"

@@ -24,6 +24,7 @@
  */
 #include "shard_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -32,12 +33,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #define MAX_THREADS 256
 #define PREFIX_MAX 40
+#define LOCK_NAME ".lf-writer.lock"  /* in the output directory while a writer runs */
 
 typedef struct wblock {
     uint8_t *raw;                /* records, back to back */
@@ -53,6 +56,9 @@ typedef struct wblock {
 
 struct lf_writer {
     char dir[PATH_MAX];
+    int lock_fd;                 /* holds the flock on DIR/LOCK_NAME, -1 if none */
+    uint32_t stale_files;        /* an earlier conversion's temporaries removed */
+    uint64_t stale_bytes;
     lf_schema schema;
     uint64_t shard_bytes;
     uint32_t block_bytes;
@@ -428,22 +434,159 @@ static int resolve_options(lf_writer *w, const lf_writer_options *o, int *thread
     return 0;
 }
 
-static int prepare_dir(const char *dir, lf_shard_error *err)
+/* ---- the output directory ------------------------------------------------
+ *
+ * One writer at a time per directory: two conversions into one directory
+ * would write the same temporary names and publish a mix. The writer holds
+ * an flock on DIR/LOCK_NAME from create to finish or abort; the kernel drops
+ * it when the process dies (kill -9 included), so a stale lock file never
+ * blocks. The file holds the owner's pid, for the second writer's message.
+ * It is unlinked before it is unlocked, so a writer that locked an inode
+ * that has since been unlinked sees that and retries with the new file.
+ *
+ * Under the lock the directory must be empty but for files the writer
+ * itself names: ".NAME.tmp" for a shard ("PREFIX-NNNNN.lfs", any prefix) or
+ * the manifest. Those are an earlier, killed conversion's and are removed;
+ * anything else is the user's, and the writer refuses the directory rather
+ * than write beside (or over) it.
+ */
+
+/* Whether `name` is a temporary name the writer gives its files. */
+static bool is_writer_temp(const char *name)
+{
+    size_t len = strlen(name);
+    static const char shard_tail[] = ".lfs.tmp", manifest_temp[] = "." LF_MANIFEST_NAME ".tmp";
+    if (strcmp(name, manifest_temp) == 0) return true;
+    size_t tail = sizeof shard_tail - 1;
+    if (name[0] != '.' || len < tail + 7 || strcmp(name + len - tail, shard_tail) != 0)
+        return false;
+    size_t digits = 0;   /* "-NNNNN" (five or more digits) before the tail */
+    while (digits < len - tail - 2 && name[len - tail - 1 - digits] >= '0' &&
+           name[len - tail - 1 - digits] <= '9')
+        digits++;
+    return digits >= 5 && name[len - tail - 1 - digits] == '-';
+}
+
+static int lock_path(const char *dir, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/%s", dir, LOCK_NAME);
+    return n < 0 || (size_t)n >= cap ? LF_SHARD_E_ARG : 0;
+}
+
+/* The pid in a lock file held by another writer (0 if it has none yet). */
+static long lock_owner(int fd)
+{
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    return strtol(buf, NULL, 10);
+}
+
+/* Takes the directory's lock into w->lock_fd. */
+static int take_lock(lf_writer *w, lf_shard_error *err)
 {
     char path[PATH_MAX];
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return shard_fail(err, LF_SHARD_E_IO, "%s: %s", dir, strerror(errno));
-    int n = snprintf(path, sizeof path, "%s/%s", dir, LF_MANIFEST_NAME);
-    if (n < 0 || (size_t)n >= sizeof path)
-        return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
-    if (access(path, F_OK) == 0)
-        return shard_fail(err, LF_SHARD_E_ARG, "%s: already holds a dataset", dir);
-    return 0;
+    if (lock_path(w->dir, path, sizeof path) != 0)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", w->dir);
+    for (;;) {
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            long pid = e == EWOULDBLOCK ? lock_owner(fd) : 0;
+            close(fd);
+            if (e != EWOULDBLOCK)
+                return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(e));
+            char who[48] = "";
+            if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
+            return shard_fail(err, LF_SHARD_E_ARG, "%s: another conversion%s is writing "
+                              "into this directory (it holds %s); wait for it to end, or "
+                              "give another output directory", w->dir, who, LOCK_NAME);
+        }
+        struct stat held, named;
+        bool gone = false;   /* the name no longer exists: retry, else fail */
+        if (fstat(fd, &held) != 0 || (stat(path, &named) != 0 && !(gone = errno == ENOENT))) {
+            int e = errno;
+            close(fd);
+            return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(e));
+        }
+        if (!gone && held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+            char pid[32];
+            int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            /* best effort: without it a second writer's message lacks the pid */
+            if (ftruncate(fd, 0) == 0) write_all(fd, pid, (size_t)n, 0);
+            w->lock_fd = fd;
+            return 0;
+        }
+        close(fd);   /* unlinked (or replaced) by a writer that ended: retry */
+    }
+}
+
+static void release_lock(lf_writer *w)
+{
+    char path[PATH_MAX];
+    if (w->lock_fd < 0) return;
+    if (lock_path(w->dir, path, sizeof path) == 0) unlink(path);
+    close(w->lock_fd);
+    w->lock_fd = -1;
+}
+
+/* Removes an earlier conversion's temporary file `name` if it is a regular
+ * file (one of another kind is left: writing over it fails, naming it). */
+static void remove_stale(lf_writer *w, int dfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
+    if (unlinkat(dfd, name, 0) != 0) return;
+    w->stale_files++;
+    w->stale_bytes += (uint64_t)st.st_size;
+}
+
+/* With the lock held: removes stale temporaries, refuses any other file. */
+static int check_dir_contents(lf_writer *w, lf_shard_error *err)
+{
+    DIR *d = opendir(w->dir);
+    if (!d) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", w->dir, strerror(errno));
+    if (faccessat(dirfd(d), LF_MANIFEST_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+        closedir(d);
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: already holds a dataset", w->dir);
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (errno = 0, e = readdir(d))) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, LOCK_NAME)) continue;
+        if (is_writer_temp(n)) remove_stale(w, dirfd(d), n);
+        else
+            rc = shard_fail(err, LF_SHARD_E_ARG, "%s: not empty and not a levelfeed dataset "
+                            "(it holds '%s'); the writer does not write beside files it did "
+                            "not make: give a new or empty directory", w->dir, n);
+    }
+    if (rc == 0 && errno != 0)
+        rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", w->dir, strerror(errno));
+    closedir(d);
+    return rc;
+}
+
+static int prepare_dir(lf_writer *w, lf_shard_error *err)
+{
+    if (mkdir(w->dir, 0777) != 0 && errno != EEXIST)
+        return shard_fail(err, LF_SHARD_E_IO, "%s: %s", w->dir, strerror(errno));
+    int rc = take_lock(w, err);
+    return rc != 0 ? rc : check_dir_contents(w, err);
+}
+
+uint32_t lf_writer_stale_removed(const lf_writer *w, uint64_t *bytes)
+{
+    if (bytes) *bytes = w ? w->stale_bytes : 0;
+    return w ? w->stale_files : 0;
 }
 
 static void writer_free(lf_writer *w)
 {
     if (w->nthreads) pool_stop(w);
+    release_lock(w);
     for (uint32_t i = 0; w->slots && i < w->nslots; i++) {
         free(w->slots[i].raw);
         free(w->slots[i].samples);
@@ -476,11 +619,12 @@ int lf_writer_create(const char *dir, const lf_schema *schema,
     pthread_cond_init(&w->work_cv, NULL);
     pthread_cond_init(&w->done_cv, NULL);
     w->fd = -1;
+    w->lock_fd = -1;
     strcpy(w->dir, dir);
     w->schema = *schema;
     int threads = 0;
     rc = resolve_options(w, opts, &threads, err);
-    if (rc == 0) rc = prepare_dir(dir, err);
+    if (rc == 0) rc = prepare_dir(w, err);
     if (rc == 0) {
         w->nslots = (uint32_t)threads * 2 + 2;
         w->slots = calloc(w->nslots, sizeof *w->slots);

@@ -127,9 +127,18 @@ EOF
   case_ synth tokens --out blocked --samples 3000 --seed 1 --shard-size 1M
   echo "\$ ls -A blocked"
   ls -A blocked
-  # classes.txt cannot be written (a directory of that name is in the way)
-  mkdir -p noclasses/classes.txt
-  case_ create images --in imgs --out noclasses --skip-bad
+  # classes.txt cannot be written: past the file-size limit, as on a full
+  # disk (101 class names of 205 bytes; the one shard is 8 KiB). A directory
+  # in its way no longer does: create refuses a directory holding anything.
+  mkdir -p manyclasses/a && cp imgs/a/ok.jpg manyclasses/a/
+  long=$(printf 'x%.0s' {1..200})
+  for k in $(seq -w 100); do mkdir -p "manyclasses/c$k-$long"; done
+  echo "\$ lf-shard create images --in manyclasses --out noclasses   # ulimit -f 16"
+  rc=0
+  (trap '' XFSZ; ulimit -f 16; exec "$LF_SHARD" create images --in manyclasses --out noclasses) \
+    2>noclasses.err >/dev/null || rc=$?
+  sed -E 's/^(lf-shard: create [^:]+): .* samples\/s, .*$/\1: <summary>/' noclasses.err
+  echo "[exit $rc]"
   echo "\$ ls -d bad-*"
   ls -d bad-* 2>&1 | sed 's/^ls: .*/(none)/'
 } >actual.txt

@@ -313,6 +313,11 @@ void cli_out_open(cli_out *o, const cli_writer_args *wa, const lf_schema *schema
     lf_shard_error err;
     if (lf_writer_create(wa->out, schema, &wa->opts, &o->w, &err) < 0)
         cli_die("cannot create dataset %s: %s", wa->out, err.msg);
+    uint64_t stale_bytes;
+    uint32_t stale = lf_writer_stale_removed(o->w, &stale_bytes);
+    if (stale)
+        cli_warn("%s: removed %u temporary files (%.1f MB) left by an earlier, interrupted "
+                 "conversion", wa->out, stale, (double)stale_bytes / 1e6);
     cli_catch_signals();
     cli_progress_start(&o->prog, verb, "samples", total);
 }

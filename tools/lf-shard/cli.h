@@ -78,7 +78,8 @@ enum {
 /* The same options' help lines, for the subcommands' help texts, with the
  * command's default block size (a string literal). */
 #define CLI_WRITER_HELP(block_default)                                         \
-    "  --out DIR          output dataset directory (required; must not hold a dataset)\n" \
+    "  --out DIR          output dataset directory (required): new or empty; only\n" \
+    "                     temporary files of an interrupted conversion are removed\n" \
     "  --shard-size SIZE  start a new shard past SIZE stored bytes (default 1G)\n" \
     "  --block-size SIZE  raw bytes per compressed block, 0 = one record per block\n" \
     "                     (default " block_default ")\n"                       \

@@ -2,15 +2,21 @@
  * create_files.c — `lf-shard create images|frames`: a directory of files,
  * one sample per file, to a dataset.
  *
- * Layout (ImageNet's): when DIR has subfolders, each is a class and its
- * files get the folder's rank in byte-wise sorted order as label; the names
- * go to DIR_OUT/classes.txt, one a line, line k for label k. Without
- * subfolders every file in DIR is a sample with label 0. Hidden entries
- * (".name") are skipped; files are taken in sorted order, so the same tree
+ * Layout (ImageNet's): when DIR has subfolders, each is a class and every
+ * file under it, at any depth, gets the folder's rank in byte-wise sorted
+ * order as label; the names go to DIR_OUT/classes.txt, one a line, line k
+ * for label k, so a class name with a control character (a newline would
+ * shift the labels after it) is refused. Without subfolders every file in
+ * DIR is a sample with label 0. Hidden entries (".name") are skipped, and
+ * so are, named in a warning and counted, entries that are neither regular
+ * files nor folders (a FIFO would block the read). Files are taken in sorted
+ * order (a folder's own files, then its subfolders'), so the same tree
  * always gives the same dataset.
  *
  * images: each JPEG is stored as it is; its size comes from its header
- * (tjDecompressHeader3) and goes to the index. frames: each .npy holds a 2-D
+ * (tjDecompressHeader3) and goes to the index. One above the server's
+ * transform limit (lf_tf_limits_default's max_pixels) is a bad file: the
+ * server would stop at it. frames: each .npy holds a 2-D
  * little-endian f4/f2/i2 array whose rows are frames; every file must have
  * the first file's dtype and row width. A file that fails these checks stops
  * the conversion naming it, or with --skip-bad is counted and skipped.
@@ -25,6 +31,7 @@
 #include <turbojpeg.h>
 
 #include "cli.h"
+#include "lf_tf.h"
 #include "npy.h"
 
 #define MAX_INPUT_FILE (1ull << 30)   /* records are 32-bit sized; keep far below */
@@ -90,8 +97,15 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Entries that are neither regular files nor folders (FIFOs, sockets,
+ * devices) are named in a warning and counted here, never read: a FIFO
+ * would block the conversion. */
+typedef struct scan_counts {
+    uint64_t not_regular;
+} scan_counts;
+
 /* The visible subfolders and regular files of dir, each sorted. */
-static void list_dir(const char *dir, name_list *dirs, name_list *files)
+static void list_dir(const char *dir, name_list *dirs, name_list *files, scan_counts *sc)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -104,54 +118,100 @@ static void list_dir(const char *dir, name_list *dirs, name_list *files)
         struct stat st;
         if (stat(path, &st) < 0)
             cli_die("cannot stat %s: %s", path, strerror(errno));
-        if (S_ISDIR(st.st_mode) && dirs)
+        if (S_ISDIR(st.st_mode))
             name_push(dirs, e->d_name);
         else if (S_ISREG(st.st_mode))
             name_push(files, e->d_name);
+        else {
+            cli_warn("%s: neither a regular file nor a folder (a FIFO, socket or device); "
+                     "skipped", path);
+            sc->not_regular++;
+        }
         free(path);
     }
     if (errno)
         cli_die("cannot read directory %s: %s", dir, strerror(errno));
     closedir(d);
-    if (dirs && dirs->n)
+    if (dirs->n)
         qsort(dirs->v, dirs->n, sizeof *dirs->v, by_name);
     if (files->n)
         qsort(files->v, files->n, sizeof *files->v, by_name);
 }
 
-static void tree_add(input_tree *t, const char *dir, const name_list *files, int64_t label)
+static void tree_push(input_tree *t, char *path, int64_t label)
 {
-    for (size_t i = 0; i < files->n; i++) {
-        if (t->n == t->cap) {
-            size_t cap = t->cap ? t->cap * 2 : 1024;
-            input_file *v = realloc(t->files, cap * sizeof *v);
-            if (!v)
-                cli_die("out of memory");
-            t->files = v;
-            t->cap = cap;
-        }
-        t->files[t->n++] = (input_file){.path = join(dir, files->v[i]), .label = label};
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        input_file *v = realloc(t->files, cap * sizeof *v);
+        if (!v)
+            cli_die("out of memory");
+        t->files = v;
+        t->cap = cap;
     }
+    t->files[t->n++] = (input_file){.path = path, .label = label};
+}
+
+#define MAX_DEPTH 64   /* folders inside a class folder; deeper is a link loop */
+
+/* Every file under class folder `dir`, at any depth, with `label`: this
+ * folder's files in sorted order, then each subfolder's, in sorted order. */
+static void class_add(input_tree *t, const char *dir, int64_t label, int depth,
+                      scan_counts *sc)
+{
+    if (depth > MAX_DEPTH)
+        cli_die("%s: folders nested more than %d deep (a symbolic link loop?)", dir, MAX_DEPTH);
+    name_list dirs = {0}, files = {0};
+    list_dir(dir, &dirs, &files, sc);
+    for (size_t i = 0; i < files.n; i++)
+        tree_push(t, join(dir, files.v[i]), label);
+    for (size_t i = 0; i < dirs.n; i++) {
+        char *sub = join(dir, dirs.v[i]);
+        class_add(t, sub, label, depth + 1, sc);
+        free(sub);
+    }
+    name_free(&dirs);
+    name_free(&files);
+}
+
+/* classes.txt holds one name a line: a name with a control character (a
+ * newline above all) would shift every label after it. */
+static void check_class_name(const char *dir, const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) {
+            char shown[1024];
+            size_t n = 0;
+            for (const unsigned char *q = (const unsigned char *)name; *q && n + 5 < sizeof shown; q++)
+                n += (size_t)snprintf(shown + n, sizeof shown - n,
+                                      *q < 0x20 || *q == 0x7f ? "\\x%02x" : "%c", *q);
+            cli_die("class folder %s/%s: its name holds a control character (byte 0x%02x); "
+                    "classes.txt holds one class name a line, so rename the folder",
+                    dir, shown, *p);
+        }
 }
 
 static void tree_scan(const char *dir, input_tree *t)
 {
     name_list top_files = {0};
+    scan_counts sc = {0};
     memset(t, 0, sizeof *t);
-    list_dir(dir, &t->classes, &top_files);
+    list_dir(dir, &t->classes, &top_files, &sc);
     if (t->classes.n == 0)
-        tree_add(t, dir, &top_files, 0);
+        for (size_t i = 0; i < top_files.n; i++)
+            tree_push(t, join(dir, top_files.v[i]), 0);
     else if (top_files.n)
         cli_warn("ignoring %zu files beside the class folders in %s", top_files.n, dir);
+    for (size_t k = 0; k < t->classes.n; k++)
+        check_class_name(dir, t->classes.v[k]);
     for (size_t k = 0; k < t->classes.n; k++) {
-        name_list files = {0};
         char *sub = join(dir, t->classes.v[k]);
-        list_dir(sub, NULL, &files);
-        tree_add(t, sub, &files, (int64_t)k);
+        class_add(t, sub, (int64_t)k, 0, &sc);
         free(sub);
-        name_free(&files);
     }
     name_free(&top_files);
+    if (sc.not_regular)
+        cli_warn("skipped %" PRIu64 " entries of %s that are neither regular files nor "
+                 "folders", sc.not_regular, dir);
     if (t->n == 0)
         cli_die("no input files in %s", dir);
 }
@@ -226,13 +286,25 @@ static int jpeg_parse(void *state, const uint8_t *buf, size_t size, lf_field_inp
                       char *why, size_t why_len)
 {
     tjhandle tj = state;
-    int w, h, subsamp, colorspace;
+    int w = 0, h = 0, subsamp, colorspace;   /* a header without a size sets neither */
     if (tjDecompressHeader3(tj, buf, size, &w, &h, &subsamp, &colorspace) < 0) {
         snprintf(why, why_len, "not a readable JPEG (%s)", tjGetErrorStr2(tj));
         return -1;
     }
     if (w <= 0 || h <= 0) {
         snprintf(why, why_len, "not a readable JPEG (header gives size %dx%d)", w, h);
+        return -1;
+    }
+    /* The server's transform refuses an image above its pixel limit and
+     * stops there (--on-corrupt skip does not cover it): no dataset may
+     * hold one. Its default limit is the one the server uses. */
+    lf_tf_limits lim;
+    lf_tf_limits_default(&lim);
+    uint64_t pixels = (uint64_t)w * (uint64_t)h;
+    if (pixels > lim.max_pixels) {
+        snprintf(why, why_len, "%dx%d = %" PRIu64 " pixels > limit %" PRIu64 " (the JPEG "
+                 "transform's max_pixels: lf-server could not decode it)", w, h, pixels,
+                 lim.max_pixels);
         return -1;
     }
     if (!jpeg_complete(buf, size)) {
@@ -396,11 +468,14 @@ static const char images_help[] =
     "\n"
     "Stores JPEG files as they are, with their size from the JPEG header in the\n"
     "index (fields 'image' and 'label'). When DIR has subfolders each is a class:\n"
-    "labels are the folders' ranks in sorted order, and OUT/classes.txt lists the\n"
-    "names (line k = label k). Otherwise every file in DIR gets label 0.\n"
+    "every file under it, at any depth, gets the folder's rank in sorted order as\n"
+    "label, and OUT/classes.txt lists the names (line k = label k; a name with a\n"
+    "control character such as a newline is refused). Otherwise every file in DIR\n"
+    "gets label 0. FIFOs, sockets and devices are skipped with a warning.\n"
     "\n"
     "  --in DIR           input folder (required)\n"
-    "  --skip-bad         skip (and count) files that are not readable JPEGs instead\n"
+    "  --skip-bad         skip (and count) files that are not readable JPEGs, or have\n"
+    "                     more pixels than lf-server's JPEG transform takes, instead\n"
     "                     of stopping at the first one\n"
     CLI_WRITER_HELP("0: one image per block")
     "\n"

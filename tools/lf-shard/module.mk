@@ -1,5 +1,8 @@
 # lf-shard: make, inspect and check datasets (see tools/README.md).
 lf_shard_tool_SRCS := $(addprefix tools/lf-shard/,main.c cli.c synth.c synth_gen.c \
-	synth_image.c create.c create_tokens.c create_files.c npy.c inspect.c verify.c cat.c) \
+	synth_image.c create.c create_tokens.c input.c json_line.c create_files.c npy.c \
+	inspect.c verify.c cat.c digest.c) \
 	tools/common/synth_rng.c tools/common/open_limit.c tools/common/parse_num.c
 $(eval $(call program,lf-shard,$(lf_shard_tool_SRCS)))
+# input.c reads gzip-compressed inputs.
+$(B)/bin/lf-shard: LDLIBS_EXT += -lz

@@ -269,9 +269,9 @@ void cli_progress_update(cli_progress *p, uint64_t count, uint64_t bytes,
         snprintf(eta, sizeof eta, ", %.0f%%, ETA %.0f s",
                  100.0 * (double)done / (double)p->total, left);
     }
-    fprintf(stderr, "%s%s: %" PRIu64 " %s, %.0f %s/s, %.1f MB/s%s%s", p->tty ? "\r" : "",
-            p->verb, count, p->unit, (double)count / secs, p->unit, (double)bytes / secs / 1e6,
-            eta, p->tty ? "\033[K" : "\n");
+    fprintf(stderr, "%s%s: %" PRIu64 " %s, %.0f %s/s, %.1f MB/s%s%s",
+            p->tty ? "\r" : "lf-shard: ", p->verb, count, p->unit, (double)count / secs,
+            p->unit, (double)bytes / secs / 1e6, eta, p->tty ? "\033[K" : "\n");
     if (!p->tty)
         return;                  /* a whole line: nothing to erase */
     p->drawn = 1;

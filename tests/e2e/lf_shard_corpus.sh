@@ -4,7 +4,8 @@
 # per part, or all parts as one multi-frame / multi-member file), stdin, and
 # a mix. A bad line in the third file names that file and line, and nothing
 # is left under the output name. A long line takes memory in proportion to
-# it, and one that cannot be held says so, naming FILE:LINE.
+# it, and one that cannot be held says so, naming FILE:LINE. --max-len
+# splits, truncates or drops the longer documents and says what it changed.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 cd "$tmp" || exit 1
 
@@ -109,4 +110,23 @@ if ! ldd "$LF_SHARD" | grep -q libasan; then
   grep -q '^lf-shard: long.jsonl:1: out of memory' oom.err || fail "out of memory: $(cat oom.err)"
   [[ ! -e out-oom ]] || fail "out of memory left out-oom"
 fi
+# --max-len 4 with each --overflow policy: the samples and the summary line.
+printf '{"tokens": [%s]}\n' "1,2,3,4,5,6,7,8,9,10" "11,12,13" "" "21,22,23,24,25,26,27" >ml.jsonl
+declare -A kept=([split]="1 2 3 4|5 6 7 8|9 10|11 12 13||21 22 23 24|25 26 27"
+                 [truncate]="1 2 3 4|11 12 13||21 22 23 24" [drop]="11 12 13|")
+declare -A said=([split]="split into 5 samples, no token lost"
+                 [truncate]="truncated: 9 tokens lost (45.00% of the tokens)"
+                 [drop]="dropped: 17 tokens lost (85.00% of the tokens)")
+for p in split truncate drop; do
+  "$LF_SHARD" create tokens --in ml.jsonl --max-len 4 --overflow "$p" --out "out-ml-$p" \
+    2>ml.err || fail "--overflow $p: $(cat ml.err)"
+  grep -qF -- "--max-len 4 --overflow $p: 2 of 4 documents (50.00%, holding 85.00% of the tokens) were longer; ${said[$p]}" ml.err ||
+    fail "--overflow $p said: $(cat ml.err)"
+  n=$("$LF_SHARD" digest "out-ml-$p" | sed 's/.*: \([0-9]*\) samples/\1/')
+  got=$(for ((i = 0; i < n; i++)); do
+          "$LF_SHARD" cat "out-ml-$p" "$i" | sed -n 's/^tokens (tokens_u16): [0-9]* tokens: *//p'
+        done | paste -sd '|')
+  [[ $got == "${kept[$p]}" ]] || fail "--overflow $p kept '$got', want '${kept[$p]}'"
+done
+
 echo "corpus: $lines samples, digest $want in every form"

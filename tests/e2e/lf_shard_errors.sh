@@ -110,6 +110,8 @@ EOF
   case_ create tokens --in cut.jsonl.gz --out bad-gz
   case_ create tokens --in - --in - --out bad-stdin </dev/null
   case_ create tokens --in big.jsonl --out bad-eos --dtype u16 --append-eos 70000
+  case_ create tokens --in big.jsonl --out bad-overflow --overflow drop
+  case_ create tokens --in big.jsonl --out bad-overflow --max-len 4 --overflow cut
   case_ create images --in imgs --in empty --out bad-twice
   case_ create images --in imgs --out bad-23
   case_ create images --in empty --out bad-24

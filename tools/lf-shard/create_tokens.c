@@ -44,6 +44,12 @@ static const char tokens_help[] =
     "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255)\n"
     "  --prepend-bos ID   put token ID before every document\n"
     "  --append-eos ID    put token ID after every document\n"
+    "  --max-len N        documents longer than N tokens (--prepend-bos and\n"
+    "                     --append-eos counted) are handled by --overflow\n"
+    "                     (default: no limit)\n"
+    "  --overflow POLICY  split: consecutive pieces of at most N tokens, each its own\n"
+    "                     sample (default); truncate: the first N; drop: none. The\n"
+    "                     end says what the policy changed, in samples and tokens\n"
     "  --dtype u16|u32    id width (default: u16 when every id fits, else u32;\n"
     "                     u32 when an input is stdin or a pipe, which cannot be read\n"
     "                     twice)\n"
@@ -57,7 +63,8 @@ static const char tokens_help[] =
     "  lf-shard create tokens --in 'corpus/*.jsonl.zst' --append-eos 50256 --out /data/c\n"
     "  lf-shard create tokens --in docs.jsonl --text-field text --out /data/docs\n";
 
-enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE, OPT_BOS, OPT_EOS };
+enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE, OPT_BOS, OPT_EOS, OPT_MAX_LEN,
+       OPT_OVERFLOW };
 
 static const struct option tokens_options[] = {
     CLI_WRITER_OPTIONS,
@@ -67,11 +74,17 @@ static const struct option tokens_options[] = {
     {"dtype", required_argument, NULL, OPT_DTYPE},
     {"prepend-bos", required_argument, NULL, OPT_BOS},
     {"append-eos", required_argument, NULL, OPT_EOS},
+    {"max-len", required_argument, NULL, OPT_MAX_LEN},
+    {"overflow", required_argument, NULL, OPT_OVERFLOW},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 #define NO_ID UINT64_MAX
+
+/* What --overflow does with a document longer than --max-len. */
+enum { OVERFLOW_SPLIT, OVERFLOW_TRUNCATE, OVERFLOW_DROP };
+static const char *const overflow_names[] = {"split", "truncate", "drop"};
 
 typedef struct tokens_args {
     cli_writer_args wa;
@@ -80,7 +93,17 @@ typedef struct tokens_args {
     int text;                    /* the key holds a string */
     int dtype;                   /* 0 auto, 2 or 4 bytes per id */
     uint64_t bos, eos;           /* ids around each document, or NO_ID */
+    size_t max_len;              /* tokens a sample may hold; 0: no limit */
+    int overflow;                /* OVERFLOW_* */
 } tokens_args;
+
+/* What --overflow changed, for the line at the end. */
+typedef struct overflow_count {
+    uint64_t docs, tokens;       /* documents read and their tokens */
+    uint64_t over, over_tokens;  /* those past --max-len, and their tokens */
+    uint64_t pieces;             /* samples the split ones became */
+    uint64_t lost;               /* tokens truncated or dropped */
+} overflow_count;
 
 /* How one line or one pass over the input ended. */
 enum { PASS_BAD = -1, PASS_DONE, PASS_NEED_U32 };
@@ -242,9 +265,52 @@ static void free_lines(line_ctx *l)
     free(l);
 }
 
+/* Adds one document's ids as samples under --max-len and --overflow. */
+static void add_document(cli_out *o, const tokens_args *a, const line_ctx *l,
+                         overflow_count *oc, const char *where)
+{
+    size_t max = a->max_len ? a->max_len : l->count;
+    int over = l->count > max;
+    oc->docs++;
+    oc->tokens += l->count;
+    if (over) {
+        oc->over++;
+        oc->over_tokens += l->count;
+        if (a->overflow == OVERFLOW_DROP) {
+            oc->lost += l->count;
+            return;
+        }
+        if (a->overflow == OVERFLOW_TRUNCATE)
+            oc->lost += l->count - max;
+    }
+    size_t end = over && a->overflow == OVERFLOW_TRUNCATE ? max : l->count, off = 0;
+    do {                         /* once at least: an empty document is a sample too */
+        size_t k = end - off < max ? end - off : max;
+        lf_field_input in = {.data = l->buf + off * l->width, .size = k * l->width};
+        cli_out_add(o, &in, off ? 0 : l->len, l->done, where);
+        oc->pieces += (uint64_t)over;
+        off += k;
+    } while (off < end);
+}
+
+static void print_overflow(const tokens_args *a, const overflow_count *oc)
+{
+    double docs = oc->docs ? 100.0 * (double)oc->over / (double)oc->docs : 0;
+    double toks = oc->tokens ? 100.0 * (double)oc->over_tokens / (double)oc->tokens : 0;
+    double lost = oc->tokens ? 100.0 * (double)oc->lost / (double)oc->tokens : 0;
+    fprintf(stderr, "lf-shard: --max-len %zu --overflow %s: %" PRIu64 " of %" PRIu64
+            " documents (%.2f%%, holding %.2f%% of the tokens) were longer", a->max_len,
+            overflow_names[a->overflow], oc->over, oc->docs, docs, toks);
+    if (a->overflow == OVERFLOW_SPLIT)
+        fprintf(stderr, "; split into %" PRIu64 " samples, no token lost\n", oc->pieces);
+    else
+        fprintf(stderr, "; %s: %" PRIu64 " tokens lost (%.2f%% of the tokens)\n",
+                a->overflow == OVERFLOW_TRUNCATE ? "truncated" : "dropped", oc->lost, lost);
+}
+
 /* Adds the batch's samples in line order: PASS_DONE, or PASS_NEED_U32 with
  * the output abandoned. A bad line ends the program. */
-static int add_batch(cli_out *o, line_ctx *l, size_t n, size_t width)
+static int add_batch(cli_out *o, line_ctx *l, size_t n, overflow_count *oc)
 {
     for (size_t i = 0; i < n; i++) {
         char where[600];
@@ -258,8 +324,7 @@ static int add_batch(cli_out *o, line_ctx *l, size_t n, size_t width)
             cli_warn("%s: %s", where, l[i].msg);
             cli_out_fail(o, CLI_EXIT_FAIL);
         }
-        lf_field_input in = {.data = l[i].buf, .size = l[i].count * width};
-        cli_out_add(o, &in, l[i].len, l[i].done, where);
+        add_document(o, l[i].a, &l[i], oc, where);
     }
     return PASS_DONE;
 }
@@ -286,10 +351,11 @@ static int run_pass(const tokens_args *a, size_t width)
     input_stream_init(&s, &a->inputs);
     unsigned threads = cli_thread_count(&a->wa);
     int eof = 0, failed = 0, rc = PASS_DONE;
+    overflow_count oc = {0};
     while (!eof && rc == PASS_DONE) {
         size_t n = read_batch(&s, l, &eof, &failed);
         cli_parallel(n, threads, parse_one, l);
-        rc = add_batch(&o, l, n, width);
+        rc = add_batch(&o, l, n, &oc);
         trim_lines(l);
     }
     if (failed && rc == PASS_DONE) {
@@ -298,6 +364,8 @@ static int run_pass(const tokens_args *a, size_t width)
     }
     if (rc == PASS_DONE)
         cli_out_finish(&o, "create");
+    if (rc == PASS_DONE && a->max_len)
+        print_overflow(a, &oc);
     input_stream_close(&s);
     free_lines(l);
     return rc;
@@ -315,7 +383,7 @@ int create_tokens(int argc, char **argv)
     a.wa.opts.block_bytes = 64 << 10;
     const char **in = calloc((size_t)argc, sizeof *in);
     size_t nin = 0;
-    int id, have_field = 0;
+    int id, have_field = 0, have_overflow = 0;
     if (!in)
         cli_die("out of memory");
     while ((id = cli_getopt(&c, argc, argv, tokens_options)) != -1) {
@@ -327,6 +395,18 @@ int create_tokens(int argc, char **argv)
         case OPT_TEXT_FIELD: a.field = optarg; a.text = 1; break;
         case OPT_BOS: a.bos = parse_id(&c, "--prepend-bos", optarg); break;
         case OPT_EOS: a.eos = parse_id(&c, "--append-eos", optarg); break;
+        case OPT_MAX_LEN:
+            a.max_len = (size_t)cli_parse_u64(&c, "--max-len", optarg, 1, UINT32_MAX);
+            break;
+        case OPT_OVERFLOW:
+            for (a.overflow = 0; a.overflow < 3; a.overflow++)
+                if (!strcmp(optarg, overflow_names[a.overflow]))
+                    break;
+            if (a.overflow == 3)
+                cli_usage_error(&c, "--overflow: invalid value '%s' (expected split, "
+                                "truncate or drop)", optarg);
+            have_overflow = 1;
+            break;
         case OPT_DTYPE:
             if (strcmp(optarg, "u16") && strcmp(optarg, "u32"))
                 cli_usage_error(&c, "--dtype: invalid value '%s' (expected u16 or u32)", optarg);
@@ -341,6 +421,8 @@ int create_tokens(int argc, char **argv)
         cli_usage_error(&c, "--in FILE is required");
     if (have_field && a.text)
         cli_usage_error(&c, "--field and --text-field exclude each other");
+    if (have_overflow && !a.max_len)
+        cli_usage_error(&c, "--overflow needs --max-len");
     int marks = (a.bos != NO_ID && a.bos > 65535) || (a.eos != NO_ID && a.eos > 65535);
     if (marks && a.dtype == 2)
         cli_usage_error(&c, "--prepend-bos/--append-eos above 65535 need u32 ids, not --dtype u16");

@@ -191,12 +191,9 @@ static int match_key(void *arg, const char *bytes, size_t n)
 static int scan_number(cursor *c, uint64_t *id)
 {
     const char *s = c->s;
-    int plain = 1;
+    int plain = 1, minus = peek(c) == '-';
     uint64_t v = 0;
-    if (peek(c) == '-') {
-        plain = 0;
-        c->i++;
-    }
+    c->i += (size_t)minus;
     if (!is_digit(peek(c)))
         return syntax(c, "expected a digit");
     if (s[c->i] == '0') {
@@ -224,7 +221,7 @@ static int scan_number(cursor *c, uint64_t *id)
         while (is_digit(peek(c)))
             c->i++;
     }
-    *id = plain && v <= UINT32_MAX ? v : JL_NOT_AN_ID;
+    *id = plain && v <= UINT32_MAX && !(minus && v) ? v : JL_NOT_AN_ID;  /* -0 is 0 */
     return 0;
 }
 

@@ -13,7 +13,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config clang libclang-rt-dev zstd time procps
   liburing-dev libzstd-dev libturbojpeg0-dev libjpeg-dev
-  libzmq3-dev libxxhash-dev libjansson-dev
+  libzmq3-dev libxxhash-dev libjansson-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
   python3-pil python3-numpy python3-torch python3-venv
 )

@@ -27,6 +27,10 @@ printf '{"tokens": ["7"]}\n' >string.jsonl
 printf '{"tokens": [1, 70000]}\n' >big.jsonl
 printf '{"text": 5}\n' >notext.jsonl
 printf '{"tokens": [1], "tokens": [2]}\n' >dup.jsonl
+printf '{"tokens": [1], "a": %s}\n' "$(printf '[%.0s' {1..600})" >deep.jsonl
+for i in 1 2 3 4 5 6 7 8; do printf '{"tokens": [%d, 2, 3]}\n' "$i"; done >cut.jsonl
+zstd -q -c cut.jsonl | head -c 40 >cut.jsonl.zst
+gzip -c cut.jsonl | head -c 40 >cut.jsonl.gz
 mkdir -p imgs/a imgs/b empty
 "$PY" - <<'EOF'
 import os
@@ -100,6 +104,15 @@ EOF
   case_ create tokens --in big.jsonl --out bad-20 --dtype u16
   case_ create tokens --in notext.jsonl --out bad-21 --text-field text
   case_ create tokens --in dup.jsonl --out bad-22
+  case_ create tokens --in deep.jsonl --out bad-deep
+  case_ create tokens --in 'nomatch-*.jsonl' --out bad-glob
+  case_ create tokens --in cut.jsonl.zst --out bad-zst
+  case_ create tokens --in cut.jsonl.gz --out bad-gz
+  case_ create tokens --in - --in - --out bad-stdin </dev/null
+  case_ create tokens --in big.jsonl --out bad-eos --dtype u16 --append-eos 70000
+  case_ create tokens --in big.jsonl --out bad-overflow --overflow drop
+  case_ create tokens --in big.jsonl --out bad-overflow --max-len 4 --overflow cut
+  case_ create images --in imgs --in empty --out bad-twice
   case_ create images --in imgs --out bad-23
   case_ create images --in empty --out bad-24
   case_ create images --in nowhere --out bad-25

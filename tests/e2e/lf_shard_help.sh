@@ -12,7 +12,7 @@ check_help() {   # ARGS...: the command line before --help
 
 check_help
 for cmd in "synth" "synth tokens" "synth images" "synth frames" "create" "create tokens" \
-           "create images" "create frames" "inspect" "stats" "verify" "cat"; do
+           "create images" "create frames" "inspect" "stats" "verify" "cat" "digest"; do
   # shellcheck disable=SC2086 # the words of cmd are separate arguments
   check_help $cmd
 done

@@ -250,7 +250,7 @@ void cli_progress_start(cli_progress *p, const char *verb, const char *unit,
     memset(p, 0, sizeof *p);
     p->verb = verb;
     p->unit = unit;
-    p->enabled = isatty(STDERR_FILENO);
+    p->tty = isatty(STDERR_FILENO);
     p->start = p->last = cli_now();
     p->total = total;
 }
@@ -258,10 +258,8 @@ void cli_progress_start(cli_progress *p, const char *verb, const char *unit,
 void cli_progress_update(cli_progress *p, uint64_t count, uint64_t bytes,
                          uint64_t done)
 {
-    if (!p->enabled)
-        return;
     double now = cli_now();
-    if (now - p->last < 0.25)
+    if (now - p->last < (p->tty ? 0.25 : 10.0))
         return;
     p->last = now;
     double secs = now - p->start;
@@ -271,8 +269,11 @@ void cli_progress_update(cli_progress *p, uint64_t count, uint64_t bytes,
         snprintf(eta, sizeof eta, ", %.0f%%, ETA %.0f s",
                  100.0 * (double)done / (double)p->total, left);
     }
-    fprintf(stderr, "\r%s: %" PRIu64 " %s, %.0f %s/s, %.1f MB/s%s\033[K", p->verb, count,
-            p->unit, (double)count / secs, p->unit, (double)bytes / secs / 1e6, eta);
+    fprintf(stderr, "%s%s: %" PRIu64 " %s, %.0f %s/s, %.1f MB/s%s%s",
+            p->tty ? "\r" : "lf-shard: ", p->verb, count, p->unit, (double)count / secs,
+            p->unit, (double)bytes / secs / 1e6, eta, p->tty ? "\033[K" : "\n");
+    if (!p->tty)
+        return;                  /* a whole line: nothing to erase */
     p->drawn = 1;
     meter_drawn = p;
 }

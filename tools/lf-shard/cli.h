@@ -118,13 +118,14 @@ void cli_catch_signals(void);
 
 /* ---- progress -------------------------------------------------------------- */
 
-/* A one-line meter on stderr, redrawn at most 4 times a second, only when
- * stderr is a terminal. `done`/`total` are in whatever unit the caller can
- * count ahead (samples, input bytes, blocks); total 0 means unknown (no ETA). */
+/* A one-line meter on stderr, redrawn at most 4 times a second when stderr
+ * is a terminal; otherwise (a Slurm or nohup log) a line every 10 s.
+ * `done`/`total` are in whatever unit the caller can count ahead (samples,
+ * input bytes, blocks); total 0 means unknown (no ETA). */
 typedef struct cli_progress {
     const char *verb;            /* "synth", "create", "verify" */
     const char *unit;            /* what the count counts: "samples", "blocks" */
-    int enabled;                 /* stderr is a terminal */
+    int tty;                     /* stderr is a terminal */
     int drawn;                   /* a line is on screen */
     double start;                /* monotonic seconds at start */
     double last;                 /* last redraw */
@@ -196,5 +197,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
+int cmd_digest(int argc, char **argv);
 
 #endif

@@ -390,6 +390,9 @@ static void parse_args(const cli_cmd *c, const file_kind *k, int argc, char **ar
     while ((id = cli_getopt(c, argc, argv, file_options)) != -1) {
         if (cli_writer_option(c, id, optarg, &a->wa))
             continue;
+        if (id == OPT_IN && a->in)  /* one tree: its subfolders are the labels */
+            cli_usage_error(c, "--in given twice ('%s', '%s'): give one directory", a->in,
+                            optarg);
         if (id == OPT_IN)
             a->in = optarg;
         else if (id == OPT_SKIP_BAD)

@@ -1,49 +1,70 @@
 /*
- * create_tokens.c — `lf-shard create tokens`: JSONL to a token dataset.
+ * create_tokens.c — `lf-shard create tokens`: JSON Lines to a token dataset.
  *
  * Each non-blank line is a JSON object; the sample is either an array of
  * non-negative integer ids (--field, default "tokens") or a string whose
- * bytes become ids 0..255 (--text-field). The dataset has one field named
- * "tokens". Without --dtype the ids are stored as u16; if a later line holds
- * an id above 65535 the partial output is abandoned and the file is written
- * again as u32, so the common case reads the input once and the result never
- * depends on guessing. Input that cannot be read twice (a pipe) is written
- * as u32 from the start, unless --dtype says otherwise: a second pass would
- * see only what the first left in the pipe. Lines are parsed in batches on
- * --threads threads and added in line order, so the first bad line in the
- * file is the one named.
+ * bytes become ids 0..255 (--text-field), with --prepend-bos/--append-eos
+ * ids around it. The inputs (input.c: files, directories, globs, stdin,
+ * plain, zstd or gzip) are read as one sequence of lines, in the order
+ * given, and each line is parsed without a tree (json_line.c), so memory
+ * follows the longest line, not the corpus or a DOM. The dataset has one
+ * field named "tokens". Without --dtype the ids are stored as u16; if a
+ * later line holds an id above 65535 the partial output is abandoned and
+ * the inputs are read again as u32, so the common case reads them once and
+ * the result never depends on guessing. Input that cannot be read twice
+ * (stdin, a pipe) is written as u32 from the start, unless --dtype says
+ * otherwise. Lines are parsed in batches on --threads threads and added in
+ * line order, so the first bad line is the one named.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
+#include "input.h"
+#include "json_line.h"
 
 static const char tokens_help[] =
-    "Usage: lf-shard create tokens --in FILE.jsonl --out DIR [OPTIONS]\n"
+    "Usage: lf-shard create tokens --in INPUT [--in INPUT ...] --out DIR [OPTIONS]\n"
     "\n"
     "Converts JSON Lines (one object per line) into a dataset with one field,\n"
     "'tokens'. Blank lines are skipped; any malformed line stops the conversion\n"
     "with FILE:LINE and the problem, and no dataset is left behind.\n"
     "\n"
-    "  --in FILE          input .jsonl file (required)\n"
+    "  --in INPUT         a .jsonl file, plain or compressed with zstd or gzip (told\n"
+    "                     by its first bytes, so .jsonl.zst and .jsonl.gz work); a\n"
+    "                     directory (every file below it, in byte order of the paths,\n"
+    "                     names starting with '.' left out); a quoted glob such as\n"
+    "                     'shards/*.jsonl.zst'; or - for stdin. Repeat it to read\n"
+    "                     several: samples keep the inputs' order (required)\n"
     "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
     "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255)\n"
+    "  --prepend-bos ID   put token ID before every document\n"
+    "  --append-eos ID    put token ID after every document\n"
+    "  --max-len N        documents longer than N tokens (--prepend-bos and\n"
+    "                     --append-eos counted) are handled by --overflow\n"
+    "                     (default: no limit)\n"
+    "  --overflow POLICY  split: consecutive pieces of at most N tokens, each its own\n"
+    "                     sample (default); truncate: the first N; drop: none. The\n"
+    "                     end says what the policy changed, in samples and tokens\n"
     "  --dtype u16|u32    id width (default: u16 when every id fits, else u32;\n"
-    "                     u32 when FILE is a pipe, which cannot be read twice)\n"
+    "                     u32 when an input is stdin or a pipe, which cannot be read\n"
+    "                     twice)\n"
     CLI_WRITER_HELP("64K")
+    "\n"
+    "Progress goes to stderr: a meter on a terminal, else a line every 10 s.\n"
     "\n"
     "Example:\n"
     "  echo '{\"tokens\": [17, 4, 9000]}' > a.jsonl\n"
     "  lf-shard create tokens --in a.jsonl --out /data/a --block-size 256K\n"
+    "  lf-shard create tokens --in 'corpus/*.jsonl.zst' --append-eos 50256 --out /data/c\n"
     "  lf-shard create tokens --in docs.jsonl --text-field text --out /data/docs\n";
 
-enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE };
+enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE, OPT_BOS, OPT_EOS, OPT_MAX_LEN,
+       OPT_OVERFLOW };
 
 static const struct option tokens_options[] = {
     CLI_WRITER_OPTIONS,
@@ -51,17 +72,38 @@ static const struct option tokens_options[] = {
     {"field", required_argument, NULL, OPT_FIELD},
     {"text-field", required_argument, NULL, OPT_TEXT_FIELD},
     {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"prepend-bos", required_argument, NULL, OPT_BOS},
+    {"append-eos", required_argument, NULL, OPT_EOS},
+    {"max-len", required_argument, NULL, OPT_MAX_LEN},
+    {"overflow", required_argument, NULL, OPT_OVERFLOW},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
+#define NO_ID UINT64_MAX
+
+/* What --overflow does with a document longer than --max-len. */
+enum { OVERFLOW_SPLIT, OVERFLOW_TRUNCATE, OVERFLOW_DROP };
+static const char *const overflow_names[] = {"split", "truncate", "drop"};
+
 typedef struct tokens_args {
     cli_writer_args wa;
-    const char *in;
+    input_list inputs;           /* --in, expanded */
     const char *field;           /* JSON key */
     int text;                    /* the key holds a string */
     int dtype;                   /* 0 auto, 2 or 4 bytes per id */
+    uint64_t bos, eos;           /* ids around each document, or NO_ID */
+    size_t max_len;              /* tokens a sample may hold; 0: no limit */
+    int overflow;                /* OVERFLOW_* */
 } tokens_args;
+
+/* What --overflow changed, for the line at the end. */
+typedef struct overflow_count {
+    uint64_t docs, tokens;       /* documents read and their tokens */
+    uint64_t over, over_tokens;  /* those past --max-len, and their tokens */
+    uint64_t pieces;             /* samples the split ones became */
+    uint64_t lost;               /* tokens truncated or dropped */
+} overflow_count;
 
 /* How one line or one pass over the input ended. */
 enum { PASS_BAD = -1, PASS_DONE, PASS_NEED_U32 };
@@ -71,11 +113,12 @@ enum { PASS_BAD = -1, PASS_DONE, PASS_NEED_U32 };
 typedef struct line_ctx {
     const tokens_args *a;
     size_t width;                /* bytes per id in this pass */
-    char *text;                  /* the line, from getline */
+    char *text;                  /* the line */
     size_t text_cap;
     size_t len;
-    uint64_t lineno;             /* 1-based */
-    uint64_t end;                /* input bytes consumed up to the line's end */
+    const char *path;            /* the file it came from */
+    uint64_t lineno;             /* 1-based, in that file */
+    uint64_t done;               /* input bytes (as stored) read when it was */
     uint8_t *buf;                /* the sample's ids, little-endian */
     size_t cap;
     size_t count;
@@ -85,6 +128,7 @@ typedef struct line_ctx {
 
 #define BATCH_LINES 1024
 #define BATCH_BYTES (32u << 20)  /* bounds the text held per batch */
+#define KEEP_BYTES (4u << 20)    /* a slot's buffers past this are freed after a batch */
 
 static int bad(line_ctx *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(line_ctx *l, const char *fmt, ...)
@@ -102,7 +146,7 @@ static int push_id(line_ctx *l, uint32_t id)
         size_t cap = l->cap ? l->cap * 2 : 4096;
         uint8_t *p = realloc(l->buf, cap);
         if (!p)
-            return bad(l, "out of memory");
+            return bad(l, "out of memory: %zu token ids, and no more could be held", l->count);
         l->buf = p;
         l->cap = cap;
     }
@@ -113,62 +157,44 @@ static int push_id(line_ctx *l, uint32_t id)
     return PASS_DONE;
 }
 
-/* Fills l->buf from the array; PASS_NEED_U32 when an id needs u32 and the
- * width was only guessed. */
-static int take_array(line_ctx *l, json_t *arr)
+/* One array element; PASS_NEED_U32 when it needs u32 and the width was
+ * only guessed. */
+static int on_id(void *arg, size_t index, uint64_t id)
 {
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) {
-        json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
-        if (id < 0 || id > (json_int_t)UINT32_MAX)
-            return bad(l, "'%s'[%zu]: expected an integer token id in 0..4294967295",
-                       l->a->field, i);
-        if (id > 65535 && l->width == 2) {
-            if (!l->a->dtype)
-                return PASS_NEED_U32;
-            return bad(l, "'%s'[%zu] = %" JSON_INTEGER_FORMAT " does not fit u16 "
-                       "(use --dtype u32)", l->a->field, i, id);
-        }
-        if (push_id(l, (uint32_t)id) < 0)
-            return PASS_BAD;
+    line_ctx *l = arg;
+    if (id > UINT32_MAX)
+        return bad(l, "'%s'[%zu]: expected an integer token id in 0..4294967295",
+                   l->a->field, index);
+    if (id > 65535 && l->width == 2) {
+        if (!l->a->dtype)
+            return PASS_NEED_U32;
+        return bad(l, "'%s'[%zu] = %" PRIu64 " does not fit u16 (use --dtype u32)",
+                   l->a->field, index, id);
     }
-    return PASS_DONE;
+    return push_id(l, (uint32_t)id);
 }
 
-static int take_text(line_ctx *l, json_t *str)
+static int on_text(void *arg, const char *bytes, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)json_string_value(str);
-    for (size_t i = 0, n = json_string_length(str); i < n; i++)
-        if (push_id(l, s[i]) < 0)
+    line_ctx *l = arg;
+    for (size_t i = 0; i < n; i++)
+        if (push_id(l, (unsigned char)bytes[i]) < 0)
             return PASS_BAD;
     return PASS_DONE;
 }
 
 /* Parses one line into l->buf: PASS_DONE, PASS_NEED_U32, or PASS_BAD with
  * l->msg saying why. */
-static int take_line(line_ctx *l, const char *line, size_t len)
+static int take_line(line_ctx *l)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (!root && jerr.column > 0)
-        return bad(l, "invalid JSON at column %d: %s", jerr.column, jerr.text);
-    if (!root)
-        return bad(l, "invalid JSON at the end of the line: %s", jerr.text);
-    json_t *v = json_is_object(root) ? json_object_get(root, l->a->field) : NULL;
-    int rc;
+    const tokens_args *a = l->a;
+    jl_field f = {a->field, a->text, on_id, on_text, l, l->msg, sizeof l->msg};
     l->count = 0;
-    if (!json_is_object(root))
-        rc = bad(l, "expected a JSON object");
-    else if (!v)
-        rc = bad(l, "no field '%s'", l->a->field);
-    else if (l->a->text)
-        rc = json_is_string(v) ? take_text(l, v)
-                               : bad(l, "field '%s' is not a string", l->a->field);
-    else
-        rc = json_is_array(v) ? take_array(l, v)
-                              : bad(l, "field '%s' is not an array of token ids", l->a->field);
-    json_decref(root);
+    int rc = a->bos != NO_ID ? push_id(l, (uint32_t)a->bos) : PASS_DONE;
+    if (rc == PASS_DONE)
+        rc = jl_take_field(l->text, l->len, &f);
+    if (rc == PASS_DONE && a->eos != NO_ID)
+        rc = push_id(l, (uint32_t)a->eos);
     return rc;
 }
 
@@ -184,31 +210,50 @@ static void parse_one(void *arg, size_t i, unsigned tid)
 {
     (void)tid;
     line_ctx *l = (line_ctx *)arg + i;
-    l->rc = take_line(l, l->text, l->len);
+    l->rc = take_line(l);
 }
 
-/* Reads up to BATCH_LINES non-blank lines into l[]; returns how many, and
- * sets *eof at the end of the input. */
-static size_t read_batch(FILE *f, line_ctx *l, uint64_t *lineno, uint64_t *consumed, int *eof)
+/* Reads up to BATCH_LINES non-blank lines into l[]; returns how many. Sets
+ * *eof after the last input, *failed when reading failed (s->err says why:
+ * reported after the lines before it, which may hold an earlier error). */
+static size_t read_batch(input_stream *s, line_ctx *l, int *eof, int *failed)
 {
     size_t n = 0, bytes = 0;
     while (n < BATCH_LINES && bytes < BATCH_BYTES) {
-        ssize_t r = getline(&l[n].text, &l[n].text_cap, f);
+        ssize_t r = input_stream_line(s, &l[n].text, &l[n].text_cap);
         if (r <= 0) {
             *eof = 1;
+            *failed = r < 0;
             break;
         }
-        ++*lineno;
-        *consumed += (uint64_t)r;
         if (blank(l[n].text, (size_t)r))
             continue;
         l[n].len = (size_t)r;
-        l[n].lineno = *lineno;
-        l[n].end = *consumed;
+        l[n].path = s->path;
+        l[n].lineno = s->lineno;
+        l[n].done = s->stored_bytes;
         bytes += (size_t)r;
         n++;
     }
     return n;
+}
+
+/* Frees what an unusually long line left in its slot, so memory follows
+ * the lines being read, not the longest ones seen. */
+static void trim_lines(line_ctx *l)
+{
+    for (size_t i = 0; i < BATCH_LINES; i++) {
+        if (l[i].text_cap > KEEP_BYTES) {
+            free(l[i].text);
+            l[i].text = NULL;
+            l[i].text_cap = 0;
+        }
+        if (l[i].cap > KEEP_BYTES) {
+            free(l[i].buf);
+            l[i].buf = NULL;
+            l[i].cap = 0;
+        }
+    }
 }
 
 static void free_lines(line_ctx *l)
@@ -220,15 +265,74 @@ static void free_lines(line_ctx *l)
     free(l);
 }
 
-/* One pass over the input with ids `width` bytes wide: PASS_DONE, or
+/* Adds one document's ids as samples under --max-len and --overflow. */
+static void add_document(cli_out *o, const tokens_args *a, const line_ctx *l,
+                         overflow_count *oc, const char *where)
+{
+    size_t max = a->max_len ? a->max_len : l->count;
+    int over = l->count > max;
+    oc->docs++;
+    oc->tokens += l->count;
+    if (over) {
+        oc->over++;
+        oc->over_tokens += l->count;
+        if (a->overflow == OVERFLOW_DROP) {
+            oc->lost += l->count;
+            return;
+        }
+        if (a->overflow == OVERFLOW_TRUNCATE)
+            oc->lost += l->count - max;
+    }
+    size_t end = over && a->overflow == OVERFLOW_TRUNCATE ? max : l->count, off = 0;
+    do {                         /* once at least: an empty document is a sample too */
+        size_t k = end - off < max ? end - off : max;
+        lf_field_input in = {.data = l->buf + off * l->width, .size = k * l->width};
+        cli_out_add(o, &in, off ? 0 : l->len, l->done, where);
+        oc->pieces += (uint64_t)over;
+        off += k;
+    } while (off < end);
+}
+
+static void print_overflow(const tokens_args *a, const overflow_count *oc)
+{
+    double docs = oc->docs ? 100.0 * (double)oc->over / (double)oc->docs : 0;
+    double toks = oc->tokens ? 100.0 * (double)oc->over_tokens / (double)oc->tokens : 0;
+    double lost = oc->tokens ? 100.0 * (double)oc->lost / (double)oc->tokens : 0;
+    fprintf(stderr, "lf-shard: --max-len %zu --overflow %s: %" PRIu64 " of %" PRIu64
+            " documents (%.2f%%, holding %.2f%% of the tokens) were longer", a->max_len,
+            overflow_names[a->overflow], oc->over, oc->docs, docs, toks);
+    if (a->overflow == OVERFLOW_SPLIT)
+        fprintf(stderr, "; split into %" PRIu64 " samples, no token lost\n", oc->pieces);
+    else
+        fprintf(stderr, "; %s: %" PRIu64 " tokens lost (%.2f%% of the tokens)\n",
+                a->overflow == OVERFLOW_TRUNCATE ? "truncated" : "dropped", oc->lost, lost);
+}
+
+/* Adds the batch's samples in line order: PASS_DONE, or PASS_NEED_U32 with
+ * the output abandoned. A bad line ends the program. */
+static int add_batch(cli_out *o, line_ctx *l, size_t n, overflow_count *oc)
+{
+    for (size_t i = 0; i < n; i++) {
+        char where[600];
+        snprintf(where, sizeof where, "%s:%" PRIu64, l[i].path, l[i].lineno);
+        if (l[i].rc == PASS_NEED_U32) {
+            cli_out_abandon(o);
+            cli_warn("%s: token id above 65535; writing again with u32 ids", where);
+            return PASS_NEED_U32;
+        }
+        if (l[i].rc == PASS_BAD) {
+            cli_warn("%s: %s", where, l[i].msg);
+            cli_out_fail(o, CLI_EXIT_FAIL);
+        }
+        add_document(o, l[i].a, &l[i], oc, where);
+    }
+    return PASS_DONE;
+}
+
+/* One pass over the inputs with ids `width` bytes wide: PASS_DONE, or
  * PASS_NEED_U32 (nothing left behind) when u16 was a guess that failed. */
 static int run_pass(const tokens_args *a, size_t width)
 {
-    FILE *f = fopen(a->in, "rb");
-    if (!f)
-        cli_die("cannot open %s: %s", a->in, strerror(errno));
-    struct stat st;
-    uint64_t total = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
     line_ctx *l = calloc(BATCH_LINES, sizeof *l);
     if (!l)
         cli_die("out of memory");
@@ -241,54 +345,68 @@ static int run_pass(const tokens_args *a, size_t width)
     snprintf(schema.fields[0].name, LF_FIELD_NAME_MAX, "tokens");
     schema.fields[0].type = width == 2 ? LF_FIELD_TOKENS_U16 : LF_FIELD_TOKENS_U32;
     cli_out o;
-    cli_out_open(&o, &a->wa, &schema, "create", total);
+    cli_out_open(&o, &a->wa, &schema, "create", input_list_bytes(&a->inputs));
 
+    input_stream s;
+    input_stream_init(&s, &a->inputs);
     unsigned threads = cli_thread_count(&a->wa);
-    uint64_t lineno = 0, consumed = 0, prev_end = 0;
-    int eof = 0, rc = PASS_DONE;
+    int eof = 0, failed = 0, rc = PASS_DONE;
+    overflow_count oc = {0};
     while (!eof && rc == PASS_DONE) {
-        size_t n = read_batch(f, l, &lineno, &consumed, &eof);
+        size_t n = read_batch(&s, l, &eof, &failed);
         cli_parallel(n, threads, parse_one, l);
-        for (size_t i = 0; i < n && rc == PASS_DONE; i++) {
-            char where[600];
-            snprintf(where, sizeof where, "%s:%" PRIu64, a->in, l[i].lineno);
-            if ((rc = l[i].rc) == PASS_NEED_U32) {
-                cli_out_abandon(&o);
-                cli_warn("%s: token id above 65535; writing again with u32 ids", where);
-            } else if (rc == PASS_BAD) {
-                cli_warn("%s: %s", where, l[i].msg);
-                cli_out_fail(&o, CLI_EXIT_FAIL);
-            } else {
-                lf_field_input in = {.data = l[i].buf, .size = l[i].count * width};
-                cli_out_add(&o, &in, l[i].end - prev_end, l[i].end, where);
-                prev_end = l[i].end;
-            }
-        }
+        rc = add_batch(&o, l, n, &oc);
+        trim_lines(l);
     }
-    if (ferror(f)) {
-        cli_warn("cannot read %s: %s", a->in, strerror(errno));
+    if (failed && rc == PASS_DONE) {
+        cli_warn("%s", s.err);
         cli_out_fail(&o, CLI_EXIT_FAIL);
     }
     if (rc == PASS_DONE)
         cli_out_finish(&o, "create");
+    if (rc == PASS_DONE && a->max_len)
+        print_overflow(a, &oc);
+    input_stream_close(&s);
     free_lines(l);
-    fclose(f);
     return rc;
+}
+
+static uint64_t parse_id(const cli_cmd *c, const char *opt, const char *arg)
+{
+    return cli_parse_u64(c, opt, arg, 0, UINT32_MAX);
 }
 
 int create_tokens(int argc, char **argv)
 {
     const cli_cmd c = {"create tokens", tokens_help};
-    tokens_args a = {.field = "tokens"};
+    tokens_args a = {.field = "tokens", .bos = NO_ID, .eos = NO_ID};
     a.wa.opts.block_bytes = 64 << 10;
-    int id, have_field = 0;
+    const char **in = calloc((size_t)argc, sizeof *in);
+    size_t nin = 0;
+    int id, have_field = 0, have_overflow = 0;
+    if (!in)
+        cli_die("out of memory");
     while ((id = cli_getopt(&c, argc, argv, tokens_options)) != -1) {
         if (cli_writer_option(&c, id, optarg, &a.wa))
             continue;
         switch (id) {
-        case OPT_IN: a.in = optarg; break;
+        case OPT_IN: in[nin++] = optarg; break;
         case OPT_FIELD: a.field = optarg; have_field = 1; break;
         case OPT_TEXT_FIELD: a.field = optarg; a.text = 1; break;
+        case OPT_BOS: a.bos = parse_id(&c, "--prepend-bos", optarg); break;
+        case OPT_EOS: a.eos = parse_id(&c, "--append-eos", optarg); break;
+        case OPT_MAX_LEN:
+            a.max_len = (size_t)cli_parse_u64(&c, "--max-len", optarg, 1, UINT32_MAX);
+            break;
+        case OPT_OVERFLOW:
+            for (a.overflow = 0; a.overflow < 3; a.overflow++)
+                if (!strcmp(optarg, overflow_names[a.overflow]))
+                    break;
+            if (a.overflow == 3)
+                cli_usage_error(&c, "--overflow: invalid value '%s' (expected split, "
+                                "truncate or drop)", optarg);
+            have_overflow = 1;
+            break;
         case OPT_DTYPE:
             if (strcmp(optarg, "u16") && strcmp(optarg, "u32"))
                 cli_usage_error(&c, "--dtype: invalid value '%s' (expected u16 or u32)", optarg);
@@ -299,18 +417,28 @@ int create_tokens(int argc, char **argv)
     }
     cli_positionals(&c, argc, argv, 0, "");
     cli_writer_check(&c, &a.wa);
-    if (!a.in)
+    if (!nin)
         cli_usage_error(&c, "--in FILE is required");
     if (have_field && a.text)
         cli_usage_error(&c, "--field and --text-field exclude each other");
-    size_t width = a.dtype ? (size_t)a.dtype : 2;
-    struct stat st;
-    if (!a.dtype && !a.text && stat(a.in, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (have_overflow && !a.max_len)
+        cli_usage_error(&c, "--overflow needs --max-len");
+    int marks = (a.bos != NO_ID && a.bos > 65535) || (a.eos != NO_ID && a.eos > 65535);
+    if (marks && a.dtype == 2)
+        cli_usage_error(&c, "--prepend-bos/--append-eos above 65535 need u32 ids, not --dtype u16");
+    for (size_t i = 0; i < nin; i++)
+        input_list_add(&a.inputs, in[i]);
+    free(in);
+
+    size_t width = a.dtype ? (size_t)a.dtype : marks ? 4 : 2;
+    const char *once = input_list_read_once(&a.inputs);
+    if (width == 2 && !a.dtype && !a.text && once) {
         width = 4;
         cli_warn("%s is not a regular file and cannot be read twice: ids are stored as u32 "
-                 "(--dtype u16 stores u16 and stops at an id above 65535)", a.in);
+                 "(--dtype u16 stores u16 and stops at an id above 65535)", once);
     }
     if (run_pass(&a, width) == PASS_NEED_U32)
         run_pass(&a, 4);
+    input_list_free(&a.inputs);
     return 0;
 }

@@ -40,6 +40,7 @@ static const struct {
 } commands[] = {
     {"create", cmd_create}, {"synth", cmd_synth}, {"inspect", cmd_inspect},
     {"stats", cmd_stats},   {"verify", cmd_verify}, {"cat", cmd_cat},
+    {"digest", cmd_digest},
 };
 
 int main(int argc, char **argv)

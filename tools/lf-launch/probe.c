@@ -5,18 +5,24 @@
  *
  * Before that the server plans (a large epoch takes minutes), so the
  * socket appears late: lf-launch looks for it every 50 ms, then connects
- * and asks, again every 2 s until an answer (a request sent in the instant
- * between bind and the control loop is not lost, but one sent to a socket
- * file left by a killed server may be). Meanwhile the server may exit (its
- * error is on stderr or in --server-log), or a signal may come: both end
- * the wait.
+ * and asks, again every 2 s until an answer. Meanwhile the server may exit
+ * (its error is on stderr or in --server-log), or a signal may come: both
+ * end the wait.
+ *
+ * The answer must come from our server, not from another one on the same
+ * endpoint (a user's --endpoint shared by mistake: ours then refuses to
+ * start, but the other would answer first and the trainer would train on
+ * its batches). So the socket is first asked who listens on it
+ * (SO_PEERCRED), and only our server's pid is asked for stats.
  */
 #include "launch.h"
 #include "lf_wire.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define PROBE_LOOK_MS 50     /* how often to look for the socket file */
@@ -39,17 +45,31 @@ static int answered(void *sock)
     return n > 0 && (size_t)n <= sizeof buf && lf_wire_decode(buf, (size_t)n, &m) == 0;
 }
 
-static int socket_exists(const char *path)
+/* The pid of the process listening on the Unix socket at path; 0 when
+ * none does (no file yet, or one a killed server left). */
+static pid_t socket_owner(const char *path)
 {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    struct ucred cr = {0};
+    socklen_t len = sizeof cr;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (const struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        cr.pid = 0;
+    if (fd >= 0) close(fd);
+    return cr.pid;
 }
 
 /* Why the wait ended without an answer, said once. */
-static void say_why(const launch *L, uint64_t waited_ms)
+static void say_why(const launch *L, pid_t foreign, uint64_t waited_ms)
 {
     char how[96];
-    if (!L->server_pid)
+    if (foreign)
+        fprintf(stderr, "lf-launch: another process (pid %d) serves on %s: give another "
+                "--endpoint, or none (a private one is made); stopping lf-server\n",
+                (int)foreign, L->endpoint);
+    else if (!L->server_pid)
         fprintf(stderr, "lf-launch: lf-server %s before it answered (its messages: %s)\n",
                 launch_status_text(L->server_status, how, sizeof how),
                 L->server_log ? L->server_log : "above");
@@ -72,10 +92,16 @@ int launch_wait_ready(launch *L)
         return -1;
     }
     int linger = 0, ok = 0, connected = 0;
+    pid_t foreign = 0;
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
     uint64_t t0 = launch_now_ms(), asked = 0, now = t0;
     while (L->server_pid && !L->stop_signal && now - t0 < L->ready_timeout_ms) {
-        if (!connected && socket_exists(L->endpoint)) {
+        pid_t owner = connected ? L->server_pid : socket_owner(L->endpoint);
+        if (owner && owner != L->server_pid) {
+            foreign = owner;
+            break;
+        }
+        if (owner && !connected) {
             if (zmq_connect(sock, url) != 0) break;
             connected = 1;
         }
@@ -93,7 +119,7 @@ int launch_wait_ready(launch *L)
         fprintf(stderr, "lf-launch: lf-server answered after %.2f s\n",
                 (double)(launch_now_ms() - t0) / 1000);
     else
-        say_why(L, launch_now_ms() - t0);
+        say_why(L, foreign, launch_now_ms() - t0);
     zmq_close(sock);
     zmq_ctx_term(ctx);
     return ok ? 0 : -1;

@@ -34,6 +34,7 @@ typedef struct launch {
     int server_status;           /* wait status once reaped, else -1 */
     int trainer_status;
     int stop_signal;             /* a signal that came while no trainer ran */
+    int server_sent;             /* the last signal lf-launch sent the server, or 0 */
 } launch;
 
 /* proc.c */

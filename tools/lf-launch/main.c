@@ -16,6 +16,7 @@
 #include "launch.h"
 #include "parse_num.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,12 +141,26 @@ static int parse_args(launch *L, int argc, char **argv)
     return 0;
 }
 
+/* How the server ended, once it was stopped (by lf-launch or on its own). */
+static void say_server_end(const launch *L)
+{
+    char how[96];
+    if (L->server_status == -1) return; /* not reaped: launch_stop said why */
+    fprintf(stderr, "lf-launch: lf-server %s%s%s\n",
+            launch_status_text(L->server_status, how, sizeof how),
+            L->server_sent ? " after lf-launch sent it " : "",
+            L->server_sent ? (L->server_sent == SIGKILL ? "SIGKILL" : "SIGTERM") : "");
+}
+
 /* The server could not start, answer, or a signal came first: stop it
  * and say how lf-launch ends. */
 static int fail_before_trainer(launch *L)
 {
     int server_rc = L->server_pid ? -1 : launch_status_code(L->server_status);
-    if (L->server_pid) launch_stop(L, 0);
+    if (L->server_pid) {
+        launch_stop(L, 0);
+        say_server_end(L);
+    }
     launch_remove_rundir(L);
     if (L->stop_signal) return 128 + L->stop_signal;
     return server_rc == 2 ? 2 : 1; /* 2: the server refused its flags */
@@ -191,11 +206,7 @@ int main(int argc, char **argv)
     run_trainer(&L);
     int trainer_rc = launch_status_code(L.trainer_status);
     launch_stop(&L, trainer_rc == 0);
-    if (L.server_status != -1) {
-        char how[96];
-        fprintf(stderr, "lf-launch: lf-server %s\n",
-                launch_status_text(L.server_status, how, sizeof how));
-    }
+    say_server_end(&L);
     launch_remove_rundir(&L);
     return trainer_rc;
 }

@@ -77,7 +77,7 @@ static void say_why(const launch *L, pid_t foreign, uint64_t waited_ms)
         fprintf(stderr, "lf-launch: %s while waiting for lf-server: stopping it\n",
                 strsignal(L->stop_signal));
     else
-        fprintf(stderr, "lf-launch: lf-server did not answer on %s within %.0f s "
+        fprintf(stderr, "lf-launch: lf-server did not answer on %s within %.3g s "
                 "(--ready-timeout); stopping it\n", L->endpoint, (double)waited_ms / 1000);
 }
 

@@ -263,11 +263,15 @@ void launch_stop(launch *L, int trainer_ok)
             fprintf(stderr, "lf-launch: lf-server did not end within %.1f s of the trainer; "
                     "sending it SIGTERM\n", (double)wait_ms / 1000);
         kill(L->server_pid, SIGTERM);
+        L->server_sent = SIGTERM;
     }
     if (wait_ended(L, pgid, launch_now_ms() + wait_ms)) return;
     fprintf(stderr, "lf-launch: %s still running %.1f s after SIGTERM: SIGKILL\n",
             L->server_pid ? "lf-server" : "the trainer's processes", (double)wait_ms / 1000);
-    if (L->server_pid) kill(L->server_pid, SIGKILL);
+    if (L->server_pid) {
+        kill(L->server_pid, SIGKILL);
+        L->server_sent = SIGKILL;
+    }
     if (group_alive(pgid)) kill(-pgid, SIGKILL);
     if (!wait_ended(L, pgid, launch_now_ms() + 10000))
         fprintf(stderr, "lf-launch: processes still there 10 s after SIGKILL (stuck in the "

@@ -16,7 +16,9 @@ unset SLURM_JOB_ID TORCHELASTIC_RUN_ID LEVELFEED_ENDPOINT
 # LEVELFEED_ENDPOINT alone (outputs as run_clients': TAG.rR.txt, .log),
 # and fails when any of them fails. With LAUNCH_BARRIER="T1 T2 ..." it
 # first waits until those trainers wrote their .ep too: their servers are
-# then all up at once.
+# then all up at once. As one node's trainer of several, LAUNCH_NODE=K
+# and LAUNCH_WORLD=W make its ranks K*N .. K*N+N-1 of W, and its own files
+# TAG.K.pid, TAG.K.pids, TAG.K.ep (the ranks' outputs keep TAG).
 TRAINER="$WORK/trainer.sh"
 cat >"$TRAINER" <<EOF
 #!/usr/bin/env bash
@@ -25,18 +27,19 @@ EOF
 cat >>"$TRAINER" <<'EOF'
 tag=$1 n=$2
 shift 2
-echo $$ >"$W/$tag.pid"
-echo "$LEVELFEED_ENDPOINT" >"$W/$tag.ep"
+me=$tag${LAUNCH_NODE:+.$LAUNCH_NODE} first=$((${LAUNCH_NODE:-0} * n)) world=${LAUNCH_WORLD:-$n}
+echo $$ >"$W/$me.pid"
+echo "$LEVELFEED_ENDPOINT" >"$W/$me.ep"
 for t in ${LAUNCH_BARRIER:-}; do
   for ((i = 0; i < 3000; i++)); do [[ -s "$W/$t.ep" ]] && break; sleep 0.01; done
 done
 pids=()
-for ((r = 0; r < n; r++)); do
-  "$B/lf-rank-loop" --rank "$r" --world "$n" --out "$W/$tag.r$r.txt" "$@" \
+for ((r = first; r < first + n; r++)); do
+  "$B/lf-rank-loop" --rank "$r" --world "$world" --out "$W/$tag.r$r.txt" "$@" \
     >"$W/$tag.r$r.log" 2>&1 &
   pids+=($!)
 done
-echo "${pids[@]}" >"$W/$tag.pids"
+echo "${pids[@]}" >"$W/$me.pids"
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 exit $rc

@@ -4,7 +4,9 @@
 # lf-launch (passed on to the trainer's process group). Each time lf-launch
 # exits as a shell would report the trainer (128 + the signal), and leaves
 # no server, none of the trainer's ranks, no runtime directory and nothing
-# in /dev/shm.
+# in /dev/shm. SIGHUP, SIGUSR1 and SIGUSR2 are the trainer's: sent to the
+# server itself (as Slurm signals every process of a step), they do not
+# stop it, and the run ends well.
 source "$(dirname "$0")/launch_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -28,3 +30,14 @@ for how in INT:trainer:130 KILL:trainer:137 TERM:lf-launch:143; do   # SIGNAL:TO
   check_launch_leftovers "$tag"
   echo "SIG$sig to the $who: lf-launch exited $EXIT_RC, nothing left: ok"
 done
+
+start_launch usr "${SRV[@]}" -- "$TRAINER" usr 2 --compute-us 10000
+wait_until 30 "the trainer's 2 ranks to be served" "$WORK/usr.launch" -- trainer_running usr
+launched_server usr
+kill -USR1 "$SERVER_PID"
+kill -USR2 "$SERVER_PID"
+kill -HUP "$SERVER_PID"
+wait_ok 60 "lf-launch after SIGUSR1, SIGUSR2 and SIGHUP to its server" "$LAUNCH_PID" "$WORK/usr.launch"
+check_exactly_once usr 2000 1
+check_launch_leftovers usr
+echo "SIGUSR1, SIGUSR2, SIGHUP to the server: ignored, the run ended well: ok"

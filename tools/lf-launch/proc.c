@@ -3,9 +3,12 @@
  *
  * The server runs in a process group of its own, so a Ctrl-C on the
  * terminal cannot stop it under a trainer that is still saving its
- * checkpoint; it dies with lf-launch (PR_SET_PDEATHSIG: SIGKILL), so even a
- * kill -9 of lf-launch leaves no server behind. Its rings are memfds, so a
- * killed server leaves nothing in /dev/shm.
+ * checkpoint, and it ignores SIGHUP, SIGUSR1 and SIGUSR2, which are the
+ * trainer's (Slurm signals every process of a step: `--signal=USR1@120`
+ * must not kill the server under a trainer that checkpoints on it). It
+ * dies with lf-launch (PR_SET_PDEATHSIG: SIGKILL), so even a kill -9 of
+ * lf-launch leaves no server behind. Its rings are memfds, so a killed
+ * server leaves nothing in /dev/shm.
  *
  * The trainer runs in a process group of its own too (when lf-launch holds
  * the terminal, that group is given the terminal, as a shell does for a
@@ -122,7 +125,10 @@ int launch_spawn_server(launch *L)
     if (pid == 0) {
         setpgid(0, 0);
         child_setup(parent, SIGKILL);
-        int null = open("/dev/null", O_RDONLY);
+        signal(SIGHUP, SIG_IGN); /* kept ignored through exec */
+        signal(SIGUSR1, SIG_IGN);
+        signal(SIGUSR2, SIG_IGN);
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC); /* dup2 keeps fd 0 open */
         if (null > 0) dup2(null, 0);
         if (logfd >= 0) { dup2(logfd, 1); dup2(logfd, 2); }
         execv(argv[0], argv);

@@ -18,7 +18,7 @@ pid, fd = pty.fork()
 if pid == 0:   # stderr to a file: a pty drops what is unread when its last user exits
     os.dup2(os.open(work + "/t.err", os.O_WRONLY | os.O_APPEND), 2)
     os.execv(launch, [launch, "--data", work + "/ds", "--world", "2", "--",
-                      "sh", "-c", 'echo $$ >"$0"; read x; echo "got:$x"; sleep 60',
+                      "sh", "-c", 'echo $$ >"$0"; read x; echo "got:$x"; exec sleep 60',
                       work + "/t.pid"])
 out = b""
 def pump(until, secs):   # reads the terminal until `until` is seen or secs pass
@@ -36,6 +36,13 @@ for _ in range(300):
     time.sleep(0.1)
 os.write(fd, b"hello\n")
 pump(b"got:hello", 10)
+# Ctrl-C once the trainer is sleep (a shell between two commands may hold
+# a SIGINT back for the next one, which exec replaces)
+trainer = open(work + "/t.pid").read().strip()
+for _ in range(100):
+    if open("/proc/%s/comm" % trainer).read() == "sleep\n":
+        break
+    time.sleep(0.1)
 os.write(fd, b"\x03")     # Ctrl-C
 for _ in range(300):
     done, st = os.waitpid(pid, os.WNOHANG)

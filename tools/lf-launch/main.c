@@ -88,12 +88,12 @@ static int parse_seconds(const char *flag, const char *v, uint64_t *ms)
 }
 
 /* One argument before --: a launch option (taken), else a server flag
- * (kept, and --endpoint noted). Returns 0, 1 (--help/--version: done),
- * or -1 for a usage error. */
+ * (kept, and --endpoint's value noted). Returns 0, 1 (--help/--version:
+ * done), or -1 for a usage error. */
 static int take_arg(launch *L, char **argv, int argc, int *i)
 {
-    const char *v;
-    int missing = 0;
+    static const char *const own[] = {"--server", "--server-log", "--job", "--ready-timeout",
+                                      "--stop-timeout"};
     if (strcmp(argv[*i], "--help") == 0 || strcmp(argv[*i], "-h") == 0) {
         usage(stdout);
         return 1;
@@ -103,22 +103,27 @@ static int take_arg(launch *L, char **argv, int argc, int *i)
         printf("lf-launch (levelfeed)\n");
         return 1;
     }
-    if ((v = option_value(argv, argc, i, "--server", &missing))) L->server_opt = v;
-    else if ((v = option_value(argv, argc, i, "--server-log", &missing))) L->server_log = v;
-    else if ((v = option_value(argv, argc, i, "--job", &missing))) L->job = v;
-    else if ((v = option_value(argv, argc, i, "--ready-timeout", &missing)))
-        return parse_seconds("--ready-timeout", v, &L->ready_timeout_ms);
-    else if ((v = option_value(argv, argc, i, "--stop-timeout", &missing)))
-        return parse_seconds("--stop-timeout", v, &L->stop_timeout_ms);
-    else if (missing) {
-    } else {
-        int at = *i;
-        if ((v = option_value(argv, argc, i, "--endpoint", &missing))) L->endpoint_opt = v;
-        for (; at <= *i; at++) L->server_flags[L->nserver_flags++] = argv[at];
-        return 0;
+    int missing = 0;
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
+        const char *v = option_value(argv, argc, i, own[k], &missing);
+        if (missing) {
+            fprintf(stderr, "lf-launch: %s wants a value\n", own[k]);
+            return -1;
+        }
+        if (!v) continue;
+        switch (k) {
+        case 0: L->server_opt = v; return 0;
+        case 1: L->server_log = v; return 0;
+        case 2: L->job = v; return 0;
+        case 3: return parse_seconds(own[k], v, &L->ready_timeout_ms);
+        default: return parse_seconds(own[k], v, &L->stop_timeout_ms);
+        }
     }
-    if (missing) fprintf(stderr, "lf-launch: %s wants a value\n", argv[*i]);
-    return missing ? -1 : 0;
+    int at = *i;
+    const char *endpoint = option_value(argv, argc, i, "--endpoint", &missing);
+    if (endpoint) L->endpoint_opt = endpoint;
+    for (; at <= *i; at++) L->server_flags[L->nserver_flags++] = argv[at];
+    return 0;
 }
 
 static int parse_args(launch *L, int argc, char **argv)

@@ -98,7 +98,7 @@ $(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $$$$(LIBS)
 PROGRAMS += $(B)/bin/$(1)
 endef
 
-MODULES := common shard_format balancer transforms server client tools/lf-shard tools/lf-plan tools/harness
+MODULES := common shard_format balancer transforms server client tools/lf-shard tools/lf-plan tools/harness tools/lf-launch
 -include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS_EXT)

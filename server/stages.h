@@ -62,7 +62,7 @@ typedef struct srv_pipeline {
     uint32_t nreaders_started;
     pthread_t *workers;
     uint32_t nworkers_started;
-    int *shard_fds;
+    int *shard_fds;              /* per shard: the dataset's descriptor (it closes them) */
     uint32_t nshards;
     cache_entry **buckets;
     uint64_t nbuckets;           /* a power of two */

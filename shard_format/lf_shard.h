@@ -138,6 +138,14 @@ uint32_t lf_dataset_max_block_stored(const lf_dataset *ds);/* largest stored_siz
  * (io_uring, O_DIRECT). NULL if out of range. */
 const char *lf_dataset_shard_path(const lf_dataset *ds, uint32_t shard);
 
+/* The read-only descriptor the dataset holds for shard i's file, for
+ * callers that read it themselves with positional reads (pread, io_uring):
+ * sharing it keeps one descriptor a shard, so a dataset opens under the
+ * same open-file limit for them as for the reader. Owned by the dataset
+ * (closed by lf_dataset_close); -1 for a shard held in memory or out of
+ * range. */
+int lf_dataset_shard_fd(const lf_dataset *ds, uint32_t shard);
+
 /* Index entries. Return NULL when the id is out of range. Blocks are numbered
  * dataset-wide too (0..blocks-1); info->shard says which file. */
 const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample);

@@ -472,6 +472,11 @@ const char *lf_dataset_shard_path(const lf_dataset *ds, uint32_t shard)
     return shard < ds->nshards ? ds->shards[shard].path : NULL;
 }
 
+int lf_dataset_shard_fd(const lf_dataset *ds, uint32_t shard)
+{
+    return shard < ds->nshards ? ds->shards[shard].fd : -1;
+}
+
 const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample)
 {
     return sample < ds->nsamples ? &ds->samples[sample] : NULL;

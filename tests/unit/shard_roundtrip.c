@@ -55,6 +55,7 @@ static void check_index(const lf_dataset *ds, const lf_schema *s)
     ASSERT_TRUE(lf_dataset_block(ds, lf_dataset_blocks(ds)) == NULL);
     ASSERT_TRUE(lf_dataset_sample(ds, lf_dataset_samples(ds)) == NULL);
     ASSERT_TRUE(lf_dataset_shard_path(ds, lf_dataset_shards(ds)) == NULL);
+    ASSERT_EQ(lf_dataset_shard_fd(ds, lf_dataset_shards(ds)), -1);
 }
 
 /* No temporary file may remain once a writer has finished or aborted. */
@@ -90,9 +91,13 @@ static void run_config(const config *c, int no)
     if (gen_read_all(ds, &s, &err) != 0) TEST_FAIL_("%s: read: %s", c->name, err.msg);
     uint64_t file_bytes = 0;
     for (uint32_t i = 0; i < lf_dataset_shards(ds); i++) {
-        struct stat sb;
+        struct stat sb, fdsb;
         ASSERT_EQ(stat(lf_dataset_shard_path(ds, i), &sb), 0);
         ASSERT_EQ(lf_dataset_shard_path(ds, i)[0], '/');
+        /* the descriptor a server reads through is that very file */
+        ASSERT_EQ(fstat(lf_dataset_shard_fd(ds, i), &fdsb), 0);
+        ASSERT_EQ(fdsb.st_ino, sb.st_ino);
+        ASSERT_EQ(fdsb.st_dev, sb.st_dev);
         file_bytes += (uint64_t)sb.st_size;
     }
     ASSERT_EQ(file_bytes, st.stored_bytes);

@@ -137,7 +137,9 @@ echo "rank 1 killed in epoch 1, gone after $GONE_MS ms, rejoined from $e:$s: $((
 # when no rank has a client, and ranks 0, 2 and 3 run free while rank 1 has
 # none. At 56 steps (8 samples a rank) about 1 s was left to spare under
 # ThreadSanitizer, and one loaded run used it up: the client after the
-# second kill found no server.
+# second kill found no server. At 86 steps and 40 ms a step (3.4 s) a run
+# at load 6 used it up again; the other ranks now take 80 ms a step (7 s),
+# and the rank 1 clients that must stay behind the planner 80 and 120 ms.
 SRV4=(--data "$WORK/ds" --world 4 --seed 4 --epochs 1 --samples-per-rank 4 --slots 2
       --heartbeat-ms "$HB")
 "$LF_BIN/lf-server" "${SRV4[@]}" --print-plan >"$WORK/plan4.txt"
@@ -148,7 +150,7 @@ check_counted_off "4 ranks, uninterrupted"
 start_server "${SRV4[@]}"
 others=()
 for r in 0 2 3; do
-  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 4 --compute-us 40000 \
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 4 --compute-us 80000 \
     --out "$WORK/rj4.r$r.txt" --digests "$WORK/rj4.r$r.dig" >"$WORK/q$r.log" 2>&1 &
   others+=($!)
   PIDS+=($!)
@@ -168,13 +170,13 @@ saved_past() {     # POSITION: the state file holds a position other than it
 wait_saved() {     # POSITION: waits until rank 1 saved a position other than it
   wait_until 20 "rank 1 to save a state past '$1'" "$C1_LOG" -- saved_past "$1"
 }
-rank1_client x1 40000 --save-every 4 --state-file "$WORK/st4"
+rank1_client x1 80000 --save-every 4 --state-file "$WORK/st4"
 wait_saved "0 0"
 wait_saved "$(state_position "$WORK/st4")"
 sleep 0.05
 kill_client_until_gone "$C1" 1
 p1=$(state_position "$WORK/st4")
-rank1_client x2 60000 --save-every 3 --state-file "$WORK/st4" --restore "$WORK/st4"
+rank1_client x2 120000 --save-every 3 --state-file "$WORK/st4" --restore "$WORK/st4"
 wait_saved "$p1"
 wait_until 20 "the second client of rank 1 to be in its catch-up (lf-stat: catching up)" "$C1_LOG" -- \
   rank_is 1 catching_up

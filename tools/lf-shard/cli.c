@@ -111,9 +111,9 @@ char **cli_positionals(const cli_cmd *c, int argc, char **argv, int want,
 const char *cli_dataset_arg(const cli_cmd *c, int argc, char **argv,
                             const char *flag, int *on)
 {
-    const struct option opts[] = {
-        {flag ? flag : "help", no_argument, NULL, flag ? 1 : 'h'},
+    const struct option opts[] = {     /* without a flag, its NULL name ends the table */
         {"help", no_argument, NULL, 'h'},
+        {flag, no_argument, NULL, 1},
         {NULL, 0, NULL, 0},
     };
     int id;

@@ -32,6 +32,7 @@
 #include "lf_tf.h"
 #include "image_cli.h"
 #include "parse_num.h"
+#include "version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -365,7 +366,8 @@ static const char usage_text[] =
     "  [--verify DATASET [--pad-id N] [--image-size WxH --crop full|center|random\n"
     "   --image-dtype u8|f16|f32 --flip P --seed S --resize bilinear|area]] [--no-digest]\n"
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
-    "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K] [--help]\n"
+    "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K]\n"
+    "  [--help] [--version]\n"
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
 
@@ -401,7 +403,7 @@ static int set_option(args *a, int c, const char *v)
     }
 }
 
-/* Returns 0, 1 (--help) or -1 (printed why). */
+/* Returns 0, 1 (--help), 2 (--version) or -1 (printed why). */
 static int parse(int argc, char **argv, args *a)
 {
     static const struct option opts[] = {
@@ -413,7 +415,7 @@ static int parse(int argc, char **argv, args *a)
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"resize", 1, 0, 'Z'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
         {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
     a->timeout_ms = 30000;
@@ -421,6 +423,7 @@ static int parse(int argc, char **argv, args *a)
     int c, at = -1;
     while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
         if (c == 'h') return 1;
+        if (c == 'V') return 2;
         if (c == '?') return -1;
         if (set_option(a, c, optarg) < 0) {
             fprintf(stderr, "lf-rank-loop: --%s: bad value '%s'\n", opts[at].name, optarg);
@@ -442,6 +445,10 @@ int main(int argc, char **argv)
 {
     args a = {0};
     int p = parse(argc, argv, &a);
+    if (p == 2) {
+        cli_print_version("lf-rank-loop");
+        return 0;
+    }
     if (p != 0) {
         fputs(usage_text, p > 0 ? stdout : stderr);
         return p > 0 ? 0 : 2;

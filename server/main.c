@@ -9,6 +9,7 @@
 #include "image_cli.h"
 #include "parse_num.h"
 #include "plan_cli.h"
+#include "version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +75,7 @@ static void usage(FILE *f)
 "other:\n"
 "  --print-plan            print the local ranks' plan (epoch step rank n ids) and exit\n"
 "  --quiet                 no start-up line or summary (warnings still print)\n"
-"  --help\n\n");
+"  --help, --version\n\n");
     fputs(plan_cli_help, f);
 }
 
@@ -118,7 +119,7 @@ static int parse_ranks(const char *s, srv_config *c)
 
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
-    O_MICRO, O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP,
+    O_MICRO, O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP, O_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -132,7 +133,7 @@ static const struct option long_opts[] = {
     {"on-corrupt", 1, 0, O_CORRUPT}, {"micro-batches", 0, 0, O_MICRO},
     {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
     {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
-    PLAN_CLI_OPTIONS, {0, 0, 0, 0},
+    {"version", 0, 0, O_VERSION}, PLAN_CLI_OPTIONS, {0, 0, 0, 0},
 };
 
 static const char *option_name(int code)
@@ -318,6 +319,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         if (opt == 'h' || opt == O_HELP) { usage(stdout); exit(0); }
+        if (opt == O_VERSION) { cli_print_version("lf-server"); exit(0); }
         if (opt == '?' || parse_opt(opt, optarg, c, &ps) != 0) {
             if (opt != '?') fprintf(stderr, "lf-server: bad value for --%s: %s\n",
                                     option_name(opt), optarg);

@@ -8,21 +8,7 @@
 # (-T1) compressing the JSONL, `zstd -d` of the .zst, and a /usr/bin/python3
 # loop of json.loads over the lines. Each figure is the best of 3 runs.
 set -euo pipefail
-B=${LF_BUILD:?run through make bench}
-lf="${LF_BIN:-$B/bin}/lf-shard"
-threads=$(nproc)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lf_corpus_bench.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-TIMEFORMAT='%R %U %S'
-
-# Best (least wall time) of 3 runs of a command, output discarded: "wall cpu".
-best_of_3() {
-  local t
-  for _ in 1 2 3; do
-    t=$( { time "$@" >/dev/null 2>&1; } 2>&1 )
-    awk '{ printf "%.4f %.4f\n", $1, $2 + $3 }' <<<"$t"
-  done | sort -n | head -n 1
-}
+source "$(dirname "$0")/bench_lib.sh"
 
 tokens=$(/usr/bin/python3 - "$tmp/in.jsonl" <<'EOF'
 import random, sys

@@ -12,7 +12,7 @@ export LF_BUILD="$B" LF_BIN="$B/bin" LF_ROOT="$root"
 not_run=() failed=0
 for s in "$root"/tests/bench/*.sh; do
   name=$(basename "$s" .sh)
-  [[ $name == run ]] && continue
+  [[ $name == run || $name == *_lib ]] && continue   # *_lib.sh are sourced helpers
   [[ -n "$filter" && "$s" != *"$filter"* ]] && continue
   echo "== $name"
   rc=0

@@ -10,26 +10,8 @@
 #   and `zstd -d` on the same stored bytes written out as one .zst file.
 #   Target: read >= 0.9x the single-thread zstd rate per thread.
 set -euo pipefail
-B=${LF_BUILD:?run through make bench}
-bin=${LF_BIN:-$B/bin}
-lf="$bin/lf-shard"
+source "$(dirname "$0")/bench_lib.sh"
 reader="$B/bench/shard_read"
-threads=$(nproc)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lf_shard_bench.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-TIMEFORMAT='%R %U %S'
-
-# Runs a command (output discarded); prints "wall_seconds cpu_seconds".
-timed() {
-  local t
-  t=$( { time "$@" >/dev/null 2>&1; } 2>&1 )
-  awk '{ printf "%.4f %.4f\n", $1, $2 + $3 }' <<<"$t"
-}
-
-# Best (least wall time) of 3 runs of a command: "wall cpu".
-best_of_3() {
-  { timed "$@"; timed "$@"; timed "$@"; } | sort -n | head -n 1
-}
 
 summary() {   # the summary line of an lf-shard run, without its prefix
   grep -E '^lf-shard: (synth|create) ' | sed 's/^lf-shard: //'

@@ -13,6 +13,7 @@
  */
 #include "harness.h"
 #include "parse_num.h"
+#include "version.h"
 
 #include <mpi.h>
 
@@ -80,13 +81,14 @@ static void usage(FILE *f)
 "                      with --fault-step, one gradient component is spoiled first\n"
 "  --fault-step N --fault-rank R   perturb a parameter of rank R after step N\n"
 "                      (the cross-rank parameter check must then fail the run)\n"
+"  --help, --version\n"
 "this build: %s\n", LT_CUDA ? "CPU and CUDA (NCCL)" : "CPU only (no CUDA)");
 }
 
 enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
        O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
        O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_GRADCHECK,
-       O_HELP };
+       O_HELP, O_VERSION };
 
 static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
 {
@@ -157,7 +159,7 @@ static int output_writable(const char *what, const char *path)
     return -1;
 }
 
-/* Returns 0, 1 (--help) or -1 (usage error, message printed). */
+/* Returns 0, 1 (--help), 2 (--version) or -1 (usage error, message printed). */
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option lo[] = {
@@ -170,7 +172,8 @@ static int parse(int argc, char **argv, opts *o)
         {"chart", 1, 0, O_CHART}, {"batches", 1, 0, O_BATCHES},
         {"calibrate", 0, 0, O_CALIBRATE}, {"fault-step", 1, 0, O_FSTEP},
         {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR},
-        {"gradcheck", 0, 0, O_GRADCHECK}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"gradcheck", 0, 0, O_GRADCHECK}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
+        {0, 0, 0, 0}};
     *o = (opts){.sampler = "balanced", .epochs = 1};
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
                            .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
@@ -178,6 +181,7 @@ static int parse(int argc, char **argv, opts *o)
     int c, at = -1;
     while ((c = getopt_long(argc, argv, "", lo, &at)) != -1) {
         if (c == O_HELP) return 1;
+        if (c == O_VERSION) return 2;
         if (option(o, c, optarg) < 0) {
             if (c != '?' && at >= 0)
                 fprintf(stderr, "lf-train: --%s: bad value '%s'\n", lo[at].name,
@@ -543,8 +547,12 @@ int main(int argc, char **argv)
 {
     opts o;
     int p = parse(argc, argv, &o);
-    if (p > 0) {
+    if (p == 1) {
         usage(stdout);
+        return 0;
+    }
+    if (p == 2) {
+        cli_print_version("lf-train");
         return 0;
     }
     if (p < 0) {

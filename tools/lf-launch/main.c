@@ -14,8 +14,8 @@
  * runtime directory in rundir.c, the readiness probe in probe.c.
  */
 #include "launch.h"
-#include "levelfeed.h"
 #include "parse_num.h"
+#include "version.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -100,7 +100,7 @@ static int take_arg(launch *L, char **argv, int argc, int *i)
         return 1;
     }
     if (strcmp(argv[*i], "--version") == 0) {
-        printf("lf-launch (levelfeed) %s\n", LF_VERSION_STRING);
+        cli_print_version("lf-launch");
         return 1;
     }
     int missing = 0;

@@ -20,6 +20,7 @@
 #include "plan_cli.h"
 #include "synth_rng.h"
 #include "score.h"
+#include "version.h"
 
 static const char usage_head[] =
     "Usage: lf-plan DIR --world N [OPTIONS]\n"
@@ -32,6 +33,7 @@ static const char usage_head[] =
     "  --sampler S          balanced, naive, sorted or all (default all)\n"
     "  --steps N            plan at most N steps per sampler (default: one epoch)\n"
     "  --json               print one JSON object instead of text\n"
+    "  --version            print the version and exit\n"
     "\n"
     "Baselines: naive (full shuffle, equal counts per rank, as DistributedSampler)\n"
     "and sorted (length-grouped mega-batches, as HF group_by_length) take\n"
@@ -79,14 +81,15 @@ static double flag_double(const char *name, const char *s, double lo, double hi)
 
 enum {
     O_WORLD = 256, O_SAMPLER, O_STEPS, O_JSON, O_SYNTH, O_MEDIAN, O_SIGMA, O_LMIN, O_LMAX,
-    O_SBLOCK, O_HELP,
+    O_SBLOCK, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
     {"world", 1, 0, O_WORLD}, {"sampler", 1, 0, O_SAMPLER}, {"steps", 1, 0, O_STEPS},
     {"json", 0, 0, O_JSON}, {"synth", 1, 0, O_SYNTH}, {"len-median", 1, 0, O_MEDIAN},
     {"len-sigma", 1, 0, O_SIGMA}, {"len-min", 1, 0, O_LMIN}, {"len-max", 1, 0, O_LMAX},
-    {"synth-block", 1, 0, O_SBLOCK}, {"help", 0, 0, O_HELP}, PLAN_CLI_OPTIONS,
+    {"synth-block", 1, 0, O_SBLOCK}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
+    PLAN_CLI_OPTIONS,
     {0, 0, 0, 0},
 };
 
@@ -145,6 +148,10 @@ static void parse_args(opts *o, int argc, char **argv)
         if (c == 'h' || c == O_HELP) {
             fputs(usage_head, stdout);
             fputs(plan_cli_help, stdout);
+            exit(0);
+        }
+        if (c == O_VERSION) {
+            cli_print_version("lf-plan");
             exit(0);
         }
         if (c == '?') die_usage("bad option", NULL);

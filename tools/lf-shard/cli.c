@@ -108,6 +108,23 @@ char **cli_positionals(const cli_cmd *c, int argc, char **argv, int want,
     return argv + optind;
 }
 
+const char *cli_dataset_arg(const cli_cmd *c, int argc, char **argv,
+                            const char *flag, int *on)
+{
+    const struct option opts[] = {     /* without a flag, its NULL name ends the table */
+        {"help", no_argument, NULL, 'h'},
+        {flag, no_argument, NULL, 1},
+        {NULL, 0, NULL, 0},
+    };
+    int id;
+    if (on)
+        *on = 0;
+    while ((id = cli_getopt(c, argc, argv, opts)) != -1)
+        if (on)
+            *on = id == 1;
+    return cli_positionals(c, argc, argv, 1, "dataset directory")[0];
+}
+
 uint64_t cli_parse_u64(const cli_cmd *c, const char *opt, const char *s,
                        uint64_t min, uint64_t max)
 {
@@ -381,6 +398,45 @@ lf_dataset *cli_open_dataset(const char *dir)
 }
 
 /* ---- small helpers ----------------------------------------------------------- */
+
+char *cli_strdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        cli_die("out of memory");
+    return d;
+}
+
+char *cli_path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p)
+        cli_die("out of memory");
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+void cli_strings_push(cli_strings *l, char *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            cli_die("out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+}
+
+void cli_strings_free(cli_strings *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
 
 int cli_read_file(const char *path, size_t max_size, uint8_t **out, size_t *size)
 {

@@ -49,6 +49,12 @@ const char *cli_option_name(const struct option *opts, int id);
 char **cli_positionals(const cli_cmd *c, int argc, char **argv, int want,
                        const char *what);
 
+/* The options of a command that reads one dataset: --help, one optional
+ * switch `flag` (NULL for none; *on is set to whether it was given), and
+ * the dataset directory, which it returns. Misuse is a usage error. */
+const char *cli_dataset_arg(const cli_cmd *c, int argc, char **argv,
+                            const char *flag, int *on);
+
 /* Value parsers: a usage error naming `opt` unless the whole string is a
  * valid value inside [min, max]. Sizes take K/M/G/T suffixes (powers of 1024). */
 uint64_t cli_parse_u64(const cli_cmd *c, const char *opt, const char *s,
@@ -177,6 +183,22 @@ _Noreturn void cli_out_fail(cli_out *o, int code);
 lf_dataset *cli_open_dataset(const char *dir);
 
 /* ---- small helpers ----------------------------------------------------------- */
+
+/* A malloc'd copy of s, and "dir/name"; both die when out of memory.
+ * The caller frees. */
+char *cli_strdup(const char *s);
+char *cli_path_join(const char *dir, const char *name);
+
+/* A growing list of malloc'd strings: the input files, a folder's names. */
+typedef struct cli_strings {
+    char **v;
+    size_t n, cap;
+} cli_strings;
+
+/* Appends s, which the list then owns; dies when out of memory. */
+void cli_strings_push(cli_strings *l, char *s);
+/* Frees every string and the list, leaving it empty. */
+void cli_strings_free(cli_strings *l);
 
 /* Reads a whole file into a malloc'd buffer (caller frees). Returns 0 or
  * -errno; files larger than max_size give -EFBIG. */

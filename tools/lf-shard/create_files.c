@@ -38,11 +38,6 @@
 
 /* ---- the input tree ------------------------------------------------------------ */
 
-typedef struct name_list {
-    char **v;
-    size_t n, cap;
-} name_list;
-
 typedef struct input_file {
     char *path;
     int64_t label;
@@ -51,46 +46,8 @@ typedef struct input_file {
 typedef struct input_tree {
     input_file *files;
     size_t n, cap;
-    name_list classes;           /* empty without class folders */
+    cli_strings classes;           /* empty without class folders */
 } input_tree;
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        cli_die("out of memory");
-    return d;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (!p)
-        cli_die("out of memory");
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static void name_push(name_list *l, const char *s)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        char **v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            cli_die("out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = xstrdup(s);
-}
-
-static void name_free(name_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
-}
 
 static int by_name(const void *a, const void *b)
 {
@@ -105,7 +62,7 @@ typedef struct scan_counts {
 } scan_counts;
 
 /* The visible subfolders and regular files of dir, each sorted. */
-static void list_dir(const char *dir, name_list *dirs, name_list *files, scan_counts *sc)
+static void list_dir(const char *dir, cli_strings *dirs, cli_strings *files, scan_counts *sc)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -114,14 +71,14 @@ static void list_dir(const char *dir, name_list *dirs, name_list *files, scan_co
     while ((errno = 0, e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char *path = join(dir, e->d_name);
+        char *path = cli_path_join(dir, e->d_name);
         struct stat st;
         if (stat(path, &st) < 0)
             cli_die("cannot stat %s: %s", path, strerror(errno));
         if (S_ISDIR(st.st_mode))
-            name_push(dirs, e->d_name);
+            cli_strings_push(dirs, cli_strdup(e->d_name));
         else if (S_ISREG(st.st_mode))
-            name_push(files, e->d_name);
+            cli_strings_push(files, cli_strdup(e->d_name));
         else {
             cli_warn("%s: neither a regular file nor a folder (a FIFO, socket or device); "
                      "skipped", path);
@@ -160,17 +117,17 @@ static void class_add(input_tree *t, const char *dir, int64_t label, int depth,
 {
     if (depth > MAX_DEPTH)
         cli_die("%s: folders nested more than %d deep (a symbolic link loop?)", dir, MAX_DEPTH);
-    name_list dirs = {0}, files = {0};
+    cli_strings dirs = {0}, files = {0};
     list_dir(dir, &dirs, &files, sc);
     for (size_t i = 0; i < files.n; i++)
-        tree_push(t, join(dir, files.v[i]), label);
+        tree_push(t, cli_path_join(dir, files.v[i]), label);
     for (size_t i = 0; i < dirs.n; i++) {
-        char *sub = join(dir, dirs.v[i]);
+        char *sub = cli_path_join(dir, dirs.v[i]);
         class_add(t, sub, label, depth + 1, sc);
         free(sub);
     }
-    name_free(&dirs);
-    name_free(&files);
+    cli_strings_free(&dirs);
+    cli_strings_free(&files);
 }
 
 /* classes.txt holds one name a line: a name with a control character (a
@@ -192,23 +149,23 @@ static void check_class_name(const char *dir, const char *name)
 
 static void tree_scan(const char *dir, input_tree *t)
 {
-    name_list top_files = {0};
+    cli_strings top_files = {0};
     scan_counts sc = {0};
     memset(t, 0, sizeof *t);
     list_dir(dir, &t->classes, &top_files, &sc);
     if (t->classes.n == 0)
         for (size_t i = 0; i < top_files.n; i++)
-            tree_push(t, join(dir, top_files.v[i]), 0);
+            tree_push(t, cli_path_join(dir, top_files.v[i]), 0);
     else if (top_files.n)
         cli_warn("ignoring %zu files beside the class folders in %s", top_files.n, dir);
     for (size_t k = 0; k < t->classes.n; k++)
         check_class_name(dir, t->classes.v[k]);
     for (size_t k = 0; k < t->classes.n; k++) {
-        char *sub = join(dir, t->classes.v[k]);
+        char *sub = cli_path_join(dir, t->classes.v[k]);
         class_add(t, sub, (int64_t)k, 0, &sc);
         free(sub);
     }
-    name_free(&top_files);
+    cli_strings_free(&top_files);
     if (sc.not_regular)
         cli_warn("skipped %" PRIu64 " entries of %s that are neither regular files nor "
                  "folders", sc.not_regular, dir);
@@ -221,15 +178,15 @@ static void tree_free(input_tree *t)
     for (size_t i = 0; i < t->n; i++)
         free(t->files[i].path);
     free(t->files);
-    name_free(&t->classes);
+    cli_strings_free(&t->classes);
 }
 
 /* classes.txt beside the manifest: written after the dataset is complete,
  * under a temporary name first like every other file. The only map from
  * label to class name: without it the run failed (exit 1). */
-static void write_classes(const char *out, const name_list *classes)
+static void write_classes(const char *out, const cli_strings *classes)
 {
-    char *tmp = join(out, ".classes.txt.tmp"), *dst = join(out, "classes.txt");
+    char *tmp = cli_path_join(out, ".classes.txt.tmp"), *dst = cli_path_join(out, "classes.txt");
     FILE *f = fopen(tmp, "w");
     int ok = f != NULL;
     for (size_t k = 0; ok && k < classes->n; k++)

@@ -67,13 +67,7 @@ static void hash_block(XXH3_state_t *h, const lf_dataset *ds, lf_block_decoder *
 int cmd_digest(int argc, char **argv)
 {
     const cli_cmd c = {"digest", digest_help};
-    static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    while (cli_getopt(&c, argc, argv, opts) != -1)
-        ;
-    const char *dir = cli_positionals(&c, argc, argv, 1, "dataset directory")[0];
+    const char *dir = cli_dataset_arg(&c, argc, argv, NULL, NULL);
     lf_dataset *ds = cli_open_dataset(dir);
     uint8_t *stored = malloc(lf_dataset_max_block_stored(ds) + 1u);
     uint8_t *raw = malloc(lf_dataset_max_block_raw(ds) + 1u);

@@ -29,34 +29,6 @@
 
 /* ---- the list ------------------------------------------------------------------ */
 
-static void push_path(input_list *l, char *path)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **p = realloc(l->paths, cap * sizeof *p);
-        if (!p)
-            cli_die("out of memory");
-        l->paths = p;
-        l->cap = cap;
-    }
-    l->paths[l->n++] = path;
-}
-
-static char *dup_path(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = name ? strlen(name) : 0;
-    char *p = malloc(a + b + 2);
-    if (!p)
-        cli_die("out of memory");
-    memcpy(p, dir, a);
-    if (name) {
-        p[a++] = '/';
-        memcpy(p + a, name, b);
-    }
-    p[a + b] = 0;
-    return p;
-}
-
 /* Every file below dir, appended unsorted. */
 static void walk(input_list *l, const char *dir)
 {
@@ -67,7 +39,7 @@ static void walk(input_list *l, const char *dir)
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        char *path = dup_path(dir, e->d_name);
+        char *path = cli_path_join(dir, e->d_name);
         struct stat st;
         if (lstat(path, &st) < 0)
             cli_die("cannot read %s: %s", path, strerror(errno));
@@ -77,7 +49,7 @@ static void walk(input_list *l, const char *dir)
         } else if (S_ISLNK(st.st_mode) && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
             free(path);          /* a link may loop back up the tree */
         } else {
-            push_path(l, path);
+            cli_strings_push(l, path);
         }
     }
     closedir(d);
@@ -92,14 +64,14 @@ static int by_bytes(const void *a, const void *b)
 static void add_existing(input_list *l, const char *path, const struct stat *st)
 {
     if (!S_ISDIR(st->st_mode)) {
-        push_path(l, dup_path(path, NULL));
+        cli_strings_push(l, cli_strdup(path));
         return;
     }
     size_t first = l->n;
     walk(l, path);
     if (l->n == first)
         cli_die("no input files in %s", path);
-    qsort(l->paths + first, l->n - first, sizeof *l->paths, by_bytes);
+    qsort(l->v + first, l->n - first, sizeof *l->v, by_bytes);
 }
 
 void input_list_add(input_list *l, const char *arg)
@@ -107,9 +79,9 @@ void input_list_add(input_list *l, const char *arg)
     struct stat st;
     if (!strcmp(arg, "-")) {
         for (size_t i = 0; i < l->n; i++)
-            if (!strcmp(l->paths[i], "-"))
+            if (!strcmp(l->v[i], "-"))
                 cli_die("--in -: stdin can be read only once");
-        push_path(l, dup_path(arg, NULL));
+        cli_strings_push(l, cli_strdup(arg));
     } else if (stat(arg, &st) == 0) {
         add_existing(l, arg, &st);
     } else if (strpbrk(arg, "*?[")) {
@@ -131,18 +103,15 @@ void input_list_add(input_list *l, const char *arg)
 
 void input_list_free(input_list *l)
 {
-    for (size_t i = 0; i < l->n; i++)
-        free(l->paths[i]);
-    free(l->paths);
-    memset(l, 0, sizeof *l);
+    cli_strings_free(l);
 }
 
 const char *input_list_read_once(const input_list *l)
 {
     struct stat st;
     for (size_t i = 0; i < l->n; i++)
-        if (!strcmp(l->paths[i], "-") || stat(l->paths[i], &st) < 0 || !S_ISREG(st.st_mode))
-            return strcmp(l->paths[i], "-") ? l->paths[i] : "stdin";
+        if (!strcmp(l->v[i], "-") || stat(l->v[i], &st) < 0 || !S_ISREG(st.st_mode))
+            return strcmp(l->v[i], "-") ? l->v[i] : "stdin";
     return NULL;
 }
 
@@ -153,7 +122,7 @@ uint64_t input_list_bytes(const input_list *l)
     if (input_list_read_once(l))
         return 0;
     for (size_t i = 0; i < l->n; i++)
-        if (stat(l->paths[i], &st) == 0)
+        if (stat(l->v[i], &st) == 0)
             sum += (uint64_t)st.st_size;
     return sum;
 }
@@ -285,7 +254,7 @@ static void close_file(input_file *f)
 /* Opens the list's next file and tells its format; -1 with s->err set. */
 static int open_next(input_stream *s)
 {
-    const char *path = s->list->paths[s->next++];
+    const char *path = s->list->v[s->next++];
     input_file *f = calloc(1, sizeof *f);
     s->path = path;
     s->lineno = 0;

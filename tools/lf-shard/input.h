@@ -9,11 +9,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The --in arguments expanded into files, in reading order. */
-typedef struct input_list {
-    char **paths;                /* "-" is stdin */
-    size_t n, cap;
-} input_list;
+#include "cli.h"
+
+/* The --in arguments expanded into files, in reading order ("-" is stdin). */
+typedef cli_strings input_list;
 
 /* Appends what one --in argument names: "-" (stdin, once), a file, every
  * file below a directory (recursively, in byte order of the paths; names

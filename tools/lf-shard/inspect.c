@@ -59,15 +59,8 @@ static void print_blocks(const lf_dataset *ds)
 int cmd_inspect(int argc, char **argv)
 {
     const cli_cmd c = {"inspect", inspect_help};
-    static const struct option opts[] = {
-        {"blocks", no_argument, NULL, 1},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int id, blocks = 0;
-    while ((id = cli_getopt(&c, argc, argv, opts)) != -1)
-        blocks = id == 1;
-    const char *dir = cli_positionals(&c, argc, argv, 1, "dataset directory")[0];
+    int blocks;
+    const char *dir = cli_dataset_arg(&c, argc, argv, "blocks", &blocks);
     lf_dataset *ds = cli_open_dataset(dir);
 
     uint32_t nshards = lf_dataset_shards(ds);
@@ -263,15 +256,8 @@ static void stats_json(const char *dir, const lf_schema *s, const cost_stats *st
 int cmd_stats(int argc, char **argv)
 {
     const cli_cmd c = {"stats", stats_help};
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 1},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int id, json = 0;
-    while ((id = cli_getopt(&c, argc, argv, opts)) != -1)
-        json = id == 1;
-    const char *dir = cli_positionals(&c, argc, argv, 1, "dataset directory")[0];
+    int json;
+    const char *dir = cli_dataset_arg(&c, argc, argv, "json", &json);
     lf_dataset *ds = cli_open_dataset(dir);
     cost_stats st;
     cost_collect(ds, &st);

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "open_limit.h"
+#include "version.h"
 
 static const char usage[] =
     "Usage: lf-shard COMMAND [OPTIONS]\n"
@@ -25,7 +26,8 @@ static const char usage[] =
     "  verify DIR                   check every checksum; non-zero exit names the place\n"
     "  cat DIR INDEX                print one sample's fields\n"
     "\n"
-    "Run 'lf-shard COMMAND --help' for a command's options.\n"
+    "Run 'lf-shard COMMAND --help' for a command's options; 'lf-shard --version'\n"
+    "prints the version.\n"
     "\n"
     "Example:\n"
     "  lf-shard synth tokens --out /tmp/toks --samples 100000 --seed 1\n"
@@ -52,6 +54,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        cli_print_version("lf-shard");
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {

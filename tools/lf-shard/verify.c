@@ -30,13 +30,7 @@ static void on_progress(void *arg, uint64_t blocks_done, uint64_t blocks_total,
 int cmd_verify(int argc, char **argv)
 {
     const cli_cmd c = {"verify", verify_help};
-    static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    while (cli_getopt(&c, argc, argv, opts) != -1)
-        ;
-    const char *dir = cli_positionals(&c, argc, argv, 1, "dataset directory")[0];
+    const char *dir = cli_dataset_arg(&c, argc, argv, NULL, NULL);
     cli_progress p;
     lf_shard_error err;
     cli_progress_start(&p, "verify", "blocks", 0);

@@ -10,6 +10,7 @@
 #include "lf_ipc.h"
 #include "lf_wire.h"
 #include "parse_num.h"
+#include "version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -86,7 +87,7 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"json", 0, 0, 'j'}, {"count", 1, 0, 'n'},
                                          {"interval-ms", 1, 0, 'i'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+                                         {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     int json = 0, c, at = -1, rc;
     int64_t count = -1, interval = 1000;
     while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
@@ -94,6 +95,7 @@ int main(int argc, char **argv)
         case 'j': json = 1; rc = 0; break;
         case 'n': rc = parse_i64(optarg, 1, INT64_MAX, &count); break;
         case 'i': rc = parse_i64(optarg, 1, 3600000, &interval); break;
+        case 'V': cli_print_version("lf-stat"); return 0;
         default: rc = 1; break; /* --help, or not an option */
         }
         if (rc < 0) {
@@ -103,7 +105,7 @@ int main(int argc, char **argv)
         at = -1;
         if (rc > 0) {
             fprintf(c == 'h' ? stdout : stderr,
-                    "usage: lf-stat [ENDPOINT] [--json] [--count N] [--interval-ms MS]\n"
+                    "usage: lf-stat [ENDPOINT] [--json] [--count N] [--interval-ms MS] [--version]\n"
                     "Prints lf-server metrics: a line per interval, or the JSON once.\n"
                     "  --count N         N lines, then exit (default: until the server goes)\n"
                     "  --interval-ms MS  time between lines, 1..3600000 (default 1000)\n");

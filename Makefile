@@ -32,7 +32,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 
-INCLUDES := -Ishard_format -Ibalancer -Itransforms -Iclient -Itools/common -Itests
+INCLUDES := -Ishard_format -Ibalancer -Itransforms -Iclient -Icommon -Itests
 override CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP $(WARN) $(INCLUDES)
 LDLIBS_EXT := -lzstd -lturbojpeg -ljpeg -lzmq -luring -ljansson -lpthread -lm
 
@@ -98,7 +98,7 @@ $(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $$$$(LIBS)
 PROGRAMS += $(B)/bin/$(1)
 endef
 
-MODULES := shard_format balancer transforms server client tools/lf-shard tools/lf-plan tools/harness
+MODULES := common shard_format balancer transforms server client tools/lf-shard tools/lf-plan tools/harness
 -include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS_EXT)
@@ -132,10 +132,6 @@ $(B)/obj/%.o: %.c $(CONFIG_STAMP)
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
-
-# tools/common's number parser is in no library: its test links it itself.
-$(B)/tests/unit/cli_parse_num: $(B)/obj/tools/common/parse_num.o
-$(B)/tests/unit/cli_parse_num: LINK_LIBS += $(B)/obj/tools/common/parse_num.o
 
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIBS)
 	@mkdir -p $(@D)

@@ -4,11 +4,20 @@
  * The plan keeps samples by index (0..n-1 in the caller's array order) and
  * turns indices into ids only when it hands a step out. All memory is
  * allocated in lf_plan_create; the step functions only write into it.
+ *
+ * One header for the folder's six files, in sections that each name the
+ * file defining them. The calls between the files go one way (plan.c uses
+ * order.c, split.c, layout.c and cost.c; layout.c uses split.c and order.c;
+ * split.c uses order.c; state.c uses plan.c), never back: no circle, which
+ * tests/e2e/layering.sh checks on the objects. The only definitions here
+ * are static inline helpers, the same in every file that uses them.
  */
 #ifndef LF_PLAN_INTERNAL_H
 #define LF_PLAN_INTERNAL_H
 
 #include "lf_plan.h"
+
+/* --- Shared arithmetic, defined here (order.c, plan.c, state.c use it). */
 
 __extension__ typedef unsigned __int128 lfp_u128;
 __extension__ typedef __int128 lfp_i128;
@@ -29,6 +38,8 @@ static inline uint64_t lfp_below(uint64_t key, uint64_t counter, uint64_t n)
     return (uint64_t)(((lfp_u128)r * n) >> 64);
 }
 
+/* --- Sorting: order.c. */
+
 /* A sort key: longest first, then smaller id. */
 typedef struct lfp_key {
     uint64_t len;
@@ -38,6 +49,8 @@ typedef struct lfp_key {
 
 /* Sorts keys longest first, then smaller id; tmp has room for n keys. */
 void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp);
+
+/* --- The split of one step over the ranks: split.c. */
 
 /* A KK subset: its sum (plus its tuple's base) and its items, a list
  * through lfp_split.next. */
@@ -123,6 +136,9 @@ size_t lfp_split_run(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
  * split's assign must be current; offsets are zeroed by lfp_split_run). */
 void lfp_split_polish(lfp_split *s, const lfp_items *it, const lfp_caps *caps);
 
+/* --- One rank's layout: layout.c (lfp_micro_cut), split.c (lfp_pack_rows,
+ * which the split's row fill uses too). */
+
 /* Cuts lens_desc[0..n) (longest first) into micro-batches of consecutive
  * items minimising sum(items * first L) + overhead per micro-batch, each
  * with items * first L <= cap (every L <= cap); deterministic (layout.c).
@@ -137,6 +153,8 @@ uint32_t lfp_micro_cut(const uint64_t *lens_desc, size_t n, uint64_t cap, uint64
 uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
                        uint64_t *room, uint32_t *row_of);
 
+/* --- The plan: plan.c creates it and steps it; order.c builds its order,
+ * layout.c lays out its ranks' batches, state.c saves and restores it. */
 
 struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
@@ -221,10 +239,10 @@ static inline void lfp_due_add(lf_plan *p, uint64_t cost)
     }
 }
 
-/* Builds the order of p->epoch into p->order (p->norder entries). */
+/* Builds the order of p->epoch into p->order (p->norder entries): order.c. */
 void lfp_order_build(lf_plan *p);
 
-/* Restarts the position at the beginning of epoch e. */
+/* Restarts the position at the beginning of epoch e: plan.c. */
 void lfp_epoch_begin(lf_plan *p, uint32_t e);
 
 #endif

@@ -1,34 +1,12 @@
 /*
- * client_gpu.h — what client.c and gpu.c share (internal to liblevelfeed).
- *
- * Once a client uses a device, its prefetch thread (gpu.c) is the only
- * caller of the host-side functions below: it owns the control socket, so
- * the trainer's thread never touches it and the client stays single-owner,
- * but for a failure's text, which both threads record (under a lock).
+ * client_gpu.h — the client's device path (gpu.c), internal to liblevelfeed:
+ * a prefetch thread on top of the host path (client_host.h), used by
+ * client.c once lf_client_use_device has chosen a device.
  */
 #ifndef LF_CLIENT_GPU_H
 #define LF_CLIENT_GPU_H
 
-#include "levelfeed.h"
-
-/* Host side of client.c, as lf_next / lf_release / lf_report_step were
- * before a device was set. */
-int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
-int lf_client_host_release(lf_client *c, const lf_batch *b);
-/* A STEP report of the trainer's step (epoch, step): its compute time and
- * the data wait of the lf_next that gave it the batch. */
-typedef struct lf_step_report {
-    uint32_t epoch;
-    uint64_t step, compute_ns, wait_ns;
-} lf_step_report;
-int lf_client_host_report(lf_client *c, const lf_step_report *r);
-/* The mapped ring and its slot size. */
-void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
-/* Records a failure's text, from either thread; lf_client_error shows it
- * once the trainer's current or next call returns. */
-void lf_client_set_error(lf_client *c, const char *text);
-
-typedef struct lf_gpu lf_gpu;
+#include "client_host.h"
 
 /* Registers the ring, allocates depth device slots, starts the prefetch
  * thread. Returns 0, -ENODEV (no driver or device; reason in why[]),

@@ -1,8 +1,8 @@
 # liblevelfeed: the client library (static and shared) and the example rank
 # loop. The shared library carries the layout decoder from transforms/ and
 # exports only levelfeed.h's functions (levelfeed.map).
-client_SRCS := client/client.c client/lf_wire.c client/lf_ring.c client/lf_ipc.c \
-               client/gpu.c client/cudrv.c
+client_SRCS := client/client.c client/gpu.c client/host.c client/lf_wire.c client/lf_ring.c \
+               client/lf_ipc.c client/cudrv.c
 client_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(client_SRCS))
 # The static library carries the layout decoder too, as the shared one does,
 # so `pkg-config --static levelfeed` links without liblf_tf.a.
@@ -25,8 +25,7 @@ $(B)/lib/pkgconfig/levelfeed.pc: client/levelfeed.pc.in
 
 PROGRAMS += $(B)/lib/liblevelfeed.so.1 $(B)/lib/liblevelfeed.so $(B)/lib/pkgconfig/levelfeed.pc
 
-$(eval $(call program,lf-rank-loop,examples/rank_loop.c tools/common/parse_num.c \
-  tools/common/image_cli.c))
+$(eval $(call program,lf-rank-loop,examples/rank_loop.c))
 
 # The test of client/cudrv.h's declarations against the driver's own header,
 # where the CUDA toolkit is there.

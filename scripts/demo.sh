@@ -73,7 +73,7 @@ mpirun -np "$RANKS" "${TRAIN[@]}" --compare --cost "$COST" \
   --report "$OUT/report.json" --trace "$OUT/trace.json" --chart "$OUT/chart.svg" \
   -- --samples-per-rank 4 | tee "$OUT/compare.txt"
 # naive and sorted take as many samples per step as balanced's mean: lf-server
-# and lf-plan derive that default the same way (tools/common/plan_cli.c).
+# and lf-plan derive that default the same way (common/plan_cli.c).
 
 echo
 echo "== 5. outputs in $OUT"

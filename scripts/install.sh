@@ -10,7 +10,11 @@ incdir="$destdir$prefix/include/levelfeed" pcdir="$destdir$prefix/lib/pkgconfig"
 install -d "$bindir" "$libdir" "$incdir" "$pcdir"
 
 for f in "$B"/bin/*; do [[ -x $f && -f $f ]] && install -m 0755 "$f" "$bindir/"; done
-for f in "$B"/lib/*.a; do [[ -f $f ]] && install -m 0644 "$f" "$libdir/"; done
+# liblf_common.a is the programs' own command-line code (common/): no
+# library or user program links it, so it is not installed.
+for f in "$B"/lib/*.a; do
+  [[ -f $f && $(basename "$f") != liblf_common.a ]] && install -m 0644 "$f" "$libdir/"
+done
 for f in "$B"/lib/*.so*; do   # keep the soname links as links
   if [[ -L $f ]]; then cp -P "$f" "$libdir/"; elif [[ -f $f ]]; then install -m 0755 "$f" "$libdir/"; fi
 done

@@ -1,5 +1,5 @@
 /*
- * cli_parse_num — tools/common/parse_num.c, the flag number parser every
+ * cli_parse_num — common/parse_num.c, the flag number parser every
  * program uses: each accepted form and each refused one (a sign on an
  * unsigned, a space, octal-looking zeros, trailing text, overflow, a bad
  * size suffix) against the value or the refusal expected; the field

@@ -8,7 +8,7 @@ harness_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(harness_SRCS))
 # -isystem: the strict warning set is for our code, not mpi.h.
 harness_MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null))
 harness_MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
-$(eval $(call program,lf-train,$(harness_SRCS) tools/common/parse_num.c))
+$(eval $(call program,lf-train,$(harness_SRCS)))
 $(harness_OBJS): override CFLAGS += $(harness_MPI_CFLAGS)
 # The model is a few hot loops; let them vectorize.
 $(B)/obj/tools/harness/model_cpu.o: override CFLAGS += -O3

@@ -1,0 +1,85 @@
+/*
+ * client_host.h — the client's host path (host.c), internal to liblevelfeed.
+ *
+ * The client's files are layered, each calling only the ones below it:
+ *
+ *   client.c  the trainer's calls: each picks the device path or the host one
+ *   gpu.c     the device path: a prefetch thread over the host path
+ *   host.c    the host path: the server conversation, batches in the ring
+ *
+ * struct lf_client is here because client.c keeps the trainer's side of it
+ * (its position, its last batch, the device in use); gpu.c goes through the
+ * functions below only. Once a client uses a device, its prefetch thread is
+ * the only caller of the host-side functions: it owns the control socket, so
+ * the trainer's thread never touches it and the client stays single-owner,
+ * but for a failure's text, which both threads record (under err_mu).
+ */
+#ifndef LF_CLIENT_HOST_H
+#define LF_CLIENT_HOST_H
+
+#include "levelfeed.h"
+#include "lf_layout.h"
+#include "lf_wire.h"
+
+#include <pthread.h>
+
+typedef struct lf_gpu lf_gpu;
+
+typedef struct held_slot {
+    int held;                    /* handed to the trainer, not yet released */
+    uint64_t seq;
+    lf_layout layout;            /* checked copy of the slot's layout */
+    lf_tensor tensors[LF_LAYOUT_MAX_TENSORS];
+} held_slot;
+
+struct lf_client {
+    void *zctx, *zsock;
+    int fdsock;                  /* Unix socket the memfd came on; EOF = server gone */
+    int rank, world_size;
+    int device;                  /* the options' device, for lf_client_use_device */
+    lf_gpu *gpu;                 /* NULL: batches stay in host memory */
+    int asked;                   /* lf_next was called: no restore, no device now */
+    int got;                     /* lf_next has returned a batch */
+    lf_msg_welcome welcome;
+    unsigned char *seg;          /* mapped ring, read-only */
+    uint64_t seg_size;
+    held_slot *slots;            /* welcome.nslots entries */
+    uint32_t nheld;              /* of them held */
+    lf_msg_ready *fifo;          /* READYs not yet returned by lf_next */
+    uint32_t fifo_head, fifo_len;
+    uint64_t next_seq;           /* seq the next READY must carry */
+    uint32_t pos_epoch;          /* the trainer's position (trainer_got), or the restored one */
+    uint64_t pos_step;
+    uint64_t restore_plan;       /* plan_id from lf_state_restore, or 0 */
+    int started, ended;
+    int gone;                    /* the ring socket closed: every wait ends at once */
+    uint32_t last_epoch;         /* the trainer's last batch, for lf_report_step */
+    uint64_t last_step, last_wait_ns;
+    uint64_t last_sent_ns;       /* for heartbeats */
+    uint64_t last_heard_ns;      /* last message from the server */
+    pthread_mutex_t err_mu;      /* guards err: the prefetch thread fails too */
+    char err[256];               /* the latest failure's text, from either thread */
+    char err_seen[256];          /* lf_client_error's: err as the trainer's last call returned */
+};
+
+/* The host path, as lf_next / lf_release / lf_report_step are without a
+ * device. */
+int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
+int lf_client_host_release(lf_client *c, const lf_batch *b);
+/* A STEP report of the trainer's step (epoch, step): its compute time and
+ * the data wait of the lf_next that gave it the batch. */
+typedef struct lf_step_report {
+    uint32_t epoch;
+    uint64_t step, compute_ns, wait_ns;
+} lf_step_report;
+int lf_client_host_report(lf_client *c, const lf_step_report *r);
+/* The mapped ring and its slot size. */
+void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
+/* Records a failure's text, from either thread; lf_client_error shows it
+ * once the trainer's current or next call returns. */
+void lf_client_set_error(lf_client *c, const char *text);
+/* Says BYE, closes the sockets, unmaps the ring and frees c: lf_client_close
+ * once no prefetch thread is left. */
+void lf_client_host_close(lf_client *c);
+
+#endif

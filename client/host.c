@@ -1,0 +1,564 @@
+/*
+ * host.c — liblevelfeed's host path: one rank's side of the server
+ * conversation, batches read in place from the mapped ring.
+ *
+ * The client owns a ZeroMQ DEALER socket for control messages (lf_wire.h)
+ * and a Unix socket on which it received its ring's memfd (lf_ipc.h). It
+ * keeps that Unix socket open: the server sees it close when this process
+ * ends, however it ends, and the client sees it close when the server ends,
+ * so neither side has to guess from missed heartbeats alone.
+ *
+ * There is no thread here (until a device is used: see gpu.c, whose
+ * prefetch thread then becomes the only caller of the host side below;
+ * client.c, above both, picks one of them for each of the trainer's calls).
+ * Both threads may fail, so fail() records the text under a lock, and the
+ * trainer reads its own copy, taken as each of its calls returns
+ * (client.c's to_trainer): the text cannot change while the trainer reads it.
+ * READY messages that arrive before the trainer
+ * asks for them wait in a FIFO as long as the ring (the server never has
+ * more slots out than the ring holds). Every READY is checked before a
+ * tensor pointer is handed out: slot number, sequence number, and the slot
+ * header and layout in shared memory (lf_slot_check). Anything wrong there
+ * fails the client with LF_E_PROTOCOL: a broken server must not make a
+ * trainer read out of bounds.
+ */
+#include "levelfeed.h"
+
+#include "client_host.h"
+#include "lf_ipc.h"
+#include "lf_layout.h"
+#include "lf_ring.h"
+#include "lf_wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define STATE_MAGIC 0x54534c46u  /* "FLST" */
+#define SILENT_HEARTBEATS 10     /* missed server heartbeats before LF_E_GONE */
+#define LAST_WORD_MS 200         /* after the ring socket closes, wait this long for
+                                    the server's last message (its error) */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The first of names that is set decides: its value if it is plain digits
+ * in [min, 2^24], else `fallback` (unknown: lf_client_open then refuses a
+ * missing rank), never a later launcher's variable. */
+static int env_int(const char *const *names, int min, int fallback)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (!v || !*v) continue;
+        size_t n = strspn(v, "0123456789");
+        if (n == 0 || n > 8 || v[n]) return fallback;
+        long x = strtol(v, NULL, 10);
+        return x >= min && x <= 1 << 24 ? (int)x : fallback;
+    }
+    return fallback;
+}
+
+void lf_client_options_default(lf_client_options *o)
+{
+    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "SLURM_PROCID", NULL};
+    static const char *const world_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                             "PMI_SIZE", "SLURM_NTASKS", NULL};
+    static const char *const local_vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
+    memset(o, 0, sizeof *o);
+    o->endpoint = getenv("LEVELFEED_ENDPOINT");
+    o->rank = env_int(rank_vars, 0, -1);
+    o->world_size = env_int(world_vars, 1, -1);
+    o->local_rank = env_int(local_vars, 0, -1);
+    o->device = o->local_rank;
+}
+
+const char *lf_strerror(int code)
+{
+    switch (code) {
+    case 0: return "success";
+    case LF_E_END: return "end of data: every epoch has been delivered";
+    case LF_E_TIMEOUT: return "timed out waiting for the server";
+    case LF_E_SERVER: return "the server reported an error";
+    case LF_E_GONE: return "the server went away";
+    case LF_E_PROTOCOL: return "the server sent a malformed message or slot";
+    case LF_E_STATE: return "invalid saved state (bytes, rank or plan)";
+    case LF_E_ORDER: return "call not allowed at this point";
+    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown error";
+    }
+}
+
+const char *lf_client_error(const lf_client *c)
+{
+    return c->err_seen;
+}
+
+/* Records why a call fails and returns code, for `return fail(...)`; under
+ * err_mu, as the trainer's thread and the prefetch thread both fail. */
+static int fail(lf_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(lf_client *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&c->err_mu);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    pthread_mutex_unlock(&c->err_mu);
+    va_end(ap);
+    return code;
+}
+
+static int send_msg(lf_client *c, const lf_msg *m)
+{
+    unsigned char buf[256];
+    int n = lf_wire_encode(m, buf, sizeof buf);
+    if (n < 0) return n;
+    if (zmq_send(c->zsock, buf, (size_t)n, ZMQ_DONTWAIT) != n) return -zmq_errno();
+    c->last_sent_ns = now_ns();
+    return 0;
+}
+
+/* Receives one message if one is there. Returns 1 and fills *m (pointing
+ * into buf), 0 when none is waiting, or a negative code. */
+static int recv_msg(lf_client *c, unsigned char *buf, size_t cap, lf_msg *m)
+{
+    int n = zmq_recv(c->zsock, buf, cap, ZMQ_DONTWAIT);
+    if (n < 0) return zmq_errno() == EAGAIN ? 0 : -zmq_errno();
+    if ((size_t)n > cap || lf_wire_decode(buf, (size_t)n, m) != 0)
+        return fail(c, LF_E_PROTOCOL, "undecodable control message");
+    c->last_heard_ns = now_ns();
+    return 1;
+}
+
+/* Waits until the control socket is readable, the fd socket closes, or
+ * timeout_ms passes (-1: forever). Returns 1 readable, 0 timeout, <0 error.
+ * The close is noticed once, with a wait of up to LAST_WORD_MS for the
+ * server's reason; from then on LF_E_GONE comes at once. */
+static int wait_readable(lf_client *c, int timeout_ms)
+{
+    if (c->gone) return LF_E_GONE; /* lf_client_error keeps the reason */
+    zmq_pollitem_t it[2] = {{.socket = c->zsock, .events = ZMQ_POLLIN},
+                            {.fd = c->fdsock, .events = ZMQ_POLLIN}};
+    int n = zmq_poll(it, c->fdsock >= 0 ? 2 : 1, timeout_ms);
+    if (n < 0) return zmq_errno() == EINTR ? 0 : -zmq_errno();
+    if (c->fdsock >= 0 && (it[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) &&
+        !(it[0].revents & ZMQ_POLLIN)) {
+        /* The server sends nothing on this socket: readable means closed.
+         * A server that stopped on an error sent its reason just before;
+         * ZeroMQ's I/O thread may deliver it a moment after the close. */
+        zmq_pollitem_t last = {.socket = c->zsock, .events = ZMQ_POLLIN};
+        c->gone = 1;
+        fail(c, LF_E_GONE, "server closed the ring socket"); /* its last word replaces this */
+        return zmq_poll(&last, 1, LAST_WORD_MS) > 0 ? 1 : LF_E_GONE;
+    }
+    return n > 0;
+}
+
+static int handle_msg(lf_client *c, const lf_msg *m)
+{
+    switch (m->type) {
+    case LF_MSG_READY:
+        if (c->ended || c->fifo_len >= c->welcome.nslots)
+            return fail(c, LF_E_PROTOCOL, "READY beyond the ring's slots");
+        c->fifo[(c->fifo_head + c->fifo_len++) % c->welcome.nslots] = m->u.ready;
+        return 0;
+    case LF_MSG_END:
+        c->ended = 1;
+        return 0;
+    case LF_MSG_ERROR:
+        return fail(c, LF_E_SERVER, "server: %.*s", (int)m->u.text.len, m->u.text.text);
+    case LF_MSG_HEARTBEAT:
+    case LF_MSG_STATS:
+        return 0;
+    default:
+        return fail(c, LF_E_PROTOCOL, "unexpected control message");
+    }
+}
+
+/* Reads every waiting message; keeps waiting up to timeout_ms for the first
+ * when `want` says nothing usable is queued yet. */
+static int pump(lf_client *c, int timeout_ms)
+{
+    uint64_t start = now_ns();
+    uint64_t hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
+    for (;;) {
+        unsigned char buf[LF_WIRE_MAX];
+        lf_msg m;
+        int rc;
+        while ((rc = recv_msg(c, buf, sizeof buf, &m)) == 1)
+            if ((rc = handle_msg(c, &m)) < 0) return rc;
+        if (rc < 0) return rc;
+        if (c->fifo_len > 0 || c->ended) return 0;
+        uint64_t now = now_ns();
+        /* The server heartbeats every hb_ns: long silence means it hangs. */
+        if (hb_ns && now - c->last_heard_ns > SILENT_HEARTBEATS * hb_ns)
+            return fail(c, LF_E_GONE, "no heartbeat from the server");
+        if (hb_ns && now - c->last_sent_ns >= hb_ns) {
+            lf_msg hb = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
+            if ((rc = send_msg(c, &hb)) < 0) return rc;
+        }
+        int slice = hb_ns ? (int)(hb_ns / 1000000u) : 1000;
+        if (timeout_ms >= 0) {
+            uint64_t spent_ms = (now - start) / 1000000u;
+            /* Out of time: one look at the sockets without waiting, so a
+             * server that went away is reported as gone, not as slow. */
+            if (spent_ms >= (uint64_t)timeout_ms) {
+                rc = wait_readable(c, 0);
+                if (rc < 0) return rc;
+                if (rc == 0) return LF_E_TIMEOUT;
+                continue; /* a message came: read it */
+            }
+            if ((uint64_t)slice > timeout_ms - spent_ms) slice = (int)(timeout_ms - spent_ms);
+        }
+        if ((rc = wait_readable(c, slice)) < 0) return rc;
+    }
+}
+
+static int await_welcome(lf_client *c, uint64_t deadline)
+{
+    for (;;) {
+        unsigned char buf[LF_WIRE_MAX];
+        lf_msg m;
+        int rc = recv_msg(c, buf, sizeof buf, &m);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            if (m.type == LF_MSG_WELCOME) {
+                if (m.u.welcome.rank != (uint32_t)c->rank)
+                    return fail(c, LF_E_PROTOCOL, "WELCOME for another rank");
+                c->welcome = m.u.welcome;
+                return 0;
+            }
+            if (m.type == LF_MSG_ERROR) return handle_msg(c, &m);
+            continue;
+        }
+        uint64_t now = now_ns();
+        if (now >= deadline) return fail(c, LF_E_TIMEOUT, "no WELCOME from the server");
+        if ((rc = wait_readable(c, (int)((deadline - now) / 1000000u) + 1)) < 0) return rc;
+    }
+}
+
+/* Bounds each blocking call on the fd socket (connect, send, the
+ * descriptor's arrival) by the time left until the open's deadline. */
+static void fd_socket_deadline(int sock, uint64_t deadline)
+{
+    uint64_t now = now_ns(), left = deadline > now ? deadline - now : 1000000u;
+    struct timeval tv = {.tv_sec = (time_t)(left / 1000000000u),
+                         .tv_usec = (suseconds_t)(left % 1000000000u / 1000u)};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static int fd_socket_timeout(lf_client *c)
+{
+    return fail(c, LF_E_TIMEOUT, "the server did not hand over the ring within the connect timeout");
+}
+
+/* Connects to the fd socket, presents the token and maps the ring. */
+static int map_ring(lf_client *c, uint64_t deadline)
+{
+    const lf_msg_welcome *w = &c->welcome;
+    if (lf_ring_segment_size(w->nslots, w->slot_size) != w->segment_size ||
+        w->segment_size == 0)
+        return fail(c, LF_E_PROTOCOL, "WELCOME ring sizes are inconsistent");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(w->fd_path) >= sizeof sa.sun_path) return -ENAMETOOLONG;
+    strcpy(sa.sun_path, w->fd_path);
+    c->fdsock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fdsock < 0) return -errno;
+    fd_socket_deadline(c->fdsock, deadline);
+    if (connect(c->fdsock, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return errno == EAGAIN || errno == EINPROGRESS ? fd_socket_timeout(c) : -errno;
+    unsigned char hello[12];
+    memcpy(hello, &w->token, 8);
+    memcpy(hello + 8, &w->rank, 4);
+    if (send(c->fdsock, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello)
+        return errno == EAGAIN ? fd_socket_timeout(c) : -errno;
+    int fd = -1;
+    unsigned char ack[4];
+    long n = lf_ipc_recv_fd(c->fdsock, &fd, ack, sizeof ack);
+    if (n == -EAGAIN) return fd_socket_timeout(c);
+    if (n < 0) return (int)n;
+    if (fd < 0 && n == 0) /* closed: a token it refused, or a session it dropped */
+        return fail(c, LF_E_GONE, "the server closed the ring connection without handing "
+                                  "over the ring (session refused or dropped)");
+    if (fd < 0) return fail(c, LF_E_PROTOCOL, "fd socket sent no ring descriptor");
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) rc = -errno;
+    else if ((uint64_t)st.st_size < w->segment_size)
+        rc = fail(c, LF_E_PROTOCOL, "ring smaller than announced");
+    /* A ring that could shrink under the mapping would turn a read of a
+     * slot into SIGBUS: the server seals it, and an unsealed one is refused. */
+    else if ((fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
+             (F_SEAL_SHRINK | F_SEAL_SEAL))
+        rc = fail(c, LF_E_PROTOCOL, "ring descriptor not sealed against shrinking");
+    if (rc == 0) {
+        /* Populated now, not by faults on the trainer's first reads. */
+        void *p = mmap(NULL, w->segment_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (p == MAP_FAILED) rc = -errno;
+        else { c->seg = p; c->seg_size = w->segment_size; }
+    }
+    close(fd);
+    if (rc == 0 && lf_ring_header_check(c->seg, c->seg_size, w) != 0)
+        rc = fail(c, LF_E_PROTOCOL, "ring header does not match WELCOME");
+    return rc;
+}
+
+static int open_control(lf_client *c, const char *endpoint)
+{
+    char path[LF_IPC_PATH_MAX + 1], url[LF_IPC_PATH_MAX + 8];
+    int rc = lf_ipc_endpoint(endpoint, path, sizeof path);
+    if (rc < 0) return rc;
+    if ((rc = lf_ipc_private_dir(path, 0)) < 0 && rc != -ENOENT) return rc;
+    snprintf(url, sizeof url, "ipc://%s", path);
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx) return -ENOMEM;
+    c->zsock = zmq_socket(c->zctx, ZMQ_DEALER);
+    if (!c->zsock) return -zmq_errno();
+    int linger = 500, hwm = 0;
+    zmq_setsockopt(c->zsock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c->zsock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(c->zsock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (zmq_connect(c->zsock, url) != 0) return -zmq_errno();
+    return 0;
+}
+
+int lf_client_open(const lf_client_options *o, lf_client **out)
+{
+    if (o->rank < 0) return -EINVAL;
+    lf_client *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    pthread_mutex_init(&c->err_mu, NULL);
+    c->fdsock = -1;
+    c->rank = o->rank;
+    c->world_size = o->world_size;
+    c->device = o->device >= 0 ? o->device : o->local_rank >= 0 ? o->local_rank : 0;
+    int rc = open_control(c, o->endpoint);
+    if (rc == 0) {
+        lf_msg h = {.type = LF_MSG_HELLO,
+                    .u.hello = {.rank = (uint32_t)o->rank,
+                                .world_size = o->world_size < 0 ? 0 : (uint32_t)o->world_size,
+                                .pid = (uint32_t)getpid()}};
+        rc = send_msg(c, &h);
+    }
+    uint64_t deadline =
+        now_ns() + (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000) * 1000000u;
+    if (rc == 0) rc = await_welcome(c, deadline);
+    if (rc == 0) rc = map_ring(c, deadline);
+    if (rc == 0) {
+        c->slots = calloc(c->welcome.nslots, sizeof *c->slots);
+        c->fifo = calloc(c->welcome.nslots, sizeof *c->fifo);
+        if (!c->slots || !c->fifo) rc = -ENOMEM;
+    }
+    if (rc < 0) {
+        /* No prefetch thread before lf_client_use_device: err is ours alone. */
+        if (o->error && o->error_size)
+            snprintf(o->error, o->error_size, "%s", c->err[0] ? c->err : lf_strerror(rc));
+        lf_client_host_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static void fill_batch(lf_client *c, const lf_msg_ready *r, held_slot *s,
+                       uint32_t nsamples, lf_batch *b)
+{
+    unsigned char *slot = c->seg + lf_ring_slot_offset(r->slot, c->welcome.slot_size);
+    for (uint32_t i = 0; i < s->layout.ntensors; i++) {
+        const lf_tensor_desc *d = &s->layout.tensors[i];
+        s->tensors[i] = (lf_tensor){.name = d->name, .dtype = d->dtype, .ndim = d->rank,
+                                    .shape = d->shape, .size = d->size,
+                                    .host = slot + d->offset, .device = NULL};
+    }
+    memset(b, 0, sizeof *b);
+    b->epoch = r->epoch;
+    b->step = r->step;
+    b->seq = r->seq;
+    b->nsamples = nsamples;
+    b->ntensors = s->layout.ntensors;
+    b->tensors = s->tensors;
+    b->slot = r->slot;
+}
+
+/* Checks the READY at the FIFO head and the slot it names. */
+static int take_ready(lf_client *c, lf_batch *b)
+{
+    lf_msg_ready r = c->fifo[c->fifo_head];
+    if (r.slot >= c->welcome.nslots) return fail(c, LF_E_PROTOCOL, "READY slot out of range");
+    held_slot *s = &c->slots[r.slot];
+    if (s->held) return fail(c, LF_E_PROTOCOL, "READY for a slot the trainer still holds");
+    if (r.seq != c->next_seq) return fail(c, LF_E_PROTOCOL, "READY out of sequence");
+    const unsigned char *slot = c->seg + lf_ring_slot_offset(r.slot, c->welcome.slot_size);
+    const char *why = NULL;
+    uint32_t nsamples = 0;
+    if (lf_slot_check(slot, c->welcome.slot_size, (uint32_t)c->rank, &r, &s->layout,
+                      &nsamples, &why) != 0)
+        return fail(c, LF_E_PROTOCOL, "bad slot %u: %s", r.slot, why ? why : "?");
+    c->fifo_head = (c->fifo_head + 1) % c->welcome.nslots;
+    c->fifo_len--;
+    c->next_seq++;
+    s->held = 1;
+    c->nheld++;
+    s->seq = r.seq;
+    fill_batch(c, &r, s, nsamples, b);
+    return 0;
+}
+
+int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
+{
+    uint64_t start = now_ns();
+    int rc;
+    if (!c->started) {
+        c->last_heard_ns = now_ns();
+        lf_msg m = {.type = LF_MSG_START,
+                    .u.start = {.epoch = c->pos_epoch, .step = c->pos_step,
+                                .plan_id = c->restore_plan}};
+        if ((rc = send_msg(c, &m)) < 0) return rc;
+        c->started = 1;
+    }
+    if (c->fifo_len == 0 && !c->ended && c->nheld == c->welcome.nslots) {
+        /* The server has no slot to fill until one is released: waiting
+         * would only time out. Unless the stream has ended meanwhile. */
+        if ((rc = pump(c, 0)) < 0 && rc != LF_E_TIMEOUT) return rc;
+        if (c->fifo_len == 0 && !c->ended) return LF_E_ORDER;
+    }
+    if (c->fifo_len == 0 && !c->ended && (rc = pump(c, timeout_ms)) < 0) return rc;
+    if (c->fifo_len == 0) return LF_E_END;
+    if ((rc = take_ready(c, b)) < 0) return rc;
+    b->wait_ns = now_ns() - start;
+    return 0;
+}
+
+void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size)
+{
+    *base = c->seg;
+    *size = c->seg_size;
+    *slot_size = c->welcome.slot_size;
+}
+
+void lf_client_set_error(lf_client *c, const char *text)
+{
+    fail(c, 0, "%s", text);
+}
+
+int lf_client_host_release(lf_client *c, const lf_batch *b)
+{
+    if (b->slot >= c->welcome.nslots) return -EINVAL;
+    held_slot *s = &c->slots[b->slot];
+    if (!s->held || s->seq != b->seq) return -EINVAL;
+    s->held = 0;
+    c->nheld--;
+    lf_msg m = {.type = LF_MSG_RELEASE, .u.release = {.slot = b->slot, .seq = b->seq}};
+    return send_msg(c, &m);
+}
+
+int lf_client_host_report(lf_client *c, const lf_step_report *r)
+{
+    lf_msg m = {.type = LF_MSG_STEP,
+                .u.step = {.epoch = r->epoch, .step = r->step, .compute_ns = r->compute_ns,
+                           .wait_ns = r->wait_ns}};
+    return send_msg(c, &m);
+}
+
+/* State bytes: magic, rank, epoch, (pad), step, plan_id, xxh3 of the rest. */
+long lf_state_save(const lf_client *c, void *buf, size_t cap)
+{
+    if (cap < LF_STATE_SIZE) return -ENOBUFS;
+    unsigned char s[LF_STATE_SIZE] = {0};
+    /* The trainer's position (trainer_got): with a device the prefetch
+     * thread runs ahead of it; before any batch, where a restore put it. */
+    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch = c->pos_epoch;
+    uint64_t step = c->pos_step;
+    memcpy(s, &magic, 4);
+    memcpy(s + 4, &rank, 4);
+    memcpy(s + 8, &epoch, 4);
+    memcpy(s + 16, &step, 8);
+    memcpy(s + 24, &c->welcome.plan_id, 8);
+    uint64_t h = XXH3_64bits(s, 32);
+    memcpy(s + 32, &h, 8);
+    memcpy(buf, s, sizeof s);
+    return LF_STATE_SIZE;
+}
+
+int lf_state_restore(lf_client *c, const void *buf, size_t len)
+{
+    if (c->asked) return LF_E_ORDER;
+    if (len != LF_STATE_SIZE) return LF_E_STATE;
+    unsigned char s[LF_STATE_SIZE];
+    memcpy(s, buf, sizeof s);
+    uint32_t magic, rank, epoch;
+    uint64_t step, plan, h;
+    memcpy(&magic, s, 4);
+    memcpy(&rank, s + 4, 4);
+    memcpy(&epoch, s + 8, 4);
+    memcpy(&step, s + 16, 8);
+    memcpy(&plan, s + 24, 8);
+    memcpy(&h, s + 32, 8);
+    if (magic != STATE_MAGIC || h != XXH3_64bits(s, 32)) return LF_E_STATE;
+    if (rank != (uint32_t)c->rank || plan != c->welcome.plan_id) return LF_E_STATE;
+    c->pos_epoch = epoch;
+    c->pos_step = step;
+    c->restore_plan = plan;
+    return 0;
+}
+
+void lf_client_host_close(lf_client *c)
+{
+    if (c->zsock) {
+        lf_msg bye = {.type = LF_MSG_BYE};
+        if (c->seg) send_msg(c, &bye);
+        zmq_close(c->zsock);
+    }
+    if (c->zctx) zmq_ctx_term(c->zctx);
+    if (c->seg) munmap(c->seg, c->seg_size);
+    if (c->fdsock >= 0) close(c->fdsock);
+    free(c->fifo);
+    free(c->slots);
+    pthread_mutex_destroy(&c->err_mu);
+    free(c);
+}
+
+const lf_tensor *lf_batch_tensor(const lf_batch *b, const char *name)
+{
+    for (uint32_t i = 0; i < b->ntensors; i++)
+        if (strcmp(b->tensors[i].name, name) == 0) return &b->tensors[i];
+    return NULL;
+}
+
+int64_t lf_tensor_int(const lf_tensor *t, uint64_t i)
+{
+    size_t w = lf_dtype_size(t->dtype);
+    if (t->dtype < LF_DTYPE_U8 || t->dtype > LF_DTYPE_I64 || !t->host || i >= t->size / w)
+        return -1;
+    const unsigned char *p = (const unsigned char *)t->host + i * w;
+    switch (t->dtype) {
+    case LF_DTYPE_U8: return *p;
+    case LF_DTYPE_I8: return (int8_t)*p;
+    case LF_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); return x; }
+    case LF_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); return x; }
+    case LF_DTYPE_U32: { uint32_t x; memcpy(&x, p, 4); return x; }
+    case LF_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); return x; }
+    default: { int64_t x; memcpy(&x, p, 8); return x; }
+    }
+}

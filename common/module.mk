@@ -1,0 +1,6 @@
+# common/: what the programs share (command-line parsing, the open-file
+# limit, synthetic data's random streams), below server/ and tools/. An
+# internal library: the programs link it, make install leaves it out.
+common_SRCS := common/plan_cli.c common/parse_num.c common/image_cli.c common/open_limit.c \
+               common/synth_rng.c
+$(eval $(call static_lib,lf_common,$(common_SRCS)))

@@ -152,7 +152,8 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 
 /* An outlier step's budget grows by up to this many times its costliest
  * outlier (release_outliers): pad, the group; pack, when rows cannot be
- * had, the group rounded up to a multiple of world. */
+ * had, the group rounded up to a multiple of world. The epoch's last group
+ * may be larger, where its budget stays within STEP_COST_LIMIT. */
 static uint64_t outlier_span(const lf_plan_params *p)
 {
     uint64_t g = p->outlier_group, w = p->world;
@@ -535,6 +536,23 @@ static int rows_growth(const lf_plan *p, uint64_t budget, uint64_t more, lfp_i12
     return 1;
 }
 
+/* The epoch's last outliers, once the order is used up: a remainder of
+ * fewer than a group would make a step of its own, with nothing else left
+ * to even its ranks out (on real text: two documents for eight ranks, six
+ * of them empty). It joins this group (of k) if that step's budget, the
+ * group's count times the costliest, stays within STEP_COST_LIMIT (not
+ * world-dependent, so pad's sequence stays one for every world). */
+static size_t last_group(const lf_plan *p, size_t k)
+{
+    if (p->no - k >= p->prm.outlier_group) return k;
+    uint64_t cmax = 0;
+    for (size_t i = 0; i < p->no; i++)
+        if (p->cost[p->oidx[i]] > cmax) cmax = p->cost[p->oidx[i]];
+    uint64_t w = p->prm.world, span = p->rows ? (p->no + w - 1) / w * w : p->no;
+    lfp_u128 most = (lfp_u128)cmax * span + p->prm.step_budget;
+    return most > STEP_COST_LIMIT ? k : p->no;
+}
+
 /* Releases a group of held outliers; sets the step's budget: a normal
  * step's plus room to bring every rank to the costliest outlier's level, so
  * the split has small samples to even the ranks out with. In pack mode the
@@ -548,6 +566,7 @@ static void release_outliers(lf_plan *p, step_fill *f)
     f->tok_cap = p->rows * p->prm.seq_len;
     if (p->no == 0 || (p->no < g && !exhausted)) return;
     size_t k = p->no < g ? p->no : g;
+    if (exhausted && k < p->no) k = last_group(p, k);
     uint64_t cmax = 0, tok = 0;
     lfp_i128 drift = 0;          /* pack: Σ outlier cost - the price of their tokens */
     for (size_t i = 0; i < k; i++) {
@@ -577,7 +596,7 @@ static void release_outliers(lf_plan *p, step_fill *f)
         f->budget += cmax * w * ((k + w - 1) / w);
         f->tok_cap = 0;
     } else {
-        f->budget += cmax * g;
+        f->budget += cmax * (k > g ? k : g);
         f->tok_cap = 0;
     }
 }

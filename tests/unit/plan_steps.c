@@ -12,8 +12,10 @@
  *    pack's last step, which buys whole rows, up to 2 x),
  *    and the tail step's max/mean is no worse than the other steps' worst
  *    (or within the issue's 1.002).
- * Outlier steps are counted apart: their budget grows by a group of
- * outliers (balancer/README.md), which the bound does not cover yet.
+ * Outlier steps are counted apart (printed, not checked): their budget
+ * grows by a group of outliers (balancer/README.md), which the bound does
+ * not cover yet; with whole documents at 4 a rank and 64 ranks they are
+ * most of the epoch and reach max/mean 3 (issue #27 item 2, not done).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -75,7 +77,7 @@ static void check_case(const layout_case *c, uint32_t world, uint32_t per_rank)
     ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &plan), 0);
     lf_plan_step st;
     size_t n = 0;
-    double worst = 0, tail = 0;
+    double worst = 0, tail = 0, oworst = 0;
     while (lf_plan_next_step(plan, &st) == 1) {
         uint64_t max = 0, total = 0;
         for (uint32_t r = 0; r < world; r++) {
@@ -89,8 +91,13 @@ static void check_case(const layout_case *c, uint32_t world, uint32_t per_rank)
             if (st.rank_cost[r] > max) max = st.rank_cost[r];
         }
         double ratio = (double)max * world / (double)total;
-        if (st.flags & LF_PLAN_STEP_TAIL) tail = ratio;
-        else if (!(st.flags & LF_PLAN_STEP_OUTLIERS) && ratio > worst) worst = ratio;
+        if (st.flags & LF_PLAN_STEP_OUTLIERS) {
+            if (ratio > oworst) oworst = ratio;
+        } else if (st.flags & LF_PLAN_STEP_TAIL) {
+            tail = ratio;
+        } else if (ratio > worst) {
+            worst = ratio;
+        }
         step_cost[n] = st.cost;
         step_flags[n++] = st.flags;
     }
@@ -117,8 +124,8 @@ static void check_case(const layout_case *c, uint32_t world, uint32_t per_rank)
                        step_flags[i] & LF_PLAN_STEP_TAIL ? " (the tail)" : "", r);
     }
     printf("%s, world %u, %u a rank: %zu steps, none with an empty rank; step cost "
-           "%.3f-%.3f x the median (outlier steps aside); max/mean %.5f, the tail %.5f\n",
-           c->name, world, per_rank, n, lo, hi, worst, tail);
+           "%.3f-%.3f x the median (outlier steps aside); max/mean %.5f, the tail %.5f, "
+           "outlier steps %.5f\n", c->name, world, per_rank, n, lo, hi, worst, tail, oworst);
 }
 
 int main(void)
@@ -128,6 +135,9 @@ int main(void)
         {"pad, many micro-batches", LF_PLAN_PAD, LF_PLAN_PRESET_TEXT, 16, 600, 16384},
         {"pack", LF_PLAN_PACK, LF_PLAN_PRESET_TEXT, 0, 600, 16384},
         {"images", LF_PLAN_PAD, LF_PLAN_PRESET_IMAGES, 0, 150000, 1000000},
+        /* whole documents up to 256k tokens: outliers still held when the
+         * order runs out (on real text they made a step of two for eight) */
+        {"pad, long documents", LF_PLAN_PAD, LF_PLAN_PRESET_TEXT, 0, 2000, 262144},
     };
     static const uint32_t worlds[] = {8, 64}, per_rank[] = {4, 16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

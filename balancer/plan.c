@@ -715,9 +715,13 @@ static int tail_budget(lf_plan *p, step_fill *f)
     if (p->rows && k > 1) return 0;
     if (k < 1) k = 1;
     f->budget = (uint64_t)((r + k - 1) / k);
-    if (p->rows) {               /* pack, the last step: whole rows a rank */
+    if (p->rows) {
+        /* pack, the last step: the whole rows a rank its tokens need, and a
+         * row more a rank, so the split can pack every sample (with no
+         * spare row, best-fit's gaps left a few samples for a step of
+         * their own: 4 samples for 8 ranks on real text split at 2048) */
         uint64_t world_rows = (uint64_t)p->prm.world * p->prm.seq_len;
-        f->tok_cap = (tok + world_rows - 1) / world_rows * world_rows;
+        f->tok_cap = ((tok + world_rows - 1) / world_rows + 1) * world_rows;
     }
     return k == 1;
 }

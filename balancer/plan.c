@@ -152,7 +152,8 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 
 /* An outlier step's budget grows by up to this many times its costliest
  * outlier (release_outliers): pad, the group; pack, when rows cannot be
- * had, the group rounded up to a multiple of world. */
+ * had, the group rounded up to a multiple of world. The epoch's last group
+ * may be larger, where its budget stays within STEP_COST_LIMIT. */
 static uint64_t outlier_span(const lf_plan_params *p)
 {
     uint64_t g = p->outlier_group, w = p->world;
@@ -535,6 +536,23 @@ static int rows_growth(const lf_plan *p, uint64_t budget, uint64_t more, lfp_i12
     return 1;
 }
 
+/* The epoch's last outliers, once the order is used up: a remainder of
+ * fewer than a group would make a step of its own, with nothing else left
+ * to even its ranks out (on real text: two documents for eight ranks, six
+ * of them empty). It joins this group (of k) if that step's budget, the
+ * group's count times the costliest, stays within STEP_COST_LIMIT (not
+ * world-dependent, so pad's sequence stays one for every world). */
+static size_t last_group(const lf_plan *p, size_t k)
+{
+    if (p->no - k >= p->prm.outlier_group) return k;
+    uint64_t cmax = 0;
+    for (size_t i = 0; i < p->no; i++)
+        if (p->cost[p->oidx[i]] > cmax) cmax = p->cost[p->oidx[i]];
+    uint64_t w = p->prm.world, span = p->rows ? (p->no + w - 1) / w * w : p->no;
+    lfp_u128 most = (lfp_u128)cmax * span + p->prm.step_budget;
+    return most > STEP_COST_LIMIT ? k : p->no;
+}
+
 /* Releases a group of held outliers; sets the step's budget: a normal
  * step's plus room to bring every rank to the costliest outlier's level, so
  * the split has small samples to even the ranks out with. In pack mode the
@@ -548,6 +566,7 @@ static void release_outliers(lf_plan *p, step_fill *f)
     f->tok_cap = p->rows * p->prm.seq_len;
     if (p->no == 0 || (p->no < g && !exhausted)) return;
     size_t k = p->no < g ? p->no : g;
+    if (exhausted && k < p->no) k = last_group(p, k);
     uint64_t cmax = 0, tok = 0;
     lfp_i128 drift = 0;          /* pack: Σ outlier cost - the price of their tokens */
     for (size_t i = 0; i < k; i++) {
@@ -577,7 +596,7 @@ static void release_outliers(lf_plan *p, step_fill *f)
         f->budget += cmax * w * ((k + w - 1) / w);
         f->tok_cap = 0;
     } else {
-        f->budget += cmax * g;
+        f->budget += cmax * (k > g ? k : g);
         f->tok_cap = 0;
     }
 }
@@ -661,11 +680,70 @@ static size_t take_late(lf_plan *p, step_fill *f)
     return end;
 }
 
+/* The tail. Once the order is used up and no outlier is held, what is left
+ * is the pending window (about lookahead samples, four steps' worth or
+ * more), and its cost R is known. Filling budget after budget would end the
+ * epoch in a step of whatever is left, from one sample to a whole budget:
+ * a step of tokens a trainer cannot rely on, and (fewer samples than ranks)
+ * ranks with nothing, which hangs a DDP all-reduce. Instead the steps left
+ * share R:
+ *  - pad: k = R ÷ B steps (rounded down, at least 1), each ⌈R ÷ k⌉: never
+ *    below B, so no sample that is not an outlier costs more than a rank's
+ *    share, as in every other step, and at most (k + 1) ÷ k of it (1.25 B
+ *    with four budgets or more in the window);
+ *  - pack buys whole rows a rank, so its steps stay at B; the last takes
+ *    what is left (from B to 2 B) with the whole rows a rank its tokens
+ *    need (shared out over steps of one row a rank, the rest would pad the
+ *    rows; the whole epoch pads a little more than when it ended in a step
+ *    of a twentieth of B: 2.0 % against 1.35 %, lf-plan --synth 12000,
+ *    world 8);
+ *  - with k = 1 the step takes everything left.
+ * Computed afresh each step from the window alone, so a restored plan finds
+ * the same budgets. Returns 1 on the epoch's last step. */
+static int tail_budget(lf_plan *p, step_fill *f)
+{
+    if (p->cursor < p->norder || p->no || p->nout) return 0;
+    lfp_u128 r = 0;
+    uint64_t tok = 0;
+    for (size_t i = 0; i < p->np; i++) {
+        r += p->cost[p->pidx[i]];
+        tok += p->len[p->pidx[i]];
+    }
+    uint64_t b = p->prm.step_budget;
+    lfp_u128 k = r / b;
+    if (r == 0 || r > STEP_COST_LIMIT) return 0;
+    if (p->rows && k > 1) return 0;
+    if (k < 1) k = 1;
+    f->budget = (uint64_t)((r + k - 1) / k);
+    if (p->rows) {
+        /* pack, the last step: the whole rows a rank its tokens need, and a
+         * row more a rank, so the split can pack every sample (with no
+         * spare row, best-fit's gaps left a few samples for a step of
+         * their own: 4 samples for 8 ranks on real text split at 2048) */
+        uint64_t world_rows = (uint64_t)p->prm.world * p->prm.seq_len;
+        f->tok_cap = ((tok + world_rows - 1) / world_rows + 1) * world_rows;
+    }
+    return k == 1;
+}
+
+/* Takes every pending entry not yet taken: the epoch's last step (in
+ * pack, its rows hold them: tail_budget counted their tokens). */
+static void take_rest(lf_plan *p)
+{
+    step_fill ignore = {0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < p->np; i++) {
+        if (p->ptaken[i]) continue;
+        take(p, p->pidx[i], lateness(p, i), 0, &ignore);
+        p->ptaken[i] = 1;
+    }
+}
+
 static void select_balanced(lf_plan *p)
 {
     step_fill f = {0, 0, 0, 0, 0, 0};
     refill_window(p);
     release_outliers(p, &f);
+    int last = tail_budget(p, &f);
     p->cur.budget = f.budget;
     p->cur.flags = p->nout ? LF_PLAN_STEP_OUTLIERS : 0;
     if (f.tok_cap) {
@@ -698,6 +776,10 @@ static void select_balanced(lf_plan *p)
         }
     }
     if (i > end) end = i;
+    if (last) {
+        take_rest(p);
+        end = p->np;
+    }
     size_t kept = 0;
     for (i = 0; i < end; i++) {
         if (p->ptaken[i]) continue;
@@ -836,6 +918,54 @@ static void balance_overhead(lf_plan *p, const lfp_items *it, const lfp_caps *ca
  * next as many even out what they leave */
 #define KK_OUTLIERS 2u
 
+/* Compacts the step, giving back the items the caps left unplaced. */
+static void give_back_unplaced(lf_plan *p)
+{
+    /* the last first, so they return to the window in their original order */
+    for (size_t i = p->ns; i-- > 0;)
+        if (p->split.assign[i] == UINT32_MAX) give_back(p, p->sidx[i], p->sdelay[i], p->sfrom_o[i]);
+    size_t kept = 0;
+    for (size_t i = 0; i < p->ns; i++) {
+        if (p->split.assign[i] == UINT32_MAX) { p->nout -= p->sfrom_o[i]; continue; }
+        p->sidx[kept] = p->sidx[i];
+        p->sdelay[kept] = p->sdelay[i];
+        p->sfrom_o[kept] = p->sfrom_o[i];
+        p->split.assign[kept++] = p->split.assign[i];
+    }
+    p->ns = kept;
+}
+
+/* A rank with no sample runs no backward pass, and its peers wait for it in
+ * the all-reduce: every rank gets a sample while the step has one for each.
+ * An empty rank takes the cheapest sample (ties: smaller id) of the rank
+ * with the most samples (ties: lower rank). A lone sample fits any cap and
+ * a row (create rejects those that do not), so the caps still hold. Costs
+ * O(world × step) only in a step with an empty rank. */
+static void fill_empty_ranks(lf_plan *p)
+{
+    uint32_t w = p->prm.world, *count = p->rank_start;   /* publish rewrites it */
+    if (p->ns < w) return;
+    memset(count, 0, w * sizeof(uint32_t));
+    for (size_t i = 0; i < p->ns; i++) count[p->split.assign[i]]++;
+    for (uint32_t r = 0; r < w; r++) {
+        if (count[r]) continue;
+        uint32_t from = 0;
+        for (uint32_t q = 1; q < w; q++)
+            if (count[q] > count[from]) from = q;
+        size_t pick = SIZE_MAX;
+        for (size_t i = 0; i < p->ns; i++) {
+            if (p->split.assign[i] != from) continue;
+            uint32_t s = p->sidx[i], t = pick == SIZE_MAX ? 0 : p->sidx[pick];
+            if (pick == SIZE_MAX || p->cost[s] < p->cost[t] ||
+                (p->cost[s] == p->cost[t] && p->id[s] < p->id[t]))
+                pick = i;
+        }
+        p->split.assign[pick] = r;
+        count[from]--;
+        count[r]++;
+    }
+}
+
 /* Splits the selected items; hands back what the caps leave out. */
 static void split_step(lf_plan *p)
 {
@@ -871,20 +1001,8 @@ static void split_step(lf_plan *p)
         caps.max_padded = share;
     p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
     balance_overhead(p, &it, &caps);
-    if (!p->cur.cap_deferred) return;
-    /* Compact the step, giving back the unplaced items, the last first so
-     * they return to the window in their original order. */
-    for (size_t i = p->ns; i-- > 0;)
-        if (p->split.assign[i] == UINT32_MAX) give_back(p, p->sidx[i], p->sdelay[i], p->sfrom_o[i]);
-    size_t kept = 0;
-    for (size_t i = 0; i < p->ns; i++) {
-        if (p->split.assign[i] == UINT32_MAX) { p->nout -= p->sfrom_o[i]; continue; }
-        p->sidx[kept] = p->sidx[i];
-        p->sdelay[kept] = p->sdelay[i];
-        p->sfrom_o[kept] = p->sfrom_o[i];
-        p->split.assign[kept++] = p->split.assign[i];
-    }
-    p->ns = kept;
+    if (p->cur.cap_deferred) give_back_unplaced(p);
+    fill_empty_ranks(p);
 }
 
 /* Lists each rank's samples in the order the split sorted the step in

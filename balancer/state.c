@@ -8,7 +8,9 @@
  * outliers, and the due position (the summed cost of the normal samples
  * pulled, which passes 2^64 with costs in FLOPs: version 1 saved it in 64
  * bits, wrapped, and a resume then dated new samples thousands of steps
- * early).
+ * early). Version 3: the same layout; the epoch's last steps share what
+ * is left (plan.c, tail_budget), so a version 2 position would go on into
+ * another sequence than the one it was saved from, and is refused.
  * Layout, all little-endian:
  *   u32 magic "LFPS", u32 version, u64 sequence hash,
  *   u32 epoch, u32 epoch_done, u64 step, u64 cursor, u32 np, u32 no,
@@ -25,7 +27,7 @@
 #include "plan_internal.h"
 
 #define STATE_MAGIC 0x5350464cu  /* "LFPS" */
-#define STATE_VERSION 2u
+#define STATE_VERSION 3u
 #define STATE_HEAD 48u
 
 static void put32(uint8_t *b, uint32_t v)

@@ -207,6 +207,18 @@ typedef struct outlier_tally {
     uint32_t wait_max;
 } outlier_tally;
 
+/* The run's first epoch as a trainer will see it, every step counted, the
+ * tail included (lf-plan's figures, balancer/README.md): Σ of each step's
+ * costliest rank against Σ of its mean, the worst step, each step's global
+ * tokens (for their spread against the median step) and ranks left empty.
+ * Start-up prints it, so a plan whose steps a trainer cannot rely on is
+ * seen before training, not after. */
+typedef struct step_tally {
+    double sum_max, sum_mean, worst;
+    uint64_t *tokens;            /* per step; NULL when out of memory */
+    uint64_t steps, cap, empty;
+} step_tally;
+
 /* The samples an epoch leaves out: outliers under --outlier reject, and
  * samples that fit no cap or row (the same ones every epoch: both follow
  * from a sample's length alone), with the first few ids to name. */
@@ -228,6 +240,7 @@ typedef struct prepass_part {
     outlier_tally cur, worst;
     uint32_t flagged;
     left_out left;
+    step_tally balance;          /* its first epoch's steps (part 0: the run's first) */
     int rc;
     int started;                 /* has a thread of its own (part 0: the caller) */
     pthread_t thread;
@@ -268,11 +281,37 @@ static int outliers_excessive(const outlier_tally *o)
            (double)o->wait_sum * 100 > (double)o->outliers * (double)o->steps * OUTLIER_WARN_PCT;
 }
 
+/* Adds a step of the part's first epoch to its balance tally. */
+static void tally_balance(step_tally *b, const lf_plan_step *st)
+{
+    uint64_t max = 0, tokens = 0;
+    double sum = 0;
+    for (uint32_t r = 0; r < st->world; r++) {
+        sum += (double)st->rank_cost[r];
+        tokens += st->rank_tokens[r];
+        if (st->rank_cost[r] > max) max = st->rank_cost[r];
+        b->empty += st->rank_start[r + 1] == st->rank_start[r];
+    }
+    b->sum_max += (double)max;
+    b->sum_mean += sum / st->world;
+    if (sum > 0 && (double)max * st->world / sum > b->worst) b->worst = (double)max * st->world / sum;
+    if (b->steps == b->cap) {
+        uint64_t cap = b->cap ? b->cap * 2 : 1024;
+        uint64_t *t = realloc(b->tokens, cap * sizeof *t);
+        if (!t) free(b->tokens); /* the figure is lost, not the start-up */
+        b->tokens = t;
+        b->cap = t ? cap : 0;
+    }
+    if (b->tokens) b->tokens[b->steps] = tokens;
+    b->steps++;
+}
+
 /* Counts a step's released outliers and what they waited (the first
  * noutliers ids; their delay is the steps each waited for its group). */
 static void count_outliers(void *arg, const lf_plan_step *st)
 {
     prepass_part *part = arg;
+    if (st->epoch == part->s->cfg.plan.epoch + part->e0) tally_balance(&part->balance, st);
     outlier_tally *o = &part->cur;
     o->epoch = st->epoch;
     o->steps++;
@@ -353,6 +392,34 @@ static void warn_left_out(const srv *s, const left_out *l)
             lf_dataset_samples(s->ds), why, ids, l->rejected + l->capped > l->nids ? ", ..." : "");
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* One line: the first epoch's balance, every step counted; "not measured"
+ * where there is nothing to measure rather than a 0. */
+static void report_balance(const srv *s, step_tally *b, const left_out *l)
+{
+    char spread[96] = "step tokens against the median step: not measured";
+    if (b->tokens && b->steps) {
+        qsort(b->tokens, b->steps, sizeof *b->tokens, cmp_u64);
+        uint64_t median = b->tokens[(b->steps + 1) / 2 - 1];
+        if (median)
+            snprintf(spread, sizeof spread, "step tokens %.3f-%.3fx the median step's",
+                     (double)b->tokens[0] / (double)median,
+                     (double)b->tokens[b->steps - 1] / (double)median);
+    }
+    char ratio[64] = "epoch sum-max/sum-mean not measured";
+    if (b->sum_mean > 0)
+        snprintf(ratio, sizeof ratio, "epoch sum-max/sum-mean %.5f, worst step %.5f",
+                 b->sum_max / b->sum_mean, b->worst);
+    fprintf(stderr, "lf-server: plan: epoch %u, every step counted: %" PRIu64 " steps, %s; %s; "
+            "%" PRIu64 " empty rank-step(s); %" PRIu64 " sample(s) left out\n",
+            s->cfg.plan.epoch, b->steps, ratio, spread, b->empty, l->rejected + l->capped);
+}
+
 /* How many threads walk the epochs: one per epoch up to the online CPUs,
  * PREPASS_THREADS and the plans' memory bound. */
 static uint32_t prepass_threads(const srv *s)
@@ -395,8 +462,10 @@ static int walk_epochs_parallel(srv *s)
         if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
         flag_epochs(&flagged, &worst, parts[t].flagged, &parts[t].worst);
     }
+    if (rc == 0 && !s->cfg.quiet) report_balance(s, &parts[0].balance, &parts[0].left);
     if (rc == 0 && flagged) warn_outliers(s, &worst, flagged);
     if (rc == 0 && parts[0].left.rejected + parts[0].left.capped) warn_left_out(s, &parts[0].left);
+    for (uint32_t t = 0; t < n; t++) free(parts[t].balance.tokens);
     return rc;
 }
 

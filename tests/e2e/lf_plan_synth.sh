@@ -28,7 +28,8 @@ assert doc["budget"] > 0, doc
 s = doc["samplers"]
 assert set(s) == {"balanced", "naive", "sorted"}, s.keys()
 for name, r in s.items():
-    for k in ("max_over_mean", "delay_steps", "outlier_delay_steps"):
+    for k in ("max_over_mean", "max_over_mean_full", "delay_steps", "outlier_delay_steps",
+              "step_tokens_to_median", "step_cost_to_median"):
         assert set(r[k]) == {"p50", "p99", "max"}, (name, k, r[k])
     for k in ("padding_fraction", "padding_floor", "micro_per_rank", "budget_fill",
               "plan_ms_per_step", "plan_cpu_ms_per_step", "epoch_s", "create_s",
@@ -42,6 +43,13 @@ for name, r in s.items():
     assert 0 <= r["padding_fraction"] < 1
     assert r["micro_per_rank"] >= 1, (name, r["micro_per_rank"])
     assert r["max_over_mean"]["p50"] <= r["max_over_mean"]["p99"] <= r["max_over_mean"]["max"]
+    # every step counts, the tail too: the epoch's figure and the steps' sizes
+    assert r["measured_steps"] == r["steps"], (name, r["measured_steps"], r["steps"])
+    assert 1 <= r["epoch_max_over_mean"] <= r["max_over_mean"]["max"], (name, r)
+    assert r["max_over_mean"]["max"] >= r["max_over_mean_full"]["max"], (name, r)
+    assert r["step_tokens_to_median"]["p50"] == 1 and r["step_cost_to_median"]["p50"] == 1
+    assert 0 < r["step_tokens_min_to_median"] <= 1, (name, r)
+    assert r["dropped_tokens"] == 0, (name, r["dropped_tokens"])
 b, nv = s["balanced"], s["naive"]
 assert b["max_over_mean"]["p99"] < 1.01, b
 assert nv["max_over_mean"]["p50"] > 1.1, nv

@@ -55,6 +55,9 @@ run_clients four 2
 wait_server
 grep -Eq "^lf-server: planning 4 epoch\(s\) of 2000 samples to size the rings \([1-4] thread\(s\)\)$" \
   "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
+# the first epoch as a trainer sees it, every step counted (balancer/README.md)
+grep -Eq "^lf-server: plan: epoch 0, every step counted: [0-9]+ steps, epoch sum-max/sum-mean 1\.[0-9]{5}, worst step 1\.[0-9]{5}; step tokens 0\.[0-9]{3}-[0-9.]+x the median step's; 0 empty rank-step\(s\); 0 sample\(s\) left out$" \
+  "$WORK/server.log" || fail "no start-up balance line: $(grep 'plan:' "$WORK/server.log")"
 ! grep -q "warning" "$WORK/server.log" || fail "default budget: $(grep warning "$WORK/server.log")"
 diff <(stream_of four) "$WORK/plan" >/dev/null || fail "4 epochs: stream differs from the plan"
 check_exactly_once four 2000 4

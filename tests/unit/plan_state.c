@@ -6,9 +6,9 @@
  * must return 0, LF_PLAN_E_STATE or (a damaged version field)
  * LF_PLAN_E_VERSION, and after a 0 the rest of the epoch must place
  * distinct samples, as many as the plan says are pending. A blob in
- * version 1's layout (a 64-bit cost sum after the counts) is refused as
- * another version. Run under the sanitizers this is also a memory-safety
- * check.
+ * version 1's layout (a 64-bit cost sum after the counts) and version 2
+ * (whose epochs ended in another tail) are refused as another version. Run
+ * under the sanitizers this is also a memory-safety check.
  */
 #include "lf_plan.h"
 #include "test.h"
@@ -104,6 +104,10 @@ int main(void)
     blob[4] = 1;
     ASSERT_EQ(lf_plan_state_restore(dst, blob, (size_t)size + 8), LF_PLAN_E_VERSION);
     ASSERT_TRUE(strstr(lf_plan_strerror(LF_PLAN_E_VERSION), "another version"));
+    /* version 2: this layout, but its epochs ended in another tail */
+    memcpy(blob, good, (size_t)size);
+    blob[4] = 2;
+    ASSERT_EQ(lf_plan_state_restore(dst, blob, (size_t)size), LF_PLAN_E_VERSION);
     /* the untouched blob still restores and the plan goes on */
     ASSERT_EQ(lf_plan_state_restore(dst, good, (size_t)size), 0);
     check_rest(dst);

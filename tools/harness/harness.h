@@ -166,6 +166,11 @@ typedef struct lt_summary {
     double step_p50_ms, step_p99_ms;
     double sync_wait_fraction, data_wait_fraction;
     double imbalance_p50, imbalance_p99;   /* compute max / mean over ranks */
+    double epoch_imbalance;                /* Σ over every step of the slowest
+                                              rank's compute ÷ Σ of the mean; 0:
+                                              nothing measured */
+    double tokens_min, tokens_p99, tokens_max;   /* each step's global tokens ÷
+                                              the median step's; 0: not measured */
     double work_imbalance_p50;             /* the same in CPU time (CPU model) */
     double work_total_s;                   /* compute summed over ranks and steps
                                               (CPU time for the CPU model) */

@@ -512,6 +512,19 @@ static void print_table(const lt_summary *s)
     ROW("data wait %", ".1f", 100 * s[i].data_wait_fraction);
     ROW("compute max/mean p50", ".3f", s[i].imbalance_p50);
     ROW("compute max/mean p99", ".3f", s[i].imbalance_p99);
+    /* every step counted, the last too; 0 is "not measured", not perfect */
+#define ROW_MEASURED(label, expr)                                                 \
+    do {                                                                          \
+        printf("%-24s", label);                                                   \
+        for (int i = 0; i < NSAMPLERS; i++)                                       \
+            if ((expr) > 0) printf(" %12.3f", (expr));                            \
+            else printf(" %12s", "not measured");                                 \
+        printf("\n");                                                             \
+    } while (0)
+    ROW_MEASURED("compute epoch max/mean", s[i].epoch_imbalance);
+    ROW_MEASURED("step tokens min/median", s[i].tokens_min);
+    ROW_MEASURED("step tokens max/median", s[i].tokens_max);
+#undef ROW_MEASURED
     ROW("CPU time max/mean p50", ".3f", s[i].work_imbalance_p50);
     ROW("compute s (all ranks)", ".2f", s[i].work_total_s);
     ROW("loss first 10%", ".3f", s[i].loss_first);

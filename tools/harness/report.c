@@ -61,20 +61,23 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     memset(s, 0, sizeof *s);
     if (run->steps == 0) return -1;
     double *step = malloc(run->steps * sizeof *step), *imb = malloc(run->steps * sizeof *imb);
-    double *work = malloc(run->steps * sizeof *work);
-    if (!step || !imb || !work) {
+    double *work = malloc(run->steps * sizeof *work), *stok = malloc(run->steps * sizeof *stok);
+    if (!step || !imb || !work || !stok) {
         free(step);
         free(imb);
         free(work);
+        free(stok);
         return -1;
     }
-    double tokens = 0, total = 0, sync = 0, data = 0, end = 0;
+    double tokens = 0, total = 0, sync = 0, data = 0, end = 0, sum_max = 0, sum_mean = 0;
     size_t nimb = 0;
     for (uint64_t i = 0; i < run->steps; i++) {
         double slowest = 0, cmax = 0, csum = 0, wmax = 0, wsum = 0;
+        stok[i] = 0;
         for (int r = 0; r < run->ranks; r++) {
             const lt_record *x = at(run, i, r);
             tokens += (double)x->tokens;
+            stok[i] += (double)x->tokens;
             total += (double)x->step_ns;
             data += (double)x->data_ns;
             sync += (double)lt_sync_wait(run, i, r);
@@ -87,6 +90,8 @@ int lt_summarize(const lt_run *run, lt_summary *s)
             end = fmax(end, (double)(x->t_start + x->step_ns));
         }
         step[i] = slowest / 1e6;
+        sum_max += cmax;                 /* every step, the last included */
+        sum_mean += csum / run->ranks;
         if (csum > 0 && wsum > 0) {
             work[nimb] = wmax / (wsum / run->ranks);
             imb[nimb++] = cmax / (csum / run->ranks);
@@ -101,12 +106,20 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     s->imbalance_p50 = percentile(imb, nimb, 50);
     s->imbalance_p99 = percentile(imb, nimb, 99);
     s->work_imbalance_p50 = percentile(work, nimb, 50);
+    s->epoch_imbalance = sum_mean > 0 ? sum_max / sum_mean : 0;
+    double median = percentile(stok, run->steps, 50);   /* sorts stok */
+    if (median > 0) {
+        s->tokens_min = stok[0] / median;
+        s->tokens_p99 = percentile(stok, run->steps, 99) / median;
+        s->tokens_max = stok[run->steps - 1] / median;
+    }
     uint64_t w = run->steps / 10 ? run->steps / 10 : 1;
     s->loss_first = mean_loss(run, 0, w);
     s->loss_last = mean_loss(run, run->steps - w, run->steps);
     free(step);
     free(imb);
     free(work);
+    free(stok);
     return 0;
 }
 
@@ -115,9 +128,15 @@ static json_t *pair(const char *k1, double v1, const char *k2, double v2)
     return json_pack("{s:f, s:f}", k1, v1, k2, v2);
 }
 
+/* A figure, or null where nothing was measured (a 0 would read as perfect). */
+static json_t *measured(double v)
+{
+    return v > 0 ? json_real(v) : json_null();
+}
+
 int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
 {
-    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:f, s:f, s:o, s:s}",
+    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:f, s:f, s:o, s:o, s:o, s:s}",
                           "sampler", run->sampler, "ranks", run->ranks,
                           "steps", (json_int_t)run->steps, "tokens_per_s", s->tokens_per_s,
                           "step_ms", pair("p50", s->step_p50_ms, "p99", s->step_p99_ms),
@@ -125,6 +144,11 @@ int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
                           "data_wait_fraction", s->data_wait_fraction,
                           "compute_max_over_mean",
                           pair("p50", s->imbalance_p50, "p99", s->imbalance_p99),
+                          "compute_epoch_max_over_mean", measured(s->epoch_imbalance),
+                          "step_tokens_to_median",
+                          json_pack("{s:o, s:o, s:o}", "min", measured(s->tokens_min),
+                                    "p99", measured(s->tokens_p99),
+                                    "max", measured(s->tokens_max)),
                           "device", run->device);
     if (!j) return -1;
     int rc = json_dump_file(j, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

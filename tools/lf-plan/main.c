@@ -227,6 +227,24 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
         printf(", \"rejected_outliers\": %" PRIu64 ", \"rejected_cap\": %" PRIu64
                ", \"outliers\": %" PRIu64 ", ", s->rejected, s->rejected_cap, s->outliers);
         print_pcts_json("max_over_mean", &s->max_over_mean);
+        printf(", ");
+        print_pcts_json("max_over_mean_full", &s->max_over_mean_full);
+        printf(", \"measured_steps\": %" PRIu64 ", \"epoch_max_over_mean\": %.6f, "
+               "\"empty_rank_steps\": %" PRIu64 ", ", s->measured, s->epoch_max_over_mean,
+               s->empty_rank_steps);
+        /* nothing measured is null, not 0 */
+        if (s->steps_ok) {
+            print_pcts_json("step_tokens_to_median", &s->step_tokens);
+            printf(", ");
+            print_pcts_json("step_cost_to_median", &s->step_cost);
+            printf(", \"step_tokens_min_to_median\": %.6f, \"step_cost_min_to_median\": %.6f",
+                   s->step_tokens_min, s->step_cost_min);
+        } else {
+            printf("\"step_tokens_to_median\": null, \"step_cost_to_median\": null, "
+                   "\"step_tokens_min_to_median\": null, \"step_cost_min_to_median\": null");
+        }
+        if (s->epoch_done) printf(", \"dropped_tokens\": %" PRIu64, s->dropped_tokens);
+        else printf(", \"dropped_tokens\": null");
         printf(", \"padding_fraction\": %.6f, \"padding_floor\": %.6f, \"micro_per_rank\": %.4f, "
                "\"budget_fill\": %.6f, ", s->padding_fraction, s->padding_floor, s->micro_per_rank,
                s->budget_fill);
@@ -238,6 +256,36 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
                s->plan_cpu_ms_per_step, s->epoch_s, s->create_s, s->epoch_cpu_s);
     }
     printf("}}\n");
+}
+
+/* max/mean over every step and over the epoch, the steps' size against the
+ * median step, and what was lost; "not measured" where there was nothing to
+ * measure rather than a 0 that reads as perfect. */
+static void print_balance(const plan_score *s)
+{
+    if (!s->measured) {
+        printf("  max/mean cost     not measured (no step with a cost)\n");
+    } else {
+        printf("  max/mean cost     p50 %.5f  p99 %.5f  max %.5f  (every step); "
+               "epoch sum-max/sum-mean %.5f\n", s->max_over_mean.p50, s->max_over_mean.p99,
+               s->max_over_mean.max, s->epoch_max_over_mean);
+    }
+    if (s->steps > s->tail_steps && s->measured)
+        printf("                    p50 %.5f  p99 %.5f  max %.5f  (before the tail step)\n",
+               s->max_over_mean_full.p50, s->max_over_mean_full.p99, s->max_over_mean_full.max);
+    else
+        printf("                    not measured before the tail: the run is its tail step\n");
+    if (s->steps_ok)
+        printf("  step / median     tokens min %.3f  p99 %.3f  max %.3f;  cost min %.3f  "
+               "p99 %.3f  max %.3f\n", s->step_tokens_min, s->step_tokens.p99,
+               s->step_tokens.max, s->step_cost_min, s->step_cost.p99, s->step_cost.max);
+    else
+        printf("  step / median     not measured (the median step is empty)\n");
+    printf("  empty rank-steps  %" PRIu64 "\n", s->empty_rank_steps);
+    if (s->epoch_done)
+        printf("  tokens dropped    %" PRIu64 "\n", s->dropped_tokens);
+    else
+        printf("  tokens dropped    not measured (--steps ended the run inside the epoch)\n");
 }
 
 static void print_text(const opts *o, const plan_score *sc, int n, size_t nsamples)
@@ -255,8 +303,7 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
         if (strcmp(s->name, "balanced")) printf(" (%u per rank)", s->batch_per_rank);
         printf("\n  rejected          %" PRIu64 " outliers, %" PRIu64 " over a cap or row\n",
                s->rejected, s->rejected_cap);
-        printf("  max/mean cost     p50 %.5f  p99 %.5f  max %.5f\n", s->max_over_mean.p50,
-               s->max_over_mean.p99, s->max_over_mean.max);
+        print_balance(s);
         printf("  padding fraction  %.4f%%, %.2f micro-batches per rank-step",
                s->padding_fraction * 100, s->micro_per_rank);
         if (p->layout == LF_PLAN_PACK)

@@ -1,7 +1,10 @@
 /*
- * score.c — runs a plan and measures it. The epoch's last step (it takes what
- * is left, whatever its size) is left out of balance and fill and counted in
- * tail_steps; every other step counts, outlier steps included.
+ * score.c — runs a plan and measures it. Every step counts in max/mean and in
+ * the epoch's Σmax/Σmean, the epoch's last steps (the tail) included: a
+ * trainer waits for the slowest rank at every step, so a figure that leaves
+ * the tail out says less than the epoch costs. The tail is also counted
+ * apart (tail_steps, and max/mean over the other steps) so a regression can
+ * be placed. Budget fill leaves the tail out: it takes whatever is left.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +48,10 @@ static plan_pcts percentiles(double *v, size_t n)
 __extension__ typedef unsigned __int128 cost_sum;
 
 typedef struct tally {
-    double *balance, *delay, *odelay;
-    size_t nbalance, ndelay, nodelay, cap;
+    double *balance, *full, *delay, *odelay, *stok, *scost;
+    size_t nbalance, nfull, ndelay, nodelay, nsteps, cap;
+    double sum_max, sum_mean;    /* the epoch's Σ max rank cost and Σ mean */
+    uint64_t empty_ranks;        /* rank-steps with no sample */
     uint64_t padded, tokens, micro, rank_steps;
     cost_sum cost, budget;       /* over the steps in balance and fill */
     uint64_t floor_padded;       /* pack: the fewest rows any split could use */
@@ -58,14 +63,22 @@ static void tally_step(tally *t, const lf_plan_step *st)
         if (i < st->noutliers) t->odelay[t->nodelay++] = st->delay[i];
         else t->delay[t->ndelay++] = st->delay[i];
     }
-    if (st->flags & LF_PLAN_STEP_TAIL) return;
-    uint64_t max = 0;
+    uint64_t max = 0, tokens = 0;
     cost_sum sum = 0;
     for (uint32_t r = 0; r < st->world; r++) {
         sum += st->rank_cost[r];
+        tokens += st->rank_tokens[r];
         if (st->rank_cost[r] > max) max = st->rank_cost[r];
+        t->empty_ranks += st->rank_start[r + 1] == st->rank_start[r];
     }
-    if (sum) t->balance[t->nbalance++] = (double)max * st->world / (double)sum;
+    t->stok[t->nsteps] = (double)tokens;
+    t->scost[t->nsteps++] = (double)st->cost;
+    t->sum_max += (double)max;
+    t->sum_mean += (double)sum / st->world;
+    double ratio = sum ? (double)max * st->world / (double)sum : 0;
+    if (sum) t->balance[t->nbalance++] = ratio;   /* a step of zero cost has no ratio */
+    if (st->flags & LF_PLAN_STEP_TAIL) return;
+    if (sum) t->full[t->nfull++] = ratio;
     t->cost += st->cost;
     t->budget += st->budget;
 }
@@ -73,18 +86,29 @@ static void tally_step(tally *t, const lf_plan_step *st)
 static int tally_init(tally *t, size_t n)
 {
     memset(t, 0, sizeof *t);
-    t->cap = n + 1;
-    t->balance = malloc(t->cap * sizeof(double));
-    t->delay = malloc(t->cap * sizeof(double));
-    t->odelay = malloc(t->cap * sizeof(double));
-    return t->balance && t->delay && t->odelay ? 0 : LF_PLAN_E_NOMEM;
+    t->cap = n + 1;                  /* a step places one sample at least */
+    double **arr[] = {&t->balance, &t->full, &t->delay, &t->odelay, &t->stok, &t->scost};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
+        if (!(*arr[i] = malloc(t->cap * sizeof(double)))) return LF_PLAN_E_NOMEM;
+    return 0;
 }
 
 static void tally_free(tally *t)
 {
-    free(t->balance);
-    free(t->delay);
-    free(t->odelay);
+    double *arr[] = {t->balance, t->full, t->delay, t->odelay, t->stok, t->scost};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) free(arr[i]);
+}
+
+/* p50/p99/max of v ÷ its median, and the least such ratio; no median (no
+ * step, or a median of 0): nothing measured, all 0 and *ok = 0. */
+static plan_pcts ratio_to_median(double *v, size_t n, double *min, int *ok)
+{
+    plan_pcts r = percentiles(v, n);   /* sorts v */
+    *ok = n && r.p50 > 0;
+    *min = *ok ? v[0] / r.p50 : 0;
+    if (*ok) r = (plan_pcts){1.0, r.p99 / r.p50, r.max / r.p50};
+    else r = (plan_pcts){0, 0, 0};
+    return r;
 }
 
 int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
@@ -99,6 +123,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     double t1 = now_s(), c1 = cpu_s(), in_steps = 0, cpu_steps = 0;
     lf_plan_step st;
     uint64_t steps = 0, placed = 0, placed_full = 0;
+    int epoch_done = 0;
     while (!max_steps || steps < max_steps) {
         double a = now_s(), ca = cpu_s();
         rc = lf_plan_next_step(plan, &st);
@@ -117,7 +142,10 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
         }
         in_steps += now_s() - a;
         cpu_steps += cpu_s() - ca;
-        if (rc <= 0) break;
+        if (rc <= 0) {
+            epoch_done = rc == 0;
+            break;
+        }
         if (prm->layout == LF_PLAN_PACK && row_len) {
             /* every rank with samples has a row, and the rows hold the tokens */
             uint64_t rows = (step_tokens + row_len - 1) / row_len;
@@ -138,8 +166,22 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->rejected = c.rejected;
     out->rejected_cap = c.rejected_cap;
     out->outliers = t.nodelay;
-    out->tail_steps = steps - t.nbalance;
+    out->tail_steps = steps - t.nfull;
+    out->measured = t.nbalance;
     out->max_over_mean = percentiles(t.balance, t.nbalance);
+    out->max_over_mean_full = percentiles(t.full, t.nfull);
+    out->epoch_max_over_mean = t.sum_mean > 0 ? t.sum_max / t.sum_mean : 0;
+    out->empty_rank_steps = t.empty_ranks;
+    int tok_ok, cost_ok;
+    out->step_tokens = ratio_to_median(t.stok, t.nsteps, &out->step_tokens_min, &tok_ok);
+    out->step_cost = ratio_to_median(t.scost, t.nsteps, &out->step_cost_min, &cost_ok);
+    out->steps_ok = tok_ok && cost_ok;
+    out->epoch_done = epoch_done;
+    if (epoch_done) {                /* what a whole epoch did not place */
+        uint64_t all = 0;
+        for (size_t i = 0; i < n; i++) all += samples[i].length;
+        out->dropped_tokens = all - t.tokens;
+    }
     out->padding_fraction = t.padded ? (double)(t.padded - t.tokens) / (double)t.padded : 0;
     out->padding_floor = t.floor_padded
                              ? (double)(t.floor_padded - t.tokens) / (double)t.floor_padded : 0;
@@ -152,7 +194,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->create_s = t1 - t0;
     out->epoch_s = out->create_s + in_steps;
     out->epoch_cpu_s = c1 - c0 + cpu_steps;
-    out->samples_per_step = t.nbalance ? (double)placed_full / (double)t.nbalance : 0;
+    out->samples_per_step = t.nfull ? (double)placed_full / (double)t.nfull : 0;
     out->batch_per_rank = prm->batch_per_rank;
 done:
     lf_plan_free(plan);

@@ -18,8 +18,19 @@ typedef struct plan_score {
     uint64_t samples;            /* samples placed */
     uint64_t rejected, rejected_cap;
     uint64_t outliers;           /* samples released as outliers */
-    uint64_t tail_steps;         /* epoch-final steps, left out of balance and fill */
-    plan_pcts max_over_mean;     /* per step: max rank cost / mean rank cost */
+    uint64_t tail_steps;         /* epoch-final steps, left out of fill and of
+                                    max_over_mean_full */
+    uint64_t measured;           /* steps with a max/mean (cost > 0) */
+    plan_pcts max_over_mean;     /* per step, every step: max rank cost / mean */
+    plan_pcts max_over_mean_full;/* the same over the steps before the tail */
+    double epoch_max_over_mean;  /* Σ over every step of max rank cost ÷ Σ of mean */
+    uint64_t empty_rank_steps;   /* (step, rank) pairs with no sample */
+    int steps_ok;                /* a median step to compare with (tokens and cost > 0) */
+    plan_pcts step_tokens;       /* per step: global tokens ÷ the median step's */
+    plan_pcts step_cost;         /* per step: global cost ÷ the median step's */
+    double step_tokens_min, step_cost_min;  /* the least such ratio */
+    int epoch_done;              /* a whole epoch ran: dropped_tokens is measured */
+    uint64_t dropped_tokens;     /* Σ L of the samples the epoch did not place */
     double padding_fraction;     /* (padded - tokens) / padded, over every rank-step */
     double micro_per_rank;       /* micro-batches per rank-step (pack: rows) */
     double padding_floor;        /* pack: the least padding any split of the same

@@ -1,0 +1,153 @@
+/*
+ * plan_steps.c — the steps a trainer relies on (issue #27), on long-tailed
+ * lognormal data: in every layout (pad with few and with many
+ * micro-batches, pack, an image-like linear cost) and at worlds 8 and 64,
+ * 4 and 16 samples a rank,
+ *  - every rank gets a batch at every step, none empty (an empty one runs no
+ *    backward pass and its peers wait in the all-reduce for ever), so every
+ *    rank gets the same number of batches;
+ *  - the epoch's tail is balanced like the rest: no step but an outlier
+ *    step holds less than 3/4 of the median step's cost or more than 4/3 of
+ *    it (the last step used to take whatever was left, down to one sample;
+ *    pack's last step, which buys whole rows, up to 2 x),
+ *    and the tail step's max/mean is no worse than the other steps' worst
+ *    (or within the issue's 1.002).
+ * Outlier steps are counted apart (printed, not checked): their budget
+ * grows by a group of outliers (balancer/README.md), which the bound does
+ * not cover yet; with whole documents at 4 a rank and 64 ranks they are
+ * most of the epoch and reach max/mean 3 (issue #27 item 2, not done).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "lf_plan.h"
+#include "test.h"
+
+#define NSAMPLES 20000u
+
+static uint64_t rng_state;
+static lf_plan_sample samples[NSAMPLES];
+
+/* Lognormal lengths (median m, sigma 1, 32..max), 16 samples a block. */
+static void make_samples(double median, double max)
+{
+    rng_state = 27;
+    for (uint32_t i = 0; i < NSAMPLES; i++) {
+        double u1 = ((double)(test_rng(&rng_state) >> 11) + 0.5) / 9007199254740992.0;
+        double u2 = (double)(test_rng(&rng_state) >> 11) / 9007199254740992.0;
+        double len = median * exp(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+        len = len < 32 ? 32 : len > max ? max : len;
+        samples[i] = (lf_plan_sample){i * 7 + 3, (uint64_t)len, i / 16};
+    }
+}
+
+typedef struct layout_case {
+    const char *name;
+    uint32_t layout, preset;
+    uint64_t micro_overhead;
+    double median, max;
+} layout_case;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t step_cost[NSAMPLES];
+static uint32_t step_flags[NSAMPLES];
+
+static void check_case(const layout_case *c, uint32_t world, uint32_t per_rank)
+{
+    lf_plan_params p;
+    lf_plan_params_default(&p);
+    ASSERT_EQ(lf_plan_cost_preset(&p.cost, (int)c->preset, 0), 0);
+    p.world = world;
+    p.layout = c->layout;
+    p.micro_overhead = c->micro_overhead;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < NSAMPLES; i++) sum += lf_plan_cost(&p.cost, samples[i].length);
+    if (c->layout == LF_PLAN_PACK) {
+        p.seq_len = (uint32_t)c->max;     /* pack's default: the longest sample */
+        ASSERT_EQ(lf_plan_pack_budget(&p, samples, NSAMPLES, 1, &p.step_budget), 0);
+    } else {
+        p.step_budget = sum / NSAMPLES * per_rank * world;
+    }
+    lf_plan *plan = NULL;
+    ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &plan), 0);
+    lf_plan_step st;
+    size_t n = 0;
+    double worst = 0, tail = 0, oworst = 0;
+    while (lf_plan_next_step(plan, &st) == 1) {
+        uint64_t max = 0, total = 0;
+        for (uint32_t r = 0; r < world; r++) {
+            lf_plan_batch b;
+            ASSERT_EQ(lf_plan_rank_batch(plan, r, &b), 0);
+            if (b.nsamples == 0 || b.micro == 0)
+                TEST_FAIL_("%s, world %u, %u a rank: step %" PRIu64 " (of %u samples%s): "
+                           "rank %u has no sample", c->name, world, per_rank, st.step,
+                           st.nsamples, st.flags & LF_PLAN_STEP_TAIL ? ", the tail" : "", r);
+            total += st.rank_cost[r];
+            if (st.rank_cost[r] > max) max = st.rank_cost[r];
+        }
+        double ratio = (double)max * world / (double)total;
+        if (st.flags & LF_PLAN_STEP_OUTLIERS) {
+            if (ratio > oworst) oworst = ratio;
+        } else if (st.flags & LF_PLAN_STEP_TAIL) {
+            tail = ratio;
+        } else if (ratio > worst) {
+            worst = ratio;
+        }
+        step_cost[n] = st.cost;
+        step_flags[n++] = st.flags;
+    }
+    lf_plan_free(plan);
+    /* the tail step is balanced as the others are: no worse than the worst
+     * of them, or than the issue's p99 target */
+    if (tail > 1.002 && tail > worst)
+        TEST_FAIL_("%s, world %u, %u a rank: the tail step at max/mean %.5f, the others "
+                   "up to %.5f", c->name, world, per_rank, tail, worst);
+    static uint64_t sorted[NSAMPLES];
+    memcpy(sorted, step_cost, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_u64);
+    uint64_t median = sorted[(n + 1) / 2 - 1];
+    double lo = 1e9, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (step_flags[i] & LF_PLAN_STEP_OUTLIERS) continue;
+        double r = (double)step_cost[i] / (double)median;
+        if (r < lo) lo = r;
+        if (r > hi) hi = r;
+        int pack_last = c->layout == LF_PLAN_PACK && (step_flags[i] & LF_PLAN_STEP_TAIL);
+        if (r < 0.75 || r > (pack_last ? 2.0 : 4.0 / 3))
+            TEST_FAIL_("%s, world %u, %u a rank: step %zu of %zu%s costs %.3f x the median",
+                       c->name, world, per_rank, i, n,
+                       step_flags[i] & LF_PLAN_STEP_TAIL ? " (the tail)" : "", r);
+    }
+    printf("%s, world %u, %u a rank: %zu steps, none with an empty rank; step cost "
+           "%.3f-%.3f x the median (outlier steps aside); max/mean %.5f, the tail %.5f, "
+           "outlier steps %.5f\n", c->name, world, per_rank, n, lo, hi, worst, tail, oworst);
+}
+
+int main(void)
+{
+    static const layout_case cases[] = {
+        {"pad", LF_PLAN_PAD, LF_PLAN_PRESET_TEXT, 0, 600, 16384},
+        {"pad, many micro-batches", LF_PLAN_PAD, LF_PLAN_PRESET_TEXT, 16, 600, 16384},
+        {"pack", LF_PLAN_PACK, LF_PLAN_PRESET_TEXT, 0, 600, 16384},
+        /* rows of 2048, as pack's default on text split at 2048 (there the
+         * last step's rows were too tight and left 4 samples for 8 ranks;
+         * these lengths do not reproduce that: see balancer/README.md) */
+        {"pack, rows of 2048", LF_PLAN_PACK, LF_PLAN_PRESET_TEXT, 0, 600, 2048},
+        {"images", LF_PLAN_PAD, LF_PLAN_PRESET_IMAGES, 0, 150000, 1000000},
+        /* whole documents up to 256k tokens: outliers still held when the
+         * order runs out (on real text they made a step of two for eight) */
+        {"pad, long documents", LF_PLAN_PAD, LF_PLAN_PRESET_TEXT, 0, 2000, 262144},
+    };
+    static const uint32_t worlds[] = {8, 64}, per_rank[] = {4, 16};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        make_samples(cases[c].median, cases[c].max);
+        for (size_t w = 0; w < 2; w++)
+            for (size_t k = 0; k < 2; k++) check_case(&cases[c], worlds[w], per_rank[k]);
+    }
+    return 0;
+}

@@ -82,7 +82,7 @@ int launch_make_rundir(launch *L)
     }
     char base[LF_IPC_PATH_MAX + 1], name[33];
     int rc = lf_ipc_endpoint(NULL, base, sizeof base);
-    if (rc == 0) rc = lf_ipc_private_dir(base, 1);
+    if (rc == 0) rc = lf_ipc_private_dir(base, 1, NULL, 0);
     if (rc < 0) {
         fprintf(stderr, "lf-launch: the runtime directory of %s: %s\n", base,
                 rc == -EPERM ? "not private to this user (must be 0700 and ours)"

@@ -108,10 +108,9 @@ int launch_make_rundir(launch *L)
     return n > 0 && (size_t)n < sizeof L->endpoint ? 0 : -1; /* checked above */
 }
 
-/* What a server leaves in its endpoint's directory: its lock file always
- * (the server keeps it, since removing it races a second server), the
- * sockets when it was killed. Only these and the directory are removed:
- * anything else there is not ours. */
+/* What a server leaves in its endpoint's directory when it was killed: its
+ * lock file and its sockets (a clean exit removes them all). Only these and
+ * the directory are removed: anything else there is not ours. */
 void launch_remove_rundir(launch *L)
 {
     static const char *const left[] = {"", ".fd", ".lock"};

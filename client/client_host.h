@@ -18,6 +18,7 @@
 #define LF_CLIENT_HOST_H
 
 #include "levelfeed.h"
+#include "lf_ipc.h"
 #include "lf_layout.h"
 #include "lf_wire.h"
 
@@ -35,6 +36,7 @@ typedef struct held_slot {
 struct lf_client {
     void *zctx, *zsock;
     int fdsock;                  /* Unix socket the memfd came on; EOF = server gone */
+    char path[LF_IPC_PATH_MAX + 1]; /* the control endpoint's path */
     int rank, world_size;
     int device;                  /* the options' device, for lf_client_use_device */
     lf_gpu *gpu;                 /* NULL: batches stay in host memory */
@@ -58,8 +60,8 @@ struct lf_client {
     uint64_t last_sent_ns;       /* for heartbeats */
     uint64_t last_heard_ns;      /* last message from the server */
     pthread_mutex_t err_mu;      /* guards err: the prefetch thread fails too */
-    char err[256];               /* the latest failure's text, from either thread */
-    char err_seen[256];          /* lf_client_error's: err as the trainer's last call returned */
+    char err[512];               /* the latest failure's text, from either thread */
+    char err_seen[512];          /* lf_client_error's: err as the trainer's last call returned */
 };
 
 /* The host path, as lf_next / lf_release / lf_report_step are without a

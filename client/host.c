@@ -273,10 +273,28 @@ static int fd_socket_timeout(lf_client *c)
     return fail(c, LF_E_TIMEOUT, "the server did not hand over the ring within the connect timeout");
 }
 
-/* Connects to the fd socket, presents the token and maps the ring. */
+/* The endpoint's directory must be this user's own (lf_ipc_private_dir):
+ * in one that another user made, that user may be the "server". */
+static int check_dir(lf_client *c)
+{
+    char why[sizeof c->err];
+    int rc = lf_ipc_private_dir(c->path, 0, why, sizeof why);
+    return rc < 0 ? fail(c, rc, "%s", why) : 0;
+}
+
+/* Connects to the fd socket, presents the token and maps the ring. Nothing
+ * another user controls is trusted (docs/RELIABILITY.md, local peers): the
+ * endpoint's directory is checked again now that a server answered in it
+ * (it may have appeared after the open), the fd socket's peer must run as
+ * this user (SO_PEERCRED), and so must the ring's memfd belong to it. A
+ * relay by another user fails the last two even where ZeroMQ let it
+ * through: it can forward WELCOME, but not present the one-time token on
+ * an fd socket of this user's, nor pass on a memfd of this user's. */
 static int map_ring(lf_client *c, uint64_t deadline)
 {
     const lf_msg_welcome *w = &c->welcome;
+    int rc = check_dir(c);
+    if (rc < 0) return rc;
     if (lf_ring_segment_size(w->nslots, w->slot_size) != w->segment_size ||
         w->segment_size == 0)
         return fail(c, LF_E_PROTOCOL, "WELCOME ring sizes are inconsistent");
@@ -288,6 +306,9 @@ static int map_ring(lf_client *c, uint64_t deadline)
     fd_socket_deadline(c->fdsock, deadline);
     if (connect(c->fdsock, (struct sockaddr *)&sa, sizeof sa) != 0)
         return errno == EAGAIN || errno == EINPROGRESS ? fd_socket_timeout(c) : -errno;
+    if ((rc = lf_ipc_same_user(c->fdsock)) < 0)
+        return fail(c, rc, "the ring socket %s is served by another user's process, not by "
+                    "this user's server: refused", w->fd_path);
     unsigned char hello[12];
     memcpy(hello, &w->token, 8);
     memcpy(hello + 8, &w->rank, 4);
@@ -303,8 +324,11 @@ static int map_ring(lf_client *c, uint64_t deadline)
                                   "over the ring (session refused or dropped)");
     if (fd < 0) return fail(c, LF_E_PROTOCOL, "fd socket sent no ring descriptor");
     struct stat st;
-    int rc = 0;
     if (fstat(fd, &st) != 0) rc = -errno;
+    else if (st.st_uid != getuid())
+        rc = fail(c, -EPERM, "the ring handed over belongs to uid %u, not to this user (uid %u): "
+                  "another user's process is posing as the server; refused",
+                  (unsigned)st.st_uid, (unsigned)getuid());
     else if ((uint64_t)st.st_size < w->segment_size)
         rc = fail(c, LF_E_PROTOCOL, "ring smaller than announced");
     /* A ring that could shrink under the mapping would turn a read of a
@@ -326,11 +350,13 @@ static int map_ring(lf_client *c, uint64_t deadline)
 
 static int open_control(lf_client *c, const char *endpoint)
 {
-    char path[LF_IPC_PATH_MAX + 1], url[LF_IPC_PATH_MAX + 8];
-    int rc = lf_ipc_endpoint(endpoint, path, sizeof path);
+    char url[LF_IPC_PATH_MAX + 8];
+    int rc = lf_ipc_endpoint(endpoint, c->path, sizeof c->path);
     if (rc < 0) return rc;
-    if ((rc = lf_ipc_private_dir(path, 0)) < 0 && rc != -ENOENT) return rc;
-    snprintf(url, sizeof url, "ipc://%s", path);
+    /* A directory not there yet is waited for (the server may start
+     * later): map_ring checks it once a WELCOME came through it. */
+    if ((rc = check_dir(c)) < 0 && rc != -ENOENT) return rc;
+    snprintf(url, sizeof url, "ipc://%s", c->path);
     c->zctx = zmq_ctx_new();
     if (!c->zctx) return -ENOMEM;
     c->zsock = zmq_socket(c->zctx, ZMQ_DEALER);

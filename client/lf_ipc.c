@@ -31,7 +31,9 @@ int lf_ipc_endpoint(const char *given, char *path, size_t cap)
     return 0;
 }
 
-int lf_ipc_private_dir(const char *path, int create)
+/* lstat, not stat: a symbolic link planted by another user must not lead
+ * us into a directory of its choosing. */
+int lf_ipc_private_dir(const char *path, int create, char *why, size_t cap)
 {
     char dir[LF_IPC_PATH_MAX + 1];
     if (strlen(path) > LF_IPC_PATH_MAX) return -ENAMETOOLONG;
@@ -42,10 +44,43 @@ int lf_ipc_private_dir(const char *path, int create)
     else *slash = 0;
     if (create && mkdir(dir, 0700) != 0 && errno != EEXIST) return -errno;
     struct stat st;
-    if (stat(dir, &st) != 0) return -errno;
-    if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
-    if (st.st_uid != getuid() || (st.st_mode & 0077)) return -EPERM;
-    return 0;
+    int rc = 0;
+    if (lstat(dir, &st) != 0) rc = -errno;
+    else if (S_ISLNK(st.st_mode)) rc = -ELOOP;
+    else if (!S_ISDIR(st.st_mode)) rc = -ENOTDIR;
+    else if (st.st_uid != getuid() || (st.st_mode & 0077)) rc = -EPERM;
+    if (!why || cap == 0) return rc;
+    if (rc == -ELOOP || rc == -ENOTDIR)
+        snprintf(why, cap, "runtime directory %s is %s, not a directory of this user's; "
+                 "remove it (rm %s) and start the server again", dir,
+                 rc == -ELOOP ? "a symbolic link" : "not a directory", dir);
+    else if (rc == -EPERM && st.st_uid != getuid())
+        snprintf(why, cap, "runtime directory %s belongs to uid %u, not to this user (uid %u): "
+                 "another user may be posing as the server; remove it (rm -r %s, as root "
+                 "or uid %u) and start the server again", dir, (unsigned)st.st_uid,
+                 (unsigned)getuid(), dir, (unsigned)st.st_uid);
+    else if (rc == -EPERM)
+        snprintf(why, cap, "runtime directory %s has mode %04o, others may enter it; it must "
+                 "be 0700 (chmod 700 %s)", dir, (unsigned)(st.st_mode & 07777), dir);
+    else if (rc < 0)
+        snprintf(why, cap, "runtime directory %s: %s", dir, strerror(-rc));
+    return rc;
+}
+
+int lf_ipc_unlink_socket(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode)) return -EEXIST;
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+int lf_ipc_same_user(int sock)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) return -errno;
+    return cred.uid == getuid() ? 0 : -EPERM;
 }
 
 int lf_ipc_send_fd(int sock, int fd, const void *data, size_t len)

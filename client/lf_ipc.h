@@ -23,9 +23,22 @@
 int lf_ipc_endpoint(const char *given, char *path, size_t cap);
 
 /* Makes sure the directory holding `path` exists (created 0700 when `create`
- * is set; parents must exist), belongs to this user and is not open to
- * group or others. Returns 0 or a negative errno (-EPERM when unsafe). */
-int lf_ipc_private_dir(const char *path, int create);
+ * is set; parents must exist), is a real directory (a symbolic link is not
+ * followed), belongs to this user and is not open to group or others.
+ * Returns 0 or a negative errno: -EPERM (another owner, or a mode open to
+ * others), -ELOOP (a symbolic link), -ENOTDIR, -ENOENT, ...; on an error,
+ * `why` (if not NULL) gets a sentence naming the directory, the cause and
+ * what to do. */
+int lf_ipc_private_dir(const char *path, int create, char *why, size_t cap);
+
+/* Removes the Unix socket at path, if one is there: anything else that sits
+ * there (a user's file) is left alone. Returns 0 (removed or none), -EEXIST
+ * (something that is not a socket) or a negative errno. */
+int lf_ipc_unlink_socket(const char *path);
+
+/* Whether the peer of the connected Unix socket runs as this process's uid
+ * (SO_PEERCRED). Returns 0, -EPERM (another uid) or a negative errno. */
+int lf_ipc_same_user(int sock);
 
 /* Sends `len` bytes (1..256) with the descriptor fd attached (SCM_RIGHTS).
  * Returns 0 or a negative errno. */

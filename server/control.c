@@ -197,7 +197,8 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
 static void maybe_start_all(control *c)
 {
     srv *s = c->s;
-    uint64_t first = UINT64_MAX;
+    uint64_t first = 0;
+    int any = 0; /* no sentinel key: the last epoch's last step is UINT64_MAX */
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         if (s->ranks[li].gone) continue; /* left before START: not waited for */
         if (!s->ranks[li].started) return;
@@ -208,12 +209,13 @@ static void maybe_start_all(control *c)
         srv_rank *r = &s->ranks[li];
         if (r->gone) continue;
         r->from_key = srv_pos_key(r->start_epoch, r->start_step);
-        if (r->from_key >= first) continue;
+        if (any && r->from_key >= first) continue;
+        any = 1;
         first = r->from_key;
         s->start_epoch = r->start_epoch;
         s->start_step = r->start_step;
     }
-    if (first == UINT64_MAX) { /* every rank left before START */
+    if (!any) { /* every rank left before START */
         pthread_mutex_unlock(&s->mu);
         return;
     }
@@ -405,7 +407,6 @@ static int open_fd_socket(control *c)
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->fd_path);
     c->listenfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (c->listenfd < 0) return -errno;
-    unlink(c->fd_path); /* stale from a dead server: we hold the lock now */
     if (bind(c->listenfd, (struct sockaddr *)&sa, sizeof sa) != 0) return -errno;
     if (chmod(c->fd_path, 0600) != 0) return -errno;
     if (listen(c->listenfd, 64) != 0) return -errno;
@@ -575,30 +576,67 @@ int srv_endpoint_path(const char *endpoint, char *path, size_t cap)
     return rc;
 }
 
+/* A socket a dead server left at path goes; anything else there (a user's
+ * file, under an --endpoint given by mistake) is never removed. Returns 0
+ * or -ECANCELED (reported). */
+static int remove_stale(const char *path)
+{
+    int rc = lf_ipc_unlink_socket(path);
+    if (rc == 0) return 0;
+    fprintf(stderr, "lf-server: %s: %s\n", path,
+            rc == -EEXIST ? "exists and is not a socket; not removing it: choose another "
+                            "--endpoint, or remove the file yourself"
+                          : strerror(-rc));
+    return -ECANCELED;
+}
+
+/* Takes the endpoint's lock file, which a server removes at its exit while
+ * still holding the lock: a lock taken on a file that is no longer the one
+ * at lock_path (removed between our open and our flock) is taken again on
+ * the new one, so two servers can never both hold "the" lock. Returns 0,
+ * -ECANCELED (reported) or -errno. */
+static int take_lock(control *c, const char *lock_path)
+{
+    for (;;) {
+        c->lockfd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (c->lockfd < 0) return -errno;
+        if (flock(c->lockfd, LOCK_EX | LOCK_NB) != 0) {
+            close(c->lockfd); /* not ours: control_close must not remove it */
+            c->lockfd = -1;
+            fprintf(stderr, "lf-server: another server is running on %s\n", c->path);
+            return -ECANCELED;
+        }
+        struct stat held, now;
+        if (fstat(c->lockfd, &held) != 0) return -errno;
+        if (lstat(lock_path, &now) == 0 && now.st_ino == held.st_ino &&
+            now.st_dev == held.st_dev)
+            return 0;
+        close(c->lockfd);
+        c->lockfd = -1;
+    }
+}
+
 /* Returns 0, -ECANCELED (reported) or -errno (not yet). */
 static int open_endpoint(control *c)
 {
     srv *s = c->s;
     int rc = srv_endpoint_path(s->cfg.endpoint, c->path, sizeof c->path);
     if (rc < 0) return -ECANCELED;
-    if ((rc = lf_ipc_private_dir(c->path, 1)) < 0) {
-        fprintf(stderr, "lf-server: runtime directory of %s: %s\n", c->path,
-                rc == -EPERM ? "not private to this user (must be 0700 and ours)"
-                             : strerror(-rc));
+    char why[512];
+    if ((rc = lf_ipc_private_dir(c->path, 1, why, sizeof why)) < 0) {
+        fprintf(stderr, "lf-server: %s%s\n",
+                rc == -EPERM || rc == -ELOOP || rc == -ENOTDIR ? "not private to this user: " : "",
+                why);
         return -ECANCELED;
     }
     char lock_path[LF_IPC_PATH_MAX + 8], url[LF_IPC_PATH_MAX + 8];
     snprintf(lock_path, sizeof lock_path, "%s.lock", c->path);
     snprintf(c->fd_path, sizeof c->fd_path, "%s.fd", c->path);
     snprintf(url, sizeof url, "ipc://%s", c->path);
-    c->lockfd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (c->lockfd < 0) return -errno;
-    if (flock(c->lockfd, LOCK_EX | LOCK_NB) != 0) {
-        fprintf(stderr, "lf-server: another server is running on %s\n", c->path);
-        return -ECANCELED;
-    }
-    if ((rc = open_fd_socket(c)) < 0) return rc;
-    unlink(c->path);
+    if ((rc = take_lock(c, lock_path)) < 0) return rc;
+    if ((rc = remove_stale(c->fd_path)) < 0 || (rc = open_fd_socket(c)) < 0 ||
+        (rc = remove_stale(c->path)) < 0)
+        return rc;
     c->zctx = zmq_ctx_new();
     c->router = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
     if (!c->router) return -ENOMEM;
@@ -649,11 +687,16 @@ static void control_close(control *c)
     }
     if (c->listenfd >= 0) {
         close(c->listenfd);
-        unlink(c->fd_path);
+        lf_ipc_unlink_socket(c->fd_path);
     }
-    if (c->router || c->zctx) unlink(c->path);
+    if (c->router || c->zctx) lf_ipc_unlink_socket(c->path);
     if (c->sigfd >= 0) close(c->sigfd);
-    if (c->lockfd >= 0) close(c->lockfd); /* the lock file stays: removing it races */
+    if (c->lockfd >= 0) { /* removed while held: see take_lock */
+        char lock_path[LF_IPC_PATH_MAX + 8];
+        snprintf(lock_path, sizeof lock_path, "%s.lock", c->path);
+        unlink(lock_path);
+        close(c->lockfd);
+    }
 }
 
 int srv_control_run(srv *s)

@@ -42,7 +42,7 @@ check_python_leftovers() {
   local new left stray
   new=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | sort) | grep -v '^vader_segment\.' || true)
   [[ -z $new ]] || fail "left in /dev/shm: $new"
-  left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
+  left=$(ls "$RT")
   [[ -z $left ]] || fail "left in the runtime directory: $left"
   stray=$(pgrep -f -- "$WORK" || true)
   [[ -z $stray ]] || fail "processes left: $(ps -o pid,args -p "${stray//$'\n'/,}")"

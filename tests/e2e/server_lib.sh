@@ -195,9 +195,9 @@ check_no_leftovers() {
   local now
   now=$(ls /dev/shm | sort)
   [[ "$now" == "$SHM_BEFORE" ]] || fail "/dev/shm changed: $(comm -13 <(echo "$SHM_BEFORE") <(echo "$now"))"
-  # Only the lock file may stay in the runtime directory.
+  # Nothing may stay in the runtime directory, the lock file included.
   local left
-  left=$(ls "$RT" | grep -v '^ctl.lock$' || true)
+  left=$(ls "$RT")
   [[ -z "$left" ]] || fail "left in the runtime directory: $left"
 }
 

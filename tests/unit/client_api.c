@@ -8,7 +8,10 @@
  * reported gone by a poll with no wait too; an unsealed ring is refused; a
  * server that sends WELCOME but never hands over the ring makes
  * lf_client_open time out (it once blocked for good), one that closes the
- * ring connection is reported gone; and the
+ * ring connection is reported gone; a server whose runtime directory
+ * another user takes over between HELLO and WELCOME, one whose fd socket
+ * another uid listens on, and one that hands over another uid's memfd are
+ * each refused, naming the cause (run as root; skipped otherwise); and the
  * argument and order checks of open, release and state restore hold.
  */
 #include "levelfeed.h"
@@ -21,6 +24,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <zmq.h>
@@ -29,11 +34,13 @@
 #define SLOT 8192u
 
 enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SILENT, NO_RING,
-       RING_REFUSED, UNSEALED, GONE_AFTER_START };
+       RING_REFUSED, UNSEALED, GONE_AFTER_START, DIR_TAKEN, FOREIGN_PEER, FOREIGN_MEMFD };
+
+#define OTHER_UID 65534          /* "nobody": the other local user of the foreign cases */
 
 typedef struct fake {
     int mode;
-    char ep[200], fd_path[208];
+    char dir[180], ep[200], fd_path[208];
     void *ctx, *router;
     int listenfd, ringfd;
     unsigned char id[256];
@@ -85,12 +92,38 @@ static void hand_over_ring(fake *f)
     if (f->mode != UNSEALED &&
         fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
         TEST_FAIL_("seal");
+    if (f->mode == FOREIGN_MEMFD && fchown(mfd, OTHER_UID, OTHER_UID) != 0) TEST_FAIL_("chown");
     f->seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
     lf_ring_header_write(f->seg, 0, NSLOTS, SLOT, 1);
     if (lf_ipc_send_fd(c, mfd, "OK\n", 4) != 0) TEST_FAIL_("send fd");
     close(mfd);
     /* c stays open for the session: closing it would mean "server gone". */
     f->ringfd = c;
+}
+
+/* The fd socket listened on by a process of another uid (SO_PEERCRED
+ * reports who called listen); it takes one connection and closes it.
+ * Returns once it listens. */
+static pid_t listen_as_other(fake *f)
+{
+    int ready[2];
+    if (pipe(ready) != 0) TEST_FAIL_("pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setresgid(OTHER_UID, OTHER_UID, OTHER_UID) != 0 ||
+            setresuid(OTHER_UID, OTHER_UID, OTHER_UID) != 0 || listen(f->listenfd, 4) != 0)
+            _exit(1);
+        (void)!write(ready[1], "x", 1);
+        int c = accept(f->listenfd, NULL, NULL);
+        char b[12];
+        if (c >= 0) (void)!read(c, b, sizeof b);
+        _exit(0);
+    }
+    char x;
+    if (pid < 0 || read(ready[0], &x, 1) != 1) TEST_FAIL_("the other uid's listener");
+    close(ready[0]);
+    close(ready[1]);
+    return pid;
 }
 
 static void *fake_main(void *arg)
@@ -104,8 +137,15 @@ static void *fake_main(void *arg)
                                    .segment_size = lf_ring_segment_size(NSLOTS, SLOT),
                                    .token = 1, .heartbeat_ms = 50, .plan_id = 77};
     strcpy(w.u.welcome.fd_path, f->fd_path);
+    if (f->mode == DIR_TAKEN && chown(f->dir, OTHER_UID, OTHER_UID) != 0) TEST_FAIL_("chown");
+    pid_t other = f->mode == FOREIGN_PEER ? listen_as_other(f) : 0;
     fsend(f, &w);
-    if (f->mode == NO_RING) return NULL; /* the connection waits in the backlog */
+    if (other > 0) {
+        waitpid(other, NULL, 0);
+        return NULL;
+    }
+    if (f->mode == NO_RING || f->mode == DIR_TAKEN)
+        return NULL; /* the connection waits in the backlog, or never comes */
     if (f->mode == RING_REFUSED) {
         int c = accept(f->listenfd, NULL, NULL);
         unsigned char hello[12];
@@ -114,7 +154,7 @@ static void *fake_main(void *arg)
         return NULL;
     }
     hand_over_ring(f);
-    if (f->mode == UNSEALED) return NULL;
+    if (f->mode == UNSEALED || f->mode == FOREIGN_MEMFD) return NULL; /* refused */
     if (frecv(f, &m, buf) != LF_MSG_START) TEST_FAIL_("expected START");
     f->start = m.u.start;
     if (f->mode == SILENT) return NULL; /* alive, but never heard from again */
@@ -145,7 +185,9 @@ static void fake_start(fake *f, int mode, pthread_t *th)
     memset(f, 0, sizeof *f);
     f->mode = mode;
     static int runs; /* a fresh endpoint each time */
-    snprintf(f->ep, sizeof f->ep, "%.150s/ctl%d", test_tmpdir(), runs++);
+    snprintf(f->dir, sizeof f->dir, "%.150s/rt%d", test_tmpdir(), runs++);
+    ASSERT_EQ(mkdir(f->dir, 0700), 0);
+    snprintf(f->ep, sizeof f->ep, "%s/ctl", f->dir);
     snprintf(f->fd_path, sizeof f->fd_path, "%s.fd", f->ep);
     char url[220];
     snprintf(url, sizeof url, "ipc://%s", f->ep);
@@ -156,7 +198,7 @@ static void fake_start(fake *f, int mode, pthread_t *th)
     strcpy(sa.sun_path, f->fd_path);
     f->listenfd = socket(AF_UNIX, SOCK_STREAM, 0);
     ASSERT_EQ(bind(f->listenfd, (struct sockaddr *)&sa, sizeof sa), 0);
-    ASSERT_EQ(listen(f->listenfd, 4), 0);
+    if (mode != FOREIGN_PEER) ASSERT_EQ(listen(f->listenfd, 4), 0);
     ASSERT_EQ(pthread_create(th, NULL, fake_main, f), 0);
 }
 
@@ -170,6 +212,36 @@ static lf_client *open_client(fake *f)
     lf_client *c = NULL;
     ASSERT_EQ(lf_client_open(&o, &c), 0);
     return c;
+}
+
+/* What another local user controls is refused, the cause named: the
+ * runtime directory taken over after the open (a late squat), an fd socket
+ * another uid listens on (a relay), another uid's memfd. */
+static void check_foreign(void)
+{
+    if (geteuid() != 0) {
+        printf("skipped the foreign-user cases: they need root to play uid %d\n", OTHER_UID);
+        return;
+    }
+    static const struct { int mode; const char *why; } cases[] = {
+        {DIR_TAKEN, "belongs to uid 65534"},
+        {FOREIGN_PEER, "served by another user's process"},
+        {FOREIGN_MEMFD, "ring handed over belongs to uid 65534"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fake f;
+        pthread_t th;
+        char why[512] = "";
+        fake_start(&f, cases[i].mode, &th);
+        lf_client_options o = {.endpoint = f.ep, .rank = 0, .world_size = 1,
+                               .connect_timeout_ms = 3000, .error = why,
+                               .error_size = sizeof why};
+        lf_client *c = NULL;
+        ASSERT_EQ(lf_client_open(&o, &c), -EPERM);
+        ASSERT_TRUE(c == NULL);
+        if (!strstr(why, cases[i].why)) TEST_FAIL_("want \"%s\", got: %s", cases[i].why, why);
+        pthread_join(th, NULL);
+    }
 }
 
 static void check_good_batch(lf_client *c, lf_batch *b)
@@ -342,6 +414,7 @@ int main(void)
     ASSERT_EQ(lf_next(c, &b, 0), LF_E_GONE);
     ASSERT_TRUE(strstr(lf_client_error(c), "ring socket") != NULL);
     lf_client_close(c);
+    check_foreign();
     printf("client api ok\n");
     return 0;
 }

@@ -35,15 +35,15 @@ int main(void)
     char ep[256], dir[256];
     snprintf(dir, sizeof dir, "%.200s/rt", tmp);
     snprintf(ep, sizeof ep, "%.200s/ctl", dir);
-    ASSERT_EQ(lf_ipc_private_dir(ep, 0), -ENOENT);
-    ASSERT_EQ(lf_ipc_private_dir(ep, 1), 0);
+    ASSERT_EQ(lf_ipc_private_dir(ep, 0, NULL, 0), -ENOENT);
+    ASSERT_EQ(lf_ipc_private_dir(ep, 1, NULL, 0), 0);
     struct stat st;
     ASSERT_EQ(stat(dir, &st), 0);
     ASSERT_EQ(st.st_mode & 0777, 0700);
     ASSERT_EQ(chmod(dir, 0755), 0);
-    ASSERT_EQ(lf_ipc_private_dir(ep, 1), -EPERM);
+    ASSERT_EQ(lf_ipc_private_dir(ep, 1, NULL, 0), -EPERM);
     ASSERT_EQ(chmod(dir, 0700), 0);
-    ASSERT_EQ(lf_ipc_private_dir(ep, 0), 0);
+    ASSERT_EQ(lf_ipc_private_dir(ep, 0, NULL, 0), 0);
 
     /* A memfd travels with its bytes; what arrives maps the same memory. */
     int sv[2];

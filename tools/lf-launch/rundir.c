@@ -82,7 +82,7 @@ int launch_make_rundir(launch *L)
     }
     char base[LF_IPC_PATH_MAX + 1], name[33];
     int rc = lf_ipc_endpoint(NULL, base, sizeof base);
-    if (rc == 0) rc = lf_ipc_private_dir(base, 1);
+    if (rc == 0) rc = lf_ipc_private_dir(base, 1, NULL, 0);
     if (rc < 0) {
         fprintf(stderr, "lf-launch: the runtime directory of %s: %s\n", base,
                 rc == -EPERM ? "not private to this user (must be 0700 and ours)"
@@ -108,10 +108,9 @@ int launch_make_rundir(launch *L)
     return n > 0 && (size_t)n < sizeof L->endpoint ? 0 : -1; /* checked above */
 }
 
-/* What a server leaves in its endpoint's directory: its lock file always
- * (the server keeps it, since removing it races a second server), the
- * sockets when it was killed. Only these and the directory are removed:
- * anything else there is not ours. */
+/* What a server leaves in its endpoint's directory when it was killed: its
+ * lock file and its sockets (a clean exit removes them all). Only these and
+ * the directory are removed: anything else there is not ours. */
 void launch_remove_rundir(launch *L)
 {
     static const char *const left[] = {"", ".fd", ".lock"};

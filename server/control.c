@@ -59,9 +59,7 @@ typedef struct session {
 
 typedef struct control {
     srv *s;
-    void *zctx, *router;
-    int lockfd, listenfd, sigfd;
-    char path[LF_IPC_PATH_MAX + 1], fd_path[LF_IPC_PATH_MAX + 8];
+    srv_endpoint ep;             /* the sockets, the lock, the signal descriptor */
     int pending[MAX_PENDING];
     uint64_t pending_ns[MAX_PENDING]; /* when each was accepted */
     uint32_t npending;
@@ -77,8 +75,8 @@ static int send_to(control *c, const unsigned char *id, size_t idlen, const lf_m
     static unsigned char buf[LF_WIRE_MAX]; /* control thread only */
     int n = lf_wire_encode(m, buf, sizeof buf);
     if (n < 0) return n;
-    if (zmq_send(c->router, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -zmq_errno();
-    if (zmq_send(c->router, buf, (size_t)n, ZMQ_DONTWAIT) < 0) return -zmq_errno();
+    if (zmq_send(c->ep.router, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -zmq_errno();
+    if (zmq_send(c->ep.router, buf, (size_t)n, ZMQ_DONTWAIT) < 0) return -zmq_errno();
     return 0;
 }
 
@@ -187,7 +185,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .segment_size = s->ranks[li].seg_size, .token = ss->token,
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
         .plan_id = s->plan_id};
-    snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->fd_path);
+    snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep.fd_path);
     send_to(c, id, idlen, &w);
 }
 
@@ -328,19 +326,19 @@ static void recv_router(control *c)
 {
     for (;;) {
         unsigned char id[ID_MAX], buf[LF_WIRE_MAX];
-        int idn = zmq_recv(c->router, id, sizeof id, ZMQ_DONTWAIT);
+        int idn = zmq_recv(c->ep.router, id, sizeof id, ZMQ_DONTWAIT);
         if (idn < 0) return;
         int more = 0;
         size_t ml = sizeof more;
-        zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml);
+        zmq_getsockopt(c->ep.router, ZMQ_RCVMORE, &more, &ml);
         if (!more) continue;
-        int n = zmq_recv(c->router, buf, sizeof buf, 0);
+        int n = zmq_recv(c->ep.router, buf, sizeof buf, 0);
         /* Drain any further frames: a well-formed peer sends exactly one. */
         int extra = 0;
-        for (zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml); more;
-             zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml)) {
+        for (zmq_getsockopt(c->ep.router, ZMQ_RCVMORE, &more, &ml); more;
+             zmq_getsockopt(c->ep.router, ZMQ_RCVMORE, &more, &ml)) {
             unsigned char sink[64];
-            zmq_recv(c->router, sink, sizeof sink, 0);
+            zmq_recv(c->ep.router, sink, sizeof sink, 0);
             extra = 1;
         }
         if (n < 0 || idn > ID_MAX) continue;
@@ -356,7 +354,7 @@ static void recv_router(control *c)
 
 static void accept_fd_conn(control *c)
 {
-    int fd = accept4(c->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = accept4(c->ep.listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     struct ucred cred;
     socklen_t cl = sizeof cred;
@@ -399,18 +397,6 @@ static void identify_fd_conn(control *c, uint32_t pi)
     }
     c->sess[li].token = 0; /* one use */
     c->sess[li].fdconn = fd;
-}
-
-static int open_fd_socket(control *c)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c->fd_path);
-    c->listenfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (c->listenfd < 0) return -errno;
-    if (bind(c->listenfd, (struct sockaddr *)&sa, sizeof sa) != 0) return -errno;
-    if (chmod(c->fd_path, 0600) != 0) return -errno;
-    if (listen(c->listenfd, 64) != 0) return -errno;
-    return 0;
 }
 
 /* ---- announcing finished jobs ------------------------------------------- */
@@ -532,10 +518,10 @@ static void poll_once(control *c)
 {
     zmq_pollitem_t it[4 + MAX_PENDING + SRV_MAX_RANKS];
     uint32_t n = 0, rank_at[SRV_MAX_RANKS];
-    it[n++] = (zmq_pollitem_t){.socket = c->router, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.socket = c->ep.router, .events = ZMQ_POLLIN};
     it[n++] = (zmq_pollitem_t){.fd = c->s->notify_fd, .events = ZMQ_POLLIN};
-    it[n++] = (zmq_pollitem_t){.fd = c->sigfd, .events = ZMQ_POLLIN};
-    it[n++] = (zmq_pollitem_t){.fd = c->listenfd, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->ep.sigfd, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->ep.listenfd, .events = ZMQ_POLLIN};
     uint32_t pend0 = n;
     for (uint32_t i = 0; i < c->npending; i++)
         it[n++] = (zmq_pollitem_t){.fd = c->pending[i], .events = ZMQ_POLLIN};
@@ -553,7 +539,7 @@ static void poll_once(control *c)
     }
     if (it[2].revents) {
         struct signalfd_siginfo si;
-        if (read(c->sigfd, &si, sizeof si) == (ssize_t)sizeof si) c->stop_signal = (int)si.ssi_signo;
+        if (read(c->ep.sigfd, &si, sizeof si) == (ssize_t)sizeof si) c->stop_signal = (int)si.ssi_signo;
     }
     if (it[0].revents) recv_router(c);
     /* Closed kept connections: the client is gone, however it left. Only a
@@ -567,109 +553,13 @@ static void poll_once(control *c)
     if (it[3].revents) accept_fd_conn(c);
 }
 
-int srv_endpoint_path(const char *endpoint, char *path, size_t cap)
-{
-    int rc = lf_ipc_endpoint(endpoint, path, cap);
-    if (rc < 0)
-        fprintf(stderr, "lf-server: endpoint %s: %s\n", endpoint ? endpoint : "(the default)",
-                rc == -ENAMETOOLONG ? "the socket path is too long" : "not an ipc:// path");
-    return rc;
-}
-
-/* A socket a dead server left at path goes; anything else there (a user's
- * file, under an --endpoint given by mistake) is never removed. Returns 0
- * or -ECANCELED (reported). */
-static int remove_stale(const char *path)
-{
-    int rc = lf_ipc_unlink_socket(path);
-    if (rc == 0) return 0;
-    fprintf(stderr, "lf-server: %s: %s\n", path,
-            rc == -EEXIST ? "exists and is not a socket; not removing it: choose another "
-                            "--endpoint, or remove the file yourself"
-                          : strerror(-rc));
-    return -ECANCELED;
-}
-
-/* Takes the endpoint's lock file, which a server removes at its exit while
- * still holding the lock: a lock taken on a file that is no longer the one
- * at lock_path (removed between our open and our flock) is taken again on
- * the new one, so two servers can never both hold "the" lock. Returns 0,
- * -ECANCELED (reported) or -errno. */
-static int take_lock(control *c, const char *lock_path)
-{
-    for (;;) {
-        c->lockfd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (c->lockfd < 0) return -errno;
-        if (flock(c->lockfd, LOCK_EX | LOCK_NB) != 0) {
-            close(c->lockfd); /* not ours: control_close must not remove it */
-            c->lockfd = -1;
-            fprintf(stderr, "lf-server: another server is running on %s\n", c->path);
-            return -ECANCELED;
-        }
-        struct stat held, now;
-        if (fstat(c->lockfd, &held) != 0) return -errno;
-        if (lstat(lock_path, &now) == 0 && now.st_ino == held.st_ino &&
-            now.st_dev == held.st_dev)
-            return 0;
-        close(c->lockfd);
-        c->lockfd = -1;
-    }
-}
-
-/* Returns 0, -ECANCELED (reported) or -errno (not yet). */
-static int open_endpoint(control *c)
-{
-    srv *s = c->s;
-    int rc = srv_endpoint_path(s->cfg.endpoint, c->path, sizeof c->path);
-    if (rc < 0) return -ECANCELED;
-    char why[512];
-    if ((rc = lf_ipc_private_dir(c->path, 1, why, sizeof why)) < 0) {
-        fprintf(stderr, "lf-server: %s%s\n",
-                rc == -EPERM || rc == -ELOOP || rc == -ENOTDIR ? "not private to this user: " : "",
-                why);
-        return -ECANCELED;
-    }
-    char lock_path[LF_IPC_PATH_MAX + 8], url[LF_IPC_PATH_MAX + 8];
-    snprintf(lock_path, sizeof lock_path, "%s.lock", c->path);
-    snprintf(c->fd_path, sizeof c->fd_path, "%s.fd", c->path);
-    snprintf(url, sizeof url, "ipc://%s", c->path);
-    if ((rc = take_lock(c, lock_path)) < 0) return rc;
-    if ((rc = remove_stale(c->fd_path)) < 0 || (rc = open_fd_socket(c)) < 0 ||
-        (rc = remove_stale(c->path)) < 0)
-        return rc;
-    c->zctx = zmq_ctx_new();
-    c->router = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
-    if (!c->router) return -ENOMEM;
-    /* A READY must never be dropped: with ROUTER_MANDATORY a full pipe
-     * fails the send, so the pipe is made deep enough for a trainer that
-     * does not read for a day (a heartbeat a second plus the ring's READYs). */
-    int linger = 1000, one = 1, maxmsg = LF_WIRE_MAX + 64, hwm = 200000;
-    int64_t maxsz = maxmsg;
-    zmq_setsockopt(c->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(c->router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(c->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz);
-    if (zmq_bind(c->router, url) != 0) return -zmq_errno();
-    chmod(c->path, 0600);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    c->sigfd = signalfd(-1, &set, SFD_CLOEXEC);
-    if (c->sigfd < 0) return -errno;
-    if (!s->cfg.quiet)
-        fprintf(stderr, "lf-server: serving %u rank(s) on ipc://%s, %u slots of %" PRIu64
-                " bytes each\n", s->cfg.nlocal, c->path, s->cfg.slots, s->slot_size);
-    return 0;
-}
-
 /* Opens the endpoint, reporting any failure with the endpoint named.
  * Returns 0 or -ECANCELED. */
 static int control_open(control *c)
 {
-    int rc = open_endpoint(c);
+    int rc = srv_endpoint_open(c->s, &c->ep);
     if (rc < 0 && rc != -ECANCELED)
-        fprintf(stderr, "lf-server: cannot serve on %s: %s\n", c->path, strerror(-rc));
+        fprintf(stderr, "lf-server: cannot serve on %s: %s\n", c->ep.path, strerror(-rc));
     if (rc < 0) return -ECANCELED;
     c->s->serving = 1;
     return 0;
@@ -677,31 +567,18 @@ static int control_open(control *c)
 
 static void control_close(control *c)
 {
-    if (c->router) zmq_close(c->router);
-    if (c->zctx) zmq_ctx_term(c->zctx);
     for (uint32_t i = 0; i < c->npending; i++) close(c->pending[i]);
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
         if (c->sess[li].fdconn >= 0) close(c->sess[li].fdconn);
         free(c->sess[li].held);
         free(c->sess[li].held_seq);
     }
-    if (c->listenfd >= 0) {
-        close(c->listenfd);
-        lf_ipc_unlink_socket(c->fd_path);
-    }
-    if (c->router || c->zctx) lf_ipc_unlink_socket(c->path);
-    if (c->sigfd >= 0) close(c->sigfd);
-    if (c->lockfd >= 0) { /* removed while held: see take_lock */
-        char lock_path[LF_IPC_PATH_MAX + 8];
-        snprintf(lock_path, sizeof lock_path, "%s.lock", c->path);
-        unlink(lock_path);
-        close(c->lockfd);
-    }
+    srv_endpoint_close(&c->ep);
 }
 
 int srv_control_run(srv *s)
 {
-    control c = {.s = s, .lockfd = -1, .listenfd = -1, .sigfd = -1};
+    control c = {.s = s, .ep = {.lockfd = -1, .listenfd = -1, .sigfd = -1}};
     c.start_ns = c.last_hb_ns = srv_now_ns();
     int rc = 0;
     for (uint32_t li = 0; li < s->cfg.nlocal && rc == 0; li++) {

@@ -5,7 +5,8 @@
  * the stage files include.
  *
  * Threads and what they own:
- *   control   (control.c)  the ZeroMQ ROUTER, the fd socket, client sessions,
+ *   control   (control.c)  the ZeroMQ ROUTER, the fd socket (both set up in
+ *                          endpoint.c), client sessions,
  *                          READY/END sending, metrics replies (their
  *                          JSON: stat.c)
  *   planner   (planner.c)  steps of lf_plan -> one job per local rank,
@@ -34,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "lf_ipc.h"
 #include "lf_layout.h"
 #include "lf_plan.h"
 #include "lf_shard.h"
@@ -252,11 +254,24 @@ int srv_plan_prepass(srv *s);    /* slot size and each epoch's block uses */
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l);
 int srv_print_plan(srv *s);
 
-/* control.c */
-int srv_control_run(srv *s);
+/* endpoint.c: where the server is reached (the control thread's) */
+typedef struct srv_endpoint {
+    void *zctx, *router;         /* the ZeroMQ ROUTER on ipc://path */
+    int lockfd, listenfd, sigfd; /* path.lock (held), the fd socket, SIGINT/SIGTERM */
+    char path[LF_IPC_PATH_MAX + 1], fd_path[LF_IPC_PATH_MAX + 8];
+} srv_endpoint;
+/* Takes the lock, binds both sockets, opens the signal descriptor and says
+ * where it serves. Returns 0, -ECANCELED (reported) or -errno (not yet
+ * reported). The descriptors start at -1 (the caller's initialiser). */
+int srv_endpoint_open(const srv *s, srv_endpoint *e);
+/* Closes what srv_endpoint_open made and removes its sockets and lock. */
+void srv_endpoint_close(srv_endpoint *e);
 /* The socket path of --endpoint (NULL: the default) into path (cap bytes);
  * 0, or <0 with the reason printed (checked at start-up, before planning). */
 int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
+
+/* control.c */
+int srv_control_run(srv *s);
 
 /* stat.c */
 /* The JSON text of a STATS reply (malloc'ed; NULL: no memory); connected:

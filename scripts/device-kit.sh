@@ -2,7 +2,8 @@
 # Packs .kit/ for a GPU machine that can reach no package registry (the
 # device tool's machines: a CUDA + PyTorch image, nothing else installed):
 #   .kit/build  the CUDA build's programs, libraries, tests and benchmarks
-#               (BUILD_DIR without its objects), so tests/run.sh .kit/build
+#               (BUILD_DIR without its objects, but those e2e/layering
+#               reads), so tests/run.sh .kit/build
 #               and tests/bench/run.sh .kit/build work there unchanged;
 #   .kit/lib    every shared library those need beyond glibc, libstdc++ and
 #               CUDA's own (liburing, libzstd, libjpeg-turbo, ZeroMQ, jansson,
@@ -31,6 +32,10 @@ mkdir -p "$kit/build" "$kit/lib" "$kit/ompi" "$kit/bin"
 for d in bin lib tests fuzz bench fakecuda; do
   [[ -d "$B/$d" ]] && cp -a "$B/$d" "$kit/build/"
 done
+# e2e/layering reads the symbol graph of these folders' objects.
+for d in server balancer client; do
+  mkdir -p "$kit/build/obj/$d" && cp -a "$B/obj/$d"/*.o "$kit/build/obj/$d/"
+done
 cp -L "$(type -P zstd)" "$(type -P time)" "$kit/bin/" 2>/dev/null ||
   die "zstd and GNU time are needed (apt-get install zstd time)"
 
@@ -58,6 +63,13 @@ done | sort -u | while read -r name path; do
   packed="$kit/ompi$(readlink -f "$(dirname "$path")")/$name"   # /lib is /usr/lib
   [[ $name =~ $system_lib || -e $packed || -e "$kit/lib/$name" ]] && continue
   cp -L "$path" "$kit/lib/$name"
+done
+
+# The link-time names (libzmq.so) of the packed libraries, for the tests
+# that link a program against liblevelfeed.a with its Libs.private.
+for f in "$kit/lib"/*.so.*; do
+  dev=${f%%.so.*}.so
+  [[ -e $dev ]] || ln -s "$(basename "$f")" "$dev"
 done
 
 echo "device-kit: $(du -sh "$kit" | cut -f1) in $kit ($(find "$kit/lib" -type f | wc -l) libraries);" \

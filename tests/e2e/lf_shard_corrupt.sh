@@ -6,7 +6,7 @@
 # usage error) with a message naming the damaged file and region (the block
 # number for a block).
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
-[[ -x "$PY" ]] || { echo "skip: /usr/bin/python3 is needed"; exit 77; }
+[[ -x "$PY" ]] || { echo "skip: $PY is needed"; exit 77; }
 
 ds="$tmp/ds"
 "$LF_SHARD" synth tokens --out "$ds" --samples 300 --seed 2 --shard-size 200K \

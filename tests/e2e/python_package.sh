@@ -31,6 +31,13 @@ pc=$(sed -n 's/^Version: //p' "$LF_BUILD/lib/pkgconfig/levelfeed.pc")
 cp -r "$ROOT/python" "$WORK/src"          # the source tree stays as it was
 "$PY_BIN" -m venv --system-site-packages "$WORK/venv" || fail "python3 -m venv"
 VPY="$WORK/venv/bin/python"
+# An interpreter that is itself a venv's (the GPU machines' image): the new
+# venv's --system-site-packages reaches the base Python, not that venv's
+# packages, so a .pth adds them and its numpy counts as installed.
+parent_site=$("$PY_BIN" -c 'import sys, sysconfig
+print(sysconfig.get_paths()["purelib"] if sys.prefix != sys.base_prefix else "")')
+[[ -z $parent_site ]] ||
+  echo "$parent_site" >"$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/parent-venv.pth"
 "$VPY" -m pip install "$WORK/src" >"$WORK/pip.log" 2>&1 || { cat "$WORK/pip.log" >&2; fail "pip install ./python"; }
 site=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [[ -f $site/levelfeed/loader.py ]] || fail "pip installed no levelfeed/loader.py under $site"
@@ -70,7 +77,8 @@ out=$(installed "LEVELFEED_LIB=$WORK/liblevelfeed.so" -- "$where" 2>&1) && fail 
 # --- make install ----------------------------------------------------------------------------------
 "$ROOT/scripts/install.sh" "" "$WORK/prefix" "$LF_BUILD" >"$WORK/install.log" 2>&1 ||
   { cat "$WORK/install.log" >&2; fail "make install (scripts/install.sh)"; }
-out=$(installed "LD_LIBRARY_PATH=$WORK/prefix/lib" -- "$where") || fail "pip package + make install: $out"
+# (the prefix first; a path already set, as a packed kit's, stays behind it)
+out=$(installed "LD_LIBRARY_PATH=$WORK/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" -- "$where") || fail "pip package + make install: $out"
 [[ $out == "$header liblevelfeed.so.1" ]] || fail "pip package + make install: loaded '$out'"
 pydir=$(ls -d "$WORK"/prefix/lib/python3*/dist-packages)
 out=$(cd "$WORK" && unset LEVELFEED_LIB LF_BUILD && PYTHONPATH="$pydir" py_run "$PY_BIN" -c "$where") ||

@@ -5,15 +5,15 @@ root=${LF_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
 bin=${LF_BIN:-$root/build/default/bin}
 [[ -x "$bin/lf-shard" ]] || { echo "FAIL: $bin/lf-shard is not built" >&2; exit 1; }
 LF_SHARD=$(cd "$bin" && pwd)/lf-shard     # absolute: the tests change directory
-PY=/usr/bin/python3
+PY=${LF_PYTHON:-/usr/bin/python3}          # as tests/e2e/python_lib.sh
 export LF_SHARD
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lf_shard.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# Skips (77) when /usr/bin/python3 lacks numpy or PIL.
+# Skips (77) when that python lacks numpy or PIL.
 need_python() {
   "$PY" -c 'import numpy, PIL' 2>/dev/null ||
-    { echo "skip: /usr/bin/python3 with numpy and PIL is needed"; exit 77; }
+    { echo "skip: $PY with numpy and PIL is needed"; exit 77; }
 }

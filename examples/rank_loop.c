@@ -9,6 +9,9 @@
  *                [--hang-after K]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *                [--no-digest]   (benchmarks: do not read the tensor bytes)
+ *                [--device N]    (benchmarks: the client copies each batch to
+ *                                 CUDA device N ahead of the loop; the loop
+ *                                 then only times lf_next and counts)
  *
  * Each batch becomes a line "epoch step rank n id,id,..." in --out (the
  * format of `lf-server --print-plan`). --verify re-reads every sample
@@ -357,6 +360,7 @@ typedef struct args {
     lf_tf_image_params image;
     int64_t max_batches, compute_us, save_every, hang_after;
     int no_digest;
+    int device;                  /* --device: CUDA device, -1: host batches */
     int timeout_ms;
     int64_t pad_id;
 } args;
@@ -367,6 +371,7 @@ static const char usage_text[] =
     "   --image-dtype u8|f16|f32 --flip P --seed S --resize bilinear|area]] [--no-digest]\n"
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
     "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K]\n"
+    "  [--device N]   (batches copied to CUDA device N; lf_next timed, bytes not read)\n"
     "  [--help] [--version]\n"
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
@@ -393,6 +398,7 @@ static int set_option(args *a, int c, const char *v)
     case 'T': return parse_i64(v, 1, INT32_MAX, &n) ? -1 : (a->o.connect_timeout_ms = (int)n, 0);
     case 'K': return parse_i64(v, 1, INT64_MAX, &a->save_every);
     case 'H': return parse_i64(v, 1, INT64_MAX, &a->hang_after);
+    case 'G': return parse_i64(v, 0, INT32_MAX, &n) ? -1 : (a->device = (int)n, 0);
     case 'S': return parse_u64(v, 0, UINT64_MAX, &a->image.seed);
     case 'I': return image_cli_set(&a->image, IMAGE_CLI_SIZE, v);
     case 'C': return image_cli_set(&a->image, IMAGE_CLI_CROP, v);
@@ -414,11 +420,12 @@ static int parse(int argc, char **argv, args *a)
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"resize", 1, 0, 'Z'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
-        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"help", 0, 0, 'h'},
+        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"device", 1, 0, 'G'}, {"help", 0, 0, 'h'},
         {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
     a->timeout_ms = 30000;
+    a->device = -1;
     lf_tf_image_params_default(&a->image, 224, 224);
     int c, at = -1;
     while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
@@ -435,6 +442,10 @@ static int parse(int argc, char **argv, args *a)
                       : (a->save_every > 0) != (a->state_file != NULL)
                           ? "--save-every and --state-file go together"
                       : a->o.rank < 0 ? "no rank: --rank, or RANK in the environment"
+                      : a->device >= 0 && (a->out || a->verify || a->digests || a->save ||
+                                           a->save_every > 0)
+                          ? "--device times lf_next only: no --out, --verify, --digests, "
+                            "--save or --save-every with it"
                                       : NULL;
     if (why) fprintf(stderr, "lf-rank-loop: %s%s%s\n", why, optind < argc ? " " : "",
                      optind < argc ? argv[optind] : "");
@@ -473,6 +484,14 @@ int main(int argc, char **argv)
         return 1;
     }
     int reported = 0; /* rc's error is said already */
+    if (a.device >= 0) {
+        a.no_digest = 1; /* the bytes are in device memory */
+        if ((rc = lf_client_use_device(c, a.device, 0)) < 0) {
+            fprintf(stderr, "rank-loop %d: --device %d: %s (%s)\n", a.o.rank, a.device,
+                    lf_strerror(rc), lf_client_error(c));
+            reported = 1;
+        }
+    }
     if (a.restore) {
         unsigned char st[LF_STATE_SIZE];
         long n = read_file(a.restore, st, sizeof st);
@@ -499,7 +518,9 @@ int main(int argc, char **argv)
         uint64_t t0 = now_ns();
         const lf_tensor *ids_t = lf_batch_tensor(&b, "sample_ids");
         const uint64_t *ids = ids_t ? ids_t->host : NULL;
-        if (!ids || ids_t->shape[0] != b.nsamples) bad++;
+        if (a.device >= 0) {
+            if (!ids_t || !ids_t->device) bad++;
+        } else if (!ids || ids_t->shape[0] != b.nsamples) bad++;
         else {
             if (out) print_batch(out, &b, a.o.rank, ids);
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;

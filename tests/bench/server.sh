@@ -31,7 +31,8 @@
 #    ROUNDS times for each worker count, best and median;
 #  - the server's peak RSS next to its --memory-limit;
 #  - start-up time (to the control socket) with 1 and 10 epochs.
-# SAMPLES (default 200000) sizes the synthetic token dataset, EPOCHS (2) the
+# LAYOUTS (default "pad micro pack") and DTYPES ("i32 u16") pick the token
+# configurations. SAMPLES (default 200000) sizes the synthetic token dataset, EPOCHS (2) the
 # token runs, LAT_SAMPLES (30000) the latency run, IMAGES (2000) the image
 # dataset. The load average is printed: the figures mean little without it.
 set -euo pipefail
@@ -42,6 +43,7 @@ mkdir -m 700 "$work/rt"
 EP="$work/rt/ctl"
 samples=${SAMPLES:-200000}
 workers=${WORKERS:-1 2}
+layouts=${LAYOUTS:-pad micro pack} dtypes=${DTYPES:-i32 u16}
 gnu_time=$(type -P time) || { echo "server bench: GNU time is needed (apt-get install time)"; exit 1; }
 epochs=${EPOCHS:-2}
 
@@ -104,7 +106,7 @@ times_of() {
 # What one decode thread can do in each layout without the server: every
 # block decoded and its samples transformed on one thread, sources hot
 # (server_tokens; "tokens" is the least any layout writes, as micro does).
-for dt in i32 u16; do
+for dt in $dtypes; do
   "$BUILD/bench/server_tokens" "$work/ds" 16384 "$dt" | sed "s/^/$dt /"
 done >"$work/alone"
 alone_of() {   # LAYOUT DTYPE: "decompressed-bytes cpu-seconds tensor-bytes decode-cpu-seconds"
@@ -144,8 +146,8 @@ one_round() {   # LAYOUT DTYPE WORKERS ROUND: appends its figures to rounds
                raw / s / 1e9, raw / c / 1e9, t / st / 1e9, d, load, zraw / zns, zraw / zcpu / 1e9 }' >>"$work/rounds"
 }
 for k in $(seq "$rounds"); do
-  for layout in pad micro pack; do
-    for dt in i32 u16; do
+  for layout in $layouts; do
+    for dt in $dtypes; do
       for w in $workers; do one_round "$layout" "$dt" "$w" "$k"; done
     done
   done
@@ -153,8 +155,8 @@ done
 echo "zstd -d (1 core, one run before each round; $(wc -l <"$work/zstd.runs") runs): $(awk -v b="$raw" '
   {w = b / $1; c = b / $2 / 1e9; if (!n++ || c < lo) lo = c; if (c > hi) hi = c; if (w > bw) bw = w}
   END {printf "best %.3f GB/s of decompressed bytes wall; %.3f-%.3f GB/s per CPU-second", bw, lo, hi}' "$work/zstd.runs")"
-for layout in pad micro pack; do
-  for dt in i32 u16; do
+for layout in $layouts; do
+  for dt in $dtypes; do
     read -r _ acpu atb adec <<<"$(alone_of "$layout" "$dt")"
     for w in $workers; do
       awk -v cfg="$layout $dt $w" '$1 " " $2 " " $3 == cfg' "$work/rounds" | sort -g -r -k4 >"$work/cfg"

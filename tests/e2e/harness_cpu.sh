@@ -86,7 +86,12 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   if train nogpu 1 --device cuda; then fail "--device cuda ran without a GPU"; fi
   grep -Eq "device cuda: .*(CUDA|device|built without)" "$WORK/nogpu.out" ||
     fail "--device cuda without a GPU: $(cat "$WORK/nogpu.out")"
-  echo "--device cuda without a GPU: refused with a reason"
+  if "$LF_BIN/lf-train" --gradcheck --device cuda >"$WORK/grad-nogpu.out" 2>&1; then
+    fail "--gradcheck --device cuda passed without a GPU: $(cat "$WORK/grad-nogpu.out")"
+  fi
+  grep -Eq "gradcheck --device cuda: .*(CUDA|device|built without)" "$WORK/grad-nogpu.out" ||
+    fail "--gradcheck --device cuda without a GPU: $(cat "$WORK/grad-nogpu.out")"
+  echo "--device cuda without a GPU: refused with a reason (training and --gradcheck)"
 fi
 
 # 5. gradients against finite differences, and the check's planted fault

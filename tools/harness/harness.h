@@ -95,6 +95,9 @@ int lt_gpu_step(lt_gpu *m, const lt_batch *b, float active, char *why, size_t wh
 /* All-reduce of the gradients (with loss, targets, active) and returns
  * them in extra[LT_EXTRA]; waits for completion. */
 int lt_gpu_allreduce(lt_gpu *m, float *extra, char *why, size_t why_size);
+/* Copies the gradient vector (n + LT_EXTRA floats) to host, for the
+ * GPU-against-CPU gradient check. */
+int lt_gpu_grads(lt_gpu *m, float *host, char *why, size_t why_size);
 /* SGD update, then copies the parameters to host (for the hash check). */
 int lt_gpu_sgd(lt_gpu *m, float lr, float *host_params, char *why, size_t why_size);
 /* A device's name for the report. */

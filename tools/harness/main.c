@@ -22,6 +22,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,9 @@ static void usage(FILE *f)
 "checks:\n"
 "  --gradcheck         compare the CPU model's gradients with central differences on\n"
 "                      a tiny model (no MPI, no server); exit 1 past 2%% relative error;\n"
-"                      with --fault-step, one gradient component is spoiled first\n"
+"                      with --fault-step, one gradient component is spoiled first;\n"
+"                      with --device cuda, also the GPU model's gradients against\n"
+"                      the CPU model's on the same weights (exit 1 past 1e-4)\n"
 "  --fault-step N --fault-rank R   perturb a parameter of rank R after step N\n"
 "                      (the cross-rank parameter check must then fail the run)\n"
 "  --help, --version\n"
@@ -556,6 +559,73 @@ static int gradcheck(int plant)
     return e >= 0 && e < 0.02 ? 0 : 1;
 }
 
+#if LT_CUDA
+/* --device cuda: the GPU model's gradients (and loss) against the CPU
+ * model's on the same weights and batch: three sequences, one longer than
+ * the window, a vocabulary and widths that are no multiples of a warp, so
+ * the kernels' edges and the atomic sums of shared rows are all exercised.
+ * The two sum in different orders, so they agree to float rounding, far
+ * under the 1e-4 bound; a wrong kernel misses it by orders of magnitude.
+ * Returns the relative error ||g_gpu - g_cpu|| / ||g_cpu||, or -1. */
+static double gpu_vs_cpu(double *loss_gpu, double *loss_cpu)
+{
+    lt_config c = {.vocab = 97, .dim = 24, .hidden = 40, .window = 48, .seed = 5};
+    enum { NTOK = 130 };
+    int32_t tok[NTOK];
+    for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)((i * 37 + 11) % c.vocab);
+    lt_seq seqs[3] = {{0, 80}, {80, 33}, {113, NTOK - 113}};
+    lt_batch b = {tok, seqs, 3};
+    size_t n = lt_param_count(&c);
+    float *gc = calloc(n + LT_EXTRA, sizeof *gc), *gg = calloc(n + LT_EXTRA, sizeof *gg);
+    char why[256] = "", id[256];
+    lt_cpu *cpu = NULL;
+    lt_gpu *gpu = NULL;
+    int rc = gc && gg && lt_cpu_create(&c, &cpu) == 0 && lt_gpu_nccl_id_size() <= sizeof id ? 0 : -1;
+    if (rc == 0) rc = lt_gpu_nccl_id(id, why, sizeof why);
+    if (rc == 0) rc = lt_gpu_create(&c, 0, 0, 1, id, &gpu, why, sizeof why);
+    if (rc == 0) rc = lt_gpu_step(gpu, &b, 1.0f, why, sizeof why);
+    if (rc == 0) rc = lt_gpu_grads(gpu, gg, why, sizeof why);
+    double diff = 0, norm = 0;
+    if (rc == 0) {
+        lt_cpu_step(cpu, &b, gc);
+        for (size_t i = 0; i < n; i++) {
+            diff += ((double)gg[i] - gc[i]) * ((double)gg[i] - gc[i]);
+            norm += (double)gc[i] * gc[i];
+        }
+        *loss_gpu = gg[n];
+        *loss_cpu = gc[n];
+    } else {
+        fprintf(stderr, "lf-train: --gradcheck --device cuda: %s\n", why[0] ? why : "out of memory");
+    }
+    lt_gpu_free(gpu);
+    lt_cpu_free(cpu);
+    free(gc);
+    free(gg);
+    return rc == 0 && norm > 0 ? sqrt(diff / norm) : -1;
+}
+#endif
+
+/* --gradcheck: the CPU model against central differences; with --device
+ * cuda also the GPU model against the CPU model. 0 when every check holds. */
+static int gradchecks(int cuda, int plant)
+{
+    int rc = gradcheck(plant);
+#if LT_CUDA
+    if (cuda) {
+        double lg = 0, lc = 0, e = gpu_vs_cpu(&lg, &lc);
+        printf("gradcheck gpu: gradients vs the CPU model, relative error %.2e "
+               "(loss %.6g vs %.6g)\n", e, lg, lc);
+        if (e < 0 || e > 1e-4 || fabs(lg - lc) > 1e-4 * fabs(lc)) rc = 1;
+    }
+#else
+    if (cuda) {
+        fprintf(stderr, "lf-train: --gradcheck --device cuda: built without CUDA\n");
+        rc = 1;
+    }
+#endif
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -572,7 +642,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: see lf-train --help\n");
         return 2;
     }
-    if (o.gradcheck) return gradcheck(o.t.fault_step >= 0);
+    if (o.gradcheck) return gradchecks(o.t.cuda, o.t.fault_step >= 0);
     MPI_Init(&argc, &argv);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

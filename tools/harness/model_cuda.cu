@@ -444,6 +444,14 @@ extern "C" int lt_gpu_allreduce(lt_gpu *m, float *extra, char *why, size_t why_s
     return 0;
 }
 
+extern "C" int lt_gpu_grads(lt_gpu *m, float *host, char *why, size_t why_size)
+{
+    CHECK(cudaMemcpyAsync(host, m->grads, (m->l.n + LT_EXTRA) * sizeof(float),
+                          cudaMemcpyDeviceToHost, m->stream), "cudaMemcpy gradients");
+    CHECK(cudaStreamSynchronize(m->stream), "gradients");
+    return 0;
+}
+
 extern "C" int lt_gpu_sgd(lt_gpu *m, float lr, float *host_params, char *why,
                           size_t why_size)
 {

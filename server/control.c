@@ -46,6 +46,14 @@
 #define MAX_PENDING 32           /* fd-socket connections not yet identified */
 #define ID_MAX 256
 
+/* A ring slot as its client has it: handed out by READY, not released. */
+typedef struct held_slot {
+    int on;
+    lf_msg_ready ready;          /* the READY that handed it out */
+    uint64_t since_ns;           /* when */
+    double cost;                 /* the batch's planned cost */
+} held_slot;
+
 typedef struct session {
     unsigned char id[ID_MAX];    /* ZeroMQ routing id; idlen 0: no client yet */
     size_t idlen;
@@ -53,8 +61,7 @@ typedef struct session {
     int fdconn;                  /* kept fd-socket connection; -1 none */
     uint32_t pid;
     uint64_t welcomed_ns;        /* when WELCOME went out */
-    uint8_t *held;               /* per slot: handed out by READY */
-    uint64_t *held_seq;
+    held_slot *held;             /* per slot */
 } session;
 
 typedef struct control {
@@ -66,6 +73,9 @@ typedef struct control {
     session sess[SRV_MAX_RANKS];
     uint64_t last_hb_ns, start_ns;
     int stop_signal;
+    int stalled;                 /* a rank stalled: the run is stopping (check_stalls) */
+    uint64_t stall_end_ns;       /* when the server stops waiting for the clients to go */
+    char stall_msg[300];
 } control;
 
 /* ---- sending ------------------------------------------------------------ */
@@ -122,8 +132,9 @@ static void rank_gone(control *c, uint32_t li)
     pthread_mutex_lock(&s->mu);
     if (!s->ranks[li].gone) {
         for (uint32_t k = 0; k < s->cfg.slots; k++)
-            if (ss->held[k]) srv_free_slot(s, li, k);
-        memset(ss->held, 0, s->cfg.slots);
+            if (ss->held[k].on) srv_free_slot(s, li, k);
+        memset(ss->held, 0, s->cfg.slots * sizeof *ss->held);
+        srv_obs_gone(s, li);
         srv_rank_gone(s, li);
     }
     pthread_mutex_unlock(&s->mu);
@@ -240,6 +251,9 @@ static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
     r->started = 1;
     r->start_epoch = p->epoch;
     r->start_step = p->step;
+    pthread_mutex_lock(&s->mu);
+    srv_obs_start(s, (uint32_t)li, srv_now_ns());
+    pthread_mutex_unlock(&s->mu);
     if (!s->all_started) {
         maybe_start_all(c);
         return;
@@ -256,13 +270,16 @@ static void on_release(control *c, int li, const unsigned char *id, size_t idlen
 {
     srv *s = c->s;
     session *ss = &c->sess[li];
-    if (m->slot >= s->cfg.slots || !ss->held[m->slot] || ss->held_seq[m->slot] != m->seq) {
+    if (m->slot >= s->cfg.slots || !ss->held[m->slot].on ||
+        ss->held[m->slot].ready.seq != m->seq) {
         send_error(c, id, idlen, -EINVAL, "RELEASE of a slot this client does not hold");
         return;
     }
-    ss->held[m->slot] = 0;
+    ss->held[m->slot].on = 0;
     pthread_mutex_lock(&s->mu);
     srv_free_slot(s, (uint32_t)li, m->slot);
+    s->ranks[li].m.cost_released += ss->held[m->slot].cost;
+    srv_obs_release(s, (uint32_t)li, srv_now_ns());
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -276,12 +293,27 @@ static void on_step(control *c, int li, const lf_msg_step *m)
     pthread_mutex_unlock(&c->s->mu);
 }
 
-/* The STATS reply's text (stat.c), with which ranks have a client now. */
+/* The slot rank li's client has held longest; -1: none. */
+static int oldest_held(const control *c, uint32_t li)
+{
+    const session *ss = &c->sess[li];
+    int oldest = -1;
+    for (uint32_t k = 0; k < c->s->cfg.slots; k++)
+        if (ss->held[k].on && (oldest < 0 || ss->held[k].since_ns < ss->held[oldest].since_ns))
+            oldest = (int)k;
+    return oldest;
+}
+
+/* The STATS reply's text (stat.c), with what the sessions know. */
 static char *stats_json(control *c)
 {
-    uint8_t connected[SRV_MAX_RANKS];
-    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) connected[li] = c->sess[li].idlen > 0;
-    return srv_stats_json(c->s, c->start_ns, connected);
+    srv_client_view v[SRV_MAX_RANKS];
+    for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
+        int k = oldest_held(c, li);
+        v[li].connected = c->sess[li].idlen > 0;
+        v[li].oldest_ns = k >= 0 ? c->sess[li].held[k].since_ns : 0;
+    }
+    return srv_stats_json(c->s, c->start_ns, v);
 }
 
 static void on_message(control *c, const unsigned char *id, size_t idlen,
@@ -416,8 +448,10 @@ static void announce_rank(control *c, uint32_t li)
             lf_msg m = {.type = LF_MSG_READY,
                         .u.ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step,
                                     .seq = j->seq}};
-            ss->held[j->slot] = 1;
-            ss->held_seq[j->slot] = j->seq;
+            uint64_t now = srv_now_ns();
+            ss->held[j->slot] = (held_slot){.on = 1, .ready = m.u.ready, .since_ns = now,
+                                            .cost = (double)j->cost};
+            srv_obs_ready(s, li, j->epoch, j->step, now);
             send_to(c, ss->id, ss->idlen, &m);
             r->m.batches++;
             r->m.samples += j->n;
@@ -514,6 +548,50 @@ static void fail_everyone(control *c, const char *why)
         if (live(c, li)) send_error(c, c->sess[li].id, c->sess[li].idlen, -EIO, why);
 }
 
+/* ---- a rank that stops releasing (#28 F4) ------------------------------- */
+
+/* Rank li's client has held the batch in slot k past --stall-ms: a trainer
+ * that hangs or was stopped (SIGSTOP) keeps its ring full, the planner
+ * waits for it, and every other rank's ring runs dry behind it. A
+ * synchronous job cannot go on without that rank, so the run stops: the
+ * server says which rank, how long and which step, every rank gets that
+ * as its error, and lf-stat shows the rank "stalled" while the clients go
+ * (at most ten heartbeats; then the server ends, exit status 1). */
+static void stall(control *c, uint32_t li, const held_slot *h, uint64_t now)
+{
+    srv *s = c->s;
+    snprintf(c->stall_msg, sizeof c->stall_msg,
+             "rank %u stalled: its client has held the batch of epoch %u step %" PRIu64
+             " for %.1f s without releasing it (--stall-ms %u); the run stops, as no rank "
+             "can go on without it: find out why that trainer hangs", s->cfg.local[li],
+             h->ready.epoch, h->ready.step, (double)(now - h->since_ns) / 1e9, s->cfg.stall_ms);
+    fprintf(stderr, "lf-server: %s\n", c->stall_msg);
+    pthread_mutex_lock(&s->mu);
+    s->ranks[li].obs.stalled = 1;
+    pthread_mutex_unlock(&s->mu);
+    fail_everyone(c, c->stall_msg);
+    c->stalled = 1;
+    c->stall_end_ns = now + 10ull * s->cfg.heartbeat_ms * 1000000u;
+}
+
+static void check_stalls(control *c, uint64_t now)
+{
+    srv *s = c->s;
+    if (c->stalled) {
+        if (now >= c->stall_end_ns) srv_fail(s, "%s", c->stall_msg);
+        return;
+    }
+    if (s->cfg.stall_ms == 0) return;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        int k = live(c, li) ? oldest_held(c, li) : -1;
+        const held_slot *h = k >= 0 ? &c->sess[li].held[k] : NULL;
+        if (h && now - h->since_ns > (uint64_t)s->cfg.stall_ms * 1000000u) {
+            stall(c, li, h, now);
+            return;
+        }
+    }
+}
+
 static void poll_once(control *c)
 {
     zmq_pollitem_t it[4 + MAX_PENDING + SRV_MAX_RANKS];
@@ -571,7 +649,6 @@ static void control_close(control *c)
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
         if (c->sess[li].fdconn >= 0) close(c->sess[li].fdconn);
         free(c->sess[li].held);
-        free(c->sess[li].held_seq);
     }
     srv_endpoint_close(&c->ep);
 }
@@ -583,9 +660,8 @@ int srv_control_run(srv *s)
     int rc = 0;
     for (uint32_t li = 0; li < s->cfg.nlocal && rc == 0; li++) {
         c.sess[li].fdconn = -1;
-        c.sess[li].held = calloc(s->cfg.slots, 1);
-        c.sess[li].held_seq = calloc(s->cfg.slots, sizeof *c.sess[li].held_seq);
-        if (!c.sess[li].held || !c.sess[li].held_seq) rc = -ENOMEM;
+        c.sess[li].held = calloc(s->cfg.slots, sizeof *c.sess[li].held);
+        if (!c.sess[li].held) rc = -ENOMEM;
     }
     if (rc == 0) rc = control_open(&c);
     if (rc == 0) rc = srv_pipeline_start(s);
@@ -594,6 +670,11 @@ int srv_control_run(srv *s)
         poll_once(&c);
         announce(&c);
         heartbeat(&c);
+        check_stalls(&c, srv_now_ns());
+    }
+    if (c.stalled && !failed) { /* every client went before stall_end_ns */
+        srv_fail(s, "%s", c.stall_msg);
+        failed = 1;
     }
     if (failed) fail_everyone(&c, s->fail_msg);
     else if (c.stop_signal) fail_everyone(&c, "server stopped by a signal");

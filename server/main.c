@@ -72,6 +72,10 @@ static void usage(FILE *f)
 "  --endpoint PATH         ipc://PATH or PATH (default $XDG_RUNTIME_DIR/levelfeed/ctl,\n"
 "                          else /tmp/levelfeed-$UID/ctl)\n"
 "  --heartbeat-ms N        heartbeat interval (1000)\n"
+"  --stall-ms N            a rank whose client holds a batch this long stalls the run:\n"
+"                          named in the log and lf-stat, every rank gets that error\n"
+"                          and the server ends; above the longest pause between\n"
+"                          lf_next calls (evaluation, checkpoints) (1800000; 0: never)\n"
 "other:\n"
 "  --print-plan            print the local ranks' plan (epoch step rank n ids) and exit\n"
 "  --quiet                 no start-up line or summary (warnings still print)\n"
@@ -119,7 +123,7 @@ static int parse_ranks(const char *s, srv_config *c)
 
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
-    O_MICRO, O_ENDPOINT, O_HB, O_PRINT, O_QUIET, O_HELP, O_VERSION,
+    O_MICRO, O_ENDPOINT, O_HB, O_STALL, O_PRINT, O_QUIET, O_HELP, O_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -132,6 +136,7 @@ static const struct option long_opts[] = {
     {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
     {"on-corrupt", 1, 0, O_CORRUPT}, {"micro-batches", 0, 0, O_MICRO},
     {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
+    {"stall-ms", 1, 0, O_STALL},
     {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     {"version", 0, 0, O_VERSION}, PLAN_CLI_OPTIONS, {0, 0, 0, 0},
 };
@@ -199,6 +204,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
     }
     case O_ENDPOINT: c->endpoint = a; return 0;
     case O_HB: return parse_u32(a, &c->heartbeat_ms);
+    case O_STALL: return parse_u32(a, &c->stall_ms);
     case O_PRINT: c->print_plan = 1; return 0;
     case O_QUIET: c->quiet = 1; return 0;
     default: return -1;
@@ -315,6 +321,11 @@ static int parse_args(int argc, char **argv, srv_config *c)
     plan_cli_init(&c->cli);
     lf_tf_image_params_default(&c->image, 224, 224);
     c->heartbeat_ms = 1000;
+    /* Thirty minutes: above a trainer's evaluation or checkpoint pauses, in
+     * which it may hold prefetched batches; a hung collective fails after
+     * PyTorch's NCCL timeout (ten minutes) or gloo's (thirty) anyway, but a
+     * rank stopped outside a collective hangs the job for good. */
+    c->stall_ms = 1800000;
     parse_state ps = {0};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
@@ -513,10 +524,14 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
     print_quarantine(s);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         const srv_rank *r = &s->ranks[li];
+        uint64_t back, path;
+        srv_obs_empty(s, li, srv_now_ns(), &back, &path);
         fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
-                " tokens, cost %.0f, data wait %.3f s, compute %.3f s%s\n", r->rank,
-                r->m.batches, r->m.samples, r->m.tokens, r->m.cost, (double)r->m.wait_ns / 1e9,
-                (double)r->m.compute_ns / 1e9, r->gone && !r->ended ? " (left early)" : "");
+                " tokens, cost %.0f, compute %.3f s; data wait (lf_next) %.3f s, held back "
+                "%.3f s, data path %.3f s%s\n", r->rank, r->m.batches, r->m.samples,
+                r->m.tokens, r->m.cost, (double)r->m.compute_ns / 1e9,
+                (double)r->m.wait_ns / 1e9, (double)back / 1e9, (double)path / 1e9,
+                r->gone && !r->ended ? " (left early)" : "");
     }
 }
 

@@ -75,6 +75,7 @@ typedef struct srv_config {
     uint32_t read_depth;         /* reads in flight per reader */
     uint64_t memory_limit;       /* rings + cache + read buffers, bytes */
     uint32_t heartbeat_ms;
+    uint32_t stall_ms;           /* a rank holding a batch this long stalls the run; 0: never */
     uint32_t uring_fault_pct;    /* test hook LF_TEST_URING_FAULTS=PCT,SEED (0: off) */
     int uring_stuck;             /* test hook LF_TEST_URING_FAULTS=stuck */
     uint64_t uring_fault_seed;
@@ -100,14 +101,33 @@ typedef struct srv_metrics {
     uint64_t quarantined_samples; /* their samples left out of batches */
     uint64_t started_ns;         /* every local rank sent START (control thread) */
     uint64_t last_ready_ns;      /* the last READY was sent (control thread) */
+    uint64_t planner_slot_wait_ns; /* the planner waited for a free slot, any ring */
 } srv_metrics;
 
 typedef struct srv_rank_metrics {
     uint64_t batches, samples, tokens;
     double cost;                 /* summed over the run: with costs in FLOPs
                                     it passes 2^64 (exact below 2^53) */
-    uint64_t wait_ns, compute_ns, steps_reported;
+    uint64_t wait_ns, compute_ns, steps_reported; /* the client's STEP reports */
+    double cost_released;        /* planned cost of the batches its trainer released */
+    uint64_t planner_wait_ns;    /* the planner waited for a free slot of this ring */
 } srv_rank_metrics;
+
+/* Where a rank's time goes as the server sees it (observe.c; control
+ * thread, under mu). "Held" is a batch handed out by READY and not released
+ * yet. While a rank holds none, its trainer waits for data or is about to:
+ * that time is split by what the planner was doing, waiting for another
+ * rank's free slot (held back: lock-step backpressure) or not (the data
+ * path: read, decode, assembly, cache room). */
+typedef struct srv_rank_obs {
+    uint32_t held;
+    uint64_t empty_since_ns;     /* holding none since (0: holds some, or not yet) */
+    uint64_t waits_all, waits_own; /* srv_planner_waits at empty_since_ns */
+    uint64_t held_back_ns, data_path_ns; /* over the closed stretches */
+    uint32_t epoch;              /* the last batch handed out */
+    uint64_t step;
+    int stalled;                 /* held a batch past --stall-ms (control.c) */
+} srv_rank_obs;
 
 typedef struct cache_entry cache_entry;
 typedef struct srv_job srv_job;
@@ -168,6 +188,7 @@ typedef struct srv_rank {
                                     left to it) */
     uint32_t catchup_thread;     /* the generation whose thread was started last */
     srv_rank_metrics m;
+    srv_rank_obs obs;
 } srv_rank;
 
 typedef struct srv srv;
@@ -224,6 +245,9 @@ void srv_pipeline_depths(const srv *s, srv_depths *d); /* under mu */
 
 /* planner.c */
 void srv_free_slot(srv *s, uint32_t li, uint32_t slot); /* under mu */
+/* The planner's waits for a free slot so far, now included: in any ring
+ * (*all) and in rank li's (*own). Under mu. */
+void srv_planner_waits(const srv *s, uint32_t li, uint64_t now, uint64_t *all, uint64_t *own);
 void srv_job_free(srv_job *j);   /* accepts NULL */
 
 /* catchup.c */
@@ -273,10 +297,27 @@ int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
 /* control.c */
 int srv_control_run(srv *s);
 
+/* observe.c (every function under mu) */
+void srv_obs_start(srv *s, uint32_t li, uint64_t now); /* START: no batch out yet */
+void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, uint64_t now);
+void srv_obs_release(srv *s, uint32_t li, uint64_t now);
+void srv_obs_gone(srv *s, uint32_t li);
+/* Rank li's time holding no batch so far, now included, split into held
+ * back by the planner's wait for another ring and the data path. */
+void srv_obs_empty(const srv *s, uint32_t li, uint64_t now, uint64_t *held_back,
+                   uint64_t *data_path);
+/* The local rank whose ring the planner waited for longest (held the
+ * others back), other than li; -1: none. */
+int srv_obs_holder(const srv *s, uint32_t li);
+
 /* stat.c */
-/* The JSON text of a STATS reply (malloc'ed; NULL: no memory); connected:
- * per local rank, whether a client holds it. Takes mu. */
-char *srv_stats_json(srv *s, uint64_t start_ns, const uint8_t *connected);
+/* What the control thread knows of a rank's client, for STATS. */
+typedef struct srv_client_view {
+    uint8_t connected;           /* a client holds the rank */
+    uint64_t oldest_ns;          /* when its oldest held batch was handed out; 0: none */
+} srv_client_view;
+/* The JSON text of a STATS reply (malloc'ed; NULL: no memory). Takes mu. */
+char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views);
 
 /* util.c (calls no other file of server/) */
 uint64_t srv_now_ns(void);       /* CLOCK_MONOTONIC */

@@ -77,6 +77,7 @@ typedef struct srv_pipeline {
     uint32_t jobs_in_flight;
     int plan_wait;               /* PLAN_*: what the planner sleeps on */
     uint32_t plan_wait_li;       /* PLAN_WAITS_SLOT: in this rank's ring */
+    uint64_t plan_wait_since;    /* PLAN_WAITS_SLOT: since when (srv_planner_waits) */
     uint32_t catchup_waits;      /* catch-up threads waiting for cache room */
     uint32_t catchups_running;   /* catch-up threads not finished yet */
     uint32_t last_gen;           /* the last catch-up generation handed out */

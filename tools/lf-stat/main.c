@@ -4,8 +4,10 @@
  *   lf-stat [ENDPOINT] [--json] [--count N] [--interval-ms MS]
  *
  * Asks the server for its counters (STATS_REQ -> STATS, a JSON text) and
- * prints one line per interval with rates since the previous line, or the
- * JSON once with --json.
+ * prints a table per interval: the rates since the previous one, a row a
+ * rank (where its step goes: data wait, held back by another rank or
+ * waiting on the data path, compute, sync), the slowest rank; or the JSON
+ * once with --json, with the same reading added.
  */
 #include "lf_ipc.h"
 #include "lf_wire.h"
@@ -52,10 +54,90 @@ static double num(json_t *o, const char *key)
     return json_number_value(json_object_get(o, key));
 }
 
-/* A line: rates over the interval since prev (since the server started
- * for the first line, or when the server is a new one: its uptime went
- * back); cache hits and each rank's mean data wait per step over the run. */
-static void print_line(json_t *cur, json_t *prev)
+/* One rank's figures a step, over the run, in ms; -1: not known. */
+typedef struct figures {
+    double data_wait;            /* the client's time in lf_next (its STEP reports) */
+    double held_back, data_path; /* the server's time with no batch out to the rank */
+    double compute, sync;        /* as the trainer reports them */
+    double ratio;                /* measured compute per planned cost / the node's */
+    int holder;                  /* the rank that held it back; -1: none */
+} figures;
+
+static double per(double total_ns, double n)
+{
+    return n > 0 ? total_ns / n / 1e6 : -1;
+}
+
+static void rank_figures(json_t *r, figures *f)
+{
+    json_t *empty = json_object_get(r, "ring_empty_ns");
+    double steps = num(r, "steps_reported"), batches = num(r, "batches");
+    json_t *sync = json_object_get(r, "sync_wait_ns"), *ratio = json_object_get(r, "cost_ratio");
+    json_t *holder = json_object_get(r, "held_back_by");
+    f->data_wait = per(num(r, "data_wait_ns"), steps);
+    f->compute = per(num(r, "compute_ns"), steps);
+    f->sync = json_is_number(sync) ? per(json_number_value(sync), steps) : -1;
+    f->held_back = per(num(empty, "held_back"), batches);
+    f->data_path = per(num(empty, "data_path"), batches);
+    f->ratio = json_is_number(ratio) ? json_number_value(ratio) : -1;
+    f->holder = json_is_integer(holder) ? (int)json_integer_value(holder) : -1;
+}
+
+/* What most of a rank's step goes to: its compute, its wait for another
+ * rank (held back: the planner waited for that rank's free slot), or its
+ * wait for the data path. */
+static const char *cause(const figures *f, char *buf, size_t cap)
+{
+    if (f->held_back > f->compute && f->held_back >= f->data_path && f->held_back > 0) {
+        if (f->holder >= 0) snprintf(buf, cap, "held back by rank %d", f->holder);
+        else snprintf(buf, cap, "held back");
+        return buf;
+    }
+    if (f->data_path > f->compute && f->data_path > 0) return "waiting for data";
+    return f->compute >= 0 ? "compute" : "-";
+}
+
+/* The slowest rank: the most time a step in its own work (compute and
+ * its data path; not its waits for others), else the rank the planner
+ * waited for longest. -1 where no rank has run. */
+static int slowest(json_t *ranks, const char **stage)
+{
+    size_t i;
+    json_t *r;
+    int best = -1;
+    double top = 0, waited = 0;
+    json_array_foreach(ranks, i, r) {
+        figures f;
+        rank_figures(r, &f);
+        double own = (f.compute > 0 ? f.compute : 0) + (f.data_path > 0 ? f.data_path : 0);
+        if (own > top || (top == 0 && num(r, "planner_waited_ns") > waited)) {
+            best = (int)i;
+            top = own;
+            waited = num(r, "planner_waited_ns");
+            *stage = f.data_path > f.compute ? "waiting for data" : "compute";
+        }
+    }
+    return best;
+}
+
+static void print_ms(double ms)
+{
+    if (ms < 0) printf(" %10s", "-");
+    else printf(" %7.2f ms", ms);
+}
+
+static const char legend[] =
+    "columns, each a step over the run: data-wait = the client's time in lf_next; "
+    "held-back, data-path = the server's time with no batch out to the rank, a batch, "
+    "split by cause: the planner waiting for another rank's free slot (lock-step "
+    "backpressure) or the data path (read, decode, assemble); compute, sync = as the "
+    "trainer reports them (- : not reported); cost-ratio = measured compute per planned "
+    "cost, against the node's mean; slots = held by the client / in the ring\n";
+
+/* A table: rates over the interval since prev (since the server started
+ * for the first one, or when the server is a new one: its uptime went
+ * back), then a row a rank and the slowest rank. */
+static void print_table(json_t *cur, json_t *prev)
 {
     if (prev && num(cur, "uptime_ns") < num(prev, "uptime_ns")) {
         printf("(a new server: rates from its start)\n");
@@ -68,19 +150,63 @@ static void print_line(json_t *cur, json_t *prev)
     double hits = num(cur, "cache_hits"), miss = num(cur, "cache_misses");
     json_t *q = json_object_get(cur, "queue_depth");
     printf("t=%.1fs read %.1f MB/s, %.0f samples/s, batches %.0f, cache hit %.0f%%, "
-           "queues r%.0f d%.0f a%.0f |", num(cur, "uptime_ns") / 1e9, dbytes / dt / 1e6,
-           dsamp / dt, num(cur, "batches"), hits + miss > 0 ? 100 * hits / (hits + miss) : 0,
-           num(q, "read"), num(q, "decode"), num(q, "assemble"));
+           "queues read %.0f decode %.0f assemble %.0f\n", num(cur, "uptime_ns") / 1e9,
+           dbytes / dt / 1e6, dsamp / dt, num(cur, "batches"),
+           hits + miss > 0 ? 100 * hits / (hits + miss) : 0, num(q, "read"), num(q, "decode"),
+           num(q, "assemble"));
+    printf("%4s %-11s %10s %10s %10s %10s %10s %10s %10s %5s  %s\n", "rank", "state",
+           "epoch:step", "data-wait", "held-back", "data-path", "compute", "sync",
+           "cost-ratio", "slots", "cause");
     size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(cur, "ranks"), i, r) {
-        double steps = num(r, "steps_reported");
-        printf(" r%.0f %s %.0f batches, wait %.2f ms/step", num(r, "rank"),
-               json_string_value(json_object_get(r, "state")), num(r, "batches"),
-               steps > 0 ? num(r, "data_wait_ns") / steps / 1e6 : 0);
+    json_t *r, *ranks = json_object_get(cur, "ranks");
+    json_array_foreach(ranks, i, r) {
+        figures f;
+        char at[32] = "-", slots[24], why[48];
+        rank_figures(r, &f);
+        json_t *last = json_object_get(r, "last_batch");
+        if (json_is_object(last))
+            snprintf(at, sizeof at, "%.0f:%.0f", num(last, "epoch"), num(last, "step"));
+        snprintf(slots, sizeof slots, "%.0f/%.0f", num(r, "slots_held"), num(r, "slots"));
+        printf("%4.0f %-11s %10s", num(r, "rank"), json_string_value(json_object_get(r, "state")),
+               at);
+        print_ms(f.data_wait);
+        print_ms(f.held_back);
+        print_ms(f.data_path);
+        print_ms(f.compute);
+        print_ms(f.sync);
+        if (f.ratio < 0) printf(" %10s", "-");
+        else printf(" %10.2f", f.ratio);
+        printf(" %5s  %s\n", slots, cause(&f, why, sizeof why));
     }
-    printf("\n");
+    const char *stage = NULL;
+    int k = slowest(ranks, &stage);
+    if (k >= 0)
+        printf("slowest: rank %.0f (%s)\n", num(json_array_get(ranks, (size_t)k), "rank"), stage);
     fflush(stdout);
+}
+
+/* --json: the server's figures, with lf-stat's reading of them added: each
+ * rank's figures a step and cause, and the slowest rank. */
+static void add_reading(json_t *cur)
+{
+    size_t i;
+    json_t *r, *ranks = json_object_get(cur, "ranks");
+    json_array_foreach(ranks, i, r) {
+        figures f;
+        char why[48];
+        rank_figures(r, &f);
+        json_t *ms = json_object();
+        const char *keys[] = {"data_wait", "held_back", "data_path", "compute", "sync"};
+        double vals[] = {f.data_wait, f.held_back, f.data_path, f.compute, f.sync};
+        for (size_t k = 0; k < 5; k++)
+            json_object_set_new(ms, keys[k], vals[k] < 0 ? json_null() : json_real(vals[k]));
+        json_object_set_new(r, "per_step_ms", ms);
+        json_object_set_new(r, "cause", json_string(cause(&f, why, sizeof why)));
+    }
+    const char *stage = NULL;
+    int k = slowest(ranks, &stage);
+    json_object_set_new(cur, "slowest", k < 0 ? json_null() : json_pack("{s:O,s:s}",
+        "rank", json_object_get(json_array_get(ranks, (size_t)k), "rank"), "stage", stage));
 }
 
 int main(int argc, char **argv)
@@ -106,9 +232,9 @@ int main(int argc, char **argv)
         if (rc > 0) {
             fprintf(c == 'h' ? stdout : stderr,
                     "usage: lf-stat [ENDPOINT] [--json] [--count N] [--interval-ms MS] [--version]\n"
-                    "Prints lf-server metrics: a line per interval, or the JSON once.\n"
-                    "  --count N         N lines, then exit (default: until the server goes)\n"
-                    "  --interval-ms MS  time between lines, 1..3600000 (default 1000)\n");
+                    "Prints lf-server metrics: a table per interval, or the JSON once.\n"
+                    "  --count N         N tables, then exit (default: until the server goes)\n"
+                    "  --interval-ms MS  time between tables, 1..3600000 (default 1000)\n");
             return c == 'h' ? 0 : 2;
         }
     }
@@ -136,13 +262,15 @@ int main(int argc, char **argv)
             break;
         }
         if (json) {
+            add_reading(cur);
             char *text = json_dumps(cur, JSON_INDENT(2) | JSON_SORT_KEYS);
             puts(text ? text : "{}");
             free(text);
             json_decref(cur);
             break;
         }
-        print_line(cur, prev);
+        if (i == 0) fputs(legend, stdout);
+        print_table(cur, prev);
         json_decref(prev);
         prev = cur;
         if (count < 0 || i + 1 < count) {

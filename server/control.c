@@ -550,7 +550,7 @@ static void fail_everyone(control *c, const char *why)
 
 /* ---- a rank that stops releasing (#28 F4) ------------------------------- */
 
-/* Rank li's client has held the batch in slot k past --stall-ms: a trainer
+/* Rank li's client has held batch h past --stall-ms: a trainer
  * that hangs or was stopped (SIGSTOP) keeps its ring full, the planner
  * waits for it, and every other rank's ring runs dry behind it. A
  * synchronous job cannot go on without that rank, so the run stops: the

@@ -57,8 +57,9 @@ grep -q "rank 1 stalled: its client has held the batch of $held for" "$WORK/serv
 echo "hang: $(grep -o -m1 'rank 1 stalled: [^;]*' "$WORK/server.log")"
 echo "hang: rank 0: $(grep -o 'server: rank 1 stalled' "$WORK/hang.r0.log"), lf-stat showed rank 1 stalled, server exit 1"
 
-# A stopped trainer (SIGSTOP), once it has batches.
-stall_run stop --compute-us 20000
+# A stopped trainer (SIGSTOP), once it has batches (100 ms a step: its run
+# outlasts the wait for them on a loaded machine).
+stall_run stop --compute-us 100000
 wait_until 30 "rank 1 to have batches" "$WORK/stop.r1.log" -- rank_is 1 running 2
 kill -STOP "$R1"
 stall_seen stop

@@ -51,7 +51,8 @@ static const char tokens_help[] =
     "                     several: samples keep the inputs' order (required)\n"
     "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
     "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255;\n"
-    "                     for a SentencePiece model pipe through tools/lf-sp-tokenize)\n"
+    "                     for a SentencePiece model, pipe through\n"
+    "                     tools/lf-shard/sp_tokenize.py into --in -)\n"
     "  --megatron PREFIX  a Megatron-LM / NeMo indexed dataset, PREFIX.bin + PREFIX.idx\n"
     "                     (preprocess_data.py's output); a document's sequences are\n"
     "                     joined. Repeatable, and mixes with --array, not with --in\n"
@@ -480,6 +481,14 @@ static uint64_t parse_id(const cli_cmd *c, const char *opt, const char *arg)
     return cli_parse_u64(c, opt, arg, 0, UINT32_MAX);
 }
 
+/* u16 or u32: bytes per id. */
+static size_t parse_width(const cli_cmd *c, const char *opt, const char *arg)
+{
+    if (strcmp(arg, "u16") && strcmp(arg, "u32"))
+        cli_usage_error(c, "%s: invalid value '%s' (expected u16 or u32)", opt, arg);
+    return arg[1] == '1' ? 2 : 4;
+}
+
 int create_tokens(int argc, char **argv)
 {
     const cli_cmd c = {"create tokens", tokens_help};
@@ -502,10 +511,7 @@ int create_tokens(int argc, char **argv)
         case OPT_ARRAY: kinds[nfiles] = TOKEN_FILE_ARRAY; files[nfiles++] = optarg; break;
         case OPT_EOS_SPLIT: a.eos_split = parse_id(&c, "--eos-split", optarg); break;
         case OPT_ARRAY_DTYPE:
-            if (strcmp(optarg, "u16") && strcmp(optarg, "u32"))
-                cli_usage_error(&c, "--array-dtype: invalid value '%s' (expected u16 or u32)",
-                                optarg);
-            raw_width = optarg[1] == '1' ? 2 : 4;
+            raw_width = parse_width(&c, "--array-dtype", optarg);
             have_raw = 1;
             break;
         case OPT_FIELD: a.field = optarg; have_field = 1; break;
@@ -524,11 +530,7 @@ int create_tokens(int argc, char **argv)
                                 "truncate or drop)", optarg);
             have_overflow = 1;
             break;
-        case OPT_DTYPE:
-            if (strcmp(optarg, "u16") && strcmp(optarg, "u32"))
-                cli_usage_error(&c, "--dtype: invalid value '%s' (expected u16 or u32)", optarg);
-            a.dtype = optarg[1] == '1' ? 2 : 4;
-            break;
+        case OPT_DTYPE: a.dtype = (int)parse_width(&c, "--dtype", optarg); break;
         default: break;
         }
     }

@@ -3,10 +3,12 @@
 # indexed datasets (PREFIX.bin + PREFIX.idx, written here by numpy in the
 # published MMIDIDX layout, uint16 and int32, documents of one sequence and
 # of several) and flat arrays (nanoGPT's raw uint16 train.bin, a .npy of
-# uint32) cut at an EOS id. Each gives the same digest as the same
-# documents written as JSON Lines and converted with --in. Corrupt input
-# (bad .idx magic, a truncated .bin or .npy, an id too wide, a negative id)
-# stops the conversion naming the file and the byte, and leaves nothing.
+# uint32) cut at an EOS id or at the boundaries of an offsets .npy. Each
+# gives the same digest as the same documents written as JSON Lines and
+# converted with --in. Corrupt input (bad .idx magic, a truncated .bin or
+# .npy, an id too wide, a negative id, boundaries that do not end at the
+# array's end) stops the conversion naming the file and the byte, and leaves
+# nothing.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 "$PY" -c 'import numpy' 2>/dev/null || { echo "skip: $PY with numpy is needed"; exit 77; }
 cd "$tmp" || exit 1
@@ -63,6 +65,10 @@ flat = [np.append(r.integers(0, 50000, size=int(r.integers(1, 300))), EOS) for i
 flat.append(r.integers(0, 50000, size=17))
 np.concatenate(flat).astype(np.uint16).tofile("train.bin")
 np.save("train.npy", np.concatenate(flat).astype(np.uint32))
+bounds = np.concatenate([[0], np.cumsum([len(d) for d in flat])]).astype(np.int64)
+np.save("offsets.npy", bounds)
+bounds[-1] -= 1
+np.save("bad-offsets.npy", bounds)
 jsonl("flat.jsonl", flat)
 EOF
 
@@ -87,6 +93,7 @@ same megatron-u16 m16.jsonl --megatron m16
 same megatron-i32 m32.jsonl --megatron m32
 same raw-u16 flat.jsonl --array train.bin --eos-split 50256
 same npy-u32 flat.jsonl --array train.npy --eos-split 50256 --dtype u16
+same offsets flat.jsonl --array train.bin --array-offsets offsets.npy
 "$LF_SHARD" inspect out-megatron-u16 | grep -q tokens_u16 || fail "m16 is not stored as u16"
 "$LF_SHARD" inspect out-megatron-i32 | grep -q tokens_u32 || fail "m32 is not stored as u32"
 
@@ -126,4 +133,6 @@ expect_fail "^lf-shard: odd.bin: byte 1000: the file ends inside an id" --array 
 head -c 1000 train.npy >short.npy
 expect_fail "^lf-shard: short.npy: file ends inside the data" --array short.npy
 expect_fail "^lf-shard: missing.idx: No such file" --megatron missing
+expect_fail "^lf-shard: bad-offsets.npy: byte [0-9]*: boundary 41 is [0-9]* (boundaries run from 0 up to [0-9]*, the ids in train.bin)" \
+  --array train.bin --array-offsets bad-offsets.npy
 echo "tokenized inputs: token-exact, corrupt inputs named"

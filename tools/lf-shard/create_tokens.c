@@ -62,6 +62,9 @@ static const char tokens_help[] =
     "  --eos-split ID     cut an --array into documents after each id ID (kept at\n"
     "                     the end of its document); without it an array is one\n"
     "                     document\n"
+    "  --array-offsets F.npy  cut the --array just before at these boundaries: int64\n"
+    "                     or uint64, 0 first, the array's length last (np.cumsum of\n"
+    "                     the lengths after a 0)\n"
     "  --prepend-bos ID   put token ID before every document\n"
     "  --append-eos ID    put token ID after every document\n"
     "  --max-len N        documents longer than N tokens (--prepend-bos and\n"
@@ -86,7 +89,8 @@ static const char tokens_help[] =
     "  lf-shard create tokens --array train.bin --eos-split 50256 --out /data/owt\n";
 
 enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE, OPT_BOS, OPT_EOS, OPT_MAX_LEN,
-       OPT_OVERFLOW, OPT_MEGATRON, OPT_ARRAY, OPT_ARRAY_DTYPE, OPT_EOS_SPLIT };
+       OPT_OVERFLOW, OPT_MEGATRON, OPT_ARRAY, OPT_ARRAY_DTYPE, OPT_EOS_SPLIT,
+       OPT_ARRAY_OFFSETS };
 
 static const struct option tokens_options[] = {
     CLI_WRITER_OPTIONS,
@@ -102,6 +106,7 @@ static const struct option tokens_options[] = {
     {"array", required_argument, NULL, OPT_ARRAY},
     {"array-dtype", required_argument, NULL, OPT_ARRAY_DTYPE},
     {"eos-split", required_argument, NULL, OPT_EOS_SPLIT},
+    {"array-offsets", required_argument, NULL, OPT_ARRAY_OFFSETS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -442,16 +447,19 @@ static void run_files(const tokens_args *a, size_t width)
     free(ids.p);
 }
 
-/* Opens --megatron PREFIX (kind TOKEN_FILE_MEGATRON) or --array FILE into
- * the next slot; a file that cannot be read ends the program here, before
- * any output exists. */
-static void open_file(tokens_args *a, int kind, const char *path, size_t raw_width)
+/* Opens --megatron PREFIX (kind TOKEN_FILE_MEGATRON) or --array FILE
+ * (with its --array-offsets, or NULL) into the next slot; a file that
+ * cannot be read ends the program here, before any output exists. */
+static void open_file(tokens_args *a, int kind, const char *path, const char *offsets,
+                      size_t raw_width)
 {
     char why[1024];
     token_file *f = &a->files[a->nfiles];
     int rc = kind == TOKEN_FILE_MEGATRON ? token_file_open_megatron(f, path, why, sizeof why)
                                          : token_file_open_array(f, path, raw_width, why,
                                                                  sizeof why);
+    if (rc == 0 && offsets)
+        rc = token_file_set_offsets(f, offsets, why, sizeof why);
     if (rc < 0)
         cli_die("%s", why);
     a->nfiles++;
@@ -459,15 +467,15 @@ static void open_file(tokens_args *a, int kind, const char *path, size_t raw_wid
 
 /* Opens every token file, then converts them: ids stay u16 when every
  * file stores them so and no mark needs more, unless --dtype says. */
-static void convert_files(tokens_args *a, const char **paths, const int *kinds, size_t n,
-                          size_t raw_width, int marks)
+static void convert_files(tokens_args *a, const char **paths, const int *kinds,
+                          const char **offsets, size_t n, size_t raw_width, int marks)
 {
     a->files = calloc(n, sizeof *a->files);
     if (!a->files)
         cli_die("out of memory");
     int fits = !marks;
     for (size_t i = 0; i < n; i++) {
-        open_file(a, kinds[i], paths[i], raw_width);
+        open_file(a, kinds[i], paths[i], offsets[i], raw_width);
         fits &= token_file_fits_u16(&a->files[i]);
     }
     run_files(a, a->dtype ? (size_t)a->dtype : fits ? 2 : 4);
@@ -497,10 +505,11 @@ int create_tokens(int argc, char **argv)
     const char **in = calloc((size_t)argc, sizeof *in);
     const char **files = calloc((size_t)argc, sizeof *files);
     int *kinds = calloc((size_t)argc, sizeof *kinds);
+    const char **offsets = calloc((size_t)argc, sizeof *offsets);
     size_t nin = 0, nfiles = 0, raw_width = 2;
     int id, have_field = 0, have_overflow = 0, have_raw = 0;
     a.eos_split = NO_ID;
-    if (!in || !files || !kinds)
+    if (!in || !files || !kinds || !offsets)
         cli_die("out of memory");
     while ((id = cli_getopt(&c, argc, argv, tokens_options)) != -1) {
         if (cli_writer_option(&c, id, optarg, &a.wa))
@@ -510,6 +519,12 @@ int create_tokens(int argc, char **argv)
         case OPT_MEGATRON: kinds[nfiles] = TOKEN_FILE_MEGATRON; files[nfiles++] = optarg; break;
         case OPT_ARRAY: kinds[nfiles] = TOKEN_FILE_ARRAY; files[nfiles++] = optarg; break;
         case OPT_EOS_SPLIT: a.eos_split = parse_id(&c, "--eos-split", optarg); break;
+        case OPT_ARRAY_OFFSETS:
+            if (!nfiles || kinds[nfiles - 1] != TOKEN_FILE_ARRAY || offsets[nfiles - 1])
+                cli_usage_error(&c, "--array-offsets %s: give it once, right after the "
+                                "--array it cuts", optarg);
+            offsets[nfiles - 1] = optarg;
+            break;
         case OPT_ARRAY_DTYPE:
             raw_width = parse_width(&c, "--array-dtype", optarg);
             have_raw = 1;
@@ -543,9 +558,13 @@ int create_tokens(int argc, char **argv)
                         "converted separately: give one kind");
     if (nfiles && (have_field || a.text))
         cli_usage_error(&c, "--field and --text-field are for --in; token files hold ids");
-    int arrays = 0;
-    for (size_t i = 0; i < nfiles; i++)
+    int arrays = 0, cut = 0;
+    for (size_t i = 0; i < nfiles; i++) {
         arrays |= kinds[i] == TOKEN_FILE_ARRAY;
+        cut |= offsets[i] != NULL;
+    }
+    if (cut && a.eos_split != NO_ID)
+        cli_usage_error(&c, "--eos-split and --array-offsets both cut documents: give one");
     if ((a.eos_split != NO_ID || have_raw) && !arrays)
         cli_usage_error(&c, "--eos-split and --array-dtype are for --array");
     if (have_field && a.text)
@@ -558,14 +577,13 @@ int create_tokens(int argc, char **argv)
     for (size_t i = 0; i < nin; i++)
         input_list_add(&a.inputs, in[i]);
     free(in);
-    if (nfiles) {
-        convert_files(&a, files, kinds, nfiles, raw_width, marks);
-        free(files);
-        free(kinds);
-        return 0;
-    }
+    if (nfiles)
+        convert_files(&a, files, kinds, offsets, nfiles, raw_width, marks);
     free(files);
     free(kinds);
+    free(offsets);
+    if (nfiles)
+        return 0;
 
     size_t width = a.dtype ? (size_t)a.dtype : marks ? 4 : 2;
     const char *once = input_list_read_once(&a.inputs);

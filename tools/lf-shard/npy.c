@@ -138,6 +138,8 @@ static int descr_type(cursor *c, npy_kind kind, const char *descr, uint32_t *typ
         {NPY_FRAMES, "<i2", LF_FIELD_FRAMES_I16, 2},
         {NPY_TOKENS, "<u2", LF_FIELD_TOKENS_U16, 2},
         {NPY_TOKENS, "<u4", LF_FIELD_TOKENS_U32, 4},
+        {NPY_OFFSETS, "<i8", 0, 8},
+        {NPY_OFFSETS, "<u8", 0, 8},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (known[i].kind == kind && !strcmp(descr, known[i].descr)) {
@@ -148,17 +150,21 @@ static int descr_type(cursor *c, npy_kind kind, const char *descr, uint32_t *typ
     if (kind == NPY_TOKENS)
         return fail(c, "unsupported dtype '%s' (token ids are little-endian u2 or u4: "
                     "'<u2', '<u4')", descr);
+    if (kind == NPY_OFFSETS)
+        return fail(c, "unsupported dtype '%s' (document offsets are little-endian i8 or "
+                    "u8: '<i8', '<u8')", descr);
     return fail(c, "unsupported dtype '%s' (expected little-endian f4, f2 or i2: "
                 "'<f4', '<f2', '<i2')", descr);
 }
 
-/* The shape `kind` needs: frames (rows, values), tokens (ids,). */
+/* The shape `kind` needs: frames (rows, values), the others (values,). */
 static int check_shape(cursor *c, npy_kind kind, const uint64_t *dims, int ndims,
                        npy_array *out)
 {
-    if (kind == NPY_TOKENS) {
+    if (kind != NPY_FRAMES) {
         if (ndims != 1)
-            return fail(c, "shape has %d dimensions; a token array needs 1", ndims);
+            return fail(c, "shape has %d dimensions; %s needs 1", ndims,
+                        kind == NPY_TOKENS ? "a token array" : "an offsets array");
         out->rows = dims[0];
         out->cols = 1;
         return 0;

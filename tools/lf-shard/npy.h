@@ -10,15 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What the caller reads the array as. */
-typedef enum npy_kind { NPY_FRAMES, NPY_TOKENS } npy_kind;
+/* What the caller reads the array as: frames, token ids, or document
+ * boundaries (1-D, little-endian int64 or uint64). */
+typedef enum npy_kind { NPY_FRAMES, NPY_TOKENS, NPY_OFFSETS } npy_kind;
 
 typedef struct npy_array {
     uint32_t type;               /* frames: LF_FIELD_FRAMES_F32, _F16 or _I16;
-                                  * tokens: LF_FIELD_TOKENS_U16 or _U32 */
+                                  * tokens: LF_FIELD_TOKENS_U16 or _U32;
+                                  * offsets: 0 */
     size_t vsize;                /* bytes per value */
-    uint64_t rows;               /* frames; tokens: the ids */
-    uint64_t cols;               /* values per frame (>= 1); tokens: 1 */
+    uint64_t rows;               /* frames; 1-D kinds: the values */
+    uint64_t cols;               /* values per frame (>= 1); 1-D kinds: 1 */
     size_t data_offset;          /* first data byte in the file */
     size_t data_size;            /* rows * cols * value size == rest of the file */
 } npy_array;

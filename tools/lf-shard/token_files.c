@@ -24,7 +24,8 @@
  * found before anything is written, and reading cannot leave the maps.
  *
  * Flat arrays (nanoGPT's train.bin, OLMo's .npy) are one stream of ids;
- * documents are cut after each EOS id, or the whole array is one.
+ * documents are cut after each EOS id, or at the boundaries of an offsets
+ * .npy, or the whole array is one.
  */
 #include "token_files.h"
 
@@ -127,6 +128,22 @@ static int megatron_dtype(token_file *f, unsigned code, char *why, size_t why_le
                 "are uint8 1, int8 2, int16 3, int32 4, int64 5 or uint16 8)", f->idx_path, code);
 }
 
+/* n boundaries (i64/u64) at `p`, byte `at` of `path`: the first 0, none
+ * smaller than the one before, the last `last`; `what` names what `last`
+ * counts, for the message. */
+static int check_bounds(const uint8_t *p, uint64_t n, uint64_t last, const char *path,
+                        size_t at, const char *what, char *why, size_t why_len)
+{
+    for (uint64_t d = 0; d < n; d++) {
+        uint64_t b = le(p + d * 8, 8), prev = d ? le(p + (d - 1) * 8, 8) : 0;
+        if ((d == 0 && b != 0) || b < prev || b > last || (d == n - 1 && b != last))
+            return fail(why, why_len, "%s: byte %zu: boundary %" PRIu64 " is %" PRId64
+                        " (boundaries run from 0 up to %" PRIu64 ", %s)", path,
+                        at + (size_t)d * 8, d, (int64_t)b, last, what);
+    }
+    return 0;
+}
+
 /* The index's arrays fit the file; then every boundary and sequence. */
 static int megatron_check(token_file *f, uint64_t nbounds, char *why, size_t why_len)
 {
@@ -145,15 +162,9 @@ static int megatron_check(token_file *f, uint64_t nbounds, char *why, size_t why
         return fail(why, why_len, "%s: byte 26: no document boundaries (there is at least "
                     "the first, 0)", f->idx_path);
     f->ndocs = nbounds - 1;
-    const uint8_t *bounds = f->idx + MEGATRON_HEADER + s * 12;
-    for (uint64_t d = 0; d < nbounds; d++) {
-        uint64_t b = le(bounds + d * 8, 8), prev = d ? le(bounds + (d - 1) * 8, 8) : 0;
-        if ((d == 0 && b != 0) || b < prev || b > s || (d == nbounds - 1 && b != s))
-            return fail(why, why_len, "%s: byte %zu: document boundary %" PRIu64 " is %" PRId64
-                        " (boundaries run from 0 up to the %" PRIu64 " sequences)",
-                        f->idx_path, (size_t)(bounds - f->idx) + (size_t)d * 8, d,
-                        (int64_t)b, s);
-    }
+    if (check_bounds(f->idx + MEGATRON_HEADER + s * 12, nbounds, s, f->idx_path,
+                     MEGATRON_HEADER + (size_t)s * 12, "the sequences", why, why_len) < 0)
+        return -1;
     for (uint64_t i = 0; i < s; i++) {
         int64_t len = (int32_t)le(f->idx + MEGATRON_HEADER + i * 4, 4);
         size_t at = MEGATRON_HEADER + (size_t)(s * 4 + i * 8);
@@ -230,6 +241,25 @@ int token_file_open_array(token_file *f, const char *path, size_t raw_width, cha
                     f->data_size - f->data_size % raw_width, f->data_size, raw_width);
     f->nids = f->data_size / raw_width;
     return 0;
+}
+
+int token_file_set_offsets(token_file *f, const char *path, char *why, size_t why_len)
+{
+    f->offs_path = cli_strdup(path);
+    if (map_file(path, &f->offs_map, &f->offs_size, why, why_len) < 0)
+        return -1;
+    npy_array a;
+    char npy_why[256];
+    if (npy_parse(f->offs_map, f->offs_size, NPY_OFFSETS, &a, npy_why, sizeof npy_why) < 0)
+        return fail(why, why_len, "%s: %s", path, npy_why);
+    f->offs = f->offs_map + a.data_offset;
+    f->noffs = a.rows;
+    if (!f->noffs)
+        return fail(why, why_len, "%s: no boundaries (want 0 first and %" PRIu64 ", the ids in "
+                    "%s, last)", path, f->nids, f->path);
+    char what[600];
+    snprintf(what, sizeof what, "the ids in %s", f->path);
+    return check_bounds(f->offs, f->noffs, f->nids, path, a.data_offset, what, why, why_len);
 }
 
 uint64_t token_file_bytes(const token_file *f)
@@ -310,9 +340,11 @@ static uint64_t run_to_eos(const token_file *f, uint64_t eos)
 static int next_array(token_file *f, uint64_t eos, token_buf *b, uint64_t *at, char *why,
                       size_t why_len)
 {
-    if (f->pos >= f->nids)
+    if (f->offs ? f->doc + 1 >= f->noffs : f->pos >= f->nids)
         return 0;
-    uint64_t n = run_to_eos(f, eos);
+    if (f->offs)
+        f->pos = le(f->offs + f->doc * 8, 8);
+    uint64_t n = f->offs ? le(f->offs + (f->doc + 1) * 8, 8) - f->pos : run_to_eos(f, eos);
     *at = f->ids_off + f->pos * f->elem;
     if (append_ids(f, (size_t)*at, n, b, why, why_len) < 0)
         return -1;
@@ -335,7 +367,10 @@ void token_file_close(token_file *f)
         munmap(f->data, f->data_size);
     if (f->idx)
         munmap(f->idx, f->idx_size);
+    if (f->offs_map)
+        munmap(f->offs_map, f->offs_size);
     free(f->path);
     free(f->idx_path);
+    free(f->offs_path);
     memset(f, 0, sizeof *f);
 }

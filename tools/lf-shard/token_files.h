@@ -36,6 +36,11 @@ typedef struct token_file {
     int is_signed;               /* a stored id may be negative (then refused) */
     size_t ids_off;              /* array: first id's byte */
     uint64_t nids;               /* array: ids in it */
+    uint8_t *offs_map;           /* array: --array-offsets, whole (read-only) */
+    size_t offs_size;
+    char *offs_path;
+    const uint8_t *offs;         /* its first boundary (i64/u64) */
+    uint64_t noffs;              /* boundaries: documents + 1 */
     uint64_t nseq;               /* Megatron: sequences (the index's entries) */
     uint64_t ndocs;              /* Megatron: documents */
     uint64_t doc;                /* reading position: next document ... */
@@ -53,6 +58,11 @@ int token_file_open_megatron(token_file *f, const char *prefix, char *why, size_
 int token_file_open_array(token_file *f, const char *path, size_t raw_width, char *why,
                           size_t why_len);
 
+/* Cuts an opened array into documents at the boundaries in a .npy of
+ * int64/uint64 (np.cumsum of the lengths after a 0: first 0, in order, last
+ * the array's length), checked whole; -1 with why[] naming file and byte. */
+int token_file_set_offsets(token_file *f, const char *path, char *why, size_t why_len);
+
 /* The bytes of ids the file holds (for the progress meter and summary). */
 uint64_t token_file_bytes(const token_file *f);
 
@@ -61,7 +71,7 @@ int token_file_fits_u16(const token_file *f);
 
 /* Appends the next document's ids to b (converted to b->width). A Megatron
  * document is its sequences in order; an array is cut after each `eos` id
- * (UINT64_MAX: the whole array is one document). Returns 1 with a document,
+ * (UINT64_MAX: the whole array is one document), or at its offsets. Returns 1 with a document,
  * 0 at the end, or -1 with why[] naming the file and the byte offset of the
  * id that does not fit. *at gets the document's first id's byte offset. */
 int token_file_next(token_file *f, uint64_t eos, token_buf *b, uint64_t *at, char *why,

@@ -292,7 +292,7 @@ static int npy_file_parse(void *state, const uint8_t *buf, size_t size, lf_field
 {
     frames_state *fs = state;
     npy_array a;
-    if (npy_parse(buf, size, &a, why, why_len) < 0)
+    if (npy_parse(buf, size, NPY_FRAMES, &a, why, why_len) < 0)
         return -1;
     if (!fs->have_first) {
         if (a.cols > LF_MAX_ROW_WIDTH) {

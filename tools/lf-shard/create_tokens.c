@@ -15,6 +15,12 @@
  * (stdin, a pipe) is written as u32 from the start, unless --dtype says
  * otherwise. Lines are parsed in batches on --threads threads and added in
  * line order, so the first bad line is the one named.
+ *
+ * Token files (--megatron, --array; token_files.c) need no parsing: every
+ * one is opened and checked before the output is, their documents are read
+ * in order on this thread (mostly a copy), and the ids are stored as u16
+ * when every file stores them in 8 or 16 bits. The same --prepend-bos,
+ * --append-eos and --max-len apply to their documents.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,13 +32,16 @@
 #include "cli.h"
 #include "input.h"
 #include "json_line.h"
+#include "token_files.h"
 
 static const char tokens_help[] =
     "Usage: lf-shard create tokens --in INPUT [--in INPUT ...] --out DIR [OPTIONS]\n"
+    "       lf-shard create tokens --megatron PREFIX | --array FILE [...] --out DIR [OPTIONS]\n"
     "\n"
-    "Converts JSON Lines (one object per line) into a dataset with one field,\n"
-    "'tokens'. Blank lines are skipped; any malformed line stops the conversion\n"
-    "with FILE:LINE and the problem, and no dataset is left behind.\n"
+    "Converts JSON Lines (one object per line), or token files made by another\n"
+    "tool, into a dataset with one field, 'tokens'. Blank lines are skipped; any\n"
+    "malformed line stops the conversion with FILE:LINE and the problem (a token\n"
+    "file: FILE and the byte), and no dataset is left behind.\n"
     "\n"
     "  --in INPUT         a .jsonl file, plain or compressed with zstd or gzip (told\n"
     "                     by its first bytes, so .jsonl.zst and .jsonl.gz work); a\n"
@@ -41,7 +50,21 @@ static const char tokens_help[] =
     "                     'shards/*.jsonl.zst'; or - for stdin. Repeat it to read\n"
     "                     several: samples keep the inputs' order (required)\n"
     "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
-    "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255)\n"
+    "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255;\n"
+    "                     for a SentencePiece model, pipe through\n"
+    "                     tools/lf-shard/sp_tokenize.py into --in -)\n"
+    "  --megatron PREFIX  a Megatron-LM / NeMo indexed dataset, PREFIX.bin + PREFIX.idx\n"
+    "                     (preprocess_data.py's output); a document's sequences are\n"
+    "                     joined. Repeatable, and mixes with --array, not with --in\n"
+    "  --array FILE       a flat array of ids: .npy of uint16 or uint32, or raw\n"
+    "                     little-endian ids (nanoGPT's train.bin). Repeatable\n"
+    "  --array-dtype u16|u32  the width of a raw --array's ids (default u16)\n"
+    "  --eos-split ID     cut an --array into documents after each id ID (kept at\n"
+    "                     the end of its document); without it an array is one\n"
+    "                     document\n"
+    "  --array-offsets F.npy  cut the --array just before at these boundaries: int64\n"
+    "                     or uint64, 0 first, the array's length last (np.cumsum of\n"
+    "                     the lengths after a 0)\n"
     "  --prepend-bos ID   put token ID before every document\n"
     "  --append-eos ID    put token ID after every document\n"
     "  --max-len N        documents longer than N tokens (--prepend-bos and\n"
@@ -52,7 +75,7 @@ static const char tokens_help[] =
     "                     end says what the policy changed, in samples and tokens\n"
     "  --dtype u16|u32    id width (default: u16 when every id fits, else u32;\n"
     "                     u32 when an input is stdin or a pipe, which cannot be read\n"
-    "                     twice)\n"
+    "                     twice; for token files u16 when they store u8 or u16 ids)\n"
     CLI_WRITER_HELP("64K")
     "\n"
     "Progress goes to stderr: a meter on a terminal, else a line every 10 s.\n"
@@ -61,10 +84,13 @@ static const char tokens_help[] =
     "  echo '{\"tokens\": [17, 4, 9000]}' > a.jsonl\n"
     "  lf-shard create tokens --in a.jsonl --out /data/a --block-size 256K\n"
     "  lf-shard create tokens --in 'corpus/*.jsonl.zst' --append-eos 50256 --out /data/c\n"
-    "  lf-shard create tokens --in docs.jsonl --text-field text --out /data/docs\n";
+    "  lf-shard create tokens --in docs.jsonl --text-field text --out /data/docs\n"
+    "  lf-shard create tokens --megatron corpus_text_document --out /data/m\n"
+    "  lf-shard create tokens --array train.bin --eos-split 50256 --out /data/owt\n";
 
 enum { OPT_IN = 1, OPT_FIELD, OPT_TEXT_FIELD, OPT_DTYPE, OPT_BOS, OPT_EOS, OPT_MAX_LEN,
-       OPT_OVERFLOW };
+       OPT_OVERFLOW, OPT_MEGATRON, OPT_ARRAY, OPT_ARRAY_DTYPE, OPT_EOS_SPLIT,
+       OPT_ARRAY_OFFSETS };
 
 static const struct option tokens_options[] = {
     CLI_WRITER_OPTIONS,
@@ -76,6 +102,11 @@ static const struct option tokens_options[] = {
     {"append-eos", required_argument, NULL, OPT_EOS},
     {"max-len", required_argument, NULL, OPT_MAX_LEN},
     {"overflow", required_argument, NULL, OPT_OVERFLOW},
+    {"megatron", required_argument, NULL, OPT_MEGATRON},
+    {"array", required_argument, NULL, OPT_ARRAY},
+    {"array-dtype", required_argument, NULL, OPT_ARRAY_DTYPE},
+    {"eos-split", required_argument, NULL, OPT_EOS_SPLIT},
+    {"array-offsets", required_argument, NULL, OPT_ARRAY_OFFSETS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -95,6 +126,9 @@ typedef struct tokens_args {
     uint64_t bos, eos;           /* ids around each document, or NO_ID */
     size_t max_len;              /* tokens a sample may hold; 0: no limit */
     int overflow;                /* OVERFLOW_* */
+    token_file *files;           /* --megatron and --array, opened, in order */
+    size_t nfiles;
+    uint64_t eos_split;          /* --eos-split, or NO_ID */
 } tokens_args;
 
 /* What --overflow changed, for the line at the end. */
@@ -112,16 +146,13 @@ enum { PASS_BAD = -1, PASS_DONE, PASS_NEED_U32 };
  * parallel, then handed to the writer in line order. */
 typedef struct line_ctx {
     const tokens_args *a;
-    size_t width;                /* bytes per id in this pass */
     char *text;                  /* the line */
     size_t text_cap;
     size_t len;
     const char *path;            /* the file it came from */
     uint64_t lineno;             /* 1-based, in that file */
     uint64_t done;               /* input bytes (as stored) read when it was */
-    uint8_t *buf;                /* the sample's ids, little-endian */
-    size_t cap;
-    size_t count;
+    token_buf ids;               /* the sample's ids, as wide as this pass's */
     int rc;                      /* take_line's result */
     char msg[512];               /* what is wrong with the line (PASS_BAD) */
 } line_ctx;
@@ -142,18 +173,8 @@ static int bad(line_ctx *l, const char *fmt, ...)
 
 static int push_id(line_ctx *l, uint32_t id)
 {
-    if ((l->count + 1) * l->width > l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4096;
-        uint8_t *p = realloc(l->buf, cap);
-        if (!p)
-            return bad(l, "out of memory: %zu token ids, and no more could be held", l->count);
-        l->buf = p;
-        l->cap = cap;
-    }
-    uint8_t *d = l->buf + l->count * l->width;
-    for (size_t b = 0; b < l->width; b++)
-        d[b] = (uint8_t)(id >> (8 * b));
-    l->count++;
+    if (token_buf_push(&l->ids, id) < 0)
+        return bad(l, "out of memory: %zu token ids, and no more could be held", l->ids.count);
     return PASS_DONE;
 }
 
@@ -165,7 +186,7 @@ static int on_id(void *arg, size_t index, uint64_t id)
     if (id > UINT32_MAX)
         return bad(l, "'%s'[%zu]: expected an integer token id in 0..4294967295",
                    l->a->field, index);
-    if (id > 65535 && l->width == 2) {
+    if (id > 65535 && l->ids.width == 2) {
         if (!l->a->dtype)
             return PASS_NEED_U32;
         return bad(l, "'%s'[%zu] = %" PRIu64 " does not fit u16 (use --dtype u32)",
@@ -189,7 +210,7 @@ static int take_line(line_ctx *l)
 {
     const tokens_args *a = l->a;
     jl_field f = {a->field, a->text, on_id, on_text, l, l->msg, sizeof l->msg};
-    l->count = 0;
+    l->ids.count = 0;
     int rc = a->bos != NO_ID ? push_id(l, (uint32_t)a->bos) : PASS_DONE;
     if (rc == PASS_DONE)
         rc = jl_take_field(l->text, l->len, &f);
@@ -248,10 +269,10 @@ static void trim_lines(line_ctx *l)
             l[i].text = NULL;
             l[i].text_cap = 0;
         }
-        if (l[i].cap > KEEP_BYTES) {
-            free(l[i].buf);
-            l[i].buf = NULL;
-            l[i].cap = 0;
+        if (l[i].ids.cap > KEEP_BYTES) {
+            free(l[i].ids.p);
+            l[i].ids.p = NULL;
+            l[i].ids.cap = 0;
         }
     }
 }
@@ -260,34 +281,36 @@ static void free_lines(line_ctx *l)
 {
     for (size_t i = 0; i < BATCH_LINES; i++) {
         free(l[i].text);
-        free(l[i].buf);
+        free(l[i].ids.p);
     }
     free(l);
 }
 
-/* Adds one document's ids as samples under --max-len and --overflow. */
-static void add_document(cli_out *o, const tokens_args *a, const line_ctx *l,
-                         overflow_count *oc, const char *where)
+/* Adds one document's ids as samples under --max-len and --overflow;
+ * in_bytes is what it took of the input, done where the meter stands. */
+static void add_document(cli_out *o, const tokens_args *a, const token_buf *ids,
+                         uint64_t in_bytes, uint64_t done, overflow_count *oc,
+                         const char *where)
 {
-    size_t max = a->max_len ? a->max_len : l->count;
-    int over = l->count > max;
+    size_t max = a->max_len ? a->max_len : ids->count;
+    int over = ids->count > max;
     oc->docs++;
-    oc->tokens += l->count;
+    oc->tokens += ids->count;
     if (over) {
         oc->over++;
-        oc->over_tokens += l->count;
+        oc->over_tokens += ids->count;
         if (a->overflow == OVERFLOW_DROP) {
-            oc->lost += l->count;
+            oc->lost += ids->count;
             return;
         }
         if (a->overflow == OVERFLOW_TRUNCATE)
-            oc->lost += l->count - max;
+            oc->lost += ids->count - max;
     }
-    size_t end = over && a->overflow == OVERFLOW_TRUNCATE ? max : l->count, off = 0;
+    size_t end = over && a->overflow == OVERFLOW_TRUNCATE ? max : ids->count, off = 0;
     do {                         /* once at least: an empty document is a sample too */
         size_t k = end - off < max ? end - off : max;
-        lf_field_input in = {.data = l->buf + off * l->width, .size = k * l->width};
-        cli_out_add(o, &in, off ? 0 : l->len, l->done, where);
+        lf_field_input in = {.data = ids->p + off * ids->width, .size = k * ids->width};
+        cli_out_add(o, &in, off ? 0 : in_bytes, done, where);
         oc->pieces += (uint64_t)over;
         off += k;
     } while (off < end);
@@ -308,6 +331,13 @@ static void print_overflow(const tokens_args *a, const overflow_count *oc)
                 a->overflow == OVERFLOW_TRUNCATE ? "truncated" : "dropped", oc->lost, lost);
 }
 
+static void finish(cli_out *o, const tokens_args *a, const overflow_count *oc)
+{
+    cli_out_finish(o, "create");
+    if (a->max_len)
+        print_overflow(a, oc);
+}
+
 /* Adds the batch's samples in line order: PASS_DONE, or PASS_NEED_U32 with
  * the output abandoned. A bad line ends the program. */
 static int add_batch(cli_out *o, line_ctx *l, size_t n, overflow_count *oc)
@@ -324,9 +354,18 @@ static int add_batch(cli_out *o, line_ctx *l, size_t n, overflow_count *oc)
             cli_warn("%s: %s", where, l[i].msg);
             cli_out_fail(o, CLI_EXIT_FAIL);
         }
-        add_document(o, l[i].a, &l[i], oc, where);
+        add_document(o, l[i].a, &l[i].ids, l[i].len, l[i].done, oc, where);
     }
     return PASS_DONE;
+}
+
+/* The dataset's one field, "tokens", `width` bytes an id. */
+static void tokens_schema(lf_schema *schema, size_t width)
+{
+    memset(schema, 0, sizeof *schema);
+    schema->nfields = 1;
+    snprintf(schema->fields[0].name, LF_FIELD_NAME_MAX, "tokens");
+    schema->fields[0].type = width == 2 ? LF_FIELD_TOKENS_U16 : LF_FIELD_TOKENS_U32;
 }
 
 /* One pass over the inputs with ids `width` bytes wide: PASS_DONE, or
@@ -337,13 +376,10 @@ static int run_pass(const tokens_args *a, size_t width)
     if (!l)
         cli_die("out of memory");
     for (size_t i = 0; i < BATCH_LINES; i++)
-        l[i] = (line_ctx){.a = a, .width = width};
+        l[i] = (line_ctx){.a = a, .ids.width = width};
 
     lf_schema schema;
-    memset(&schema, 0, sizeof schema);
-    schema.nfields = 1;
-    snprintf(schema.fields[0].name, LF_FIELD_NAME_MAX, "tokens");
-    schema.fields[0].type = width == 2 ? LF_FIELD_TOKENS_U16 : LF_FIELD_TOKENS_U32;
+    tokens_schema(&schema, width);
     cli_out o;
     cli_out_open(&o, &a->wa, &schema, "create", input_list_bytes(&a->inputs));
 
@@ -363,17 +399,102 @@ static int run_pass(const tokens_args *a, size_t width)
         cli_out_fail(&o, CLI_EXIT_FAIL);
     }
     if (rc == PASS_DONE)
-        cli_out_finish(&o, "create");
-    if (rc == PASS_DONE && a->max_len)
-        print_overflow(a, &oc);
+        finish(&o, a, &oc);
     input_stream_close(&s);
     free_lines(l);
     return rc;
 }
 
+/* Converts the --megatron and --array inputs, `width` bytes an id. */
+static void run_files(const tokens_args *a, size_t width)
+{
+    lf_schema schema;
+    tokens_schema(&schema, width);
+    uint64_t total = 0, before = 0;
+    for (size_t i = 0; i < a->nfiles; i++)
+        total += token_file_bytes(&a->files[i]);
+    cli_out o;
+    cli_out_open(&o, &a->wa, &schema, "create", total);
+    token_buf ids = {.width = width};
+    overflow_count oc = {0};
+    char why[1024], where[1100];
+    for (size_t i = 0; i < a->nfiles; i++) {
+        token_file *f = &a->files[i];
+        int rc;
+        do {
+            uint64_t at = 0;
+            ids.count = 0;
+            if (a->bos != NO_ID && token_buf_push(&ids, (uint32_t)a->bos) < 0)
+                cli_die("out of memory");
+            size_t marks = ids.count;
+            rc = token_file_next(f, a->eos_split, &ids, &at, why, sizeof why);
+            if (rc < 0) {
+                cli_warn("%s", why);
+                cli_out_fail(&o, CLI_EXIT_FAIL);
+            }
+            if (rc == 0)
+                break;
+            uint64_t in_bytes = (ids.count - marks) * f->elem;
+            if (a->eos != NO_ID && token_buf_push(&ids, (uint32_t)a->eos) < 0)
+                cli_die("out of memory");
+            snprintf(where, sizeof where, "%s: document %" PRIu64 " (byte %" PRIu64 ")",
+                     f->path, f->doc - 1, at);
+            add_document(&o, a, &ids, in_bytes, before + at, &oc, where);
+        } while (rc > 0);
+        before += token_file_bytes(f);
+    }
+    finish(&o, a, &oc);
+    free(ids.p);
+}
+
+/* Opens --megatron PREFIX (kind TOKEN_FILE_MEGATRON) or --array FILE
+ * (with its --array-offsets, or NULL) into the next slot; a file that
+ * cannot be read ends the program here, before any output exists. */
+static void open_file(tokens_args *a, int kind, const char *path, const char *offsets,
+                      size_t raw_width)
+{
+    char why[1024];
+    token_file *f = &a->files[a->nfiles];
+    int rc = kind == TOKEN_FILE_MEGATRON ? token_file_open_megatron(f, path, why, sizeof why)
+                                         : token_file_open_array(f, path, raw_width, why,
+                                                                 sizeof why);
+    if (rc == 0 && offsets)
+        rc = token_file_set_offsets(f, offsets, why, sizeof why);
+    if (rc < 0)
+        cli_die("%s", why);
+    a->nfiles++;
+}
+
+/* Opens every token file, then converts them: ids stay u16 when every
+ * file stores them so and no mark needs more, unless --dtype says. */
+static void convert_files(tokens_args *a, const char **paths, const int *kinds,
+                          const char **offsets, size_t n, size_t raw_width, int marks)
+{
+    a->files = calloc(n, sizeof *a->files);
+    if (!a->files)
+        cli_die("out of memory");
+    int fits = !marks;
+    for (size_t i = 0; i < n; i++) {
+        open_file(a, kinds[i], paths[i], offsets[i], raw_width);
+        fits &= token_file_fits_u16(&a->files[i]);
+    }
+    run_files(a, a->dtype ? (size_t)a->dtype : fits ? 2 : 4);
+    for (size_t i = 0; i < a->nfiles; i++)
+        token_file_close(&a->files[i]);
+    free(a->files);
+}
+
 static uint64_t parse_id(const cli_cmd *c, const char *opt, const char *arg)
 {
     return cli_parse_u64(c, opt, arg, 0, UINT32_MAX);
+}
+
+/* u16 or u32: bytes per id. */
+static size_t parse_width(const cli_cmd *c, const char *opt, const char *arg)
+{
+    if (strcmp(arg, "u16") && strcmp(arg, "u32"))
+        cli_usage_error(c, "%s: invalid value '%s' (expected u16 or u32)", opt, arg);
+    return arg[1] == '1' ? 2 : 4;
 }
 
 int create_tokens(int argc, char **argv)
@@ -382,15 +503,32 @@ int create_tokens(int argc, char **argv)
     tokens_args a = {.field = "tokens", .bos = NO_ID, .eos = NO_ID};
     a.wa.opts.block_bytes = 64 << 10;
     const char **in = calloc((size_t)argc, sizeof *in);
-    size_t nin = 0;
-    int id, have_field = 0, have_overflow = 0;
-    if (!in)
+    const char **files = calloc((size_t)argc, sizeof *files);
+    int *kinds = calloc((size_t)argc, sizeof *kinds);
+    const char **offsets = calloc((size_t)argc, sizeof *offsets);
+    size_t nin = 0, nfiles = 0, raw_width = 2;
+    int id, have_field = 0, have_overflow = 0, have_raw = 0;
+    a.eos_split = NO_ID;
+    if (!in || !files || !kinds || !offsets)
         cli_die("out of memory");
     while ((id = cli_getopt(&c, argc, argv, tokens_options)) != -1) {
         if (cli_writer_option(&c, id, optarg, &a.wa))
             continue;
         switch (id) {
         case OPT_IN: in[nin++] = optarg; break;
+        case OPT_MEGATRON: kinds[nfiles] = TOKEN_FILE_MEGATRON; files[nfiles++] = optarg; break;
+        case OPT_ARRAY: kinds[nfiles] = TOKEN_FILE_ARRAY; files[nfiles++] = optarg; break;
+        case OPT_EOS_SPLIT: a.eos_split = parse_id(&c, "--eos-split", optarg); break;
+        case OPT_ARRAY_OFFSETS:
+            if (!nfiles || kinds[nfiles - 1] != TOKEN_FILE_ARRAY || offsets[nfiles - 1])
+                cli_usage_error(&c, "--array-offsets %s: give it once, right after the "
+                                "--array it cuts", optarg);
+            offsets[nfiles - 1] = optarg;
+            break;
+        case OPT_ARRAY_DTYPE:
+            raw_width = parse_width(&c, "--array-dtype", optarg);
+            have_raw = 1;
+            break;
         case OPT_FIELD: a.field = optarg; have_field = 1; break;
         case OPT_TEXT_FIELD: a.field = optarg; a.text = 1; break;
         case OPT_BOS: a.bos = parse_id(&c, "--prepend-bos", optarg); break;
@@ -407,18 +545,28 @@ int create_tokens(int argc, char **argv)
                                 "truncate or drop)", optarg);
             have_overflow = 1;
             break;
-        case OPT_DTYPE:
-            if (strcmp(optarg, "u16") && strcmp(optarg, "u32"))
-                cli_usage_error(&c, "--dtype: invalid value '%s' (expected u16 or u32)", optarg);
-            a.dtype = optarg[1] == '1' ? 2 : 4;
-            break;
+        case OPT_DTYPE: a.dtype = (int)parse_width(&c, "--dtype", optarg); break;
         default: break;
         }
     }
     cli_positionals(&c, argc, argv, 0, "");
     cli_writer_check(&c, &a.wa);
-    if (!nin)
-        cli_usage_error(&c, "--in FILE is required");
+    if (!nin && !nfiles)
+        cli_usage_error(&c, "--in FILE, --megatron PREFIX or --array FILE is required");
+    if (nin && nfiles)
+        cli_usage_error(&c, "--in (JSON Lines) and --megatron/--array (token files) are "
+                        "converted separately: give one kind");
+    if (nfiles && (have_field || a.text))
+        cli_usage_error(&c, "--field and --text-field are for --in; token files hold ids");
+    int arrays = 0, cut = 0;
+    for (size_t i = 0; i < nfiles; i++) {
+        arrays |= kinds[i] == TOKEN_FILE_ARRAY;
+        cut |= offsets[i] != NULL;
+    }
+    if (cut && a.eos_split != NO_ID)
+        cli_usage_error(&c, "--eos-split and --array-offsets both cut documents: give one");
+    if ((a.eos_split != NO_ID || have_raw) && !arrays)
+        cli_usage_error(&c, "--eos-split and --array-dtype are for --array");
     if (have_field && a.text)
         cli_usage_error(&c, "--field and --text-field exclude each other");
     if (have_overflow && !a.max_len)
@@ -429,6 +577,13 @@ int create_tokens(int argc, char **argv)
     for (size_t i = 0; i < nin; i++)
         input_list_add(&a.inputs, in[i]);
     free(in);
+    if (nfiles)
+        convert_files(&a, files, kinds, offsets, nfiles, raw_width, marks);
+    free(files);
+    free(kinds);
+    free(offsets);
+    if (nfiles)
+        return 0;
 
     size_t width = a.dtype ? (size_t)a.dtype : marks ? 4 : 2;
     const char *once = input_list_read_once(&a.inputs);

@@ -124,28 +124,62 @@ static int parse_shape(cursor *c, uint64_t *dims, int max, int *ndims)
     }
 }
 
-static int descr_type(cursor *c, const char *descr, uint32_t *type, size_t *vsize)
+static int descr_type(cursor *c, npy_kind kind, const char *descr, uint32_t *type,
+                      size_t *vsize)
 {
     static const struct {
+        npy_kind kind;
         const char *descr;
         uint32_t type;
         size_t size;
     } known[] = {
-        {"<f4", LF_FIELD_FRAMES_F32, 4},
-        {"<f2", LF_FIELD_FRAMES_F16, 2},
-        {"<i2", LF_FIELD_FRAMES_I16, 2},
+        {NPY_FRAMES, "<f4", LF_FIELD_FRAMES_F32, 4},
+        {NPY_FRAMES, "<f2", LF_FIELD_FRAMES_F16, 2},
+        {NPY_FRAMES, "<i2", LF_FIELD_FRAMES_I16, 2},
+        {NPY_TOKENS, "<u2", LF_FIELD_TOKENS_U16, 2},
+        {NPY_TOKENS, "<u4", LF_FIELD_TOKENS_U32, 4},
+        {NPY_OFFSETS, "<i8", 0, 8},
+        {NPY_OFFSETS, "<u8", 0, 8},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (!strcmp(descr, known[i].descr)) {
+        if (known[i].kind == kind && !strcmp(descr, known[i].descr)) {
             *type = known[i].type;
             *vsize = known[i].size;
             return 0;
         }
+    if (kind == NPY_TOKENS)
+        return fail(c, "unsupported dtype '%s' (token ids are little-endian u2 or u4: "
+                    "'<u2', '<u4')", descr);
+    if (kind == NPY_OFFSETS)
+        return fail(c, "unsupported dtype '%s' (document offsets are little-endian i8 or "
+                    "u8: '<i8', '<u8')", descr);
     return fail(c, "unsupported dtype '%s' (expected little-endian f4, f2 or i2: "
                 "'<f4', '<f2', '<i2')", descr);
 }
 
-static int parse_dict(cursor *c, npy_array *out, size_t *vsize)
+/* The shape `kind` needs: frames (rows, values), the others (values,). */
+static int check_shape(cursor *c, npy_kind kind, const uint64_t *dims, int ndims,
+                       npy_array *out)
+{
+    if (kind != NPY_FRAMES) {
+        if (ndims != 1)
+            return fail(c, "shape has %d dimensions; %s needs 1", ndims,
+                        kind == NPY_TOKENS ? "a token array" : "an offsets array");
+        out->rows = dims[0];
+        out->cols = 1;
+        return 0;
+    }
+    if (ndims != 2)
+        return fail(c, "shape has %d dimensions; frames need 2 (frames, values)", ndims);
+    if (dims[1] == 0)
+        return fail(c, "shape (%llu, 0): a frame needs at least one value",
+                    (unsigned long long)dims[0]);
+    out->rows = dims[0];
+    out->cols = dims[1];
+    return 0;
+}
+
+static int parse_dict(cursor *c, npy_kind kind, npy_array *out)
 {
     char key[32], descr[32];
     int have_descr = 0, have_order = 0, have_shape = 0, fortran = 0, ndims = 0;
@@ -185,21 +219,15 @@ static int parse_dict(cursor *c, npy_array *out, size_t *vsize)
     if (!have_descr || !have_order || !have_shape)
         return fail(c, "header: missing %s", !have_descr ? "'descr'"
                     : !have_order ? "'fortran_order'" : "'shape'");
-    if (descr_type(c, descr, &out->type, vsize) < 0)
+    if (descr_type(c, kind, descr, &out->type, &out->vsize) < 0)
         return -1;
     if (fortran)
         return fail(c, "Fortran-order arrays are not supported (save with C order)");
-    if (ndims != 2)
-        return fail(c, "shape has %d dimensions; frames need 2 (frames, values)", ndims);
-    if (dims[1] == 0)
-        return fail(c, "shape (%llu, 0): a frame needs at least one value",
-                    (unsigned long long)dims[0]);
-    out->rows = dims[0];
-    out->cols = dims[1];
-    return 0;
+    return check_shape(c, kind, dims, ndims, out);
 }
 
-int npy_parse(const uint8_t *buf, size_t size, npy_array *out, char *why, size_t why_len)
+int npy_parse(const uint8_t *buf, size_t size, npy_kind kind, npy_array *out, char *why,
+              size_t why_len)
 {
     cursor c = {.why = why, .why_len = why_len};
     if (size < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
@@ -223,13 +251,12 @@ int npy_parse(const uint8_t *buf, size_t size, npy_array *out, char *why, size_t
     if (hlen > NPY_MAX_HEADER)
         return fail(&c, "header of %zu bytes is longer than %d", hlen, NPY_MAX_HEADER);
     npy_array a;
-    size_t vsize = 0;
     c.base = c.p = (const char *)buf + start;
     c.end = c.p + hlen;
-    if (parse_dict(&c, &a, &vsize) < 0)
+    if (parse_dict(&c, kind, &a) < 0)
         return -1;
     a.data_offset = start + hlen;
-    size_t left = size - a.data_offset;
+    size_t left = size - a.data_offset, vsize = a.vsize;
     if (a.rows > left / vsize / a.cols)   /* also keeps the product below from overflowing */
         return fail(&c, "file ends inside the data: %zu bytes for shape (%llu, %llu)", left,
                     (unsigned long long)a.rows, (unsigned long long)a.cols);

@@ -15,7 +15,7 @@ packages=(
   liburing-dev libzstd-dev libturbojpeg0-dev libjpeg-dev
   libzmq3-dev libxxhash-dev libjansson-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
-  python3-pil python3-numpy python3-torch python3-venv
+  python3-pil python3-numpy python3-torch python3-venv python3-sentencepiece
 )
 
 # One dpkg-query for the lot; a package it does not know is missing.

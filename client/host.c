@@ -252,7 +252,11 @@ static int await_welcome(lf_client *c, uint64_t deadline)
             continue;
         }
         uint64_t now = now_ns();
-        if (now >= deadline) return fail(c, LF_E_TIMEOUT, "no WELCOME from the server");
+        if (now >= deadline)
+            return fail(c, LF_E_TIMEOUT, "no lf-server at %s welcomed rank %d in time: start "
+                        "one there (lf-server --data DIR --world N, or the job with lf-launch), "
+                        "or give the endpoint it listens on (LEVELFEED_ENDPOINT); a server "
+                        "that is there may be done with this rank", c->path, c->rank);
         if ((rc = wait_readable(c, (int)((deadline - now) / 1000000u) + 1)) < 0) return rc;
     }
 }

@@ -341,8 +341,13 @@ static int map_ring(lf_client *c, uint64_t deadline)
              (F_SEAL_SHRINK | F_SEAL_SEAL))
         rc = fail(c, LF_E_PROTOCOL, "ring descriptor not sealed against shrinking");
     if (rc == 0) {
-        /* Populated now, not by faults on the trainer's first reads. */
-        void *p = mmap(NULL, w->segment_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        /* Populated now, not by faults on the trainer's first reads.
+         * Writable: a held slot is the rank's own until released (the
+         * server only writes the ring, never reads it back), so a trainer
+         * may edit a batch in place (labels[labels == 0] = -100) instead
+         * of dying of SIGSEGV; the server rewrites the slot when it refills it. */
+        void *p = mmap(NULL, w->segment_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                       fd, 0);
         if (p == MAP_FAILED) rc = -errno;
         else { c->seg = p; c->seg_size = w->segment_size; }
     }

@@ -269,8 +269,9 @@ def dataloader_batches(args, ds, rank, world):
 
 
 def levelfeed_batches(loader):
-    for b in loader:
-        yield b.epoch, b.step, b
+    while not loader.finished:      # one `for` per epoch, as with a DataLoader
+        for b in loader:
+            yield b.epoch, b.step, b
 
 
 def percentile(xs, q):

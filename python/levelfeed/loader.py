@@ -23,10 +23,12 @@ stream), and the tensors are views of those device slots
 rule holds: a slot is refilled after the next batch is taken, behind the
 work queued so far on torch's current stream for that device.
 """
+import collections
 import ctypes
 import errno
 import gc
 import struct
+import threading
 import weakref
 
 import numpy as np
@@ -305,6 +307,8 @@ class Loader:
         self._pass = None           # the epoch the current `for` yields, once known
         self._want_epoch = None     # set_epoch's, checked against the next pass
         self._last = None           # the slot of the last batch yielded (release())
+        self._thread = threading.get_ident()    # the one that takes batches
+        self._later = collections.deque()       # slots let go of on other threads
         self._client = self._open(endpoint, rank, world_size)
         if self._cuda is not None:
             self._use_device(device_depth)
@@ -400,11 +404,14 @@ class Loader:
     def _take(self):
         """The next batch from the server, or None after the last one."""
         c = self._live()
+        self._thread = threading.get_ident()
+        self._give_back_later()
         self._state_ahead = self._save()
         b = _capi.Batch()
         rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
         if rc == _capi.E_ORDER:
             gc.collect()                # batches only a reference cycle still holds
+            self._give_back_later()
             rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
             if rc == _capi.E_ORDER:
                 raise LevelfeedError(rc, "levelfeed: every ring slot is held by a batch still "
@@ -444,9 +451,22 @@ class Loader:
 
     def _give_back(self, b):
         """Returns b's slot to the server; nothing to do once closed (the
-        ring went with the client)."""
+        ring went with the client). The client belongs to the thread that
+        takes the batches: a view freed on another one (torch's autograd
+        threads free saved tensors) queues its slot for that thread's next
+        batch instead of calling the library beside it."""
         if self._client is None:
             return
+        if threading.get_ident() != self._thread:
+            self._later.append(b)
+            return
+        self._release(b)
+
+    def _give_back_later(self):
+        while self._later:
+            self._release(self._later.popleft())
+
+    def _release(self, b):
         # A device slot is refilled behind the work queued on torch's
         # current stream (which may still read the batch).
         stream = (None if self._cuda is None

@@ -4,6 +4,7 @@
 # own slot instead of killing the process; batches kept in a list stay as
 # they arrived while later ones come, and torch.stack takes them; keeping
 # more batches than the ring has slots is a clear error naming --slots;
+# a batch freed on another thread is given back by the loader's own;
 # Loader(copy=True) hands out owned copies (kept beyond the slot count);
 # a batch pickles as its values; each `for` yields one epoch, the next
 # `for` the next, set_epoch checks the server's epoch, a `for` after the
@@ -24,6 +25,7 @@ start_server "${SRV[@]}"
 "$PY" - "$EP" "$WORK" <<'PYEOF' || fail "batches as tensors"
 import pickle
 import sys
+import threading
 import torch
 import levelfeed
 from levelfeed import LevelfeedError
@@ -38,6 +40,14 @@ labels = b["tokens"]
 labels[labels == 0] = -100
 assert (labels != 0).all() and (labels == -100).any(), "in-place masking did not take"
 b.close()
+
+# A batch freed on another thread (autograd's free saved tensors) is given
+# back by the thread that takes batches, at its next batch.
+holder = [next(it)]
+th = threading.Thread(target=holder.clear)
+th.start()
+th.join()
+assert len(lo._later) == 1, "a batch freed on another thread was not queued"
 
 # Kept batches stay as they arrived while the next ones come (2 kept of 3 slots).
 kept, first_ids = [], []
@@ -64,7 +74,7 @@ except LevelfeedError as e:
     assert "--slots" in str(e) and "copy=True" in str(e), str(e)
 assert all(torch.equal(k["sample_ids"], f) for k, f in zip(kept, first_ids)), "kept batch changed"
 del kept, tok, copy, stacked, labels, b, k
-n0 = 4 + sum(1 for _ in it)                 # the rest of epoch 0
+n0 = 5 + sum(1 for _ in it)                 # the rest of epoch 0
 assert n0 == 24, "epoch 0: %d batches" % n0
 print("in-place masking, 2 batches kept and stacked, pickled; all slots held: clear error")
 

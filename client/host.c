@@ -252,7 +252,11 @@ static int await_welcome(lf_client *c, uint64_t deadline)
             continue;
         }
         uint64_t now = now_ns();
-        if (now >= deadline) return fail(c, LF_E_TIMEOUT, "no WELCOME from the server");
+        if (now >= deadline)
+            return fail(c, LF_E_TIMEOUT, "no lf-server at %s welcomed rank %d in time: start "
+                        "one there (lf-server --data DIR --world N, or the job with lf-launch), "
+                        "or give the endpoint it listens on (LEVELFEED_ENDPOINT); a server "
+                        "that is there may be done with this rank", c->path, c->rank);
         if ((rc = wait_readable(c, (int)((deadline - now) / 1000000u) + 1)) < 0) return rc;
     }
 }
@@ -337,8 +341,13 @@ static int map_ring(lf_client *c, uint64_t deadline)
              (F_SEAL_SHRINK | F_SEAL_SEAL))
         rc = fail(c, LF_E_PROTOCOL, "ring descriptor not sealed against shrinking");
     if (rc == 0) {
-        /* Populated now, not by faults on the trainer's first reads. */
-        void *p = mmap(NULL, w->segment_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        /* Populated now, not by faults on the trainer's first reads.
+         * Writable: a held slot is the rank's own until released (the
+         * server only writes the ring, never reads it back), so a trainer
+         * may edit a batch in place (labels[labels == 0] = -100) instead
+         * of dying of SIGSEGV; the server rewrites the slot when it refills it. */
+        void *p = mmap(NULL, w->segment_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                       fd, 0);
         if (p == MAP_FAILED) rc = -errno;
         else { c->seg = p; c->seg_size = w->segment_size; }
     }

@@ -3,7 +3,7 @@
 levelfeed or, for comparison, by a plain DataLoader + DistributedSampler.
 
     lf-server --data DIR --world 2 --epochs 2 &
-    torchrun --nproc_per_node=2 examples/torch_ddp.py --vocab 32000
+    torchrun --nproc_per_node=2 examples/torch_ddp.py --data DIR
     torchrun --nproc_per_node=2 examples/torch_ddp.py --loader torch --data DIR --epochs 2
 
 With `lf-server --micro-batches` each step arrives as the plan's
@@ -64,13 +64,15 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--loader", choices=("levelfeed", "torch"), default="levelfeed")
     p.add_argument("--endpoint", help="lf-server control socket (default: the server's)")
-    p.add_argument("--data", help="--loader torch: the dataset directory")
+    p.add_argument("--data", help="the dataset directory (the server's --data): the "
+                   "vocabulary comes from it; --loader torch trains on it")
     p.add_argument("--epochs", type=int, default=1, help="--loader torch: epochs")
     p.add_argument("--batch-size", type=int, default=16, help="--loader torch: samples per rank")
     p.add_argument("--workers", type=int, default=0, help="--loader torch: DataLoader workers")
     p.add_argument("--lf-server", default=None,
                    help="--loader torch: lf-server program (default: $LF_BIN/lf-server, PATH)")
-    p.add_argument("--vocab", type=int, default=32000, help="token ids are below this")
+    p.add_argument("--vocab", type=int, default=0,
+                   help="token ids are below this (default: from the data, --data DIR)")
     p.add_argument("--max-len", type=int, default=2048, help="longer samples are truncated")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--heads", type=int, default=2)
@@ -85,6 +87,9 @@ def parse_args():
     a = p.parse_args()
     if a.loader == "torch" and not a.data:
         p.error("--loader torch needs --data DIR")
+    if not a.vocab and not a.data:
+        p.error("the vocabulary comes from the data: pass --data DIR (the dataset lf-server "
+                "serves), or --vocab N")
     if (a.stop_after or a.resume) and not a.checkpoint:
         p.error("--stop-after and --resume need --checkpoint")
     if a.loader == "torch" and (a.stop_after or a.resume):
@@ -144,24 +149,35 @@ def micro_batches(b):
     return b.micro_batches() if hasattr(b, "micro_batches") else [b]
 
 
-def train_step(ddp, b, device, max_len):
+def check_vocab(tokens, vocab):
+    """An id past the embedding would fail deep inside it (or, on a GPU,
+    as a device-side assert): say which id and what to pass instead."""
+    top = int(tokens.max()) if tokens.numel() else 0
+    if top >= vocab:
+        raise SystemExit("torch_ddp: token id %d in the data, but --vocab %d: pass --vocab %d or "
+                         "more, or leave it out to take it from --data" % (top, vocab, top + 1))
+
+
+def train_step(ddp, b, device, max_len, vocab):
     """Forward and backward over the batch's micro-batches, gradients
     accumulated: each weighted by its share of the step's predicted tokens,
     and all-reduced once, with the last one (ranks may hold different
-    numbers of micro-batches). Returns the step's loss and its tokens."""
+    numbers of micro-batches). Returns the step's loss and the tokens it
+    trained on (samples longer than --max-len count as truncated)."""
     parts = micro_batches(b)
     total = sum(int((mb["lengths"].clamp(max=max_len) - 1).clamp(min=0).sum()) for mb in parts)
     loss_sum = 0.0
     for k, mb in enumerate(parts):
         tokens = mb["tokens"].to(device, non_blocking=True)[:, :max_len].long()
         lengths = mb["lengths"].to(device, non_blocking=True).long().clamp(max=max_len)
+        check_vocab(tokens, vocab)
         share = float((lengths - 1).clamp(min=0).sum()) / max(total, 1)
         sync = contextlib.nullcontext() if k == len(parts) - 1 else ddp.no_sync()
         with sync:
             loss = next_token_loss(ddp, tokens, lengths) * share
             loss.backward()
         loss_sum += float(loss)
-    return loss_sum, sum(int(mb["lengths"].sum()) for mb in parts)
+    return loss_sum, sum(int(mb["lengths"].clamp(max=max_len).sum()) for mb in parts)
 
 
 class AllreduceWait:
@@ -203,28 +219,60 @@ def find_lf_server(explicit):
     return shutil.which("lf-server") or "lf-server"
 
 
-def preload(args):
-    """Every sample of the dataset in memory, by id, read once through a
-    private lf-server (see the module's note on --loader torch)."""
+def read_dataset(args, visit):
+    """Calls visit(batch) for every batch of one pass over --data, read
+    through a private lf-server (world 1, naive sampler, one epoch, numpy
+    tensors): the example's only way to see the whole dataset, as the shard
+    format has no Python reader."""
     rt = tempfile.mkdtemp(prefix="lf-preload-")       # 0700, as lf-server wants
     ep = os.path.join(rt, "ctl")
     srv = subprocess.Popen([find_lf_server(args.lf_server), "--data", args.data, "--world", "1",
                             "--sampler", "naive", "--batch-per-rank", "64", "--epochs", "1",
                             "--endpoint", ep, "--quiet"])
-    samples = {}
     try:
         with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
             for b in lo:
-                for i, sid in enumerate(b["sample_ids"]):
-                    samples[int(sid)] = b["tokens"][i, :b["lengths"][i]].astype(np.int64)
+                visit(b)
         if srv.wait(timeout=30) != 0:
-            raise RuntimeError("preload: lf-server exited %d" % srv.returncode)
+            raise RuntimeError("reading %s: lf-server exited %d" % (args.data, srv.returncode))
     finally:
         if srv.poll() is None:
             srv.kill()
             srv.wait()
         shutil.rmtree(rt, ignore_errors=True)
+
+
+def preload(args):
+    """Every sample of the dataset in memory, by id (see the module's note
+    on --loader torch)."""
+    samples = {}
+
+    def keep(b):
+        for i, sid in enumerate(b["sample_ids"]):
+            samples[int(sid)] = b["tokens"][i, :b["lengths"][i]].astype(np.int64)
+    read_dataset(args, keep)
     return [samples[i] for i in range(len(samples))]
+
+
+def data_vocab(args, rank, device, samples=None):
+    """The vocabulary the data needs: its largest token id + 1, found by
+    rank 0 (in the preloaded samples, else in one pass over --data) and
+    broadcast, so every rank builds the same model. Neither the manifest
+    nor the server carries the largest id, hence the pass."""
+    top = torch.zeros(1, dtype=torch.int64, device=device)
+    if rank == 0:
+        if samples is not None:
+            top[0] = max((int(s.max()) for s in samples if len(s)), default=0)
+        else:
+            most = [0]
+
+            def scan(b):           # pads are 0: the padded rows do not raise the max
+                if b["tokens"].size:
+                    most[0] = max(most[0], int(b["tokens"].max()))
+            read_dataset(args, scan)
+            top[0] = most[0]
+    dist.broadcast(top, 0)
+    return int(top[0]) + 1
 
 
 class InMemoryTokens(torch.utils.data.Dataset):
@@ -250,13 +298,6 @@ def pad_collate(items):
             "sample_ids": torch.tensor([i for i, _ in items], dtype=torch.int64)}
 
 
-def torch_batches(args, rank, world):
-    """(epoch, step, batch) from a plain DataLoader + DistributedSampler. The
-    preload runs here, not in the generator, so it is done before the clock
-    starts (the baseline's steps are timed, not its loading)."""
-    return dataloader_batches(args, InMemoryTokens(preload(args)), rank, world)
-
-
 def dataloader_batches(args, ds, rank, world):
     sampler = torch.utils.data.distributed.DistributedSampler(
         ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
@@ -269,8 +310,9 @@ def dataloader_batches(args, ds, rank, world):
 
 
 def levelfeed_batches(loader):
-    for b in loader:
-        yield b.epoch, b.step, b
+    while not loader.finished:      # one `for` per epoch, as with a DataLoader
+        for b in loader:
+            yield b.epoch, b.step, b
 
 
 def percentile(xs, q):
@@ -345,8 +387,15 @@ def report(args, rank, world, device, stats):
 
 def train(args, rank, world, device):
     """The training loop; returns this rank's figures."""
+    # The preload runs before the clock starts (the baseline's steps are
+    # timed, not its loading); the vocabulary comes from the data read.
+    samples = preload(args) if args.loader == "torch" else None
+    vocab = args.vocab or data_vocab(args, rank, device, samples)
+    if rank == 0:
+        print("vocabulary %d (%s)" % (vocab, "--vocab" if args.vocab else "from the data"),
+              flush=True)
     torch.manual_seed(args.seed)
-    model = TinyLM(args.vocab, args.dim, args.heads, args.max_len).to(device)
+    model = TinyLM(vocab, args.dim, args.heads, args.max_len).to(device)
     ddp = nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None)
     waits = AllreduceWait(world)
@@ -366,7 +415,7 @@ def train(args, rank, world, device):
             loader.load_state_dict(ck["loader"])
         batches = levelfeed_batches(loader)
     else:
-        batches = torch_batches(args, rank, world)
+        batches = dataloader_batches(args, InMemoryTokens(samples), rank, world)
 
     dump = Dump(args.dump, rank)
     stats = {"tokens": 0, "data_wait": 0.0, "step_times": [], "losses": [], "micro": 0}
@@ -381,7 +430,7 @@ def train(args, rank, world, device):
         t_got = time.perf_counter()
         stats["data_wait"] += t_got - t_prev
         opt.zero_grad(set_to_none=True)
-        value, ntok = train_step(ddp, b, device, args.max_len)
+        value, ntok = train_step(ddp, b, device, args.max_len, vocab)
         stats["micro"] += len(micro_batches(b))
         opt.step()
         t_done = time.perf_counter()

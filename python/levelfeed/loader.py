@@ -1,11 +1,19 @@
 """levelfeed.Loader: the batches of one training rank, as dicts of tensors
 that are views of the client's shared-memory ring (no copy).
 
-Lifetime is the one rule to know: a batch's tensors are views of a ring
-slot, and the slot goes back to the server when the next batch is taken (or
-on release()/close()). Keep a tensor longer and it shows a later batch's
-bytes; copy it (t.clone()) to keep it. The ring is mapped read-only: writing
-into a batch tensor in place kills the process with SIGSEGV.
+Lifetime: a batch's tensors are views of a ring slot that this rank holds
+for as long as anything refers to them (the Batch or any of its tensors):
+the slot goes back to the server when the last reference goes (or at once
+on batch.close() or loader.close(), after which the views are stale). The
+slot is this rank's own meanwhile, and writable: in-place edits are fine.
+The ring has a bounded number of slots (lf-server --slots): a trainer that
+keeps more batches than that gets a LevelfeedError saying so at the next
+batch. Loader(copy=True) hands out owned copies instead, kept as long as
+one likes, the slot given back at once.
+
+Iteration goes as with a DataLoader: a `for` over the loader yields one
+epoch's batches, the next `for` the next epoch's, and a `for` after the
+last epoch raises a LevelfeedError saying the plan is over.
 
 Device tensors: with device="cuda[:N]" the client copies each batch into a
 ring of device slots before it is asked for (lf_client_use_device: the host
@@ -15,8 +23,13 @@ stream), and the tensors are views of those device slots
 rule holds: a slot is refilled after the next batch is taken, behind the
 work queued so far on torch's current stream for that device.
 """
+import collections
 import ctypes
 import errno
+import gc
+import struct
+import threading
+import weakref
 
 import numpy as np
 
@@ -37,6 +50,26 @@ _BF16 = 10
 
 _STATE_KEY = "levelfeed"
 _STATE_VERSION = 1
+# lf_state_save's bytes (client/host.c): magic, rank, epoch, pad, step,
+# plan fingerprint, checksum.
+_STATE_LAYOUT = struct.Struct("<IIIIQQQ")
+
+
+def _state_mismatch(saved, mine):
+    """Which field of a refused saved state differs from this client's own
+    (mine: its lf_state_save bytes), in words that say what to do."""
+    if len(saved) != _STATE_LAYOUT.size:
+        return ("it is %d bytes, a levelfeed state is %d: not a state_dict() of this release"
+                % (len(saved), _STATE_LAYOUT.size))
+    s, m = _STATE_LAYOUT.unpack(saved), _STATE_LAYOUT.unpack(mine)
+    if s[1] != m[1]:
+        return ("rank differs: saved by rank %d, loaded by rank %d: give each rank the "
+                "state_dict() it saved" % (s[1], m[1]))
+    if s[5] != m[5]:
+        return ("plan fingerprint differs: saved under plan %016x, the server runs %016x: "
+                "restart lf-server with the dataset and options (--world, --seed, --epochs, "
+                "batch sizes, sampler) of the saved run" % (s[5], m[5]))
+    return "bytes damaged: its magic or checksum is wrong (a truncated or edited checkpoint)"
 
 
 def _cuda_index(device):
@@ -80,9 +113,9 @@ def _dtype_and_shape(t):
 
 
 def _host_array(t, owner):
-    """A read-only numpy view of the tensor's bytes in the ring. The view's
-    base holds owner (the Loader), so the ring stays mapped while a view
-    lives, even after the caller's last reference to the Loader is gone."""
+    """A numpy view of the tensor's bytes in the ring. The view's base holds
+    owner (the batch's _Slot, which holds the Loader), so the slot stays
+    this rank's and the ring mapped while a view lives."""
     dt, shape = _dtype_and_shape(t)
     if t.size == 0:
         return np.empty(shape, dt)
@@ -92,13 +125,12 @@ def _host_array(t, owner):
 
 
 def _host_view(t, as_torch, owner):
-    """The tensor as numpy (read-only) or torch. torch 1.13 lacks u16/u32/u64:
+    """The tensor as numpy or torch. torch 1.13 lacks u16/u32/u64:
     u64 (sample ids) is viewed as int64 (same bits; exact below 2**63), u16
     and u32 are widened to int32/int64, which copies — the layouts give
     tokens as i32 or i64, so the token tensor itself is never copied."""
     a = _host_array(t, owner)
     if not as_torch:
-        a.flags.writeable = False
         return a
     if t.dtype == _BF16:
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
@@ -108,8 +140,6 @@ def _host_view(t, as_torch, owner):
         return torch.from_numpy(a.astype(np.int32))
     if a.dtype == np.uint32:
         return torch.from_numpy(a.astype(np.int64))
-    # Writable as far as numpy knows (so torch does not warn); the pages are
-    # read-only all the same (see the module's note).
     return torch.from_numpy(a)
 
 
@@ -145,11 +175,56 @@ def _device_view(t, device, owner):
     return a
 
 
+class _Slot:
+    """A ring slot this process holds: the owner every view of the batch's
+    tensors keeps alive, so the slot goes back to the server (close) when
+    the last of them goes, or before on an explicit close."""
+
+    def __init__(self, loader, b):
+        self.loader, self.b = loader, b
+
+    def close(self):
+        if self.b is not None:
+            b, self.b = self.b, None
+            self.loader._give_back(b)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:   # noqa: BLE001  the server gone, or the interpreter ending:
+            pass            # nothing to give back to, and no one to tell
+
+
+def _rebuild_batch(tensors, attrs):
+    out = Batch(tensors)
+    out.__dict__.update(attrs)
+    return out
+
+
 class Batch(dict):
     """One batch: a dict of tensors by name ("tokens", "lengths",
-    "sample_ids", ...) with the batch's place in the plan as attributes."""
+    "sample_ids", ...) with the batch's place in the plan as attributes.
+    Its ring slot is held while the batch or any of its tensors is
+    referred to; close() (or `with batch:`) gives it back at once."""
     epoch = step = seq = nsamples = 0
     wait_s = 0.0
+    _slot = None
+
+    def close(self):
+        """Gives the batch's ring slot back now: its tensors go stale."""
+        if self._slot is not None:
+            self._slot.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        # The tensors pickle as their values; the slot stays behind.
+        attrs = {k: v for k, v in self.__dict__.items() if k != "_slot"}
+        return _rebuild_batch, (dict(self), attrs)
 
     def micro_batches(self):
         """The batch as the plan's micro-batches (lf-server --micro-batches):
@@ -194,8 +269,8 @@ def _timeout_ms(timeout):
 
 
 class Loader:
-    """Iterates this rank's batches from the node's lf-server, every epoch
-    the server serves in one pass (batch.epoch says which), then stops.
+    """Iterates this rank's batches from the node's lf-server: each `for`
+    over it one epoch (batch.epoch says which), as a DataLoader does.
 
     endpoint    the server's control socket (None: the server's default)
     rank        global rank (None: RANK, else OMPI/PMI/SLURM variables)
@@ -206,12 +281,13 @@ class Loader:
     device_depth  device slots (batches copied ahead of the trainer)
     timeout     seconds to wait for the server and for each batch (None: forever)
     tensors     "torch" (default when torch imports) or "numpy"
+    copy        True: each batch's tensors are owned copies (kept as long
+                as one likes; the slot goes back at once)
     """
 
     def __init__(self, endpoint=None, rank=None, world_size=None, device=None,
-                 timeout=60.0, tensors=None, device_depth=2):
+                 timeout=60.0, tensors=None, device_depth=2, copy=False):
         self._client = None
-        self._held = None
         self._cuda = _cuda_index(device)
         if self._cuda is not None and tensors == "numpy":
             raise ValueError("levelfeed: device tensors are torch tensors, not numpy")
@@ -221,10 +297,18 @@ class Loader:
             raise ValueError("levelfeed: tensors=%r: want 'numpy'%s"
                              % (tensors, "" if torch is None else " or 'torch'"))
         self._as_torch = tensors == "torch"
+        self._copy = bool(copy)
         self._timeout_ms = _timeout_ms(timeout)
         device_depth = _int_in("device_depth", device_depth, 1, _INT_MAX)
         self._yielded = 0
         self._finished = False
+        self._ahead = None          # the next epoch's first batch, taken to end this one
+        self._state_ahead = None    # the position before it (what state_dict saves)
+        self._pass = None           # the epoch the current `for` yields, once known
+        self._want_epoch = None     # set_epoch's, checked against the next pass
+        self._last = None           # the slot of the last batch yielded (release())
+        self._thread = threading.get_ident()    # the one that takes batches
+        self._later = collections.deque()       # slots let go of on other threads
         self._client = self._open(endpoint, rank, world_size)
         if self._cuda is not None:
             self._use_device(device_depth)
@@ -266,38 +350,135 @@ class Loader:
             raise LevelfeedError(_capi.E_ORDER, "levelfeed: the loader is closed")
         return self._client
 
+    # -- epochs: one `for`, one epoch ------------------------------------
+
+    @property
+    def finished(self):
+        """True once every epoch of the plan has been yielded."""
+        return self._finished and self._ahead is None
+
     def __iter__(self):
+        self._pass = None
         return self
 
     def __next__(self):
+        if self.finished:
+            if self._pass is None:
+                raise LevelfeedError(_capi.E_END, "levelfeed: the plan is over: every epoch "
+                                     "the server planned has been served (lf-server "
+                                     "--epochs sets how many)")
+            raise StopIteration
+        out = self._ahead if self._ahead is not None else self._take()
+        self._ahead = None
+        if out is None:
+            raise StopIteration         # the last epoch ended
+        if self._pass is None:
+            self._check_epoch(out)
+            self._pass = out.epoch
+        elif out.epoch != self._pass:   # the next epoch's first batch
+            self._ahead = out
+            raise StopIteration
+        self._yielded += 1
+        self._last = None if out._slot is None else weakref.ref(out._slot)
+        return out
+
+    def set_epoch(self, epoch):
+        """The epoch the next `for` should yield, as DistributedSampler's
+        set_epoch: the server plans the epochs, so this only checks that it
+        agrees, raising when the next batch belongs to another epoch."""
+        self._want_epoch = int(epoch)
+        if self._ahead is not None:
+            self._check_epoch(self._ahead)
+
+    def _check_epoch(self, b):
+        want, self._want_epoch = self._want_epoch, None
+        if want is not None and b.epoch != want:
+            self._ahead = b             # not lost: the next `for` starts with it
+            raise LevelfeedError(_capi.E_STATE, "levelfeed: set_epoch(%d), but the server's "
+                                 "next batch is of epoch %d: the server orders the epochs "
+                                 "(lf-server --epochs, a restored state_dict); iterate "
+                                 "without set_epoch or follow batch.epoch" % (want, b.epoch))
+
+    # -- batches and their slots -----------------------------------------
+
+    def _take(self):
+        """The next batch from the server, or None after the last one."""
         c = self._live()
-        self.release()
+        self._thread = threading.get_ident()
+        self._give_back_later()
+        self._state_ahead = self._save()
         b = _capi.Batch()
         rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
+        if rc == _capi.E_ORDER:
+            gc.collect()                # batches only a reference cycle still holds
+            self._give_back_later()
+            rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
+            if rc == _capi.E_ORDER:
+                raise LevelfeedError(rc, "levelfeed: every ring slot is held by a batch still "
+                                     "referred to (a Batch or one of its tensors): let go of "
+                                     "old batches (del, batch.close()), keep copies "
+                                     "(t.clone(), Loader(copy=True)), or give the server more "
+                                     "slots (lf-server --slots)")
         if rc == _capi.E_END:
             self._finished = True
-            raise StopIteration
+            return None
         check(rc, c)
-        self._held = b
-        out = Batch()
-        for i in range(b.ntensors):
-            t = b.tensors[i]
-            out[t.name.decode()] = (_host_view(t, self._as_torch, self) if self._cuda is None
-                                    else _device_view(t, self._device, self))
-        self._yielded += 1  # after the views: a batch that failed was not yielded
+        slot = _Slot(self, b)
+        try:
+            out = self._batch(b, slot)
+        except BaseException:
+            slot.close()
+            raise
         out.epoch, out.step, out.seq, out.nsamples = b.epoch, b.step, b.seq, b.nsamples
         out.wait_s = b.wait_ns * 1e-9
         return out
 
+    def _batch(self, b, slot):
+        """The Batch of views of b's slot, or with copy=True of copies (the
+        slot then given back at once)."""
+        out = Batch()
+        for i in range(b.ntensors):
+            t = b.tensors[i]
+            view = (_host_view(t, self._as_torch, slot) if self._cuda is None
+                    else _device_view(t, self._device, slot))
+            out[t.name.decode()] = view.clone() if self._copy and self._as_torch else (
+                view.copy() if self._copy else view)
+        if self._copy:
+            slot.close()
+        else:
+            out._slot = slot
+        return out
+
+    def _give_back(self, b):
+        """Returns b's slot to the server; nothing to do once closed (the
+        ring went with the client). The client belongs to the thread that
+        takes the batches: a view freed on another one (torch's autograd
+        threads free saved tensors) queues its slot for that thread's next
+        batch instead of calling the library beside it."""
+        if self._client is None:
+            return
+        if threading.get_ident() != self._thread:
+            self._later.append(b)
+            return
+        self._release(b)
+
+    def _give_back_later(self):
+        while self._later:
+            self._release(self._later.popleft())
+
+    def _release(self, b):
+        # A device slot is refilled behind the work queued on torch's
+        # current stream (which may still read the batch).
+        stream = (None if self._cuda is None
+                  else torch.cuda.current_stream(self._device).cuda_stream)
+        check(lib.lf_release_stream(self._client, ctypes.byref(b), stream), self._client)
+
     def release(self):
-        """Gives the current batch's slot back now (its tensors go stale)."""
-        if self._held is not None:
-            b, self._held = self._held, None
-            # A device slot is refilled behind the work queued on torch's
-            # current stream (which may still read the batch).
-            stream = (None if self._cuda is None
-                      else torch.cuda.current_stream(self._device).cuda_stream)
-            check(lib.lf_release_stream(self._live(), ctypes.byref(b), stream), self._client)
+        """Gives the last batch's slot back now (its tensors go stale)."""
+        slot = self._last() if self._last is not None else None
+        self._last = None
+        if slot is not None:
+            slot.close()
 
     def report_step(self, compute_seconds):
         """Tells the server how long the trainer computed on the last batch;
@@ -305,14 +486,21 @@ class Loader:
         check(lib.lf_report_step(self._live(), int(max(0.0, compute_seconds) * 1e9)),
               self._client)
 
-    def state_dict(self):
-        """This rank's position, after the last batch yielded, in the shape of
-        torchdata's StatefulDataLoader: a plain dict to put in a checkpoint."""
+    def _save(self):
+        """The client's position as lf_state_save's bytes: after the last
+        batch lf_next returned."""
         buf = ctypes.create_string_buffer(256)
         n = check(lib.lf_state_save(self._live(), buf, len(buf)), self._client)
-        return {"_num_yielded": self._yielded, "_iterator_finished": self._finished,
-                _STATE_KEY: {"version": _STATE_VERSION, "rank": self.rank,
-                             "state": buf.raw[:n]}}
+        return buf.raw[:n]
+
+    def state_dict(self):
+        """This rank's position, after the last batch yielded, in the shape of
+        torchdata's StatefulDataLoader: a plain dict to put in a checkpoint.
+        A batch taken ahead to end an epoch was not yielded: the position
+        saved is the one before it."""
+        state = self._state_ahead if self._ahead is not None else self._save()
+        return {"_num_yielded": self._yielded, "_iterator_finished": self.finished,
+                _STATE_KEY: {"version": _STATE_VERSION, "rank": self.rank, "state": state}}
 
     def load_state_dict(self, state_dict):
         """Resumes from state_dict(): call it before the first batch. The
@@ -321,15 +509,19 @@ class Loader:
         if not isinstance(mine, dict) or mine.get("version") != _STATE_VERSION:
             raise LevelfeedError(_capi.E_STATE, "levelfeed: not a levelfeed Loader state_dict")
         raw = bytes(mine["state"])
-        check(lib.lf_state_restore(self._live(), raw, len(raw)), self._client)
+        rc = lib.lf_state_restore(self._live(), raw, len(raw))
+        if rc == _capi.E_STATE:
+            raise LevelfeedError(rc, "levelfeed: load_state_dict: the server refuses this "
+                                 "state: " + _state_mismatch(raw, self._save()))
+        check(rc, self._client)
         self._yielded = int(state_dict.get("_num_yielded", 0))
         self._finished = bool(state_dict.get("_iterator_finished", False))
 
     def close(self):
-        """Releases the batch held, says goodbye and unmaps the ring: every
-        tensor of this loader is invalid afterwards."""
+        """Says goodbye and unmaps the ring: every batch of this loader not
+        copied is stale afterwards (the slots went with the ring)."""
         if self._client is not None:
-            self._held = None       # the ring goes with the client
+            self._ahead = None
             lib.lf_client_close(self._client)
             self._client = None
 

@@ -7,7 +7,9 @@
 # its checkpoint (model, optimizer, loader.state_dict()) gives the same
 # batches — ids, token bytes and losses — as the uninterrupted run; the
 # example's --loader torch (DataLoader + DistributedSampler) trains; its
-# model takes empty batches; nothing is left in /dev/shm, the runtime
+# model takes empty batches; --vocab defaults to the data's (largest id
+# + 1), an id past an explicit one is refused by name, and the tokens
+# counted are those trained on (not past --max-len); nothing is left in /dev/shm, the runtime
 # directory or the process table.
 # Two ranks on the CPU with gloo, whatever GPUs the machine has. With
 # DDP_GPU=1 (python_ddp_gpu.sh) the same on GPUs: nccl, the loader's device
@@ -102,7 +104,11 @@ echo "ddp: stopped after $K steps and resumed = uninterrupted (dump columns $SAM
 
 # The example's other feed, a plain DataLoader + DistributedSampler over the
 # same samples (preloaded through a private lf-server), trains too.
+# The vocabulary comes from the data (MODEL minus --vocab: the default).
+MODEL=("${MODEL[@]:2}")
 run_ranks dl --loader torch --data "$WORK/ds" --epochs 1 --batch-size 4
+grep -q "vocabulary 64 (from the data)" "$WORK/dl.r0.log" ||
+  fail "--loader torch: the vocabulary is not the data's: $(grep vocabulary "$WORK/dl.r0.log")"
 first=$(summary_field dl loss_first) last=$(summary_field dl loss_last)
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
   fail "--loader torch: loss did not fall: $first -> $last"
@@ -125,6 +131,18 @@ for shape in [(0, 0), (0, 5), (3, 1)]:
     loss.backward()
     assert loss.item() == 0, (shape, loss.item())
 print("the example's model takes batches [0, 0], [0, 5] and [3, 1]")
+# An id past --vocab is an error that says what to pass, not an IndexError
+# deep in the embedding; the tokens counted are the ones trained on.
+try:
+    ex.check_vocab(torch.tensor([[3, 70]]), 64)
+    sys.exit("token id 70 with --vocab 64 accepted")
+except SystemExit as e:
+    assert "pass --vocab 71" in str(e), str(e)
+b = {"tokens": torch.randint(1, 64, (2, 10)), "lengths": torch.tensor([10, 4])}
+ddp = ex.TinyLM(64, 16, 2, 8)
+_, ntok = ex.train_step(ddp, b, torch.device("cpu"), 8, 64)
+assert ntok == 8 + 4, "tokens counted past --max-len 8: %d" % ntok
+print("an id past --vocab is refused by name; tokens past --max-len are not counted")
 PYEOF
 
 check_python_leftovers

@@ -3,7 +3,7 @@
 # epoch): host tensors are views of the ring, not copies (their data
 # pointers lie in the client's mapping of the rank's ring memfd, which
 # /proc/self/maps names; a clone, checked the same way, is caught); numpy
-# views keep the exact dtypes and are read-only; the epoch's sample ids are
+# views keep the exact dtypes and are writable (the rank's own slot); the epoch's sample ids are
 # each sample once and rows are padded after their length; library errors
 # arrive as exceptions with the library's or the server's words. Device
 # tensors (torch): with a GPU, a whole epoch on cuda:0, each sample once and
@@ -97,7 +97,7 @@ with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
         batches += 1
         ids, tok, lens = b["sample_ids"], b["tokens"], b["lengths"]
         check(ids.dtype == np.uint64 and tok.dtype == np.int64, "dtypes %s %s" % (ids.dtype, tok.dtype))
-        check(not tok.flags.writeable, "numpy view writeable")
+        check(tok.flags.writeable, "numpy view read-only")
         check(b.nsamples == len(ids) == tok.shape[0] == len(lens), "batch sizes disagree")
         for name, a in b.items():
             check(a.size == 0 or in_ring(a.__array_interface__["data"][0], a.nbytes),

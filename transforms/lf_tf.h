@@ -65,6 +65,11 @@ void lf_tf_ws_free(lf_tf_ws *ws);                      /* accepts NULL */
 /* Why the last call on this workspace failed ("" after a success). */
 const char *lf_tf_reason(const lf_tf_ws *ws);
 
+/* Bytes the workspace holds for whole-image coefficient buffers (multi-scan
+ * and progressive files): the largest such image decoded so far, kept for
+ * the next one; never more than max_memory. */
+size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws);
+
 /* ---- JPEG ---------------------------------------------------------------- */
 
 typedef struct lf_tf_jpeg_info {

@@ -31,6 +31,7 @@
 #include "lf_tf.h"
 #include "tf_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -451,11 +452,13 @@ static jvirt_barray_ptr coef_request(j_common_ptr c, int pool, boolean pre_zero,
     return (jvirt_barray_ptr)(void *)arr;
 }
 
-/* Bytes of one array: its blocks (a multiple of 128), then its row pointers. */
-static uint64_t coef_bytes(const coef_array *arr)
+/* Bytes of one array in the arena: its blocks (a multiple of 128), then its
+ * row pointers, rounded up to 64. */
+static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows)
 {
-    return (uint64_t)arr->numrows * arr->blocks_per_row * sizeof(JBLOCK) +
-           (uint64_t)arr->numrows * sizeof(JBLOCKROW);
+    uint64_t b = (uint64_t)numrows * blocks_per_row * sizeof(JBLOCK) +
+                 (uint64_t)numrows * sizeof(JBLOCKROW);
+    return (b + 63) & ~(uint64_t)63;
 }
 
 static void coef_realize(j_common_ptr c)
@@ -463,7 +466,7 @@ static void coef_realize(j_common_ptr c)
     lf_tf_ws *ws = ws_of(c);
     coef_arena *a = &ws->coef;
     uint64_t total = 0;
-    for (int i = 0; i < a->n; i++) total += (coef_bytes(&a->arr[i]) + 63) & ~(uint64_t)63;
+    for (int i = 0; i < a->n; i++) total += coef_bytes(a->arr[i].blocks_per_row, a->arr[i].numrows);
     if (total > ws->lim.max_memory) {
         fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes > memory limit %llu",
              (unsigned long long)total, (unsigned long long)ws->lim.max_memory);
@@ -488,7 +491,7 @@ static void coef_realize(j_common_ptr c)
         arr->rows = (JBLOCKARRAY)(void *)(p + blocks);
         for (JDIMENSION r = 0; r < arr->numrows; r++)
             arr->rows[r] = (JBLOCKROW)(void *)(p + r * row_bytes);
-        p += (coef_bytes(arr) + 63) & ~(uint64_t)63;
+        p += coef_bytes(arr->blocks_per_row, arr->numrows);
     }
     a->orig.realize_virt_arrays(c);
 }
@@ -526,6 +529,13 @@ static void coef_install(lf_tf_ws *ws)
 }
 
 size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws) { return ws->coef.cap; }
+
+void lf_tf_ws_trim(lf_tf_ws *ws)
+{
+    free(ws->coef.mem);
+    ws->coef.mem = NULL;
+    ws->coef.cap = 0;
+}
 
 /* ---- workspace ----------------------------------------------------------- */
 
@@ -698,6 +708,32 @@ int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,
 {
     struct { const void *src; size_t size; lf_tf_jpeg_info *info; } j = {src, src_size, info};
     return (int)guarded(ws, info_job, &j);
+}
+
+/* What coef_realize will take for this header: libjpeg's coefficient
+ * controller keeps whole-image arrays only for a multi-scan file, one per
+ * component, its blocks rounded up to whole MCUs (jdcoefct.c). */
+static long need_job(lf_tf_ws *ws, void *ctx)
+{
+    struct { const void *src; size_t size; } *j = ctx;
+    int rc = read_header(ws, j->src, j->size, NULL);
+    if (rc) return rc;
+    j_decompress_ptr c = &ws->cinfo;
+    if (!c->inputctl->has_multiple_scans) return 0;
+    uint64_t total = 0;
+    for (int ci = 0; ci < c->num_components; ci++) {
+        const jpeg_component_info *comp = &c->comp_info[ci];
+        JDIMENSION h = (JDIMENSION)comp->h_samp_factor, v = (JDIMENSION)comp->v_samp_factor;
+        total += coef_bytes((comp->width_in_blocks + h - 1) / h * h,
+                            (comp->height_in_blocks + v - 1) / v * v);
+    }
+    return total > LONG_MAX ? LONG_MAX : (long)total;
+}
+
+long lf_tf_jpeg_decode_need(lf_tf_ws *ws, const void *src, size_t src_size)
+{
+    struct { const void *src; size_t size; } j = {src, src_size};
+    return guarded(ws, need_job, &j);
 }
 
 /* ---- pixels -------------------------------------------------------------- */

@@ -263,6 +263,14 @@ int main(int argc, char **argv)
     expect_good(roomy, prog, bn);
     ASSERT_EQ(lf_tf_ws_decode_memory(roomy), held);
     ASSERT_TRUE(memcmp(first, out, sizeof first) == 0);
+    /* The prediction from the header is what the decode takes (lf-server
+     * reserves it before decoding); a single-scan file takes none. */
+    ASSERT_EQ(lf_tf_jpeg_decode_need(roomy, prog, bn), (long)held);
+    ASSERT_EQ(lf_tf_jpeg_decode_need(roomy, good, gn), 0);
+    lf_tf_ws_trim(roomy);
+    ASSERT_EQ(lf_tf_ws_decode_memory(roomy), 0);
+    expect_good(roomy, prog, bn);
+    ASSERT_TRUE(memcmp(first, out, sizeof first) == 0);
     lf_tf_ws_free(roomy);
     free(prog);
 

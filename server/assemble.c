@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The fields of a job's sample i, located in its pinned block. */
 static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *views)
@@ -123,6 +124,97 @@ static int copy_label(const srv *s, const lf_field_view *views, unsigned char *s
     return 0;
 }
 
+/* ---- decode memory -------------------------------------------------------
+ *
+ * A progressive JPEG is decoded from whole-image coefficient buffers, about
+ * 2 bytes per sample of each component (147 MiB for a 7000x7000 4:2:0
+ * photo), whatever the crop; a single-scan one needs none. Unbounded, 16
+ * workers on such images took 16 of them, far past --memory-limit. So on
+ * the image path half of the cache's share of the limit (never leaving it
+ * less than two blocks; JPEG blocks are small) is decode memory: half of it split
+ * evenly as what each worker's workspace may keep between images (the
+ * common case: the pages stay mapped, see transforms/README.md), the other
+ * half a pool lent for one image at a time to a worker whose image needs
+ * more (lf_tf_jpeg_decode_need, from the header): it waits until the pool
+ * has room, and gives the loan back, with its workspace trimmed, after the
+ * image. An image that needs more than keep + pool cannot be decoded within
+ * the limit: the server stops and says which sample and what limit would
+ * do. Workers never hold a loan while they wait, so waiting cannot
+ * deadlock.
+ */
+void srv_decode_budget(srv *s)
+{
+    srv_pipeline *p = s->pl;
+    if (!s->images) return;
+    uint64_t floor = 2ull * lf_dataset_max_block_raw(s->ds);
+    uint64_t share = s->cache_limit / 2;
+    if (s->cache_limit - share < floor) share = s->cache_limit > floor ? s->cache_limit - floor : 0;
+    s->cache_limit -= share;
+    p->decode_keep = share / 2 / s->cfg.workers;
+    p->decode_pool = share - p->decode_keep * s->cfg.workers;
+}
+
+/* Lends `need` bytes beyond the worker's keep for sample id's decode,
+ * waiting for room. Returns 0 (lent), or < 0 when stopping or when the
+ * image can never fit (reported). Not under mu. */
+static int decode_borrow(srv *s, uint64_t id, uint64_t need)
+{
+    srv_pipeline *p = s->pl;
+    if (need > p->decode_pool + p->decode_keep) {
+        /* keep + pool >= share / 2 = cache / 4: a cache of 4 x need does */
+        uint64_t others = s->cfg.memory_limit - s->cache_limit - p->decode_pool -
+                          p->decode_keep * s->cfg.workers;
+        srv_fail(s, "sample %" PRIu64 ": the JPEG needs %" PRIu64 " bytes of decode memory "
+                 "(a progressive file's coefficients); --memory-limit leaves %" PRIu64
+                 " for one image: raise --memory-limit to %" PRIu64 " or more",
+                 id, need, p->decode_pool + p->decode_keep, others + 4 * need);
+        return -E2BIG;
+    }
+    /* Its own condition variable: a wait on cv_work would swallow the
+     * signal that hands an idle worker new work. srv_fail does not wake it,
+     * so the wait looks at stop once a second. */
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop && !s->failed && p->decode_lent + need > p->decode_pool) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&p->cv_decode, &s->mu, &until);
+    }
+    int rc = s->stop || s->failed ? -ECANCELED : 0;
+    if (rc == 0) p->decode_lent += need;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void decode_return(srv *s, uint64_t need)
+{
+    pthread_mutex_lock(&s->mu);
+    s->pl->decode_lent -= need;
+    pthread_cond_broadcast(&s->pl->cv_decode);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One sample's JPEG into its place: decode memory borrowed first when the
+ * image needs more than the worker keeps. */
+static long augment_one(srv *s, worker_ctx *w, const srv_job *j, uint32_t i,
+                        const lf_field_view *v, void *dst, size_t each)
+{
+    long need = lf_tf_jpeg_decode_need(w->ws, v->data, v->size);
+    int borrowed = need > 0 && (uint64_t)need > s->pl->decode_keep;
+    if (borrowed) {
+        lf_tf_ws_trim(w->ws);    /* what it kept counts in keep, not in the loan */
+        int rc = decode_borrow(s, j->ids[i], (uint64_t)need);
+        if (rc < 0) return rc;
+    }
+    long n = lf_tf_jpeg_augment(w->ws, dst, each, v->data, v->size, &s->cfg.image, j->epoch,
+                                j->ids[i], NULL);
+    if (borrowed) {
+        lf_tf_ws_trim(w->ws);
+        decode_return(s, (uint64_t)need);
+    }
+    return n;
+}
+
 /* Image batch: each sample's JPEG decoded, cropped, resized and normalized
  * straight into its place in the slot; labels copied beside. */
 static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
@@ -136,8 +228,8 @@ static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
         int rc = sample_views(s, j, i, views);
         if (rc < 0) return rc;
         const lf_field_view *v = &views[s->token_field];
-        long n = lf_tf_jpeg_augment(w->ws, slot + img->offset + i * each, each, v->data,
-                                    v->size, &s->cfg.image, j->epoch, j->ids[i], NULL);
+        long n = augment_one(s, w, j, i, v, slot + img->offset + i * each, each);
+        if (n == -E2BIG || n == -ECANCELED) return (int)n;
         if (n < 0) {
             srv_fail(s, "sample %" PRIu64 ": image transform: %s: %s", j->ids[i],
                      lf_tf_strerror((int)n), lf_tf_reason(w->ws));

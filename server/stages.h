@@ -81,6 +81,12 @@ typedef struct srv_pipeline {
     uint32_t catchup_waits;      /* catch-up threads waiting for cache room */
     uint32_t catchups_running;   /* catch-up threads not finished yet */
     uint32_t last_gen;           /* the last catch-up generation handed out */
+    /* Image path, JPEG decode memory (assemble.c "decode memory"): carved
+     * out of the cache's share of --memory-limit. */
+    uint64_t decode_keep;        /* coefficient buffers a worker may keep between images */
+    uint64_t decode_pool;        /* lent, one image at a time, for larger ones */
+    uint64_t decode_lent;        /* of it, lent now */
+    pthread_cond_t cv_decode;    /* workers waiting for a loan: one given back */
 } srv_pipeline;
 
 typedef struct worker_ctx {
@@ -129,6 +135,7 @@ void *srv_reader_main(void *arg);               /* a reader thread (arg: its rea
 void srv_run_decode(srv *s, worker_ctx *w, cache_entry *e);
 
 /* assemble.c: a worker assembles a job */
+void srv_decode_budget(srv *s);                 /* at set-up: splits off decode memory */
 void srv_drop_quarantined(srv *s, srv_job *j);  /* under mu */
 void srv_run_assembly(srv *s, worker_ctx *w, srv_job *j, int discard); /* not under mu */
 

@@ -31,6 +31,7 @@
 #include "lf_tf.h"
 #include "tf_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,6 +113,24 @@ typedef struct axis_coeffs {
     size_t wcap;                 /* floats in w */
 } axis_coeffs;
 
+/* A whole-image coefficient array (see "coefficient memory"). */
+typedef struct coef_array {
+    JBLOCKARRAY rows;            /* numrows row pointers into the arena */
+    JDIMENSION blocks_per_row, numrows;
+    int pre_zero;
+} coef_array;
+
+#define COEF_ARRAYS MAX_COMPONENTS
+
+typedef struct coef_arena {
+    coef_array arr[COEF_ARRAYS];
+    int n;                       /* arrays requested for the current image */
+    unsigned char *mem;          /* 64-byte aligned; high-water size, up to max_memory */
+    size_t cap;
+    /* libjpeg's own methods, called for everything that is not ours */
+    struct jpeg_memory_mgr orig;
+} coef_arena;
+
 /* The resize of one image, compiled per ISA (see "crop + resize"). */
 typedef struct resize_job resize_job;
 typedef void (*resize_rows_fn)(const lf_tf_ws *ws, const resize_job *r);
@@ -134,6 +153,7 @@ struct lf_tf_ws {
     idct_tables *idct;           /* 32-byte aligned */
     inverse_DCT_method_ptr idct_fn;   /* idct_avx2, or NULL: libjpeg's own */
     resize_rows_fn resize_fn;    /* resize_rows_avx2 or resize_rows_generic */
+    coef_arena coef;             /* whole-image coefficient buffers, kept across images */
 };
 
 /* ---- errors and limits --------------------------------------------------- */
@@ -393,6 +413,130 @@ static void idct_install(lf_tf_ws *ws)
     }
 }
 
+/* ---- coefficient memory ------------------------------------------------- */
+/*
+ * A progressive (multi-scan) file is absorbed whole before its first
+ * scanline comes out: libjpeg keeps a coefficient array per component, 2
+ * bytes per coefficient (3 bytes per pixel at 4:2:0, 6 at 4:4:4), whatever
+ * the DCT scale. Its own memory manager allocates those arrays per image and
+ * zeroes them; freed at the end of the image, glibc hands such large blocks
+ * back to the kernel, so every progressive image paid fresh page faults and
+ * zeroing of pages the kernel had just cleared: ~70% of the time of a crop
+ * of a 1920x1080 progressive photo in dev-images/ (perf: memset, page
+ * faults, brk trimming). Here they come from one arena per workspace, kept
+ * at its high-water size, so the pages stay mapped and only the memset
+ * remains. The workspace's decode memory is then one known figure
+ * (lf_tf_ws_decode_memory), bounded by max_memory.
+ *
+ * The arrays go in through the memory manager's methods, which are public
+ * (struct jpeg_memory_mgr in jpeglib.h): request_virt_barray,
+ * realize_virt_arrays and access_virt_barray are replaced, free_pool is
+ * wrapped; libjpeg's own methods keep everything else. The decompressor
+ * requests these arrays only in JPOOL_IMAGE, at most one per component.
+ */
+static lf_tf_ws *ws_of(j_common_ptr c) { return ((struct tf_error_mgr *)(void *)c->err)->ws; }
+
+static jvirt_barray_ptr coef_request(j_common_ptr c, int pool, boolean pre_zero,
+                                     JDIMENSION blocks_per_row, JDIMENSION numrows,
+                                     JDIMENSION maxaccess)
+{
+    (void)maxaccess;             /* the whole array is always in memory */
+    lf_tf_ws *ws = ws_of(c);
+    coef_arena *a = &ws->coef;
+    if (pool != JPOOL_IMAGE || a->n == COEF_ARRAYS) {
+        fail(ws, LF_TF_E_UNSUPPORTED, "coefficient array request outside the image pool");
+        bail(ws);
+    }
+    coef_array *arr = &a->arr[a->n++];
+    *arr = (coef_array){NULL, blocks_per_row, numrows, pre_zero};
+    return (jvirt_barray_ptr)(void *)arr;
+}
+
+/* Bytes of one array in the arena: its blocks (a multiple of 128), then its
+ * row pointers, rounded up to 64. */
+static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows)
+{
+    uint64_t b = (uint64_t)numrows * blocks_per_row * sizeof(JBLOCK) +
+                 (uint64_t)numrows * sizeof(JBLOCKROW);
+    return (b + 63) & ~(uint64_t)63;
+}
+
+static void coef_realize(j_common_ptr c)
+{
+    lf_tf_ws *ws = ws_of(c);
+    coef_arena *a = &ws->coef;
+    uint64_t total = 0;
+    for (int i = 0; i < a->n; i++) total += coef_bytes(a->arr[i].blocks_per_row, a->arr[i].numrows);
+    if (total > ws->lim.max_memory) {
+        fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes > memory limit %llu",
+             (unsigned long long)total, (unsigned long long)ws->lim.max_memory);
+        bail(ws);
+    }
+    if (total > a->cap) {
+        free(a->mem);
+        a->mem = aligned_alloc(64, (size_t)total);
+        a->cap = a->mem ? (size_t)total : 0;
+        if (!a->mem) {
+            fail(ws, LF_TF_E_NOMEM, "no memory for %llu bytes of coefficients",
+                 (unsigned long long)total);
+            bail(ws);
+        }
+    }
+    unsigned char *p = a->mem;
+    for (int i = 0; i < a->n; i++) {
+        coef_array *arr = &a->arr[i];
+        size_t row_bytes = (size_t)arr->blocks_per_row * sizeof(JBLOCK);
+        size_t blocks = row_bytes * arr->numrows;
+        if (arr->pre_zero) memset(p, 0, blocks);
+        arr->rows = (JBLOCKARRAY)(void *)(p + blocks);
+        for (JDIMENSION r = 0; r < arr->numrows; r++)
+            arr->rows[r] = (JBLOCKROW)(void *)(p + r * row_bytes);
+        p += coef_bytes(arr->blocks_per_row, arr->numrows);
+    }
+    a->orig.realize_virt_arrays(c);
+}
+
+static JBLOCKARRAY coef_access(j_common_ptr c, jvirt_barray_ptr ptr, JDIMENSION start,
+                               JDIMENSION num_rows, boolean writable)
+{
+    (void)writable;
+    coef_array *arr = (coef_array *)(void *)ptr;
+    if (!arr->rows || start > arr->numrows || num_rows > arr->numrows - start) {
+        lf_tf_ws *ws = ws_of(c);
+        fail(ws, LF_TF_E_CORRUPT, "coefficient rows %u+%u outside 0..%u", start, num_rows,
+             arr->numrows);
+        bail(ws);
+    }
+    return arr->rows + start;
+}
+
+static void coef_free_pool(j_common_ptr c, int pool)
+{
+    coef_arena *a = &ws_of(c)->coef;
+    if (pool == JPOOL_IMAGE) a->n = 0;
+    a->orig.free_pool(c, pool);
+}
+
+/* After jpeg_create_decompress. */
+static void coef_install(lf_tf_ws *ws)
+{
+    struct jpeg_memory_mgr *m = ws->cinfo.mem;
+    ws->coef.orig = *m;
+    m->request_virt_barray = coef_request;
+    m->realize_virt_arrays = coef_realize;
+    m->access_virt_barray = coef_access;
+    m->free_pool = coef_free_pool;
+}
+
+size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws) { return ws->coef.cap; }
+
+void lf_tf_ws_trim(lf_tf_ws *ws)
+{
+    free(ws->coef.mem);
+    ws->coef.mem = NULL;
+    ws->coef.cap = 0;
+}
+
 /* ---- workspace ----------------------------------------------------------- */
 
 /* The y axis (vertical) also gets 16-bit weights, the x axis broadcast ones. */
@@ -426,6 +570,7 @@ static void free_buffers(lf_tf_ws *ws)
 {
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
+    free(ws->coef.mem);
     free(ws->idct);
     free(ws->tmp);
     free(ws->region);
@@ -481,6 +626,7 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     if (setjmp(ws->err.jump)) goto fail_alloc;
     jpeg_create_decompress(&ws->cinfo);
     ws->cinfo.mem->max_memory_to_use = (long)l.max_memory;
+    coef_install(ws);
     ws->cinfo.progress = &ws->progress;
     *out = ws;
     return 0;
@@ -562,6 +708,32 @@ int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,
 {
     struct { const void *src; size_t size; lf_tf_jpeg_info *info; } j = {src, src_size, info};
     return (int)guarded(ws, info_job, &j);
+}
+
+/* What coef_realize will take for this header: libjpeg's coefficient
+ * controller keeps whole-image arrays only for a multi-scan file, one per
+ * component, its blocks rounded up to whole MCUs (jdcoefct.c). */
+static long need_job(lf_tf_ws *ws, void *ctx)
+{
+    struct { const void *src; size_t size; } *j = ctx;
+    int rc = read_header(ws, j->src, j->size, NULL);
+    if (rc) return rc;
+    j_decompress_ptr c = &ws->cinfo;
+    if (!c->inputctl->has_multiple_scans) return 0;
+    uint64_t total = 0;
+    for (int ci = 0; ci < c->num_components; ci++) {
+        const jpeg_component_info *comp = &c->comp_info[ci];
+        JDIMENSION h = (JDIMENSION)comp->h_samp_factor, v = (JDIMENSION)comp->v_samp_factor;
+        total += coef_bytes((comp->width_in_blocks + h - 1) / h * h,
+                            (comp->height_in_blocks + v - 1) / v * v);
+    }
+    return total > LONG_MAX ? LONG_MAX : (long)total;
+}
+
+long lf_tf_jpeg_decode_need(lf_tf_ws *ws, const void *src, size_t src_size)
+{
+    struct { const void *src; size_t size; } j = {src, src_size};
+    return guarded(ws, need_job, &j);
 }
 
 /* ---- pixels -------------------------------------------------------------- */

@@ -31,7 +31,7 @@ typedef enum lf_tf_status {
     LF_TF_OK = 0,
     LF_TF_E_ARG = -1,            /* an invalid parameter or input layout */
     LF_TF_E_BUFFER = -2,         /* a dst buffer is too small */
-    LF_TF_E_NOMEM = -3,          /* workspace allocation failed (create only) */
+    LF_TF_E_NOMEM = -3,          /* workspace or coefficient buffer allocation failed */
     LF_TF_E_LIMIT = -4,          /* the image exceeds a limit (pixels, scans, memory, region) */
     LF_TF_E_CORRUPT = -5,        /* the decoder reported an error or a warning */
     LF_TF_E_UNSUPPORTED = -6,    /* a valid JPEG we do not handle (e.g. 2-channel) */
@@ -65,6 +65,15 @@ void lf_tf_ws_free(lf_tf_ws *ws);                      /* accepts NULL */
 /* Why the last call on this workspace failed ("" after a success). */
 const char *lf_tf_reason(const lf_tf_ws *ws);
 
+/* Bytes the workspace holds for whole-image coefficient buffers (multi-scan
+ * and progressive files): the largest such image decoded so far, kept for
+ * the next one; never more than max_memory. */
+size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws);
+
+/* Frees those buffers (lf_tf_ws_decode_memory becomes 0): for a caller that
+ * keeps small ones and lends the memory of large ones out (lf-server). */
+void lf_tf_ws_trim(lf_tf_ws *ws);
+
 /* ---- JPEG ---------------------------------------------------------------- */
 
 typedef struct lf_tf_jpeg_info {
@@ -72,6 +81,13 @@ typedef struct lf_tf_jpeg_info {
     uint32_t components;         /* 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK */
     uint32_t progressive;        /* 1 for a progressive (multi-scan) file */
 } lf_tf_jpeg_info;
+
+/* Bytes of coefficient buffers that decoding this JPEG takes in the
+ * workspace (lf_tf_ws_decode_memory afterwards, at least): 0 for a
+ * single-scan file, which decodes row by row; about 2 bytes per sample of
+ * each component for a progressive one, whatever the crop or DCT scale.
+ * Reads the header only. Returns >= 0, or < 0 as lf_tf_jpeg_info_get. */
+long lf_tf_jpeg_decode_need(lf_tf_ws *ws, const void *src, size_t src_size);
 
 /* Reads the header only (plus the limit checks). Returns 0 or < 0. */
 int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,

@@ -28,7 +28,8 @@
 #    there yet is counted apart), p50/p99, on a smaller dataset (LAT_SAMPLES);
 #  - image path: delivered images/s next to the transforms-only rate
 #    (server_tf: the same JPEGs through lf_tf_jpeg_augment on one thread),
-#    ROUNDS times for each worker count, best and median;
+#    ROUNDS times for each worker count, best and median, on synthetic
+#    images and on the real dev-images/ ($LF_REALDATA, skipped without it);
 #  - the server's peak RSS next to its --memory-limit;
 #  - start-up time (to the control socket) with 1 and 10 epochs.
 # LAYOUTS (default "pad micro pack") and DTYPES ("i32 u16") pick the token
@@ -218,28 +219,46 @@ echo "server start-up ($samples samples, world 8): 1 epoch $s1 ms, 10 epochs $s1
 # The image path: each round measures the transforms-only rate and then
 # serves the images with each worker count, so both sides of a ratio see the
 # same moment of the machine; best and median round by the steady ratio.
+image_path() {   # LABEL DATASET IMAGES-PER-EPOCH EPOCHS
+  local label=$1 ds=$2 per=$3 ep=$4 n w k tf secs steady cpu pick picks what
+  n=$((per * ep))
+  : >"$work/img.rounds"
+  for k in $(seq "$rounds"); do
+    tf=$("$BUILD/bench/server_tf" "$ds" 224x224)
+    for w in $workers; do
+      serve "$work/img$w-$k" "--no-digest" --data "$ds" --workers "$w" --image-size 224x224 \
+        --memory-limit 1G --epochs "$ep"
+      read -r secs steady cpu <<<"$(times_of "$work/img$w-$k.server")"
+      wcpu=$(summary "$work/img$w-$k.server" '.*thread cpu:.* workers \([0-9.]*\) s.*')
+      echo "$w $tf $secs $steady $cpu $(cut -d' ' -f1 /proc/loadavg) $wcpu" >>"$work/img.rounds"
+    done
+  done
+  for w in $workers; do
+    awk -v w="$w" -v n="$n" '$1 == w {print n / $5 / $2, $0}' "$work/img.rounds" | sort -g -r >"$work/cfg"
+    k=$(wc -l <"$work/cfg")
+    picks=1
+    ((k > 2)) && picks+=" $(((k + 1) / 2))"
+    for pick in $picks; do
+      [[ $pick == 1 ]] && what="best of $k rounds" || what="median round"
+      sed -n "${pick}p" "$work/cfg" | awk -v n="$n" -v what="$what" -v label="$label" '{
+        w = $2; tf = $3; tfc = $4; r = n / $5; rs = n / $6; rc = n / $7; rw = n / $9
+        printf "image path (%s), %d worker(s), %s (by steady ratio), load %s: transforms only (1 thread, 224x224 random-resized crop, f32) %.1f images/s, %.1f per CPU-second; run %.1f images/s (%.2fx the transforms-only rate, %.2fx per worker); steady %.1f images/s (%.2fx, %.2fx per worker); %.1f images per worker CPU-second (%.2fx the transforms-only rate per CPU-second; target >= 0.9), %.1f per server CPU-second (%.2fx)\n",
+          label, w, what, $8, tf, tfc, r, r / tf, r / tf / w, rs, rs / tf, rs / tf / w, rw, rw / tfc, rc, rc / tfc }'
+    done
+  done
+}
 images=${IMAGES:-2000}
 "$BIN/lf-shard" synth images --out "$work/img" --samples "$images" --seed 2 --max-side 512 >/dev/null 2>&1
-: >"$work/img.rounds"
-for k in $(seq "$rounds"); do
-  tf=$("$BUILD/bench/server_tf" "$work/img" 224x224)
-  for w in $workers; do
-    serve "$work/img$w-$k" "--no-digest" --data "$work/img" --workers "$w" --image-size 224x224 --memory-limit 1G
-    read -r secs steady cpu <<<"$(times_of "$work/img$w-$k.server")"
-    echo "$w $tf $secs $steady $cpu $(cut -d' ' -f1 /proc/loadavg)" >>"$work/img.rounds"
-  done
-done
-for w in $workers; do
-  awk -v w="$w" -v n="$images" '$1 == w {print n / $4 / $2, $0}' "$work/img.rounds" | sort -g -r >"$work/cfg"
-  n=$(wc -l <"$work/cfg")
-  picks=1
-  ((n > 2)) && picks+=" $(((n + 1) / 2))"
-  for pick in $picks; do
-    [[ $pick == 1 ]] && what="best of $n rounds" || what="median round"
-    sed -n "${pick}p" "$work/cfg" | awk -v n="$images" -v what="$what" '{
-      w = $2; tf = $3; r = n / $4; rs = n / $5; rc = n / $6
-      printf "image path, %d worker(s), %s (by steady ratio), load %s: transforms only (1 thread, 224x224 random-resized crop, f32) %.1f images/s; run %.1f images/s (%.2fx the transforms-only rate, %.2fx per worker); steady %.1f images/s (%.2fx, %.2fx per worker); cpu %.1f images per server CPU-second (%.2fx; target overhead <= 10%%)\n",
-        w, what, $7, tf, r, r / tf, r / tf / w, rs, rs / tf, rs / tf / w, rc, rc / tf }'
-  done
-done
+image_path synthetic "$work/img" "$images" 1
+# Real photographs: dev-images/ from shared/realdata/fetch.sh in $LF_REALDATA
+# (default fetch.sh's ~/.cache/levelfeed-realdata), 123 files served for
+# REAL_EPOCHS (8) epochs; skipped, and said so, without them.
+real=${LF_REALDATA:-$HOME/.cache/levelfeed-realdata}
+if [[ -d $real/dev-images ]]; then
+  "$BIN/lf-shard" create images --in "$real/dev-images" --out "$work/realimg" >/dev/null 2>&1
+  image_path real "$work/realimg" "$(find "$real/dev-images" -type f | wc -l)" "${REAL_EPOCHS:-8}"
+else
+  echo "image path (real): $real/dev-images is absent (shared/realdata/fetch.sh fetches it;"
+  echo "  LF_REALDATA names another folder): skipped"
+fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

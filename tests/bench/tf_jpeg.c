@@ -3,34 +3,40 @@
  *
  *   tf_jpeg make DIR N SEED   writes N synthetic photo-like JPEGs (q90, 4:2:0,
  *                             sides 300..1200, varied aspect) with TurboJPEG
- *   tf_jpeg run DIR [BADDIR]  measures on those files, in this one run:
+ *   tf_jpeg run DIR PASSES [BADDIR]
+ *                             measures every JPEG under DIR (subfolders too,
+ *                             any size), interleaved file by file in each pass:
  *     - tjDecompress2 full-size decode to RGB (libjpeg-turbo's own rate),
- *     - lf_tf_jpeg_decode full-size (decode only),
- *     - lf_tf_jpeg_augment: random-resized crop 224 + flip + f32 CHW normalize,
- *   for all files and for those whose shorter side is > 2 x 224, and prints
- *   the rates and ratios in images per CPU second, 12 passes, each running
- *   the three on every file in turn (augment: 4 fixed crops per image), as
- *   the sum over files of each file's fastest pass and as the fastest whole
- *   pass; then the time to reject each file in BADDIR (the <= 50 ms goal).
+ *     - lf_tf_jpeg_augment: random-resized crop 224 + flip + f32 CHW
+ *       normalize, 4 fixed crops per image (the same every pass),
+ *   and prints one line per file with its fastest CPU time per image of each
+ *   (tests/bench/tf_report.py groups them by size class and progressive vs
+ *   baseline, next to the PIL pipeline's times); then the time to reject
+ *   each file in BADDIR.
  *   Figures only: nothing here passes or fails on a time.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include <turbojpeg.h>
 
 #include "lf_tf.h"
 
-#define MAX_FILES 512
 #define CROP 224
-#define PASSES 12                /* each method on each file, interleaved */
 #define CROPS_PER_IMAGE 4        /* augment: sample ids i*4..i*4+3, the same every pass */
 
-typedef struct file { unsigned char *data; size_t size; int w, h; char name[256]; } file;
+typedef struct file {
+    unsigned char *data;
+    size_t size;
+    int w, h, components, progressive;
+    char *name;                  /* path under the folder given */
+} file;
 
 static double clock_s(clockid_t id)
 {
@@ -99,28 +105,53 @@ static int make(const char *dir, int n, unsigned seed)
     return 0;
 }
 
-static int load_dir(const char *dir, file *files, int max)
+typedef struct file_list { file *f; int n, cap; } file_list;
+
+static void read_whole(const char *path, const char *name, file_list *l)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->f = realloc(l->f, (size_t)l->cap * sizeof *l->f);
+        if (!l->f) exit(1);
+    }
+    file *fl = &l->f[l->n];
+    memset(fl, 0, sizeof *fl);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    rewind(f);
+    fl->size = size > 0 ? (size_t)size : 0;
+    fl->data = malloc(fl->size + 1);
+    fl->name = strdup(name);
+    if (size < 0 || !fl->data || !fl->name || fread(fl->data, 1, fl->size, f) != fl->size) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+    l->n++;
+}
+
+/* Every file under dir, subfolders included, in name order; names are
+ * relative to the top folder (rel "" there), as tf_pil.py prints them. */
+static void load_tree(const char *dir, const char *rel, file_list *l)
 {
     struct dirent **names;
-    int n = scandir(dir, &names, NULL, alphasort), count = 0;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0) { fprintf(stderr, "cannot list %s: %s\n", dir, strerror(errno)); exit(1); }
     for (int i = 0; i < n; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-        FILE *f = names[i]->d_name[0] != '.' && count < max ? fopen(path, "rb") : NULL;
-        if (f) {
-            file *fl = &files[count++];
-            fseek(f, 0, SEEK_END);
-            fl->size = (size_t)ftell(f);
-            rewind(f);
-            fl->data = malloc(fl->size + 1);
-            if (!fl->data || fread(fl->data, 1, fl->size, f) != fl->size) exit(1);
-            fclose(f);
-            snprintf(fl->name, sizeof fl->name, "%s", names[i]->d_name);
+        const char *d = names[i]->d_name;
+        char path[4096], name[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, d);
+        snprintf(name, sizeof name, "%s%s%s", rel, *rel ? "/" : "", d);
+        struct stat st;
+        if (d[0] != '.' && stat(path, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) load_tree(path, name, l);
+            else read_whole(path, name, l);
         }
         free(names[i]);
     }
     free(names);
-    return count;
 }
 
 typedef int (*work_fn)(const file *f, int index, void *ctx);
@@ -133,41 +164,7 @@ static double time_one(const file *f, int index, work_fn fn, void *ctx)
     return cpu_s() - t0;
 }
 
-enum { M_TJ, M_DECODE, M_AUGMENT, METHODS };
-
-/* CPU seconds per method, pass and file. */
-static double times[METHODS][PASSES][MAX_FILES];
-
-static int selected(const file *f, int large_only)
-{
-    return !large_only || (f->w > 2 * CROP && f->h > 2 * CROP);
-}
-
-/* Images per CPU second of method m over the selected files, two ways from
- * the same measurements: the fastest whole pass, and the sum over files of
- * each file's fastest pass (short windows, so less of the other load on a
- * shared machine lands in them). */
-static void rates(const file *files, int n, int large_only, int m, int per_file,
-                  double *pass_rate, double *file_rate)
-{
-    double best_pass = INFINITY, sum_min = 0;
-    long count = 0;
-    for (int r = 0; r < PASSES; r++) {
-        double t = 0;
-        for (int i = 0; i < n; i++)
-            if (selected(&files[i], large_only)) t += times[m][r][i];
-        best_pass = fmin(best_pass, t);
-    }
-    for (int i = 0; i < n; i++) {
-        if (!selected(&files[i], large_only)) continue;
-        double t = INFINITY;
-        for (int r = 0; r < PASSES; r++) t = fmin(t, times[m][r][i]);
-        sum_min += t;
-        count += per_file;
-    }
-    *pass_rate = count / best_pass;
-    *file_rate = count / sum_min;
-}
+enum { M_TJ, M_AUGMENT, METHODS };
 
 struct tj_ctx { tjhandle tj; unsigned char *out; };
 
@@ -179,13 +176,6 @@ static int run_tj(const file *f, int index, void *ctx)
 }
 
 struct lf_ctx { lf_tf_ws *ws; void *out; size_t cap; lf_tf_image_params p; };
-
-static int run_decode(const file *f, int index, void *ctx)
-{
-    (void)index;
-    struct lf_ctx *c = ctx;
-    return lf_tf_jpeg_decode(c->ws, c->out, c->cap, f->data, f->size, NULL) < 0;
-}
 
 static int run_augment(const file *f, int index, void *ctx)
 {
@@ -200,87 +190,107 @@ static int run_augment(const file *f, int index, void *ctx)
 
 static void bad_inputs(lf_tf_ws *ws, const char *dir, void *out, size_t cap)
 {
-    static file bad[64];
-    int n = load_dir(dir, bad, 64);
+    file_list bad = {0};
+    load_tree(dir, "", &bad);
     lf_tf_image_params p;
     lf_tf_image_params_default(&p, CROP, CROP);
     p.crop = LF_TF_CROP_FULL;
     double worst = 0, worst_cpu = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < bad.n; i++) {
         double t0 = now_s(), c0 = cpu_s();
-        long rc = lf_tf_jpeg_augment(ws, out, cap, bad[i].data, bad[i].size, &p, 0, 0, NULL);
+        long rc = lf_tf_jpeg_augment(ws, out, cap, bad.f[i].data, bad.f[i].size, &p, 0, 0, NULL);
         double ms = (now_s() - t0) * 1e3, cpu_ms = (cpu_s() - c0) * 1e3;
         if (rc < 0) {
             worst = fmax(worst, ms);
             worst_cpu = fmax(worst_cpu, cpu_ms);
         }
-        printf("  %-30s %-8s %8.3f ms (cpu %8.3f)  %s\n", bad[i].name,
+        printf("  %-30s %-8s %8.3f ms (cpu %8.3f)  %s\n", bad.f[i].name,
                rc < 0 ? "rejected" : "DECODED", ms, cpu_ms, rc < 0 ? lf_tf_reason(ws) : "");
-        free(bad[i].data);
+        free(bad.f[i].data);
+        free(bad.f[i].name);
     }
+    free(bad.f);
     printf("slowest rejection: %.3f ms wall = %.3f x the 50 ms limit (cpu %.3f ms)\n", worst,
            worst / 50.0, worst_cpu);
+}
+
+/* Reads each file's header (size, components, progressive); returns the
+ * bytes the largest full-size RGB decode needs, or 0 on a file that is not a
+ * JPEG. */
+static size_t headers(lf_tf_ws *ws, file_list *l)
+{
+    size_t most = 0;
+    for (int i = 0; i < l->n; i++) {
+        file *f = &l->f[i];
+        lf_tf_jpeg_info info;
+        if (lf_tf_jpeg_info_get(ws, f->data, f->size, &info) != 0) {
+            fprintf(stderr, "%s: not a JPEG we decode: %s\n", f->name, lf_tf_reason(ws));
+            return 0;
+        }
+        f->w = (int)info.width;
+        f->h = (int)info.height;
+        f->components = (int)info.components;
+        f->progressive = (int)info.progressive;
+        size_t need = (size_t)f->w * (size_t)f->h * 3;
+        if (need > most) most = need;
+    }
+    return most;
 }
 
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "make") == 0)
         return make(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]));
-    if (argc < 3 || strcmp(argv[1], "run") != 0) {
-        fprintf(stderr, "usage: tf_jpeg make DIR N SEED | tf_jpeg run DIR [BADDIR]\n");
+    int passes = argc >= 4 ? atoi(argv[3]) : 0;
+    if (argc < 4 || strcmp(argv[1], "run") != 0 || passes < 1) {
+        fprintf(stderr, "usage: tf_jpeg make DIR N SEED | tf_jpeg run DIR PASSES [BADDIR]\n");
         return 2;
     }
-    static file files[MAX_FILES];
-    int n = load_dir(argv[2], files, MAX_FILES), large = 0;
+    file_list l = {0};
+    load_tree(argv[2], "", &l);
     tjhandle tj = tjInitDecompress();
-    size_t cap = 1200 * 1200 * 3;
-    unsigned char *out = malloc(cap);
     lf_tf_ws *ws = NULL;
-    if (!n || !tj || !out || lf_tf_ws_create(NULL, &ws) != 0) { fprintf(stderr, "setup failed\n"); return 1; }
-    double px = 0;
-    for (int i = 0; i < n; i++) {
-        int ss, cs;
-        if (tjDecompressHeader3(tj, files[i].data, files[i].size, &files[i].w, &files[i].h, &ss, &cs))
-            return 1;
-        large += files[i].w > 2 * CROP && files[i].h > 2 * CROP;
-        px += (double)files[i].w * files[i].h;
-    }
-    printf("%d images (%d with both sides > %d), mean %.0f kpixels\n", n, large, 2 * CROP, px / n / 1e3);
+    if (!l.n || !tj || lf_tf_ws_create(NULL, &ws) != 0) { fprintf(stderr, "setup failed\n"); return 1; }
+    struct lf_ctx ac = {ws, NULL, 0, {0}};
+    lf_tf_image_params_default(&ac.p, CROP, CROP);
+    size_t cap = headers(ws, &l), crop_size = lf_tf_image_out_size(&ac.p);
+    unsigned char *out = cap ? malloc(cap > crop_size ? cap : crop_size) : NULL;
+    ac.out = out;
+    ac.cap = cap > crop_size ? cap : crop_size;
+    double *best = malloc((size_t)l.n * METHODS * sizeof *best);
+    if (!out || !best) return 1;
+    for (int i = 0; i < l.n * METHODS; i++) best[i] = INFINITY;
 
     struct tj_ctx tc = {tj, out};
-    struct lf_ctx dc = {ws, out, cap, {0}};
-    struct lf_ctx ac = {ws, out, cap, {0}};
-    lf_tf_image_params_default(&ac.p, CROP, CROP);
-    /* Every pass runs the three methods on each file in turn, so drift and
-     * the machine's other load hit them alike; every pass does the same work
-     * (the augment's sample ids are fixed). */
-    work_fn fns[METHODS] = {run_tj, run_decode, run_augment};
-    void *ctxs[METHODS] = {&tc, &dc, &ac};
-    for (int r = 0; r < PASSES; r++)
-        for (int i = 0; i < n; i++)
-            for (int m = 0; m < METHODS; m++) times[m][r][i] = time_one(&files[i], i, fns[m], ctxs[m]);
-    for (int sel = 0; sel < 2; sel++) {
-        double tj_p, tj_f, dec_p, dec_f, aug_p, aug_f;
-        rates(files, n, sel, M_TJ, 1, &tj_p, &tj_f);
-        rates(files, n, sel, M_DECODE, 1, &dec_p, &dec_f);
-        rates(files, n, sel, M_AUGMENT, CROPS_PER_IMAGE, &aug_p, &aug_f);
-        printf("%s (images/s per core: per-file fastest of %d passes | fastest pass):\n",
-               sel ? "images with both sides > 2 x crop" : "all images", PASSES);
-        printf("  tjDecompress2 full-size RGB      %8.1f | %8.1f\n", tj_f, tj_p);
-        printf("  lf_tf decode full-size           %8.1f | %8.1f  (%.2f | %.2f x tjDecompress2)\n",
-               dec_f, dec_p, dec_f / tj_f, dec_p / tj_p);
-        printf("  lf_tf rrc224+flip+f32 normalize  %8.1f | %8.1f  (%.2f | %.2f x tjDecompress2, "
-               "target >= 1.5 on > 2 x crop)\n", aug_f, aug_p, aug_f / tj_f, aug_p / tj_p);
-        if (sel) printf("augment_large_ips %.1f\nfull_decode_large_ips %.1f\n"
-                        "augment_large_pass_ips %.1f\nfull_decode_large_pass_ips %.1f\n",
-                        aug_f, tj_f, aug_p, tj_p);
-        else printf("augment_all_ips %.1f\naugment_all_pass_ips %.1f\n", aug_f, aug_p);
-    }
-    if (argc > 3) {
+    /* Every pass runs the methods on each file in turn, so drift and the
+     * machine's other load hit them alike; every pass does the same work
+     * (the augment's sample ids are fixed); a file counts with its fastest
+     * time (short windows, so less of the shared machine's load lands in
+     * them). */
+    work_fn fns[METHODS] = {run_tj, run_augment};
+    void *ctxs[METHODS] = {&tc, &ac};
+    for (int r = 0; r < passes; r++)
+        for (int i = 0; i < l.n; i++)
+            for (int m = 0; m < METHODS; m++) {
+                double t = time_one(&l.f[i], i, fns[m], ctxs[m]);
+                best[i * METHODS + m] = fmin(best[i * METHODS + m], t);
+            }
+    /* file NAME W H COMPONENTS PROGRESSIVE TJ_S AUGMENT_S (per image: one
+     * decode, one crop) */
+    for (int i = 0; i < l.n; i++)
+        printf("file %s %d %d %d %d %.9f %.9f\n", l.f[i].name, l.f[i].w, l.f[i].h,
+               l.f[i].components, l.f[i].progressive, best[i * METHODS + M_TJ],
+               best[i * METHODS + M_AUGMENT] / CROPS_PER_IMAGE);
+    if (argc > 4) {
         printf("rejection times (augment, full crop, default limits):\n");
-        bad_inputs(ws, argv[3], out, cap);
+        bad_inputs(ws, argv[4], out, ac.cap);
     }
-    for (int i = 0; i < n; i++) free(files[i].data);
+    for (int i = 0; i < l.n; i++) {
+        free(l.f[i].data);
+        free(l.f[i].name);
+    }
+    free(l.f);
+    free(best);
     lf_tf_ws_free(ws);
     free(out);
     tjDestroy(tj);

@@ -5,11 +5,11 @@ Per image, as torchvision's RandomResizedCrop(224) + RandomHorizontalFlip +
 ToTensor + Normalize do on a PIL image (no draft(), which a PIL user would not
 usually call): open, convert("RGB"), torchvision's get_params crop box, resize
 of that box to 224x224 BILINEAR, flip with p=0.5, to float32 / 255, normalize
-with numpy, CHW. Also the plain decode (open + convert) for reference.
-Single process, images held in memory, rates per CPU second (process_time)
-as tests/bench/tf_jpeg.c counts them: the sum over images of each image's
-fastest of 12 passes (one fixed crop per image).
-Usage: tf_pil.py DIR [PASSES]; prints "key value" lines.
+with numpy, CHW. Single process, every file under DIR (subfolders too) held
+in memory, CPU time (process_time) per image: each image's fastest of PASSES
+passes (one fixed crop per image), as tests/bench/tf_jpeg.c counts them.
+Usage: tf_pil.py DIR PASSES; prints "pil_version V" and one line per file,
+"pil NAME SECONDS", NAME relative to DIR as tf_jpeg.c prints it.
 """
 import io
 import math
@@ -60,10 +60,6 @@ def augment(data, rng):
     return np.ascontiguousarray(a.transpose(2, 0, 1))
 
 
-def decode(data, rng):
-    return Image.open(io.BytesIO(data)).convert("RGB")
-
-
 def fastest(fn, images, passes):
     """Each image's fastest CPU time over the passes. Image i always gets the
     same crop (its own seeded rng), so every pass does the same work."""
@@ -77,19 +73,28 @@ def fastest(fn, images, passes):
     return best
 
 
+def tree(top):
+    """Every file under top, subfolders included, named relative to it
+    (tf_report.py pairs these names with tf_jpeg.c's)."""
+    out = []
+    for name in sorted(os.listdir(top)):
+        path = os.path.join(top, name)
+        if name.startswith("."):
+            continue
+        if os.path.isdir(path):
+            out += [os.path.join(name, sub) for sub in tree(path)]
+        else:
+            out.append(name)
+    return out
+
+
 def main():
-    d = sys.argv[1]
-    passes = int(sys.argv[2]) if len(sys.argv) > 2 else 12
-    files = sorted(f for f in os.listdir(d) if not f.startswith("."))
-    images = [open(os.path.join(d, f), "rb").read() for f in files]
-    large = [min(Image.open(io.BytesIO(b)).size) > 2 * CROP for b in images]
-    dec = fastest(decode, images, passes)
-    aug = fastest(augment, images, passes)
-    aug_large = [t for t, big in zip(aug, large) if big]
+    top, passes = sys.argv[1], int(sys.argv[2])
+    names = tree(top)
+    images = [open(os.path.join(top, n), "rb").read() for n in names]
     print(f"pil_version {Image.__version__}")
-    print(f"pil_decode_all_ips {len(dec) / sum(dec):.1f}")
-    print(f"pil_augment_all_ips {len(aug) / sum(aug):.1f}")
-    print(f"pil_augment_large_ips {len(aug_large) / sum(aug_large):.1f}")
+    for name, t in zip(names, fastest(augment, images, passes)):
+        print(f"pil {name} {t:.9f}")
 
 
 if __name__ == "__main__":

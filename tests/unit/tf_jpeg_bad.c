@@ -244,8 +244,34 @@ int main(int argc, char **argv)
     lf_tf_ws *tight = NULL;
     ASSERT_EQ(lf_tf_ws_create(&lim, &tight), 0);
     expect_rejected(tight, "1.5 MiB coefficients > 1 MiB", prog, bn, LF_TF_E_LIMIT);
+    ASSERT_EQ(lf_tf_ws_decode_memory(tight), 0);
     expect_good(tight, good, gn);
     lf_tf_ws_free(tight);
+    /* Under the default limit it decodes; the workspace keeps the buffer
+     * (512*512*3 coefficients of 2 bytes, plus row pointers) for the next
+     * progressive image instead of growing, and the pixels are the same. */
+    lf_tf_ws *roomy = NULL;
+    lf_tf_limits_default(&lim);
+    lim.max_scans = 5000;
+    ASSERT_EQ(lf_tf_ws_create(&lim, &roomy), 0);
+    expect_good(roomy, prog, bn);
+    size_t held = lf_tf_ws_decode_memory(roomy);
+    printf("progressive 512x512 4:4:4: %zu bytes of coefficients held\n", held);
+    ASSERT_TRUE(held >= 512 * 512 * 3 * 2 && held < 512 * 512 * 3 * 2 + 64 * 1024);
+    static unsigned char first[512 * 512 * 3];
+    memcpy(first, out, sizeof first);
+    expect_good(roomy, prog, bn);
+    ASSERT_EQ(lf_tf_ws_decode_memory(roomy), held);
+    ASSERT_TRUE(memcmp(first, out, sizeof first) == 0);
+    /* The prediction from the header is what the decode takes (lf-server
+     * reserves it before decoding); a single-scan file takes none. */
+    ASSERT_EQ(lf_tf_jpeg_decode_need(roomy, prog, bn), (long)held);
+    ASSERT_EQ(lf_tf_jpeg_decode_need(roomy, good, gn), 0);
+    lf_tf_ws_trim(roomy);
+    ASSERT_EQ(lf_tf_ws_decode_memory(roomy), 0);
+    expect_good(roomy, prog, bn);
+    ASSERT_TRUE(memcmp(first, out, sizeof first) == 0);
+    lf_tf_ws_free(roomy);
     free(prog);
 
     /* A pixel limit below the image. */

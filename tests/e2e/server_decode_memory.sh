@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# JPEG decode memory stays inside --memory-limit (issue 32): 7000x7000
+# progressive photos (147 MiB of coefficient buffers each) served with 1 and
+# with 16 workers under a 640 MiB limit; the server's peak RSS (VmHWM from
+# /proc/PID/status, read while it runs) must stay within 10% of the limit.
+# 6 images, 2 ranks, 8 slots each: all 6 in flight at once, which is what
+# 16 workers decoded together before decode memory was accounted (6 x 147
+# MiB); 6 rather than 16 images to keep the test short (about 1 s of CPU per
+# image, several times that in wall time on a loaded machine: the clients
+# get a 600 s hang guard instead of run_clients' 60 s). Under a 42 MiB
+# limit one such image cannot be decoded at all: the server stops and names
+# the sample and a limit that would do.
+source "$(dirname "$0")/server_lib.sh"
+
+mkdir -p "$WORK/in6/a" "$WORK/in2/a"
+/usr/bin/python3 - "$WORK/in6/a/0.jpg" <<'PYEOF'
+import sys
+from PIL import Image
+# Smooth content (a small random image blown up): a photo-sized file, quick
+# to write; progressive as PIL writes it.
+small = Image.effect_noise((70, 70), 64).convert("RGB")
+small.resize((7000, 7000), Image.BILINEAR).save(sys.argv[1], quality=85, progressive=True)
+PYEOF
+for i in $(seq 1 5); do cp "$WORK/in6/a/0.jpg" "$WORK/in6/a/$i.jpg"; done
+cp "$WORK/in6/a/0.jpg" "$WORK/in6/a/1.jpg" "$WORK/in2/a/"
+for n in 6 2; do
+  "$LF_BIN/lf-shard" create images --in "$WORK/in$n" --out "$WORK/ds$n" --threads 1 \
+    >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; fail "lf-shard create images"; }
+done
+
+# Runs N clients to the end of the epoch (600 s: a guard against a hang).
+clients() {   # TAG N
+  local tag=$1 n=$2 cpids=() r p
+  for ((r = 0; r < n; r++)); do
+    "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world "$n" --timeout-ms 600000 \
+      >"$WORK/$tag.r$r.log" 2>&1 &
+    cpids+=($!)
+  done
+  PIDS+=("${cpids[@]}")
+  wait_until 600 "the $n clients of run $tag to end" "$WORK/$tag".r*.log -- ended "${cpids[@]}"
+  for p in "${cpids[@]}"; do
+    wait "$p" || { cat "$WORK/$tag".r*.log >&2; fail "a client of run $tag failed"; }
+  done
+}
+
+limit=$((640 << 20))
+# Largest VmHWM of PID seen until it exits, in bytes (kB in /proc).
+peak_of() {
+  local pid=$1 hwm=0 v
+  while [[ -r /proc/$pid/status ]]; do
+    v=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$pid/status" 2>/dev/null) || true
+    [[ -n "$v" && $v -gt $hwm ]] && hwm=$v
+    sleep 0.05
+  done
+  echo $((hwm * 1024))
+}
+
+for case in "16 ds6 2" "1 ds2 1"; do
+  read -r workers ds world <<<"$case"
+  start_server --data "$WORK/$ds" --world "$world" --epochs 1 --samples-per-rank 1 \
+    --slots 8 --workers "$workers" --memory-limit "$limit" --image-size 64x64
+  peak_of "$SERVER_PID" >"$WORK/peak" &
+  watcher=$!
+  clients "w$workers" "$world"
+  wait_server
+  wait "$watcher"
+  peak=$(cat "$WORK/peak")
+  echo "$workers worker(s): peak RSS $((peak >> 20)) MiB under a $((limit >> 20)) MiB limit"
+  [[ $peak -gt 0 && $peak -le $((limit * 11 / 10)) ]] ||
+    fail "$workers worker(s): peak RSS $peak bytes > 1.1 x the limit $limit"
+  check_no_leftovers
+done
+
+# A limit too small for one image: the server stops, naming the sample.
+start_server --data "$WORK/ds2" --world 1 --epochs 1 --samples-per-rank 1 --workers 1 \
+  --memory-limit 42M --image-size 64x64
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 1 >"$WORK/small.log" 2>&1 || true
+wait_exit 20 "the server" "$SERVER_PID" "$WORK/server.log"
+[[ $EXIT_RC -ne 0 ]] || fail "a 42 MiB limit served a 7000x7000 progressive image"
+grep -q "bytes of decode memory.*raise --memory-limit" "$WORK/server.log" ||
+  fail "42 MiB: $(cat "$WORK/server.log")"
+echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers; too small a limit refused: ok"

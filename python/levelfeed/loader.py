@@ -147,8 +147,10 @@ def _device_view(t, device, owner):
 
 class Batch(dict):
     """One batch: a dict of tensors by name ("tokens", "lengths",
-    "sample_ids", ...) with the batch's place in the plan as attributes."""
-    epoch = step = seq = nsamples = 0
+    "sample_ids", ...) with the batch's place in the plan as attributes;
+    step_tokens is the step's token count over every rank, for a loss
+    normalised by the global number of tokens."""
+    epoch = step = seq = nsamples = step_tokens = 0
     wait_s = 0.0
 
     def micro_batches(self):
@@ -287,6 +289,7 @@ class Loader:
         self._yielded += 1  # after the views: a batch that failed was not yielded
         out.epoch, out.step, out.seq, out.nsamples = b.epoch, b.step, b.seq, b.nsamples
         out.wait_s = b.wait_ns * 1e-9
+        out.step_tokens = b.step_tokens
         return out
 
     def release(self):

@@ -579,6 +579,25 @@ static size_t last_group(const lf_plan *p, size_t k)
     return most > STEP_COST_LIMIT ? k : p->no;
 }
 
+/* The epoch's last steps' share of what is left, r: ⌈r ÷ k⌉ over its k
+ * steps (at least 1). Unbounded, k = ⌊r ÷ B⌋: never below B and at most
+ * (k + 1) ÷ k of it (2 B at k = 1). Bounded, the fewest steps whose share
+ * stays within the bound, k = ⌈r ÷ (bound × B)⌉: after outlier steps had
+ * spent the window, 1.86 B was left for one step; such a share may fall to
+ * (k − 1) ÷ k × bound × B (0.625 B at k = 2). Used by tail_budget and
+ * release_bounded; 0 past STEP_COST_LIMIT. */
+static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
+{
+    uint64_t b = p->prm.step_budget;
+    lfp_u128 k = r / b;
+    if (bounded(&p->prm)) {
+        lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000;
+        k = (r + most - 1) / most;
+    }
+    if (k < 1) k = 1;
+    return r > STEP_COST_LIMIT ? 0 : (uint64_t)((r + k - 1) / k);
+}
+
 /* Takes up to max held outliers, in their order, those costlier than lim
  * (heavy) or those not, due (any, with all_due); *cmax gets the costliest
  * taken. A held outlier's owait is its place in the order here, due once
@@ -617,9 +636,10 @@ static size_t take_held(lf_plan *p, step_fill *f, uint64_t lim, int heavy, int a
  * and no more: within the bound. (A group waited for made steps of B +
  * group x the costliest: 2.1x the median step's tokens on 1M synthetic
  * samples.) A costlier (heavy) outlier cannot be balanced within the
- * bound: once a group of them is due they go out together, as unbounded,
- * in as few steps over the bound as there can be (start-up says which flag
- * fixes it); once the order is used up, the heavy ones left go at once,
+ * bound: once a group of them is due they go out together, in a step of
+ * the group times the costliest (not B more, as unbounded: a group of
+ * similar outliers fills the ranks alike), as few steps over the bound as
+ * there can be and by as little (start-up says which flag fixes it); once the order is used up, the heavy ones left go at once,
  * while the window still has ordinary samples to fill the other ranks
  * with, the last group taking a remainder smaller than a group (as
  * last_group does). Outliers dense enough to outlast the ordinary samples
@@ -641,21 +661,29 @@ static void release_bounded(lf_plan *p, step_fill *f)
     int is_heavy = heavy >= g || (exhausted && heavy);
     int dry = exhausted && p->np == 0;   /* no ordinary sample left */
     size_t have = is_heavy ? heavy : p->no - heavy, k = have < g ? have : g;
-    if ((is_heavy ? exhausted : dry) && have - k < g &&
+    if (dry && have - k < g &&
         (lfp_u128)(is_heavy ? hmax : lim) * have + p->prm.step_budget <= STEP_COST_LIMIT)
         k = have;                        /* the last: a remainder joins the group */
     k = take_held(p, f, lim, is_heavy, exhausted, k, &cmax);
-    if (is_heavy && exhausted && k == have && p->no && k < 2 * g - 1) {
-        /* the last heavy ones: the light ones held go with them, or they
-         * would end the epoch in a step of their own (a step holds
-         * lookahead + 2 x group samples at most: maxstep) */
+    if (is_heavy && exhausted && k == have && p->no && k < g) {
+        /* the last heavy ones: the light ones held fill their group, or
+         * they could end the epoch in a step of their own */
         size_t heavy_k = k;
-        k = heavy_k + take_held(p, f, lim, 0, 1, 2 * g - 1 - heavy_k, &cmax);
+        k = heavy_k + take_held(p, f, lim, 0, 1, g - heavy_k, &cmax);
         p->nout = k;
     }
     uint64_t level = cmax * (k > g ? k : g);
-    if (is_heavy) f->budget += level;
-    else if (level > f->budget) f->budget = level;
+    if (level > f->budget) f->budget = level;
+    if (exhausted) {
+        /* the epoch's last steps share what is left, outliers and all, as
+         * tail_budget does once they are out: a window spent by outlier
+         * steps left 1.86 budgets for a last step of its own */
+        lfp_u128 r = f->cost;
+        for (size_t i = 0; i < p->np; i++) r += p->cost[p->pidx[i]];
+        for (size_t i = 0; i < p->no; i++) r += p->cost[p->oidx[i]];
+        uint64_t share = tail_share(p, r);
+        if (share > f->budget) f->budget = share;
+    }
 }
 
 /* Releases a group of held outliers; sets the step's budget: a normal
@@ -818,12 +846,11 @@ static int tail_budget(lf_plan *p, step_fill *f)
         r += p->cost[p->pidx[i]];
         tok += p->len[p->pidx[i]];
     }
-    uint64_t b = p->prm.step_budget;
-    lfp_u128 k = r / b;
+    lfp_u128 k = r / p->prm.step_budget;
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
     if (p->rows && k > 1) return 0;
-    if (k < 1) k = 1;
-    f->budget = (uint64_t)((r + k - 1) / k);
+    f->budget = tail_share(p, r);
+    int last = bounded(&p->prm) ? f->budget >= r : k <= 1;   /* the share takes it all */
     if (p->rows) {
         /* pack, the last step: the whole rows a rank its tokens need, and a
          * row more a rank, so the split can pack every sample (with no
@@ -832,7 +859,7 @@ static int tail_budget(lf_plan *p, step_fill *f)
         uint64_t world_rows = (uint64_t)p->prm.world * p->prm.seq_len;
         f->tok_cap = ((tok + world_rows - 1) / world_rows + 1) * world_rows;
     }
-    return k == 1;
+    return last;
 }
 
 /* Takes every pending entry not yet taken: the epoch's last step (in

@@ -580,10 +580,10 @@ static size_t last_group(const lf_plan *p, size_t k)
 }
 
 /* The epoch's last steps' share of what is left, r: ⌈r ÷ k⌉ over its k
- * steps (at least 1). Unbounded, k = ⌊r ÷ B⌋: never below B and at most
- * (k + 1) ÷ k of it (2 B at k = 1). Bounded, the fewest steps whose share
- * stays within the bound, k = ⌈r ÷ (bound × B)⌉: after outlier steps had
- * spent the window, 1.86 B was left for one step; such a share may fall to
+ * steps (at least 1). k = ⌊r ÷ B⌋: never below B and at most (k + 1) ÷ k
+ * of it (2 B at k = 1). Bounded, at least the fewest steps whose share
+ * stays within the bound, ⌈r ÷ (bound × B)⌉: after outlier steps had spent
+ * the window, 1.86 B was left for one step; such a share may fall to
  * (k − 1) ÷ k × bound × B (0.625 B at k = 2). Used by tail_budget and
  * release_bounded; 0 past STEP_COST_LIMIT. */
 static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
@@ -591,8 +591,8 @@ static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
     uint64_t b = p->prm.step_budget;
     lfp_u128 k = r / b;
     if (bounded(&p->prm)) {
-        lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000;
-        k = (r + most - 1) / most;
+        lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000, fewest = (r + most - 1) / most;
+        if (fewest > k) k = fewest;
     }
     if (k < 1) k = 1;
     return r > STEP_COST_LIMIT ? 0 : (uint64_t)((r + k - 1) / k);

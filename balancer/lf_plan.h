@@ -154,9 +154,30 @@ typedef struct lf_plan_params {
     uint64_t micro_overhead;     /* pad: a micro-batch's fixed cost in tokens, for
                                     the cuts (0: cost.d / cost per token when d > 0,
                                     else LF_PLAN_MICRO_OVERHEAD) */
+    uint32_t step_bound;         /* balanced, delay: an outlier step costs at most
+                                    step_bound / 1000 x step_budget where its
+                                    outliers allow; held outliers go out the
+                                    step after they arrive, up to
+                                    outlier_group a step
+                                    (0: LF_PLAN_STEP_BOUND; LF_PLAN_UNBOUNDED:
+                                    groups of outlier_group, their step growing
+                                    by the group; see README.md, "Bounded
+                                    steps") */
 } lf_plan_params;
 
 #define LF_PLAN_MICRO_OVERHEAD 256u
+#define LF_PLAN_STEP_BOUND 1250u        /* 1.25 x the budget */
+#define LF_PLAN_UNBOUNDED UINT32_MAX
+
+/* pad: the most an outlier may cost for its step to stay within the bound.
+ * A balanced step with an outlier of cost c costs outlier_group x c (every
+ * rank at its level: the group is world by default), so c may be at most
+ * step_bound / 1000 x step_budget / outlier_group. lf-plan and lf-server
+ * say at start-up how many samples cost more, and which flag fixes it.
+ * params as given to lf_plan_create (zeros: the defaults). Returns
+ * UINT64_MAX where no such limit applies (unbounded, reject, pack, the
+ * baselines). */
+uint64_t lf_plan_bound_cost(const lf_plan_params *params);
 
 /* Defaults: balanced, world 1, text preset (hidden 4096), pad, delay policy. */
 void lf_plan_params_default(lf_plan_params *p);

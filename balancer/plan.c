@@ -66,6 +66,17 @@ static int pack_rows(const lf_plan_params *p)
     return p->layout == LF_PLAN_PACK && p->sampler == LF_PLAN_BALANCED;
 }
 
+/* Outliers go out one step after they arrive, their step bounded (see
+ * release_bounded) rather than waiting for a group. Pad only: a balanced
+ * pack step is whole rows a rank, and an outlier step needs rows more for
+ * the others to even out its excess (a row more a rank is twice a step of
+ * one row a rank); see README.md, "Bounded steps". */
+static int bounded(const lf_plan_params *p)
+{
+    return p->sampler == LF_PLAN_BALANCED && p->outlier_policy == LF_PLAN_OUTLIER_DELAY &&
+           p->step_bound != LF_PLAN_UNBOUNDED && p->layout == LF_PLAN_PAD;
+}
+
 /* pack: a sample is an outlier if its cost above the leanest price of its
  * tokens (its excess, mostly the quadratic term) is over PACK_HEAVY of a
  * rank's share of excess ((price - leanest price) x a rank's tokens), and
@@ -136,6 +147,8 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
         p->outlier_group = pack_rows(p) ? PACK_GROUP * p->world : p->world;
     if (p->outlier_cost == 0) p->outlier_cost = default_outlier_cost(p, p->step_budget, pp);
     if (p->locality_blocks == 0) p->locality_blocks = 64;
+    if (p->step_bound == 0) p->step_bound = LF_PLAN_STEP_BOUND;
+    if (p->step_bound < 1000) return LF_PLAN_E_ARG;   /* a bound below the budget */
     if (p->micro_overhead == 0) {
         /* d in tokens: d over the linear cost of one token, rounded up */
         lfp_u128 a = p->cost.a_q16, t = a ? (((lfp_u128)p->cost.d << 16) + a - 1) / a : 0;
@@ -158,6 +171,14 @@ static uint64_t outlier_span(const lf_plan_params *p)
 {
     uint64_t g = p->outlier_group, w = p->world;
     return pack_rows(p) ? (g + w - 1) / w * w : g;
+}
+
+uint64_t lf_plan_bound_cost(const lf_plan_params *p)
+{
+    if (!p || p->world == 0 || !bounded(p)) return UINT64_MAX;
+    uint64_t bound = p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND;
+    uint64_t g = p->outlier_group ? p->outlier_group : p->world;
+    return (uint64_t)((lfp_u128)p->step_budget * bound / 1000 / g);
 }
 
 /* Can this sample ever be placed, whatever the others? */
@@ -367,7 +388,8 @@ static uint64_t sequence_hash(const lf_plan *p)
                     q->outlier_policy, q->outlier_cost, q->outlier_group,
                     q->locality_blocks, q->seed, q->cost.a_q16, q->cost.b_q32,
                     q->cost.c0,
-                    q->sampler == LF_PLAN_BALANCED ? 0 : (uint64_t)q->world * q->batch_per_rank};
+                    q->sampler == LF_PLAN_BALANCED ? 0 : (uint64_t)q->world * q->batch_per_rank,
+                    bounded(q) ? q->step_bound : 0};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = hash_step(h, v[i]);
     if (p->rows) h = hash_step(h, p->rows * q->seq_len);   /* pack fills rows */
     return h;
@@ -437,7 +459,9 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
     /* a baseline's step, and a sorted mega-batch, holds at most the n
      * samples there are, however large world x batch_per_rank */
     size_t global = (size_t)prm.world * prm.batch_per_rank, mega = SORTED_MEGA * global;
-    p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + prm.outlier_group
+    /* a step's last group of outliers may take up to a group less one more
+     * (last_group, release_bounded) */
+    p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + 2 * prm.outlier_group
                                                  : (global < n ? global : n);
     p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
     p->ocap = n;
@@ -494,8 +518,10 @@ static void refill_window(lf_plan *p)
         } else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) {
             p->rej[p->nrej++] = s;
         } else {
+            /* bounded: its place in the order (release_bounded); else steps
+             * waited */
             p->oidx[p->no] = s;
-            p->owait[p->no++] = 0;
+            p->owait[p->no++] = bounded(&p->prm) ? (uint32_t)(p->cursor - 1) : 0;
         }
     }
 }
@@ -553,6 +579,113 @@ static size_t last_group(const lf_plan *p, size_t k)
     return most > STEP_COST_LIMIT ? k : p->no;
 }
 
+/* The epoch's last steps' share of what is left, r: ⌈r ÷ k⌉ over its k
+ * steps (at least 1). k = ⌊r ÷ B⌋: never below B and at most (k + 1) ÷ k
+ * of it (2 B at k = 1). Bounded, at least the fewest steps whose share
+ * stays within the bound, ⌈r ÷ (bound × B)⌉: after outlier steps had spent
+ * the window, 1.86 B was left for one step; such a share may fall to
+ * (k − 1) ÷ k × bound × B (0.625 B at k = 2). Used by tail_budget and
+ * release_bounded; 0 past STEP_COST_LIMIT. */
+static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
+{
+    uint64_t b = p->prm.step_budget;
+    lfp_u128 k = r / b;
+    if (bounded(&p->prm)) {
+        lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000, fewest = (r + most - 1) / most;
+        if (fewest > k) k = fewest;
+    }
+    if (k < 1) k = 1;
+    return r > STEP_COST_LIMIT ? 0 : (uint64_t)((r + k - 1) / k);
+}
+
+/* Takes up to max held outliers, in their order, those costlier than lim
+ * (heavy) or those not, due (any, with all_due); *cmax gets the costliest
+ * taken. A held outlier's owait is its place in the order here, due once
+ * as many samples were placed, and it goes into the step's delay (which
+ * gets back to owait if the caps give it back). Returns how many. */
+static size_t take_held(lf_plan *p, step_fill *f, uint64_t lim, int heavy, int all_due,
+                        size_t max, uint64_t *cmax)
+{
+    size_t k = 0, kept = 0;
+    for (size_t i = 0; i < p->no; i++) {
+        uint32_t s = p->oidx[i], pos = p->owait[i];
+        if (k < max && (p->cost[s] > lim) == heavy && (all_due || pos <= p->emitted)) {
+            take(p, s, pos, 1, f);
+            if (p->cost[s] > *cmax) *cmax = p->cost[s];
+            k++;
+            continue;
+        }
+        p->oidx[kept] = s;
+        p->owait[kept++] = p->owait[i];
+    }
+    p->no = kept;
+    p->nout = k;
+    return k;
+}
+
+/* Bounded (the default, pad). An outlier that costs at most bound x B /
+ * group (lf_plan_bound_cost) goes out once as many samples were placed as
+ * come before it in the order (the window reads four steps' worth or more
+ * ahead, so going out as it is read bunched them at the epoch's start; a
+ * due step from the ordinary samples' cost ran ahead of the steps, which
+ * carry the outliers' cost too), with up to a group of such, in the order
+ * they came, so they are spread through the epoch's samples as evenly as
+ * the order spreads them: the step's budget is the
+ * group times the costliest released, at least B, so every rank can reach
+ * that level (one outlier a rank, the others filled with ordinary samples),
+ * and no more: within the bound. (A group waited for made steps of B +
+ * group x the costliest: 2.1x the median step's tokens on 1M synthetic
+ * samples.) A costlier (heavy) outlier cannot be balanced within the
+ * bound: once a group of them is due they go out together, in a step of
+ * the group times the costliest (not B more, as unbounded: a group of
+ * similar outliers fills the ranks alike), as few steps over the bound as
+ * there can be and by as little (start-up says which flag fixes it); once the order is used up, the heavy ones left go at once,
+ * while the window still has ordinary samples to fill the other ranks
+ * with, the last group taking a remainder smaller than a group (as
+ * last_group does). Outliers dense enough to outlast the ordinary samples
+ * made a last step of 62 for 64 ranks: once the window is empty too, the
+ * others go, due or not, and a remainder joins the last group as well. Both stay below STEP_COST_LIMIT: check_outlier_steps. */
+static void release_bounded(lf_plan *p, step_fill *f)
+{
+    uint64_t g = p->prm.outlier_group, cmax = 0;
+    uint64_t lim = (uint64_t)((lfp_u128)p->prm.step_budget * p->prm.step_bound / 1000 / g);
+    int exhausted = p->cursor == p->norder;
+    size_t heavy = 0;                    /* heavy ones due */
+    uint64_t hmax = 0;
+    for (size_t i = 0; i < p->no; i++) {
+        uint64_t c = p->cost[p->oidx[i]];
+        if (c <= lim || (!exhausted && p->owait[i] > p->emitted)) continue;
+        heavy++;
+        if (c > hmax) hmax = c;
+    }
+    int is_heavy = heavy >= g || (exhausted && heavy);
+    int dry = exhausted && p->np == 0;   /* no ordinary sample left */
+    size_t have = is_heavy ? heavy : p->no - heavy, k = have < g ? have : g;
+    if (dry && have - k < g &&
+        (lfp_u128)(is_heavy ? hmax : lim) * have + p->prm.step_budget <= STEP_COST_LIMIT)
+        k = have;                        /* the last: a remainder joins the group */
+    k = take_held(p, f, lim, is_heavy, exhausted, k, &cmax);
+    if (is_heavy && exhausted && k == have && p->no && k < g) {
+        /* the last heavy ones: the light ones held fill their group, or
+         * they could end the epoch in a step of their own */
+        size_t heavy_k = k;
+        k = heavy_k + take_held(p, f, lim, 0, 1, g - heavy_k, &cmax);
+        p->nout = k;
+    }
+    uint64_t level = cmax * (k > g ? k : g);
+    if (level > f->budget) f->budget = level;
+    if (exhausted) {
+        /* the epoch's last steps share what is left, outliers and all, as
+         * tail_budget does once they are out: a window spent by outlier
+         * steps left 1.86 budgets for a last step of its own */
+        lfp_u128 r = f->cost;
+        for (size_t i = 0; i < p->np; i++) r += p->cost[p->pidx[i]];
+        for (size_t i = 0; i < p->no; i++) r += p->cost[p->oidx[i]];
+        uint64_t share = tail_share(p, r);
+        if (share > f->budget) f->budget = share;
+    }
+}
+
 /* Releases a group of held outliers; sets the step's budget: a normal
  * step's plus room to bring every rank to the costliest outlier's level, so
  * the split has small samples to even the ranks out with. In pack mode the
@@ -564,6 +697,10 @@ static void release_outliers(lf_plan *p, step_fill *f)
     int exhausted = p->cursor == p->norder;
     f->budget = p->prm.step_budget;
     f->tok_cap = p->rows * p->prm.seq_len;
+    if (bounded(&p->prm)) {
+        release_bounded(p, f);
+        return;
+    }
     if (p->no == 0 || (p->no < g && !exhausted)) return;
     size_t k = p->no < g ? p->no : g;
     if (exhausted && k < p->no) k = last_group(p, k);
@@ -709,12 +846,11 @@ static int tail_budget(lf_plan *p, step_fill *f)
         r += p->cost[p->pidx[i]];
         tok += p->len[p->pidx[i]];
     }
-    uint64_t b = p->prm.step_budget;
-    lfp_u128 k = r / b;
+    lfp_u128 k = r / p->prm.step_budget;
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
     if (p->rows && k > 1) return 0;
-    if (k < 1) k = 1;
-    f->budget = (uint64_t)((r + k - 1) / k);
+    f->budget = tail_share(p, r);
+    int last = bounded(&p->prm) ? f->budget >= r : k <= 1;   /* the share takes it all */
     if (p->rows) {
         /* pack, the last step: the whole rows a rank its tokens need, and a
          * row more a rank, so the split can pack every sample (with no
@@ -723,7 +859,7 @@ static int tail_budget(lf_plan *p, step_fill *f)
         uint64_t world_rows = (uint64_t)p->prm.world * p->prm.seq_len;
         f->tok_cap = ((tok + world_rows - 1) / world_rows + 1) * world_rows;
     }
-    return k == 1;
+    return last;
 }
 
 /* Takes every pending entry not yet taken: the epoch's last step (in
@@ -736,6 +872,22 @@ static void take_rest(lf_plan *p)
         take(p, p->pidx[i], lateness(p, i), 0, &ignore);
         p->ptaken[i] = 1;
     }
+}
+
+/* Bounded: an outlier step that ends the order and the held outliers has
+ * a budget of many budgets: what the window has left after it may be less than a
+ * budget, or than a sample a rank, and a tail step of that leaves ranks
+ * empty (whole documents at 64 ranks: one sample). It joins this step. */
+static int rest_too_small(const lf_plan *p)
+{
+    if (!bounded(&p->prm) || !p->nout || p->cursor < p->norder || p->no) return 0;
+    uint64_t cost = 0, count = 0;
+    for (size_t i = 0; i < p->np; i++) {
+        if (p->ptaken[i]) continue;
+        cost += p->cost[p->pidx[i]];
+        if (++count >= p->prm.world && cost >= p->prm.step_budget) return 0;
+    }
+    return 1;
 }
 
 static void select_balanced(lf_plan *p)
@@ -776,7 +928,7 @@ static void select_balanced(lf_plan *p)
         }
     }
     if (i > end) end = i;
-    if (last) {
+    if (last || rest_too_small(p)) {
         take_rest(p);
         end = p->np;
     }
@@ -789,7 +941,7 @@ static void select_balanced(lf_plan *p)
     memmove(p->pidx + kept, p->pidx + end, (p->np - end) * sizeof(uint32_t));
     memmove(p->page + kept, p->page + end, (p->np - end) * sizeof(uint32_t));
     p->np = kept + (p->np - end);
-    for (i = 0; i < p->no; i++) p->owait[i]++;
+    for (i = 0; i < p->no && !bounded(&p->prm); i++) p->owait[i]++;
 }
 
 /* Puts a sample the caps left out back where it came from, at the front:
@@ -802,7 +954,7 @@ static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
     memmove(idx + 1, idx, *cnt * sizeof(uint32_t));
     memmove(age + 1, age, *cnt * sizeof(uint32_t));
     idx[0] = s;
-    age[0] = from_o ? delay + 1 : (uint32_t)(p->step - delay);
+    age[0] = !from_o ? (uint32_t)(p->step - delay) : bounded(&p->prm) ? delay : delay + 1;
     if (!from_o && age[0] < p->due_floor) p->due_floor = age[0];
     (*cnt)++;
 }
@@ -1081,6 +1233,10 @@ int lf_plan_next_step(lf_plan *p, lf_plan_step *step)
     if (p->prm.sampler == LF_PLAN_BALANCED) select_balanced(p);
     else select_fixed(p);
     split_step(p);
+    /* bounded: an outlier's delay held its place in the order; its wait
+     * in steps is not kept (README.md, "Bounded steps") */
+    for (size_t i = 0; bounded(&p->prm) && i < p->ns; i++)
+        if (p->sfrom_o[i]) p->sdelay[i] = 0;
     if (!epoch_left(p)) p->cur.flags |= LF_PLAN_STEP_TAIL;
     publish(p);
     p->emitted += p->ns;

@@ -11,11 +11,14 @@
  * early). Version 3: the same layout; the epoch's last steps share what
  * is left (plan.c, tail_budget), so a version 2 position would go on into
  * another sequence than the one it was saved from, and is refused.
+ * Version 4: bounded steps (pad's default, plan.c release_bounded) release
+ * outliers at their due step, which a held outlier's second word holds in
+ * place of the steps it waited; the layout is the same.
  * Layout, all little-endian:
  *   u32 magic "LFPS", u32 version, u64 sequence hash,
  *   u32 epoch, u32 epoch_done, u64 step, u64 cursor, u32 np, u32 no,
  *   np x (u32 sample index, u32 due step),
- *   no x (u32 sample index, u32 waited).
+ *   no x (u32 sample index, u32 waited; bounded: u32 due step).
  * Restoring checks every field against the plan before changing anything:
  * indices in range, each sample at most once, pending samples before the
  * cursor and on the right side of the outlier threshold. A blob of another
@@ -27,7 +30,7 @@
 #include "plan_internal.h"
 
 #define STATE_MAGIC 0x5350464cu  /* "LFPS" */
-#define STATE_VERSION 3u
+#define STATE_VERSION 4u
 #define STATE_HEAD 48u
 
 static void put32(uint8_t *b, uint32_t v)

@@ -352,7 +352,12 @@ static int map_ring(lf_client *c, uint64_t deadline)
         else { c->seg = p; c->seg_size = w->segment_size; }
     }
     close(fd);
-    if (rc == 0 && lf_ring_header_check(c->seg, c->seg_size, w) != 0)
+    int ring = rc == 0 ? lf_ring_header_check(c->seg, c->seg_size, w) : 0;
+    if (ring == -EPROTONOSUPPORT)
+        rc = fail(c, LF_E_PROTOCOL, "the server's ring is of another version than this "
+                  "client's (%d): use the client library of the server's release",
+                  LF_RING_VERSION);
+    else if (ring != 0)
         rc = fail(c, LF_E_PROTOCOL, "ring header does not match WELCOME");
     return rc;
 }
@@ -447,8 +452,9 @@ static int take_ready(lf_client *c, lf_batch *b)
     const unsigned char *slot = c->seg + lf_ring_slot_offset(r.slot, c->welcome.slot_size);
     const char *why = NULL;
     uint32_t nsamples = 0;
+    uint64_t step_tokens = 0;
     if (lf_slot_check(slot, c->welcome.slot_size, (uint32_t)c->rank, &r, &s->layout,
-                      &nsamples, &why) != 0)
+                      &nsamples, &step_tokens, &why) != 0)
         return fail(c, LF_E_PROTOCOL, "bad slot %u: %s", r.slot, why ? why : "?");
     c->fifo_head = (c->fifo_head + 1) % c->welcome.nslots;
     c->fifo_len--;
@@ -457,6 +463,7 @@ static int take_ready(lf_client *c, lf_batch *b)
     c->nheld++;
     s->seq = r.seq;
     fill_batch(c, &r, s, nsamples, b);
+    b->step_tokens = step_tokens;
     return 0;
 }
 

@@ -71,6 +71,9 @@ typedef struct lf_batch {
     const lf_tensor *tensors;    /* valid until lf_release */
     uint64_t wait_ns;            /* time lf_next waited for this batch */
     uint32_t slot;               /* ring slot (for lf_release) */
+    uint64_t step_tokens;        /* the step's tokens over every rank (sum of
+                                    sample lengths), for a loss normalised by the
+                                    global token count */
 } lf_batch;
 
 typedef struct lf_client_options {

@@ -46,7 +46,8 @@ int lf_ring_header_check(const void *segment, uint64_t mapped_size,
     if (mapped_size < sizeof h) return -EBADMSG;
     memcpy(&h, segment, sizeof h);
     uint64_t want = lf_ring_segment_size(w->nslots, w->slot_size);
-    if (h.magic != LF_RING_MAGIC || h.version != LF_RING_VERSION) return -EBADMSG;
+    if (h.magic != LF_RING_MAGIC) return -EBADMSG;
+    if (h.version != LF_RING_VERSION) return -EPROTONOSUPPORT;
     if (want == 0 || h.segment_size != want || want != w->segment_size ||
         want > mapped_size)
         return -EBADMSG;
@@ -67,7 +68,7 @@ static uint64_t slot_checksum(const lf_slot_header *h, const void *layout_bytes)
 }
 
 int lf_slot_write_header(void *slot, uint64_t slot_size, uint32_t rank,
-                         const lf_msg_ready *r, uint32_t nsamples,
+                         const lf_msg_ready *r, uint32_t nsamples, uint64_t step_tokens,
                          const lf_layout *layout)
 {
     unsigned char *base = slot;
@@ -84,6 +85,7 @@ int lf_slot_write_header(void *slot, uint64_t slot_size, uint32_t rank,
     h.step = r->step;
     h.seq = r->seq;
     h.nsamples = nsamples;
+    h.step_tokens = step_tokens;
     h.layout_bytes = (uint32_t)n;
     h.checksum = slot_checksum(&h, base + LF_SLOT_HEADER_SIZE);
     memcpy(base, &h, sizeof h);
@@ -92,7 +94,7 @@ int lf_slot_write_header(void *slot, uint64_t slot_size, uint32_t rank,
 
 int lf_slot_check(const void *slot, uint64_t slot_size, uint32_t rank,
                   const lf_msg_ready *r, lf_layout *layout, uint32_t *nsamples,
-                  const char **why)
+                  uint64_t *step_tokens, const char **why)
 {
     const unsigned char *base = slot;
     lf_slot_header h;
@@ -120,6 +122,7 @@ int lf_slot_check(const void *slot, uint64_t slot_size, uint32_t rank,
     if (l.base < LF_SLOT_HEADER_SIZE + h.layout_bytes) return -EBADMSG;
     *layout = l;
     *nsamples = h.nsamples;
+    *step_tokens = h.step_tokens;
     *why = NULL;
     return 0;
 }

@@ -33,7 +33,7 @@
 
 #define LF_RING_MAGIC 0x47524c46u   /* "FLRG" */
 #define LF_SLOT_MAGIC 0x4c534c46u   /* "FLSL" */
-#define LF_RING_VERSION 1
+#define LF_RING_VERSION 2          /* 2: the slot header carries step_tokens */
 #define LF_RING_HEADER_SIZE 4096u
 #define LF_SLOT_HEADER_SIZE 128u
 #define LF_SLOT_ALIGN 4096u         /* slot_size is a multiple of this */
@@ -59,6 +59,8 @@ typedef struct lf_slot_header {
     uint64_t seq;                /* per-rank batch sequence number */
     uint32_t nsamples;           /* samples in the batch */
     uint32_t layout_bytes;       /* encoded layout right after this header */
+    uint64_t step_tokens;        /* the step's global tokens: sum of L over every
+                                    rank's samples (for a loss normalised by tokens) */
     uint64_t checksum;           /* xxh3-64 of this header (checksum 0) + layout bytes */
 } lf_slot_header;
 
@@ -73,22 +75,24 @@ void lf_ring_header_write(void *segment, uint32_t rank, uint32_t nslots,
                           uint64_t slot_size, uint32_t server_pid);
 
 /* Client: checks the ring header against what WELCOME announced.
- * Returns 0 or -EBADMSG. */
+ * Returns 0, -EPROTONOSUPPORT (a ring of another LF_RING_VERSION: a server
+ * of another release) or -EBADMSG. */
 int lf_ring_header_check(const void *segment, uint64_t mapped_size,
                          const lf_msg_welcome *w);
 
-/* Server: writes the slot header and the encoded layout at the slot start.
- * Returns 0, or a negative errno when the layout does not fit. */
+/* Server: writes the slot header and the encoded layout at the slot start;
+ * step_tokens is the step's global token count. Returns 0, or a negative
+ * errno when the layout does not fit. */
 int lf_slot_write_header(void *slot, uint64_t slot_size, uint32_t rank,
-                         const lf_msg_ready *r, uint32_t nsamples,
+                         const lf_msg_ready *r, uint32_t nsamples, uint64_t step_tokens,
                          const lf_layout *layout);
 
 /* Client: checks a slot announced by READY r: magic, version, rank, epoch,
  * step, seq, layout size and checksum, then decodes the layout against the
- * slot size. Returns 0 and fills *layout (and *nsamples), or -EBADMSG with
- * *why naming the check that failed. */
+ * slot size. Returns 0 and fills *layout (and *nsamples, *step_tokens), or
+ * -EBADMSG with *why naming the check that failed. */
 int lf_slot_check(const void *slot, uint64_t slot_size, uint32_t rank,
                   const lf_msg_ready *r, lf_layout *layout, uint32_t *nsamples,
-                  const char **why);
+                  uint64_t *step_tokens, const char **why);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,13 @@ const char plan_cli_help[] =
     "                       balanced pack: 8 x world)\n"
     "  --locality-blocks N  blocks drawn from at once (default 64)\n"
     "  --layout L           pad or pack (default pad)\n"
-    "  --seq-len N          pack row length (default: the longest sample)\n"
+    "  --seq-len N          pack row length (default: the longest sample; a shorter\n"
+    "                       row leaves longer samples out, and start-up says so:\n"
+    "                       split them with lf-shard --max-len instead)\n"
+    "  --step-bound X       balanced: an outlier step costs at most X times the\n"
+    "                       budget where its outliers allow, outliers going out\n"
+    "                       as they come (default 1.25; none: they wait for\n"
+    "                       --outlier-group and their step grows by the group)\n"
     "  --micro-max-padded N pad: cap on a micro-batch's samples x its longest\n"
     "                       (default: the longest sample)\n"
     "  --micro-overhead T   pad: a micro-batch's fixed cost in tokens, weighed\n"
@@ -108,6 +115,16 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     case PLAN_CLI_SEQLEN: return parse_u32(a, 1, UINT32_MAX, &p->seq_len);
     case PLAN_CLI_MICROPAD: return parse_u64(a, 1, micro_max, &p->micro_max_padded);
     case PLAN_CLI_MICROOVH: return parse_u64(a, 1, micro_max, &p->micro_overhead);
+    case PLAN_CLI_STEPBOUND: {
+        double x;
+        if (!strcmp(a, "none")) {
+            p->step_bound = LF_PLAN_UNBOUNDED;
+            return 0;
+        }
+        if (parse_double(a, 1.0, 1e6, &x)) return -1;
+        p->step_bound = (uint32_t)(x * 1000 + 0.5);
+        return 0;
+    }
     default: return -1;
     }
 }
@@ -159,6 +176,50 @@ static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
     return 0;
 }
 
+/* pack: samples longer than a row are never placed (lf_plan_create rejects
+ * them): say how many and how to keep them. */
+static void note_long_rows(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens,
+                           uint64_t longest)
+{
+    uint64_t over = 0, over_tok = 0, row = c->params.seq_len;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].length > row) {
+            over++;
+            over_tok += s[i].length;
+        }
+    if (!over) return;
+    snprintf(c->note, sizeof c->note, "%" PRIu64 " samples (%.2f %% of the tokens) are "
+             "longer than a row (--seq-len %" PRIu64 ") and are left out: split them at "
+             "conversion (lf-shard --max-len %" PRIu64 "), or pass --seq-len %" PRIu64
+             " (the longest, a row as long)", over, 100.0 * (double)over_tok / (double)tokens,
+             row, row, longest);
+}
+
+/* pad: an outlier step costs the group times its costliest outlier
+ * (lf_plan_bound_cost); say how many samples cost more than the bound
+ * allows, how far over their steps go, and what fixes it. */
+static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
+{
+    const lf_plan_params *p = &c->params;
+    uint64_t lim = lf_plan_bound_cost(p), over = 0, cmax = 0, keep = 0;
+    if (lim == UINT64_MAX) return;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t cost = lf_plan_cost(&p->cost, s[i].length);
+        if (cost > lim) over++;
+        if (cost > cmax) cmax = cost;
+        if (cost <= lim && s[i].length > keep) keep = s[i].length;
+    }
+    if (!over) return;
+    uint64_t g = p->outlier_group ? p->outlier_group : p->world;
+    double ratio = (double)cmax * (double)g / (double)p->step_budget;
+    double spr = ceil((double)c->samples_per_rank * (double)cmax / (double)lim);
+    snprintf(c->note, sizeof c->note, "%" PRIu64 " samples cost more than --step-bound %.3g "
+             "allows (a step holding one costs %.3g x the budget at most): split them at "
+             "conversion (lf-shard --max-len %" PRIu64 "), or raise the budget "
+             "(--samples-per-rank %.0f)", over, p->step_bound == 0 ? LF_PLAN_STEP_BOUND / 1e3
+             : p->step_bound / 1e3, ratio, keep, spr);
+}
+
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines)
 {
@@ -175,8 +236,8 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
         tokens += s[i].length;
         if (s[i].length > longest) longest = s[i].length;
     }
-    if (p->layout == LF_PLAN_PACK && !p->seq_len)
-        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;
+    if (p->layout == LF_PLAN_PACK && !p->seq_len && n)
+        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;   /* nothing left out */
     c->why[0] = '\0';
     if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
     else if (total == 0)
@@ -206,6 +267,9 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  "budget %" PRIu64, p->outlier_cost, p->step_budget);
         return LF_PLAN_E_ARG;
     }
+    c->note[0] = '\0';
+    if (p->layout == LF_PLAN_PACK) note_long_rows(c, s, n, tokens, longest);
+    else note_bound(c, s, n);
     if (baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
     return 0;
 }

@@ -28,6 +28,10 @@ typedef struct plan_cli {
     double coef[4];
     uint32_t samples_per_rank;   /* sets the default budget and baselines' batch */
     char why[160];               /* plan_cli_finish's refusal in words ("": none) */
+    char note[320];              /* plan_cli_finish: what the plan cannot keep (the
+                                    step bound, samples longer than pack's row) and
+                                    the flag that fixes it; a program prints it at
+                                    start-up ("": nothing to say) */
 } plan_cli;
 
 enum {
@@ -35,7 +39,7 @@ enum {
     PLAN_CLI_LOOKAHEAD, PLAN_CLI_MAXDEFER, PLAN_CLI_LOCALITY, PLAN_CLI_OUTLIER,
     PLAN_CLI_OCOST, PLAN_CLI_OGROUP, PLAN_CLI_PRESET, PLAN_CLI_HIDDEN, PLAN_CLI_COST,
     PLAN_CLI_SEED, PLAN_CLI_EPOCH, PLAN_CLI_LAYOUT, PLAN_CLI_SEQLEN, PLAN_CLI_MICROPAD,
-    PLAN_CLI_MICROOVH, PLAN_CLI_END,
+    PLAN_CLI_MICROOVH, PLAN_CLI_STEPBOUND, PLAN_CLI_END,
 };
 
 /* getopt_long entries for the codes above (all take a value). */
@@ -51,7 +55,7 @@ enum {
     {"seed", 1, 0, PLAN_CLI_SEED}, {"epoch", 1, 0, PLAN_CLI_EPOCH},                 \
     {"layout", 1, 0, PLAN_CLI_LAYOUT}, {"seq-len", 1, 0, PLAN_CLI_SEQLEN},          \
     {"micro-max-padded", 1, 0, PLAN_CLI_MICROPAD},                                  \
-    {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}
+    {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}, {"step-bound", 1, 0, PLAN_CLI_STEPBOUND}
 
 /* The --help lines for these options. */
 extern const char plan_cli_help[];
@@ -75,14 +79,15 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds);
 
 /* Completes the parameters from the data: the cost model (preset
  * `dataset_preset` unless --preset or --cost was given), the step budget
- * (--samples-per-rank x world x mean sample cost), the pack row length (the
- * longest sample) and, when `baselines` is set and --batch-per-rank was not
+ * (--samples-per-rank x world x mean sample cost), the pack row length (see
+ * plan_cli_help) and, when `baselines` is set and --batch-per-rank was not
  * given, the baselines' batch: balanced's mean samples per step / world (one
  * balanced epoch is planned to measure it), so every sampler moves as many
  * samples per step. params.world must be set. Returns 0 or a negative
  * lf_plan status; for the refusals a user can cause (no samples, every
  * sample free, a cap or outlier cost that cannot hold) why says which, in
- * the words of the flags. */
+ * the words of the flags. note says what the plan will not keep (steps over
+ * --step-bound, samples longer than pack's row) and the flag that fixes it. */
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines);
 

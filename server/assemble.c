@@ -289,7 +289,7 @@ static int assemble(srv *s, worker_ctx *w, const srv_job *j)
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
     memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
     lf_msg_ready ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq};
-    return lf_slot_write_header(slot, s->slot_size, r->rank, &ready, j->n, &l);
+    return lf_slot_write_header(slot, s->slot_size, r->rank, &ready, j->n, j->step_tokens, &l);
 }
 
 static void finish_job(srv *s, srv_job *j)

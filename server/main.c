@@ -354,6 +354,8 @@ static int dataset_defaults(srv *s)
                              s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
     free(v);
     s->cfg.plan = s->cfg.cli.params;
+    if (rc >= 0 && s->cfg.cli.note[0]) fprintf(stderr, "lf-server: plan: note: %s\n",
+                                               s->cfg.cli.note);
     if (rc >= 0) return rc;
     fprintf(stderr, "lf-server: plan: %s\n", s->cfg.cli.why[0] ? s->cfg.cli.why
                                                                 : lf_plan_strerror(rc));

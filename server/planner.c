@@ -87,6 +87,7 @@ srv_job *srv_job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     j->row_len = b->row_len;
     j->cost = b->cost;
     j->tokens = b->tokens;
+    for (uint32_t r = 0; r < st->world; r++) j->step_tokens += st->rank_tokens[r];
     j->ids = malloc(alloc * sizeof *j->ids);
     j->lengths = malloc(alloc * sizeof *j->lengths);
     j->row_of = malloc(alloc * sizeof *j->row_of);

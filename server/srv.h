@@ -157,6 +157,7 @@ struct srv_job {
     uint32_t rows, row_len;      /* micro: rows = micro-batches */
     uint32_t *micro_len;         /* --micro-batches: each micro-batch's padded length */
     uint64_t cost, tokens;
+    uint64_t step_tokens;        /* the step's tokens over every rank (slot header) */
     uint32_t nblocks;            /* distinct blocks, in block order */
     srv_job_block *blocks;
     uint32_t *block_of;          /* per sample: its block's index in blocks */

@@ -63,7 +63,8 @@ class Batch(ctypes.Structure):
                 ("ntensors", ctypes.c_uint32),
                 ("tensors", ctypes.POINTER(Tensor)),
                 ("wait_ns", ctypes.c_uint64),
-                ("slot", ctypes.c_uint32)]
+                ("slot", ctypes.c_uint32),
+                ("step_tokens", ctypes.c_uint64)]
 
 
 class Options(ctypes.Structure):

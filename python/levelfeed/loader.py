@@ -203,10 +203,12 @@ def _rebuild_batch(tensors, attrs):
 
 class Batch(dict):
     """One batch: a dict of tensors by name ("tokens", "lengths",
-    "sample_ids", ...) with the batch's place in the plan as attributes.
-    Its ring slot is held while the batch or any of its tensors is
-    referred to; close() (or `with batch:`) gives it back at once."""
-    epoch = step = seq = nsamples = 0
+    "sample_ids", ...) with the batch's place in the plan as attributes;
+    step_tokens is the step's token count over every rank, for a loss
+    normalised by the global number of tokens. Its ring slot is held while
+    the batch or any of its tensors is referred to; close() (or `with
+    batch:`) gives it back at once."""
+    epoch = step = seq = nsamples = step_tokens = 0
     wait_s = 0.0
     _slot = None
 
@@ -431,6 +433,7 @@ class Loader:
             raise
         out.epoch, out.step, out.seq, out.nsamples = b.epoch, b.step, b.seq, b.nsamples
         out.wait_s = b.wait_ns * 1e-9
+        out.step_tokens = b.step_tokens
         return out
 
     def _batch(self, b, slot):

@@ -88,11 +88,42 @@ for name, r in doc["samplers"].items():
 PYEOF
 }
 
+# Issue #27 item 2: the same balanced plan with outliers released the old
+# way (--step-bound none: a group at a time, its step growing by the group)
+# and bounded (the default, 1.25), in one run: steps' global tokens and cost
+# against the median step's (max), and the epoch's sum-max/sum-mean.
+before_after() {
+  local label=$1; shift
+  "$bin/lf-plan" "$@" --sampler balanced --step-bound none --json >"$tmp/before" 2>/dev/null
+  "$bin/lf-plan" "$@" --sampler balanced --json >"$tmp/after" 2>"$tmp/note"
+  "$PY" - "$label" "$tmp/before" "$tmp/after" <<'PYEOF'
+import json, sys
+label = sys.argv[1]
+b, a = (json.load(open(f))["samplers"]["balanced"] for f in sys.argv[2:4])
+def f(r):
+    st, sc = r["step_tokens_to_median"], r.get("step_cost_to_median")
+    t = "%.3f" % st["max"] if st else "n/a"
+    c = "%.3f" % sc["max"] if sc else "n/a"
+    return t, c, "%.5f" % r["epoch_max_over_mean"]
+(bt, bc, be), (at, ac, ae) = f(b), f(a)
+print("-- %s: step-bound none -> 1.25: step tokens max/median %s -> %s, cost %s -> %s, "
+      "epoch sum-max/sum-mean %s -> %s" % (label, bt, at, bc, ac, be, ae))
+PYEOF
+  sed 's/^/   /' "$tmp/note"
+}
+
 # budget LF-PLAN-ARGS...: the global step budget lf-plan derives.
 budget() {
   "$bin/lf-plan" "$@" --sampler balanced --steps 1 --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["budget"])'
 }
 
+part() { [[ " ${LF_PLAN_BENCH_PARTS:-1 2 3 4} " == *" $1 "* ]]; }
+
+if part 1; then
+for w in 8 64; do
+  before_after "synth $N, world $w, 16/rank, pad" --synth "$N" --world "$w" --samples-per-rank 16
+  before_after "synth $N, world $w, 4/rank, pad" --synth "$N" --world "$w" --samples-per-rank 4
+done
 for w in 8 64; do
   report "synth $N, world $w, 16/rank" 16 --synth "$N" --world "$w"
   report "synth $N, world $w, 16/rank" 16 --synth "$N" --world "$w" \
@@ -109,6 +140,7 @@ done
 report "synth 1000000, 4096 samples/step x 64 ranks" 64 --synth 1000000 --world 64 \
   --sampler balanced
 echo "   target: <= 1 ms planner time per step at 4096 samples x 64 ranks (see ms/step above)"
+fi
 
 # Planner CPU per sample as the world grows (1M samples, 16 a rank, pad
 # and pack): KK's merges, pack's row fill and the local search's rounds
@@ -122,7 +154,7 @@ per_sample() {   # LAYOUT WORLD: "us-per-sample ms-per-step" of 8 balanced steps
     "$PY" -c 'import json, sys; r = json.load(sys.stdin)["samplers"]["balanced"]
 print("%.4f %.2f" % (1000 * r["plan_cpu_ms_per_step"] * r["steps"] / r["samples"], r["plan_cpu_ms_per_step"]))'
 }
-for layout in pad pack; do
+part 2 && for layout in pad pack; do
   read -r base_us _ <<<"$(per_sample "$layout" 64)"
   for w in 1024 4096; do
     read -r us ms <<<"$(per_sample "$layout" "$w")"
@@ -130,10 +162,11 @@ for layout in pad pack; do
   done
 done
 
-if [[ ! -x "$bin/lf-shard" ]]; then
+if part 3 && [[ ! -x "$bin/lf-shard" ]]; then
   echo "-- lf-shard is not built: the dataset run is skipped"
   exit 0
 fi
+if part 3; then
 t0=$(date +%s.%N)
 "$bin/lf-shard" synth tokens --out "$tmp/ds" --samples "$N" --seed 1 >/dev/null 2>&1
 t1=$(date +%s.%N)
@@ -147,6 +180,8 @@ for w in 8 64; do
   report "dataset $N, world $w, 8/rank, outliers > rank budget / 2" 8 "$tmp/ds" --world "$w" \
     --sampler balanced --outlier-cost "$half"
 done
+fi
+part 4 || exit 0
 
 # 4. real text (issue #27): skipped, and said so, without dev-text.jsonl
 real=${LF_REALDATA:-$HOME/.cache/levelfeed-realdata}
@@ -164,15 +199,21 @@ fi
 for set in "${sets[@]}"; do
   args=()
   [[ $set != unsplit ]] && args=(--max-len "$set" --overflow split)
-  "$bin/lf-shard" create tokens --in "$real/dev-text.jsonl" --out "$tmp/real-$set" \
-    "${args[@]}" >/dev/null 2>&1
+  ds=$real/ds-$set                       # a set prepared beside the file, if there
+  if [[ ! -f $ds/manifest.lfm ]]; then
+    ds=$tmp/real-$set
+    "$bin/lf-shard" create tokens --in "$real/dev-text.jsonl" --out "$ds" \
+      "${args[@]}" >/dev/null 2>&1
+  fi
   for w in 8 64; do
     for spr in 16 4; do
-      report "dev-text $set, world $w, $spr/rank" "$spr" "$tmp/real-$set" --world "$w" \
-        --sampler balanced
-      # pack's default --seq-len is the longest sample: only where the split bounds it
-      [[ $set != unsplit ]] && report "dev-text $set, world $w, $spr/rank" "$spr" \
-        "$tmp/real-$set" --world "$w" --sampler balanced --layout pack
+      before_after "dev-text $set, world $w, $spr/rank, pad" "$ds" --world "$w" \
+        --samples-per-rank "$spr"
+      report "dev-text $set, world $w, $spr/rank" "$spr" "$ds" --world "$w" --sampler balanced
+      # pack's default --seq-len: the longest sample, at most 4 x the row
+      # --samples-per-rank mean samples fill (plan_cli.c)
+      report "dev-text $set, world $w, $spr/rank" "$spr" "$ds" --world "$w" \
+        --sampler balanced --layout pack
     done
   done
   rm -rf "$tmp/real-$set"

@@ -99,6 +99,9 @@ with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
         check(ids.dtype == np.uint64 and tok.dtype == np.int64, "dtypes %s %s" % (ids.dtype, tok.dtype))
         check(tok.flags.writeable, "numpy view read-only")
         check(b.nsamples == len(ids) == tok.shape[0] == len(lens), "batch sizes disagree")
+        # one rank: the step's global tokens are this batch's
+        check(b.step_tokens == int(lens.sum()), "step_tokens %d, lengths sum to %d"
+              % (b.step_tokens, int(lens.sum())))
         for name, a in b.items():
             check(a.size == 0 or in_ring(a.__array_interface__["data"][0], a.nbytes),
                   "numpy %s not in the ring" % name)

@@ -72,8 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lf_msg_ready r = {.slot = 0, .epoch = h.epoch, .step = h.step, .seq = h.seq};
     lf_layout l;
     uint32_t n;
+    uint64_t step_tokens;
     const char *why;
-    if (lf_slot_check(slot, slot_size, h.rank, &r, &l, &n, &why) == 0) {
+    if (lf_slot_check(slot, slot_size, h.rank, &r, &l, &n, &step_tokens, &why) == 0) {
         uint64_t prev_end = LF_SLOT_HEADER_SIZE + (uint64_t)h.layout_bytes;
         if (n != h.nsamples || l.ntensors > LF_LAYOUT_MAX_TENSORS) abort();
         for (uint32_t i = 0; i < l.ntensors; i++) check_tensor(&l.tensors[i], &prev_end, slot_size);

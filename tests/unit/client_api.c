@@ -78,7 +78,7 @@ static void write_batch(fake *f, const lf_msg_ready *r, uint64_t rows)
     lf_layout_add(&l, "sample_ids", LF_DTYPE_U64, 1, ids);
     int32_t *tok = (int32_t *)(slot + l.tensors[0].offset);
     for (uint64_t i = 0; i < rows * 4; i++) tok[i] = (int32_t)(i + 100 * r->seq);
-    if (lf_slot_write_header(slot, SLOT, 0, r, (uint32_t)rows, &l) != 0) TEST_FAIL_("slot");
+    if (lf_slot_write_header(slot, SLOT, 0, r, (uint32_t)rows, 4 * rows, &l) != 0) TEST_FAIL_("slot");
 }
 
 static void hand_over_ring(fake *f)

@@ -24,11 +24,13 @@ int main(void)
     lf_layout l, got;
     make_layout(&l, 8);
     lf_msg_ready r = {.slot = 1, .epoch = 2, .step = 3, .seq = 4};
-    ASSERT_EQ(lf_slot_write_header(slot, SLOT, 5, &r, 8, &l), 0);
+    ASSERT_EQ(lf_slot_write_header(slot, SLOT, 5, &r, 8, 12345, &l), 0);
     const char *why;
     uint32_t nsamples = 0;
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &why), 0);
+    uint64_t step_tokens = 0;
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &step_tokens, &why), 0);
     ASSERT_EQ(nsamples, 8);
+    ASSERT_EQ(step_tokens, 12345);
     ASSERT_EQ(got.ntensors, 2);
     ASSERT_STR_EQ(got.tensors[1].name, "sample_ids");
     ASSERT_EQ(got.tensors[0].size, 8 * 16 * 4);
@@ -40,35 +42,35 @@ int main(void)
     for (size_t i = 0; i < covered; i++) {
         if (i >= sizeof h && i < LF_SLOT_HEADER_SIZE) continue; /* unused header tail */
         slot[i] ^= 0x01;
-        ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &why), -EBADMSG);
+        ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &step_tokens, &why), -EBADMSG);
         slot[i] ^= 0x01;
     }
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &why), 0);
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &step_tokens, &why), 0);
 
     /* A READY for another batch or rank does not match the slot. */
     lf_msg_ready other = r;
     other.seq = 5;
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &other, &got, &nsamples, &why), -EBADMSG);
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &other, &got, &nsamples, &step_tokens, &why), -EBADMSG);
     other = r;
     other.step = 9;
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &other, &got, &nsamples, &why), -EBADMSG);
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 6, &r, &got, &nsamples, &why), -EBADMSG);
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &other, &got, &nsamples, &step_tokens, &why), -EBADMSG);
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 6, &r, &got, &nsamples, &step_tokens, &why), -EBADMSG);
 
     /* A layout that would end past a (smaller) slot is refused, even with a
      * valid checksum: the client checks against the slot size it mapped. */
     make_layout(&l, 200); /* 200 * 16 * 4 = 12800 bytes > SLOT */
-    ASSERT_EQ(lf_slot_write_header(slot, SLOT, 5, &r, 200, &l), 0);
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &why), -EBADMSG);
+    ASSERT_EQ(lf_slot_write_header(slot, SLOT, 5, &r, 200, 12345, &l), 0);
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &step_tokens, &why), -EBADMSG);
     ASSERT_TRUE(why != NULL);
 
     /* A slot too small for the header, and a layout size past the slot. */
-    ASSERT_EQ(lf_slot_check(slot, 64, 5, &r, &got, &nsamples, &why), -EBADMSG);
+    ASSERT_EQ(lf_slot_check(slot, 64, 5, &r, &got, &nsamples, &step_tokens, &why), -EBADMSG);
     make_layout(&l, 8);
-    ASSERT_EQ(lf_slot_write_header(slot, SLOT, 5, &r, 8, &l), 0);
+    ASSERT_EQ(lf_slot_write_header(slot, SLOT, 5, &r, 8, 12345, &l), 0);
     memcpy(&h, slot, sizeof h);
     h.layout_bytes = SLOT;
     memcpy(slot, &h, sizeof h);
-    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &why), -EBADMSG);
+    ASSERT_EQ(lf_slot_check(slot, SLOT, 5, &r, &got, &nsamples, &step_tokens, &why), -EBADMSG);
 
     /* Ring header: sizes must match the WELCOME and the mapping. */
     ASSERT_EQ(lf_ring_segment_size(0, 4096), 0);
@@ -86,6 +88,14 @@ int main(void)
     w.rank = 3;
     w.nslots = 3;
     ASSERT_EQ(lf_ring_header_check(seg, sizeof seg, &w), -EBADMSG);
+    /* a ring of version 1 (a server before step_tokens): refused as another
+     * version, which the client names, not as a damaged header */
+    w.nslots = 2;
+    lf_ring_header old;
+    memcpy(&old, seg, sizeof old);
+    old.version = 1;
+    memcpy(seg, &old, sizeof old);
+    ASSERT_EQ(lf_ring_header_check(seg, sizeof seg, &w), -EPROTONOSUPPORT);
     printf("ring ok\n");
     return 0;
 }

@@ -80,7 +80,9 @@ typedef struct lf_client_options {
     int world_size;              /* -1: from WORLD_SIZE / OMPI_COMM_WORLD_SIZE / ... */
     int local_rank;              /* -1: from LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / ... */
     int device;                  /* for lf_client_use_device; -1: local_rank (else 0) */
-    int connect_timeout_ms;      /* how long open waits for the server (0: 10 s) */
+    int connect_timeout_ms;      /* how long open waits for the server to answer
+                                    (0: 10 s); a server still planning its
+                                    start-up answers, so it restarts the wait */
     char *error;                 /* optional: gets the reason when open fails */
     size_t error_size;
 } lf_client_options;
@@ -91,7 +93,8 @@ void lf_client_options_default(lf_client_options *o);
 typedef struct lf_client lf_client;
 
 /* Connects to the server, announces the rank and maps its ring, all within
- * connect_timeout_ms. Returns 0, -EINVAL (no rank known), LF_E_TIMEOUT (no
+ * connect_timeout_ms of the server's last answer: while the server plans
+ * its start-up it answers "planning" and open keeps waiting. Returns 0, -EINVAL (no rank known), LF_E_TIMEOUT (no
  * server, or no ring in time), LF_E_GONE (the server closed the ring's
  * connection), LF_E_SERVER, ... */
 int lf_client_open(const lf_client_options *o, lf_client **out);

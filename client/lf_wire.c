@@ -55,6 +55,7 @@ static const char *const type_names[] = {
     [LF_MSG_END] = "END",         [LF_MSG_BYE] = "BYE",
     [LF_MSG_HEARTBEAT] = "HEARTBEAT", [LF_MSG_ERROR] = "ERROR",
     [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
+    [LF_MSG_PLANNING] = "PLANNING",
 };
 
 const char *lf_wire_type_name(unsigned type)
@@ -113,6 +114,10 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         break;
     case LF_MSG_HEARTBEAT:
         put_le(&c, m->u.heartbeat_ns, 8);
+        break;
+    case LF_MSG_PLANNING:
+        if (m->u.planning_pct > 100) return -EINVAL;
+        put_le(&c, m->u.planning_pct, 4);
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
@@ -189,6 +194,10 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         break;
     case LF_MSG_HEARTBEAT:
         m.u.heartbeat_ns = get_le(&c, 8);
+        break;
+    case LF_MSG_PLANNING:
+        m.u.planning_pct = (uint32_t)get_le(&c, 4);
+        if (m.u.planning_pct > 100) return -EPROTO;
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:

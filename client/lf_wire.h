@@ -16,6 +16,10 @@
  * The conversation:
  *   client                                   server
  *   HELLO(rank, world, pid)        ───────►
+ *                                  ◄───────  PLANNING(percent), while the server
+ *                                            still plans its start-up: the
+ *                                            client asks again a moment later
+ *   HELLO(rank, world, pid)        ───────►
  *                                  ◄───────  WELCOME(slots, sizes, token, fd socket)
  *   (connects to the fd socket, sends the token, receives the ring's memfd)
  *   START(epoch, step)             ───────►  (once every local rank started)
@@ -34,7 +38,7 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 1
+#define LF_WIRE_VERSION 2         /* 2: PLANNING */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
@@ -52,6 +56,7 @@ typedef enum lf_wire_type {
     LF_MSG_ERROR = 10,
     LF_MSG_STATS_REQ = 11,
     LF_MSG_STATS = 12,
+    LF_MSG_PLANNING = 13,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -114,6 +119,7 @@ typedef struct lf_msg {
         lf_msg_step step;
         lf_msg_text text;
         uint64_t heartbeat_ns;   /* HEARTBEAT: sender's monotonic clock */
+        uint32_t planning_pct;   /* PLANNING: start-up planning done, 0..100 */
     } u;
 } lf_msg;
 

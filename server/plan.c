@@ -161,6 +161,12 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void
     for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
         while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+            /* start-up's progress, and its stop on a signal (startup.c) */
+            atomic_fetch_add_explicit(&s->planned, st.nsamples, memory_order_relaxed);
+            if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) {
+                rc = -EINTR;
+                break;
+            }
             if (h->step) h->step(arg, &st);
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
@@ -526,6 +532,7 @@ int srv_plan_prepass(srv *s)
     s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
     if (!s->epoch_uses) return -ENOMEM;
+    atomic_store(&s->plan_total, lf_dataset_samples(s->ds) * s->cfg.epochs);
     return walk_epochs_parallel(s);
 }
 

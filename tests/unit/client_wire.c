@@ -26,6 +26,7 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
     case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
+    case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
     default: break;
@@ -58,7 +59,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_STATS; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_PLANNING; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);
@@ -107,6 +108,14 @@ int main(void)
     n = lf_wire_encode(&m, buf, sizeof buf);
     buf[12] = 6; /* len field: bytes 12..15 after the 8-byte header and code */
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+
+    /* PLANNING past 100 %: refused both ways. */
+    m = sample_msg(LF_MSG_PLANNING);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[8] = 101; /* the percent: the first body byte */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    m.u.planning_pct = 101;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
 
     /* WELCOME paths: empty, too long, or holding a NUL are refused. */
     m = sample_msg(LF_MSG_WELCOME);

@@ -57,6 +57,12 @@ static double num(json_t *o, const char *key)
  * back); cache hits and each rank's mean data wait per step over the run. */
 static void print_line(json_t *cur, json_t *prev)
 {
+    const char *state = json_string_value(json_object_get(cur, "state"));
+    if (state && strcmp(state, "planning") == 0) {
+        printf("t=%.1fs planning, %.0f %%\n", num(cur, "uptime_ns") / 1e9,
+               num(cur, "planning_pct"));
+        return;
+    }
     if (prev && num(cur, "uptime_ns") < num(prev, "uptime_ns")) {
         printf("(a new server: rates from its start)\n");
         prev = NULL;

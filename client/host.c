@@ -114,6 +114,11 @@ const char *lf_client_error(const lf_client *c)
     return c->err_seen;
 }
 
+uint64_t lf_client_plan_id(const lf_client *c)
+{
+    return c->welcome.fingerprint; /* written once, by lf_client_open */
+}
+
 /* Records why a call fails and returns code, for `return fail(...)`; under
  * err_mu, as the trainer's thread and the prefetch thread both fail. */
 static int fail(lf_client *c, int code, const char *fmt, ...)

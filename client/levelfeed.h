@@ -151,6 +151,14 @@ int lf_state_restore(lf_client *c, const void *buf, size_t len);
  * device's prefetch thread meets meanwhile. */
 const char *lf_client_error(const lf_client *c);
 
+/* The plan fingerprint of this rank's server: a hash of the dataset's index
+ * (sample lengths, block layout) and of every parameter the global sequence
+ * depends on (seed, world, epochs, budgets, layout, cost model, ...), the
+ * same on every rank of a job exactly when all its nodes' servers plan the
+ * same sequence. Trainers compare it across ranks at start (an all-gather:
+ * docs/MULTINODE.md); lf-server prints it, lf-stat --json shows it. */
+uint64_t lf_client_plan_id(const lf_client *c);
+
 /* Says goodbye and unmaps the ring. Accepts NULL. */
 void lf_client_close(lf_client *c);
 

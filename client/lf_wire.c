@@ -87,6 +87,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.welcome.heartbeat_ms, 4);
         put_le(&c, m->u.welcome.server_pid, 4);
         put_le(&c, m->u.welcome.plan_id, 8);
+        put_le(&c, m->u.welcome.fingerprint, 8);
         put_le(&c, n, 2);
         put_bytes(&c, m->u.welcome.fd_path, n);
         break;
@@ -146,6 +147,7 @@ static void decode_welcome(cursor *c, lf_msg_welcome *w)
     w->heartbeat_ms = (uint32_t)get_le(c, 4);
     w->server_pid = (uint32_t)get_le(c, 4);
     w->plan_id = get_le(c, 8);
+    w->fingerprint = get_le(c, 8);
     size_t n = (size_t)get_le(c, 2);
     const char *s = get_bytes(c, n);
     /* The path must be non-empty, fit with its NUL and hold no NUL inside. */

@@ -176,7 +176,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
         .segment_size = s->ranks[li].seg_size, .token = ss->token,
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
-        .plan_id = s->plan_id};
+        .plan_id = s->plan_id, .fingerprint = s->fingerprint};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     send_to(c, id, idlen, &w);
 }

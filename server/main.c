@@ -576,6 +576,32 @@ static int prepare(srv *s)
     return rc;
 }
 
+/* The local ranks as a list of ranges ("0-3", "0,2,5-7") into buf. */
+static void format_ranks(const srv_config *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < c->nlocal && n < cap; i++) {
+        uint32_t j = i;
+        while (j + 1 < c->nlocal && c->local[j + 1] == c->local[j] + 1) j++;
+        int w = j > i ? snprintf(buf + n, cap - n, "%s%u-%u", i ? "," : "", c->local[i], c->local[j])
+                      : snprintf(buf + n, cap - n, "%s%u", i ? "," : "", c->local[i]);
+        n += w > 0 ? (size_t)w : 0;
+        i = j;
+    }
+}
+
+/* Says, before the planning, which plan this node serves to which ranks:
+ * every node's server of a job must print the same fingerprint (the
+ * trainers compare it too: docs/MULTINODE.md). */
+static void print_fingerprint(const srv *s)
+{
+    char ranks[1024];
+    format_ranks(&s->cfg, ranks, sizeof ranks);
+    fprintf(stderr, "lf-server: plan fingerprint %016" PRIx64 " for ranks %s of world %u "
+            "(every node of the job must show the same)\n", s->fingerprint, ranks, s->cfg.world);
+}
+
 /* Takes the endpoint and answers on it while the job is opened and
  * planned (startup.c): a second server is refused before it plans, and
  * clients wait for the plan instead of timing out. */
@@ -588,6 +614,7 @@ static int start(srv *s, srv_endpoint *ep)
     if (rc < 0) return -ECANCELED;
     if ((rc = srv_startup_begin(s, ep, &u)) < 0) return rc;
     rc = open_job(s);
+    if (rc == 0 && !s->cfg.quiet) print_fingerprint(s);
     if (rc == 0) rc = prepare(s);
     int sig = srv_startup_end(&u);
     if (sig) {

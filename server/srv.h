@@ -183,7 +183,9 @@ struct srv {
     uint32_t token_in_dtype;     /* LF_DTYPE_U16 / U32 */
     int label_field;             /* image path: an int64 label field, or -1 */
     uint64_t slot_size;
-    uint64_t plan_id;
+    uint64_t plan_id;            /* the sequence (saved states carry it) */
+    uint64_t fingerprint;        /* plan_id, the blocks and the epochs served:
+                                    every node's server of a job must have the same */
     uint64_t cache_limit;        /* bytes of decompressed blocks */
     uint32_t *epoch_uses;        /* prepass: per epoch and block, the local
                                     ranks' samples, for the first counted_epochs */
@@ -250,7 +252,8 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
-/* Creates the run's first plan and sets s->plan_id from it; parameters
+/* Creates the run's first plan and sets s->plan_id and s->fingerprint
+ * from it and the dataset's blocks; parameters
  * the balancer refuses are reported in its own words (-ECANCELED:
  * reported). Later plans of the run have the same inputs, and only memory
  * can fail them. */

@@ -5,7 +5,9 @@
  */
 #include "srv.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 
 char *srv_stats_json(srv *s, uint64_t start_ns, const uint8_t *connected)
 {
@@ -14,7 +16,10 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const uint8_t *connected)
     pthread_mutex_lock(&s->mu);
     srv_pipeline_depths(s, &d);
     srv_metrics m = s->m;
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016" PRIx64, s->fingerprint);
     json_object_set_new(o, "state", json_string("serving"));
+    json_object_set_new(o, "plan_fingerprint", json_string(fp));
     json_object_set_new(o, "uptime_ns", json_integer((json_int_t)(srv_now_ns() - start_ns)));
     json_object_set_new(o, "bytes_read", json_integer((json_int_t)m.bytes_read));
     json_object_set_new(o, "blocks_read", json_integer((json_int_t)m.blocks_read));

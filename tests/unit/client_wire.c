@@ -18,7 +18,8 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_WELCOME:
         m.u.welcome = (lf_msg_welcome){.rank = 3, .nslots = 4, .slot_size = 1 << 20,
                                        .segment_size = 4096 + (4 << 20), .token = 0x1122334455667788ull,
-                                       .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99};
+                                       .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99,
+                                       .fingerprint = 0xfeedfacecafebeefull};
         strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
         break;
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
@@ -49,6 +50,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.welcome.server_pid, b->u.welcome.server_pid);
         ASSERT_EQ(a->u.welcome.token, b->u.welcome.token);
         ASSERT_EQ(a->u.welcome.plan_id, b->u.welcome.plan_id);
+        ASSERT_EQ(a->u.welcome.fingerprint, b->u.welcome.fingerprint);
         ASSERT_EQ(a->u.welcome.segment_size, b->u.welcome.segment_size);
         ASSERT_STR_EQ(a->u.welcome.fd_path, b->u.welcome.fd_path);
     } else {

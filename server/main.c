@@ -69,8 +69,9 @@ static void usage(FILE *f)
 "                          with an error naming shard and block (fail), or leave\n"
 "                          its samples out of their batches and report them (skip)\n"
 "control:\n"
-"  --endpoint PATH         ipc://PATH or PATH (default $XDG_RUNTIME_DIR/levelfeed/ctl,\n"
-"                          else /tmp/levelfeed-$UID/ctl)\n"
+"  --endpoint PATH         ipc://PATH or PATH (default $LEVELFEED_ENDPOINT, as the\n"
+"                          client's, else $XDG_RUNTIME_DIR/levelfeed/ctl, else\n"
+"                          /tmp/levelfeed-$UID/ctl)\n"
 "  --heartbeat-ms N        heartbeat interval (1000)\n"
 "other:\n"
 "  --print-plan            print the local ranks' plan (epoch step rank n ids) and exit\n"
@@ -328,6 +329,9 @@ static int parse_args(int argc, char **argv, srv_config *c)
         }
     }
     if (optind < argc) { fprintf(stderr, "lf-server: unexpected argument %s\n", argv[optind]); return -1; }
+    /* As the client does: an lf-launch'ed trainer's clients and a server
+     * started in the same environment meet without --endpoint. */
+    if (!c->endpoint) c->endpoint = getenv("LEVELFEED_ENDPOINT");
     if (parse_fault_hook(c)) return -1;
     return finish_config(c, &ps);
 }

@@ -43,6 +43,7 @@ struct lf_client {
     int asked;                   /* lf_next was called: no restore, no device now */
     int got;                     /* lf_next has returned a batch */
     lf_msg_welcome welcome;
+    int planning_pct;            /* the server's last PLANNING while connecting; -1: none */
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
     held_slot *slots;            /* welcome.nslots entries */

@@ -51,6 +51,7 @@
 
 #define STATE_MAGIC 0x54534c46u  /* "FLST" */
 #define SILENT_HEARTBEATS 10     /* missed server heartbeats before LF_E_GONE */
+#define PLANNING_ASK_MS 250      /* a planning server is asked again this often */
 #define LAST_WORD_MS 200         /* after the ring socket closes, wait this long for
                                     the server's last message (its error) */
 
@@ -111,6 +112,11 @@ const char *lf_strerror(int code)
 const char *lf_client_error(const lf_client *c)
 {
     return c->err_seen;
+}
+
+uint64_t lf_client_plan_id(const lf_client *c)
+{
+    return c->welcome.fingerprint; /* written once, by lf_client_open */
 }
 
 /* Records why a call fails and returns code, for `return fail(...)`; under
@@ -234,13 +240,29 @@ static int pump(lf_client *c, int timeout_ms)
     }
 }
 
-static int await_welcome(lf_client *c, uint64_t deadline)
+static int send_hello(lf_client *c)
 {
+    lf_msg h = {.type = LF_MSG_HELLO,
+                .u.hello = {.rank = (uint32_t)c->rank,
+                            .world_size = c->world_size < 0 ? 0 : (uint32_t)c->world_size,
+                            .pid = (uint32_t)getpid()}};
+    return send_msg(c, &h);
+}
+
+/* Waits for the WELCOME to the HELLO sent. A server still planning its
+ * start-up answers PLANNING instead: the client asks again PLANNING_ASK_MS
+ * later (one HELLO in flight at a time, so exactly one WELCOME comes), and
+ * the connect timeout starts again, so it bounds the server's silence,
+ * not its planning. *deadline moves with it. */
+static int await_welcome(lf_client *c, uint64_t timeout_ns, uint64_t *deadline)
+{
+    uint64_t ask_at = 0; /* when to send the next HELLO; 0: one is in flight */
     for (;;) {
         unsigned char buf[LF_WIRE_MAX];
         lf_msg m;
         int rc = recv_msg(c, buf, sizeof buf, &m);
         if (rc < 0) return rc;
+        uint64_t now = now_ns();
         if (rc == 1) {
             if (m.type == LF_MSG_WELCOME) {
                 if (m.u.welcome.rank != (uint32_t)c->rank)
@@ -249,15 +271,29 @@ static int await_welcome(lf_client *c, uint64_t deadline)
                 return 0;
             }
             if (m.type == LF_MSG_ERROR) return handle_msg(c, &m);
+            if (m.type == LF_MSG_PLANNING) {
+                c->planning_pct = m.u.planning_pct;
+                *deadline = now + timeout_ns;
+                ask_at = now + PLANNING_ASK_MS * 1000000ull;
+            }
             continue;
         }
-        uint64_t now = now_ns();
-        if (now >= deadline)
-            return fail(c, LF_E_TIMEOUT, "no lf-server at %s welcomed rank %d in time: start "
-                        "one there (lf-server --data DIR --world N, or the job with lf-launch), "
-                        "or give the endpoint it listens on (LEVELFEED_ENDPOINT); a server "
-                        "that is there may be done with this rank", c->path, c->rank);
-        if ((rc = wait_readable(c, (int)((deadline - now) / 1000000u) + 1)) < 0) return rc;
+        if (ask_at && now >= ask_at) {
+            ask_at = 0;
+            if ((rc = send_hello(c)) < 0) return rc;
+            continue;
+        }
+        if (now >= *deadline)
+            return c->planning_pct >= 0
+                       ? fail(c, LF_E_TIMEOUT, "the server at %s stopped answering while it "
+                              "planned (last heard: %d %%)", c->path, c->planning_pct)
+                       : fail(c, LF_E_TIMEOUT, "no lf-server at %s welcomed rank %d in time: "
+                              "start one there (lf-server --data DIR --world N, or the job "
+                              "with lf-launch), or give the endpoint it listens on "
+                              "(LEVELFEED_ENDPOINT); a server that is there may be done "
+                              "with this rank", c->path, c->rank);
+        uint64_t until = ask_at && ask_at < *deadline ? ask_at : *deadline;
+        if ((rc = wait_readable(c, (int)((until - now) / 1000000u) + 1)) < 0) return rc;
     }
 }
 
@@ -393,17 +429,13 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
     c->rank = o->rank;
     c->world_size = o->world_size;
     c->device = o->device >= 0 ? o->device : o->local_rank >= 0 ? o->local_rank : 0;
+    c->planning_pct = -1;
     int rc = open_control(c, o->endpoint);
-    if (rc == 0) {
-        lf_msg h = {.type = LF_MSG_HELLO,
-                    .u.hello = {.rank = (uint32_t)o->rank,
-                                .world_size = o->world_size < 0 ? 0 : (uint32_t)o->world_size,
-                                .pid = (uint32_t)getpid()}};
-        rc = send_msg(c, &h);
-    }
-    uint64_t deadline =
-        now_ns() + (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000) * 1000000u;
-    if (rc == 0) rc = await_welcome(c, deadline);
+    if (rc == 0) rc = send_hello(c);
+    uint64_t timeout_ns =
+        (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000) * 1000000u;
+    uint64_t deadline = now_ns() + timeout_ns;
+    if (rc == 0) rc = await_welcome(c, timeout_ns, &deadline);
     if (rc == 0) rc = map_ring(c, deadline);
     if (rc == 0) {
         c->slots = calloc(c->welcome.nslots, sizeof *c->slots);

@@ -83,7 +83,9 @@ typedef struct lf_client_options {
     int world_size;              /* -1: from WORLD_SIZE / OMPI_COMM_WORLD_SIZE / ... */
     int local_rank;              /* -1: from LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / ... */
     int device;                  /* for lf_client_use_device; -1: local_rank (else 0) */
-    int connect_timeout_ms;      /* how long open waits for the server (0: 10 s) */
+    int connect_timeout_ms;      /* how long open waits for the server to answer
+                                    (0: 10 s); a server still planning its
+                                    start-up answers, so it restarts the wait */
     char *error;                 /* optional: gets the reason when open fails */
     size_t error_size;
 } lf_client_options;
@@ -94,7 +96,8 @@ void lf_client_options_default(lf_client_options *o);
 typedef struct lf_client lf_client;
 
 /* Connects to the server, announces the rank and maps its ring, all within
- * connect_timeout_ms. Returns 0, -EINVAL (no rank known), LF_E_TIMEOUT (no
+ * connect_timeout_ms of the server's last answer: while the server plans
+ * its start-up it answers "planning" and open keeps waiting. Returns 0, -EINVAL (no rank known), LF_E_TIMEOUT (no
  * server, or no ring in time), LF_E_GONE (the server closed the ring's
  * connection), LF_E_SERVER, ... */
 int lf_client_open(const lf_client_options *o, lf_client **out);
@@ -150,6 +153,14 @@ int lf_state_restore(lf_client *c, const void *buf, size_t len);
  * unchanged until the next of those calls or lf_client_close, whatever a
  * device's prefetch thread meets meanwhile. */
 const char *lf_client_error(const lf_client *c);
+
+/* The plan fingerprint of this rank's server: a hash of the dataset's index
+ * (sample lengths, block layout) and of every parameter the global sequence
+ * depends on (seed, world, epochs, budgets, layout, cost model, ...), the
+ * same on every rank of a job exactly when all its nodes' servers plan the
+ * same sequence. Trainers compare it across ranks at start (an all-gather:
+ * docs/MULTINODE.md); lf-server prints it, lf-stat --json shows it. */
+uint64_t lf_client_plan_id(const lf_client *c);
 
 /* Says goodbye and unmaps the ring. Accepts NULL. */
 void lf_client_close(lf_client *c);

@@ -55,6 +55,7 @@ static const char *const type_names[] = {
     [LF_MSG_END] = "END",         [LF_MSG_BYE] = "BYE",
     [LF_MSG_HEARTBEAT] = "HEARTBEAT", [LF_MSG_ERROR] = "ERROR",
     [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
+    [LF_MSG_PLANNING] = "PLANNING",
 };
 
 const char *lf_wire_type_name(unsigned type)
@@ -86,6 +87,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.welcome.heartbeat_ms, 4);
         put_le(&c, m->u.welcome.server_pid, 4);
         put_le(&c, m->u.welcome.plan_id, 8);
+        put_le(&c, m->u.welcome.fingerprint, 8);
         put_le(&c, n, 2);
         put_bytes(&c, m->u.welcome.fd_path, n);
         break;
@@ -114,6 +116,10 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
     case LF_MSG_HEARTBEAT:
         put_le(&c, m->u.heartbeat_ns, 8);
         break;
+    case LF_MSG_PLANNING:
+        if (m->u.planning_pct > 100) return -EINVAL;
+        put_le(&c, m->u.planning_pct, 4);
+        break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
         if (m->u.text.len > LF_WIRE_TEXT_MAX) return -EINVAL;
@@ -141,6 +147,7 @@ static void decode_welcome(cursor *c, lf_msg_welcome *w)
     w->heartbeat_ms = (uint32_t)get_le(c, 4);
     w->server_pid = (uint32_t)get_le(c, 4);
     w->plan_id = get_le(c, 8);
+    w->fingerprint = get_le(c, 8);
     size_t n = (size_t)get_le(c, 2);
     const char *s = get_bytes(c, n);
     /* The path must be non-empty, fit with its NUL and hold no NUL inside. */
@@ -189,6 +196,10 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         break;
     case LF_MSG_HEARTBEAT:
         m.u.heartbeat_ns = get_le(&c, 8);
+        break;
+    case LF_MSG_PLANNING:
+        m.u.planning_pct = (uint32_t)get_le(&c, 4);
+        if (m.u.planning_pct > 100) return -EPROTO;
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:

@@ -16,7 +16,12 @@
  * The conversation:
  *   client                                   server
  *   HELLO(rank, world, pid)        ───────►
- *                                  ◄───────  WELCOME(slots, sizes, token, fd socket)
+ *                                  ◄───────  PLANNING(percent), while the server
+ *                                            still plans its start-up: the
+ *                                            client asks again a moment later
+ *   HELLO(rank, world, pid)        ───────►
+ *                                  ◄───────  WELCOME(slots, sizes, token, fd socket,
+ *                                            plan id, plan fingerprint)
  *   (connects to the fd socket, sends the token, receives the ring's memfd)
  *   START(epoch, step)             ───────►  (once every local rank started)
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
@@ -34,7 +39,7 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 1
+#define LF_WIRE_VERSION 2         /* 2: PLANNING, WELCOME's fingerprint */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
@@ -52,6 +57,7 @@ typedef enum lf_wire_type {
     LF_MSG_ERROR = 10,
     LF_MSG_STATS_REQ = 11,
     LF_MSG_STATS = 12,
+    LF_MSG_PLANNING = 13,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -69,6 +75,8 @@ typedef struct lf_msg_welcome {
     uint32_t heartbeat_ms;       /* both sides send a heartbeat this often when idle */
     uint32_t server_pid;
     uint64_t plan_id;            /* hash of dataset + plan parameters; in saved states */
+    uint64_t fingerprint;        /* plan_id + the blocks + the epochs served: equal on
+                                    every node of a job exactly when they agree */
     char fd_path[LF_WIRE_PATH_MAX]; /* Unix socket that hands out the memfd */
 } lf_msg_welcome;
 
@@ -114,6 +122,7 @@ typedef struct lf_msg {
         lf_msg_step step;
         lf_msg_text text;
         uint64_t heartbeat_ns;   /* HEARTBEAT: sender's monotonic clock */
+        uint32_t planning_pct;   /* PLANNING: start-up planning done, 0..100 */
     } u;
 } lf_msg;
 

@@ -44,7 +44,6 @@
 #include <zmq.h>
 
 #define MAX_PENDING 32           /* fd-socket connections not yet identified */
-#define ID_MAX 256
 
 /* A ring slot as its client has it: handed out by READY, not released. */
 typedef struct held_slot {
@@ -55,7 +54,7 @@ typedef struct held_slot {
 } held_slot;
 
 typedef struct session {
-    unsigned char id[ID_MAX];    /* ZeroMQ routing id; idlen 0: no client yet */
+    unsigned char id[SRV_ID_MAX]; /* ZeroMQ routing id; idlen 0: no client yet */
     size_t idlen;
     uint64_t token;
     int fdconn;                  /* kept fd-socket connection; -1 none */
@@ -66,7 +65,7 @@ typedef struct session {
 
 typedef struct control {
     srv *s;
-    srv_endpoint ep;             /* the sockets, the lock, the signal descriptor */
+    srv_endpoint *ep;            /* the sockets, the lock, the signal descriptor (main's) */
     int pending[MAX_PENDING];
     uint64_t pending_ns[MAX_PENDING]; /* when each was accepted */
     uint32_t npending;
@@ -82,20 +81,13 @@ typedef struct control {
 
 static int send_to(control *c, const unsigned char *id, size_t idlen, const lf_msg *m)
 {
-    static unsigned char buf[LF_WIRE_MAX]; /* control thread only */
-    int n = lf_wire_encode(m, buf, sizeof buf);
-    if (n < 0) return n;
-    if (zmq_send(c->ep.router, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -zmq_errno();
-    if (zmq_send(c->ep.router, buf, (size_t)n, ZMQ_DONTWAIT) < 0) return -zmq_errno();
-    return 0;
+    return srv_endpoint_send(c->ep, id, idlen, m);
 }
 
 static void send_error(control *c, const unsigned char *id, size_t idlen, int code,
                        const char *text)
 {
-    lf_msg m = {.type = LF_MSG_ERROR,
-                .u.text = {.code = code, .len = (uint32_t)strlen(text), .text = text}};
-    send_to(c, id, idlen, &m);
+    srv_endpoint_send_error(c->ep, id, idlen, code, text);
 }
 
 static int live(const control *c, uint32_t li)
@@ -176,7 +168,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         send_error(c, id, idlen, -EBUSY, text);
         return;
     }
-    if (idlen > ID_MAX || getrandom(&ss->token, sizeof ss->token, 0) != sizeof ss->token) {
+    if (idlen > SRV_ID_MAX || getrandom(&ss->token, sizeof ss->token, 0) != sizeof ss->token) {
         send_error(c, id, idlen, -EIO, "cannot set up the session");
         return;
     }
@@ -195,8 +187,8 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
         .segment_size = s->ranks[li].seg_size, .token = ss->token,
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
-        .plan_id = s->plan_id};
-    snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep.fd_path);
+        .plan_id = s->plan_id, .fingerprint = s->fingerprint};
+    snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     send_to(c, id, idlen, &w);
 }
 
@@ -316,16 +308,10 @@ static char *stats_json(control *c)
     return srv_stats_json(c->s, c->start_ns, v);
 }
 
-static void on_message(control *c, const unsigned char *id, size_t idlen,
-                       const unsigned char *buf, size_t len)
+static void on_message(control *c, const unsigned char *id, size_t idlen, const lf_msg *m)
 {
-    lf_msg m;
-    if (lf_wire_decode(buf, len, &m) != 0) {
-        send_error(c, id, idlen, -EPROTO, "undecodable message");
-        return;
-    }
-    if (m.type == LF_MSG_HELLO) { on_hello(c, id, idlen, &m.u.hello); return; }
-    if (m.type == LF_MSG_STATS_REQ) {
+    if (m->type == LF_MSG_HELLO) { on_hello(c, id, idlen, &m->u.hello); return; }
+    if (m->type == LF_MSG_STATS_REQ) {
         /* A reply in every case: the asker would otherwise wait for nothing. */
         char *text = stats_json(c);
         if (!text) {
@@ -344,10 +330,10 @@ static void on_message(control *c, const unsigned char *id, size_t idlen,
         send_error(c, id, idlen, -EPROTO, "no session: send HELLO first");
         return;
     }
-    switch (m.type) {
-    case LF_MSG_START: on_start(c, li, id, idlen, &m.u.start); break;
-    case LF_MSG_RELEASE: on_release(c, li, id, idlen, &m.u.release); break;
-    case LF_MSG_STEP: on_step(c, li, &m.u.step); break;
+    switch (m->type) {
+    case LF_MSG_START: on_start(c, li, id, idlen, &m->u.start); break;
+    case LF_MSG_RELEASE: on_release(c, li, id, idlen, &m->u.release); break;
+    case LF_MSG_STEP: on_step(c, li, &m->u.step); break;
     case LF_MSG_BYE: rank_gone(c, (uint32_t)li); break;
     case LF_MSG_HEARTBEAT: break;
     default: send_error(c, id, idlen, -EPROTO, "unexpected message type");
@@ -356,37 +342,15 @@ static void on_message(control *c, const unsigned char *id, size_t idlen,
 
 static void recv_router(control *c)
 {
-    for (;;) {
-        unsigned char id[ID_MAX], buf[LF_WIRE_MAX];
-        int idn = zmq_recv(c->ep.router, id, sizeof id, ZMQ_DONTWAIT);
-        if (idn < 0) return;
-        int more = 0;
-        size_t ml = sizeof more;
-        zmq_getsockopt(c->ep.router, ZMQ_RCVMORE, &more, &ml);
-        if (!more) continue;
-        int n = zmq_recv(c->ep.router, buf, sizeof buf, 0);
-        /* Drain any further frames: a well-formed peer sends exactly one. */
-        int extra = 0;
-        for (zmq_getsockopt(c->ep.router, ZMQ_RCVMORE, &more, &ml); more;
-             zmq_getsockopt(c->ep.router, ZMQ_RCVMORE, &more, &ml)) {
-            unsigned char sink[64];
-            zmq_recv(c->ep.router, sink, sizeof sink, 0);
-            extra = 1;
-        }
-        if (n < 0 || idn > ID_MAX) continue;
-        if (extra || (size_t)n > sizeof buf) {
-            send_error(c, id, (size_t)idn, -EMSGSIZE, "message too large or multi-part");
-            continue;
-        }
-        on_message(c, id, (size_t)idn, buf, (size_t)n);
-    }
+    static srv_request q; /* large; the control thread's alone */
+    while (srv_endpoint_recv(c->ep, &q) == 1) on_message(c, q.id, q.idlen, &q.msg);
 }
 
 /* ---- the fd socket ------------------------------------------------------ */
 
 static void accept_fd_conn(control *c)
 {
-    int fd = accept4(c->ep.listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = accept4(c->ep->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     struct ucred cred;
     socklen_t cl = sizeof cred;
@@ -596,10 +560,10 @@ static void poll_once(control *c)
 {
     zmq_pollitem_t it[4 + MAX_PENDING + SRV_MAX_RANKS];
     uint32_t n = 0, rank_at[SRV_MAX_RANKS];
-    it[n++] = (zmq_pollitem_t){.socket = c->ep.router, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.socket = c->ep->router, .events = ZMQ_POLLIN};
     it[n++] = (zmq_pollitem_t){.fd = c->s->notify_fd, .events = ZMQ_POLLIN};
-    it[n++] = (zmq_pollitem_t){.fd = c->ep.sigfd, .events = ZMQ_POLLIN};
-    it[n++] = (zmq_pollitem_t){.fd = c->ep.listenfd, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->ep->sigfd, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.fd = c->ep->listenfd, .events = ZMQ_POLLIN};
     uint32_t pend0 = n;
     for (uint32_t i = 0; i < c->npending; i++)
         it[n++] = (zmq_pollitem_t){.fd = c->pending[i], .events = ZMQ_POLLIN};
@@ -617,7 +581,7 @@ static void poll_once(control *c)
     }
     if (it[2].revents) {
         struct signalfd_siginfo si;
-        if (read(c->ep.sigfd, &si, sizeof si) == (ssize_t)sizeof si) c->stop_signal = (int)si.ssi_signo;
+        if (read(c->ep->sigfd, &si, sizeof si) == (ssize_t)sizeof si) c->stop_signal = (int)si.ssi_signo;
     }
     if (it[0].revents) recv_router(c);
     /* Closed kept connections: the client is gone, however it left. Only a
@@ -631,18 +595,6 @@ static void poll_once(control *c)
     if (it[3].revents) accept_fd_conn(c);
 }
 
-/* Opens the endpoint, reporting any failure with the endpoint named.
- * Returns 0 or -ECANCELED. */
-static int control_open(control *c)
-{
-    int rc = srv_endpoint_open(c->s, &c->ep);
-    if (rc < 0 && rc != -ECANCELED)
-        fprintf(stderr, "lf-server: cannot serve on %s: %s\n", c->ep.path, strerror(-rc));
-    if (rc < 0) return -ECANCELED;
-    c->s->serving = 1;
-    return 0;
-}
-
 static void control_close(control *c)
 {
     for (uint32_t i = 0; i < c->npending; i++) close(c->pending[i]);
@@ -650,12 +602,11 @@ static void control_close(control *c)
         if (c->sess[li].fdconn >= 0) close(c->sess[li].fdconn);
         free(c->sess[li].held);
     }
-    srv_endpoint_close(&c->ep);
 }
 
-int srv_control_run(srv *s)
+int srv_control_run(srv *s, srv_endpoint *ep)
 {
-    control c = {.s = s, .ep = {.lockfd = -1, .listenfd = -1, .sigfd = -1}};
+    control c = {.s = s, .ep = ep};
     c.start_ns = c.last_hb_ns = srv_now_ns();
     int rc = 0;
     for (uint32_t li = 0; li < s->cfg.nlocal && rc == 0; li++) {
@@ -663,8 +614,13 @@ int srv_control_run(srv *s)
         c.sess[li].held = calloc(s->cfg.slots, sizeof *c.sess[li].held);
         if (!c.sess[li].held) rc = -ENOMEM;
     }
-    if (rc == 0) rc = control_open(&c);
     if (rc == 0) rc = srv_pipeline_start(s);
+    if (rc == 0) {
+        s->serving = 1;
+        if (!s->cfg.quiet)
+            fprintf(stderr, "lf-server: serving %u rank(s) on ipc://%s, %u slots of %" PRIu64
+                    " bytes each\n", s->cfg.nlocal, ep->path, s->cfg.slots, s->slot_size);
+    }
     int failed = 0;
     while (rc == 0 && !c.stop_signal && !run_over(&c, &failed)) {
         poll_once(&c);

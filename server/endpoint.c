@@ -91,9 +91,9 @@ static int open_fd_socket(srv_endpoint *c)
 }
 
 /* Returns 0, -ECANCELED (reported) or -errno (not yet). */
-int srv_endpoint_open(const srv *s, srv_endpoint *c)
+int srv_endpoint_open(const char *endpoint, srv_endpoint *c)
 {
-    int rc = srv_endpoint_path(s->cfg.endpoint, c->path, sizeof c->path);
+    int rc = srv_endpoint_path(endpoint, c->path, sizeof c->path);
     if (rc < 0) return -ECANCELED;
     char why[512];
     if ((rc = lf_ipc_private_dir(c->path, 1, why, sizeof why)) < 0) {
@@ -130,10 +130,58 @@ int srv_endpoint_open(const srv *s, srv_endpoint *c)
     sigaddset(&set, SIGTERM);
     c->sigfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (c->sigfd < 0) return -errno;
-    if (!s->cfg.quiet)
-        fprintf(stderr, "lf-server: serving %u rank(s) on ipc://%s, %u slots of %" PRIu64
-                " bytes each\n", s->cfg.nlocal, c->path, s->cfg.slots, s->slot_size);
     return 0;
+}
+
+int srv_endpoint_send(srv_endpoint *c, const unsigned char *id, size_t idlen, const lf_msg *m)
+{
+    unsigned char buf[LF_WIRE_MAX];
+    int n = lf_wire_encode(m, buf, sizeof buf);
+    if (n < 0) return n;
+    if (zmq_send(c->router, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -zmq_errno();
+    if (zmq_send(c->router, buf, (size_t)n, ZMQ_DONTWAIT) < 0) return -zmq_errno();
+    return 0;
+}
+
+void srv_endpoint_send_error(srv_endpoint *c, const unsigned char *id, size_t idlen, int code,
+                             const char *text)
+{
+    lf_msg m = {.type = LF_MSG_ERROR,
+                .u.text = {.code = code, .len = (uint32_t)strlen(text), .text = text}};
+    srv_endpoint_send(c, id, idlen, &m);
+}
+
+int srv_endpoint_recv(srv_endpoint *c, srv_request *q)
+{
+    for (;;) {
+        int idn = zmq_recv(c->router, q->id, sizeof q->id, ZMQ_DONTWAIT);
+        if (idn < 0) return 0;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml);
+        if (!more) continue;
+        int n = zmq_recv(c->router, q->buf, sizeof q->buf, 0);
+        /* Drain any further frames: a well-formed peer sends exactly one. */
+        int extra = 0;
+        for (zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml); more;
+             zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &ml)) {
+            unsigned char sink[64];
+            zmq_recv(c->router, sink, sizeof sink, 0);
+            extra = 1;
+        }
+        if (n < 0 || idn > SRV_ID_MAX) continue;
+        q->idlen = (size_t)idn;
+        if (extra || (size_t)n > sizeof q->buf) {
+            srv_endpoint_send_error(c, q->id, q->idlen, -EMSGSIZE,
+                                    "message too large or multi-part");
+            continue;
+        }
+        if (lf_wire_decode(q->buf, (size_t)n, &q->msg) != 0) {
+            srv_endpoint_send_error(c, q->id, q->idlen, -EPROTO, "undecodable message");
+            continue;
+        }
+        return 1;
+    }
 }
 
 void srv_endpoint_close(srv_endpoint *c)

@@ -69,8 +69,9 @@ static void usage(FILE *f)
 "                          with an error naming shard and block (fail), or leave\n"
 "                          its samples out of their batches and report them (skip)\n"
 "control:\n"
-"  --endpoint PATH         ipc://PATH or PATH (default $XDG_RUNTIME_DIR/levelfeed/ctl,\n"
-"                          else /tmp/levelfeed-$UID/ctl)\n"
+"  --endpoint PATH         ipc://PATH or PATH (default $LEVELFEED_ENDPOINT, as the\n"
+"                          client's, else $XDG_RUNTIME_DIR/levelfeed/ctl, else\n"
+"                          /tmp/levelfeed-$UID/ctl)\n"
 "  --heartbeat-ms N        heartbeat interval (1000)\n"
 "  --stall-ms N            a rank whose client holds a batch this long stalls the run:\n"
 "                          named in the log and lf-stat, every rank gets that error\n"
@@ -339,6 +340,9 @@ static int parse_args(int argc, char **argv, srv_config *c)
         }
     }
     if (optind < argc) { fprintf(stderr, "lf-server: unexpected argument %s\n", argv[optind]); return -1; }
+    /* As the client does: an lf-launch'ed trainer's clients and a server
+     * started in the same environment meet without --endpoint. */
+    if (!c->endpoint) c->endpoint = getenv("LEVELFEED_ENDPOINT");
     if (parse_fault_hook(c)) return -1;
     return finish_config(c, &ps);
 }
@@ -537,6 +541,110 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
     }
 }
 
+/* The dataset, its fields and the plan's parameters, checked, and the plan
+ * id: what --print-plan and serving share. Returns 0 or -ECANCELED
+ * (reported). */
+static int open_job(srv *s)
+{
+    lf_shard_error err;
+    if (lf_dataset_open(s->cfg.data_dir, &s->ds, &err) < 0) {
+        fprintf(stderr, "lf-server: %s\n", err.msg);
+        return -ECANCELED;
+    }
+    int rc = dataset_defaults(s);
+    if (rc == 0) rc = pick_fields(s);
+    if (rc == 0) rc = srv_plan_identify(s);
+    return rc;
+}
+
+static int print_plan(srv *s)
+{
+    int rc = open_job(s);
+    if (rc == 0 && (rc = srv_print_plan(s)) < 0)
+        fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
+    lf_dataset_close(s->ds);
+    return rc < 0 ? 1 : 0;
+}
+
+/* What serving needs after the job: every epoch planned (the slot size,
+ * each epoch's block uses), the memory split, the rings, the pipeline.
+ * Returns 0, -EINTR (stopped by a signal while planning) or -ECANCELED
+ * (reported). */
+static int prepare(srv *s)
+{
+    int rc = srv_plan_prepass(s);
+    if (rc == -EINTR) return rc;
+    if (rc < 0) {
+        fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
+        return -ECANCELED;
+    }
+    if ((rc = budget_memory(s)) < 0) return rc;
+    s->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->notify_fd < 0) return -errno;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++)
+        if ((rc = create_ring(s, &s->ranks[li])) < 0) {
+            fprintf(stderr, "lf-server: cannot reserve %" PRIu64 " bytes of shared memory for "
+                    "rank %u's ring (%u slots of %" PRIu64 " bytes): %s; lower --slots or the "
+                    "batch size, or raise the limit (memory cgroup, ulimit -f)\n",
+                    s->ranks[li].seg_size, s->cfg.local[li], s->cfg.slots, s->slot_size,
+                    strerror(-rc));
+            return -ECANCELED;
+        }
+    if ((rc = srv_pipeline_init(s)) < 0 && rc != -ECANCELED) {
+        fprintf(stderr, "lf-server: pipeline: %s\n", strerror(-rc));
+        rc = -ECANCELED;
+    }
+    return rc;
+}
+
+/* The local ranks as a list of ranges ("0-3", "0,2,5-7") into buf. */
+static void format_ranks(const srv_config *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < c->nlocal && n < cap; i++) {
+        uint32_t j = i;
+        while (j + 1 < c->nlocal && c->local[j + 1] == c->local[j] + 1) j++;
+        int w = j > i ? snprintf(buf + n, cap - n, "%s%u-%u", i ? "," : "", c->local[i], c->local[j])
+                      : snprintf(buf + n, cap - n, "%s%u", i ? "," : "", c->local[i]);
+        n += w > 0 ? (size_t)w : 0;
+        i = j;
+    }
+}
+
+/* Says, before the planning, which plan this node serves to which ranks:
+ * every node's server of a job must print the same fingerprint (the
+ * trainers compare it too: docs/MULTINODE.md). */
+static void print_fingerprint(const srv *s)
+{
+    char ranks[1024];
+    format_ranks(&s->cfg, ranks, sizeof ranks);
+    fprintf(stderr, "lf-server: plan fingerprint %016" PRIx64 " for ranks %s of world %u "
+            "(every node of the job must show the same)\n", s->fingerprint, ranks, s->cfg.world);
+}
+
+/* Takes the endpoint and answers on it while the job is opened and
+ * planned (startup.c): a second server is refused before it plans, and
+ * clients wait for the plan instead of timing out. */
+static int start(srv *s, srv_endpoint *ep)
+{
+    srv_startup u;
+    int rc = srv_endpoint_open(s->cfg.endpoint, ep);
+    if (rc < 0 && rc != -ECANCELED)
+        fprintf(stderr, "lf-server: cannot serve on %s: %s\n", ep->path, strerror(-rc));
+    if (rc < 0) return -ECANCELED;
+    if ((rc = srv_startup_begin(s, ep, &u)) < 0) return rc;
+    rc = open_job(s);
+    if (rc == 0 && !s->cfg.quiet) print_fingerprint(s);
+    if (rc == 0) rc = prepare(s);
+    int sig = srv_startup_end(&u);
+    if (sig) {
+        fprintf(stderr, "lf-server: stopped by signal %d while planning\n", sig);
+        rc = -ECANCELED;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static srv s; /* large: ranks[] */
@@ -546,59 +654,31 @@ int main(int argc, char **argv)
     /* A file-size limit then fails the rings' fallocate with EFBIG, reported
      * at start-up, instead of killing the server. */
     signal(SIGXFSZ, SIG_IGN);
-    lf_shard_error err;
-    if (lf_dataset_open(s.cfg.data_dir, &s.ds, &err) < 0) {
-        fprintf(stderr, "lf-server: %s\n", err.msg);
-        return 1;
-    }
-    int rc = dataset_defaults(&s);
-    if (rc == 0) rc = pick_fields(&s);
-    if (rc == 0) rc = srv_plan_identify(&s);
-    if (rc == 0 && s.cfg.print_plan) {
-        rc = srv_print_plan(&s);
-        if (rc < 0) fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
-        lf_dataset_close(s.ds);
-        return rc < 0 ? 1 : 0;
-    }
-    if (rc == 0 && (rc = srv_plan_prepass(&s)) < 0) {
-        fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
-        rc = -ECANCELED;
-    }
-    if (rc == 0) rc = budget_memory(&s);
+    if (s.cfg.print_plan) return print_plan(&s);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv_plan, NULL);
     pthread_cond_init(&s.cv_read, NULL);
     pthread_cond_init(&s.cv_work, NULL);
     pthread_cond_init(&s.cv_catchup, NULL);
-    s.notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (rc == 0 && s.notify_fd < 0) rc = -errno;
+    s.notify_fd = -1;
     for (uint32_t li = 0; li < s.cfg.nlocal; li++) s.ranks[li].rank = s.cfg.local[li];
-    for (uint32_t li = 0; rc == 0 && li < s.cfg.nlocal; li++)
-        if ((rc = create_ring(&s, &s.ranks[li])) < 0) {
-            fprintf(stderr, "lf-server: cannot reserve %" PRIu64 " bytes of shared memory for "
-                    "rank %u's ring (%u slots of %" PRIu64 " bytes): %s; lower --slots or the "
-                    "batch size, or raise the limit (memory cgroup, ulimit -f)\n",
-                    s.ranks[li].seg_size, s.cfg.local[li], s.cfg.slots, s.slot_size,
-                    strerror(-rc));
-            rc = -ECANCELED;
-        }
-    if (rc == 0 && (rc = srv_pipeline_init(&s)) < 0 && rc != -ECANCELED) {
-        fprintf(stderr, "lf-server: pipeline: %s\n", strerror(-rc));
-        rc = -ECANCELED;
-    }
-    /* From here SIGINT/SIGTERM arrive through the control thread's signalfd
-     * (every thread inherits the mask), so they end the run cleanly. */
+    /* From here SIGINT/SIGTERM arrive through the endpoint's signalfd, read
+     * by the start-up thread, then the control thread (every thread
+     * inherits the mask), so they end the run cleanly. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    srv_endpoint ep = {.lockfd = -1, .listenfd = -1, .sigfd = -1};
+    int rc = start(&s, &ep);
     uint64_t t0 = srv_now_ns();
-    if (rc == 0) rc = srv_control_run(&s);
-    /* The control thread no longer reads the signalfd: a second SIGINT or
-     * SIGTERM now ends the process at once, as users expect when a thread is
-     * stuck in I/O below. Nothing is lost: the sockets are already removed
-     * and the rings are memfds, freed with the process. */
+    if (rc == 0) rc = srv_control_run(&s, &ep);
+    srv_endpoint_close(&ep);
+    /* Nobody reads the signalfd now: a second SIGINT or SIGTERM ends the
+     * process at once, as users expect when a thread is stuck in I/O below.
+     * Nothing is lost: the sockets are already removed and the rings are
+     * memfds, freed with the process. */
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     srv_pipeline_stop(&s);
     /* -ECANCELED was reported where it happened. */

@@ -3,7 +3,8 @@
  * index, a pre-pass over every epoch (in threads, a share of the epochs
  * each) to size the ring slots from the largest batch any local rank will
  * get and count each epoch's samples per block, the plan id clients keep
- * in their saved states, and the batch layout of a job (which tensors, what
+ * in their saved states, the plan fingerprint the nodes of a job compare,
+ * and the batch layout of a job (which tensors, what
  * shapes).
  */
 #include "srv.h"
@@ -161,6 +162,12 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void
     for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
         while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+            /* start-up's progress, and its stop on a signal (startup.c) */
+            atomic_fetch_add_explicit(&s->planned, st.nsamples, memory_order_relaxed);
+            if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) {
+                rc = -EINTR;
+                break;
+            }
             if (h->step) h->step(arg, &st);
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
@@ -500,6 +507,29 @@ static int compute_plan_id(srv *s, const lf_plan *p)
     return 0;
 }
 
+/* The plan fingerprint: the plan id (the samples' lengths and locality
+ * groups, every sequence parameter, world, layout, transform), the block
+ * layout (each block's first sample, sample count and raw size: a copy
+ * converted at another --block-size differs even where its groups come out
+ * the same) and the epochs served (--epoch, --epochs: a node serving fewer
+ * would leave its ranks short). Not the local ranks: it is the same on every
+ * node of a job exactly when their servers plan the same global sequence.
+ * The plan id alone stays what saved states carry, so a state restores into
+ * a run started at a later --epoch. */
+static void compute_fingerprint(srv *s)
+{
+    uint64_t head[] = {s->plan_id, s->cfg.plan.epoch, s->cfg.epochs, lf_dataset_blocks(s->ds)};
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    XXH3_64bits_update(&h, head, sizeof head);
+    for (uint64_t b = 0; b < lf_dataset_blocks(s->ds); b++) {
+        const lf_block_info *bi = lf_dataset_block(s->ds, b);
+        uint64_t v[3] = {bi->first_sample, bi->nsamples, bi->raw_size};
+        XXH3_64bits_update(&h, v, sizeof v);
+    }
+    s->fingerprint = XXH3_64bits_digest(&h);
+}
+
 int srv_plan_identify(srv *s)
 {
     lf_plan *p;
@@ -514,6 +544,7 @@ int srv_plan_identify(srv *s)
         fprintf(stderr, "lf-server: plan id: %s\n", strerror(-rc));
         return -ECANCELED;
     }
+    compute_fingerprint(s);
     return 0;
 }
 
@@ -526,6 +557,7 @@ int srv_plan_prepass(srv *s)
     s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
     if (!s->epoch_uses) return -ENOMEM;
+    atomic_store(&s->plan_total, lf_dataset_samples(s->ds) * s->cfg.epochs);
     return walk_epochs_parallel(s);
 }
 

@@ -205,7 +205,9 @@ struct srv {
     uint32_t token_in_dtype;     /* LF_DTYPE_U16 / U32 */
     int label_field;             /* image path: an int64 label field, or -1 */
     uint64_t slot_size;
-    uint64_t plan_id;
+    uint64_t plan_id;            /* the sequence (saved states carry it) */
+    uint64_t fingerprint;        /* plan_id, the blocks and the epochs served:
+                                    every node's server of a job must have the same */
     uint64_t cache_limit;        /* bytes of decompressed blocks */
     uint32_t *epoch_uses;        /* prepass: per epoch and block, the local
                                     ranks' samples, for the first counted_epochs */
@@ -221,7 +223,12 @@ struct srv {
     atomic_int notify_pending;   /* a wake-up the control thread has not taken */
     int stop;                    /* shutting down */
     int failed;                  /* a fatal pipeline error happened */
-    int serving;                 /* the endpoint opened: a summary is due */
+    int serving;                 /* the pipeline started: a summary is due */
+    /* Start-up planning (startup.c): the prepass's progress, read by the
+     * start-up thread, and its stop on a signal. */
+    atomic_uint_fast64_t plan_total; /* samples x epochs to walk; 0: not yet */
+    atomic_uint_fast64_t planned;    /* of them walked so far */
+    atomic_int startup_stop;         /* a signal came: stop planning */
     char fail_msg[600];
     int all_started;             /* every local rank sent START */
     int planner_done;            /* every epoch planned */
@@ -270,7 +277,8 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
-/* Creates the run's first plan and sets s->plan_id from it; parameters
+/* Creates the run's first plan and sets s->plan_id and s->fingerprint
+ * from it and the dataset's blocks; parameters
  * the balancer refuses are reported in its own words (-ECANCELED:
  * reported). Later plans of the run have the same inputs, and only memory
  * can fail them. */
@@ -285,18 +293,53 @@ typedef struct srv_endpoint {
     int lockfd, listenfd, sigfd; /* path.lock (held), the fd socket, SIGINT/SIGTERM */
     char path[LF_IPC_PATH_MAX + 1], fd_path[LF_IPC_PATH_MAX + 8];
 } srv_endpoint;
-/* Takes the lock, binds both sockets, opens the signal descriptor and says
- * where it serves. Returns 0, -ECANCELED (reported) or -errno (not yet
- * reported). The descriptors start at -1 (the caller's initialiser). */
-int srv_endpoint_open(const srv *s, srv_endpoint *e);
+/* Takes the lock, binds both sockets and opens the signal descriptor (for
+ * SIGINT and SIGTERM, which the caller blocks) of --endpoint (NULL: the
+ * default). Returns 0, -ECANCELED (reported) or -errno (not yet reported).
+ * The descriptors start at -1 (the caller's initialiser). */
+int srv_endpoint_open(const char *endpoint, srv_endpoint *e);
+/* One request read off the ROUTER: who sent it, and the decoded message
+ * (its text points into buf). */
+#define SRV_ID_MAX 256           /* ZeroMQ routing id, bytes */
+typedef struct srv_request {
+    unsigned char id[SRV_ID_MAX];
+    size_t idlen;
+    unsigned char buf[LF_WIRE_MAX];
+    lf_msg msg;
+} srv_request;
+/* Reads the next well-formed request into *q: 1, or 0 when none waits.
+ * A malformed one is answered with ERROR and skipped. One thread at a
+ * time: the start-up thread while the server plans, then the control thread. */
+int srv_endpoint_recv(srv_endpoint *e, srv_request *q);
+/* Sends m to the peer `id` without waiting: 0 or -errno. */
+int srv_endpoint_send(srv_endpoint *e, const unsigned char *id, size_t idlen, const lf_msg *m);
+void srv_endpoint_send_error(srv_endpoint *e, const unsigned char *id, size_t idlen, int code,
+                             const char *text);
 /* Closes what srv_endpoint_open made and removes its sockets and lock. */
 void srv_endpoint_close(srv_endpoint *e);
 /* The socket path of --endpoint (NULL: the default) into path (cap bytes);
  * 0, or <0 with the reason printed (checked at start-up, before planning). */
 int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
 
+/* startup.c: the endpoint's answers while the server plans */
+typedef struct srv_startup {
+    srv *s;
+    srv_endpoint *ep;
+    pthread_t thread;
+    int running;                 /* the thread was started */
+    atomic_int done;             /* srv_startup_end: hand the sockets over */
+    int signal;                  /* SIGINT or SIGTERM that came meanwhile, or 0 */
+    uint64_t start_ns;
+} srv_startup;
+/* Starts answering on ep (opened); 0 or -errno. */
+int srv_startup_begin(srv *s, srv_endpoint *ep, srv_startup *u);
+/* Stops answering (the control thread takes the sockets over); returns the
+ * signal that came meanwhile, or 0. Does nothing if not begun. */
+int srv_startup_end(srv_startup *u);
+
 /* control.c */
-int srv_control_run(srv *s);
+/* Serves on ep until the run is over; ep stays the caller's to close. */
+int srv_control_run(srv *s, srv_endpoint *ep);
 
 /* observe.c (every function under mu) */
 void srv_obs_start(srv *s, uint32_t li, uint64_t now); /* START: no batch out yet */
@@ -319,6 +362,10 @@ typedef struct srv_client_view {
 } srv_client_view;
 /* The JSON text of a STATS reply (malloc'ed; NULL: no memory). Takes mu. */
 char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views);
+/* The share of the start-up plan walked, 0..99 (atomics, no lock). */
+uint32_t srv_startup_pct(const srv *s);
+/* While it plans: {"state": "planning", "planning_pct": N, ...} (no lock). */
+char *srv_stats_planning_json(const srv *s, uint64_t start_ns);
 
 /* util.c (calls no other file of server/) */
 uint64_t srv_now_ns(void);       /* CLOCK_MONOTONIC */

@@ -9,7 +9,9 @@
  */
 #include "srv.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 
 /* Measured compute per unit of planned cost over the ranks that reported
  * both; 0 where fewer than two did (one rank has nothing to compare with). */
@@ -76,6 +78,10 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
     pthread_mutex_lock(&s->mu);
     srv_pipeline_depths(s, &d);
     srv_metrics m = s->m;
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016" PRIx64, s->fingerprint);
+    json_object_set_new(o, "state", json_string("serving"));
+    json_object_set_new(o, "plan_fingerprint", json_string(fp));
     json_object_set_new(o, "uptime_ns", json_integer((json_int_t)(srv_now_ns() - start_ns)));
     json_object_set_new(o, "bytes_read", json_integer((json_int_t)m.bytes_read));
     json_object_set_new(o, "blocks_read", json_integer((json_int_t)m.blocks_read));
@@ -104,6 +110,25 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
     pthread_mutex_unlock(&s->mu);
     json_object_set_new(o, "ranks", ranks);
     char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+uint32_t srv_startup_pct(const srv *s)
+{
+    uint64_t total = atomic_load_explicit(&s->plan_total, memory_order_relaxed);
+    uint64_t done = atomic_load_explicit(&s->planned, memory_order_relaxed);
+    if (total == 0) return 0;
+    uint64_t pct = done >= total ? 100 : (uint64_t)((double)done * 100 / (double)total);
+    return pct > 99 ? 99 : (uint32_t)pct; /* 100 %: served, WELCOME */
+}
+
+char *srv_stats_planning_json(const srv *s, uint64_t start_ns)
+{
+    json_t *o = json_pack("{s:s,s:i,s:I}", "state", "planning", "planning_pct",
+                          (int)srv_startup_pct(s), "uptime_ns",
+                          (json_int_t)(srv_now_ns() - start_ns));
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
 }

@@ -98,7 +98,8 @@ static inline void srv_test_dirs_make(srv_test_dirs *d)
 }
 
 /* Starts $bin/lf-server with argv (NULL-terminated, after the program
- * name) and waits until its control socket `ep` exists. The server gets
+ * name) and waits until it serves on `ep` (lf-stat says so: the socket
+ * exists, and answers, while the server still plans). The server gets
  * SIGTERM when the test ends: a failed assert exits at once, and a server
  * still waiting for its clients would otherwise run on. */
 static inline pid_t srv_test_start(const char *bin, const char *ep, const char *const *argv)
@@ -114,8 +115,13 @@ static inline pid_t srv_test_start(const char *bin, const char *ep, const char *
         execv(exe, args);
         _exit(127);
     }
-    for (int i = 0; i < 200 && access(ep, F_OK) != 0; i++) usleep(20000);
-    ASSERT_EQ(access(ep, F_OK), 0);
+    char ask[9000];
+    snprintf(ask, sizeof ask, "'%.4000s/lf-stat' '%.4000s' --json 2>/dev/null | "
+             "grep -q '\"state\": \"serving\"'", bin, ep);
+    int rc = 1;
+    for (int i = 0; i < 200 && rc != 0; i++)
+        if ((rc = access(ep, F_OK) == 0 ? system(ask) : 1) != 0) usleep(20000);
+    ASSERT_EQ(rc, 0);
     return pid;
 }
 

@@ -142,6 +142,7 @@ def _declare(lib):
         "lf_client_error": (ctypes.c_char_p, [p]),
         "lf_client_close": (None, [p]),
         "lf_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+        "lf_client_plan_id": (ctypes.c_uint64, [p]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

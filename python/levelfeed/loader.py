@@ -270,6 +270,28 @@ def _timeout_ms(timeout):
     return -1 if ms > _INT_MAX else ms
 
 
+def _check_same_plan(plan_id):
+    """Every rank's server must plan the same global sequence (each node's
+    lf-server plans it alone, from its own flags and copy of the data): with
+    torch.distributed initialised, the ranks all-gather their servers' plan
+    fingerprints and node names, and every rank raises, naming the first
+    rank that differs from rank 0, before any batch is taken. Collective:
+    every rank of the default group constructs its Loader."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    import socket
+    seen = [None] * dist.get_world_size()
+    dist.all_gather_object(seen, (int(plan_id), socket.gethostname()))
+    for r, (fp, node) in enumerate(seen):
+        if fp != seen[0][0]:
+            raise LevelfeedError(
+                -errno.EINVAL, "levelfeed: the ranks' servers plan different sequences: rank %d "
+                "(node %s) has plan fingerprint %016x, rank 0 (node %s) %016x; every node's "
+                "lf-server must get the same dataset and plan flags (docs/MULTINODE.md)"
+                % (r, node, fp, seen[0][1], seen[0][0]))
+
+
 class Loader:
     """Iterates this rank's batches from the node's lf-server: each `for`
     over it one epoch (batch.epoch says which), as a DataLoader does.
@@ -281,7 +303,12 @@ class Loader:
                 "cuda:N": device tensors (views of the client's device ring;
                 "cuda" is torch's current device, as usual)
     device_depth  device slots (batches copied ahead of the trainer)
-    timeout     seconds to wait for the server and for each batch (None: forever)
+    timeout     seconds to wait for the server and for each batch (None: forever;
+                a server still planning its start-up answers, so it restarts
+                the wait)
+    plan_id     (attribute) the server's plan fingerprint; with
+                torch.distributed initialised, construction all-gathers it and
+                raises when the ranks' servers differ (_check_same_plan)
     tensors     "torch" (default when torch imports) or "numpy"
     copy        True: each batch's tensors are owned copies (kept as long
                 as one likes; the slot goes back at once)
@@ -312,6 +339,14 @@ class Loader:
         self._thread = threading.get_ident()    # the one that takes batches
         self._later = collections.deque()       # slots let go of on other threads
         self._client = self._open(endpoint, rank, world_size)
+        # the server's plan fingerprint (lf_client_plan_id): equal on every
+        # rank exactly when all the job's servers plan the same sequence
+        self.plan_id = lib.lf_client_plan_id(self._client)
+        try:
+            _check_same_plan(self.plan_id)
+        except BaseException:
+            self.close()
+            raise
         if self._cuda is not None:
             self._use_device(device_depth)
 

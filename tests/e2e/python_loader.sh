@@ -22,8 +22,9 @@ need_python_module numpy
   --len-median 20 --len-max 64 --vocab 1000 >"$WORK/synth.log" 2>&1 ||
   { cat "$WORK/synth.log" >&2; fail "lf-shard synth"; }
 start_server --data "$WORK/ds" --world 1 --samples-per-rank 6 --slots 3 --token-dtype i64
+fp=$(sed -n 's/^lf-server: plan fingerprint \([0-9a-f]*\) .*/\1/p' "$WORK/server.log")
 
-"$PY" - "$EP" "$WORK" 300 <<'PYEOF' || fail "python checks"
+"$PY" - "$EP" "$WORK" 300 "$fp" <<'PYEOF' || fail "python checks"
 import sys
 import numpy as np
 import levelfeed
@@ -93,6 +94,8 @@ check(levelfeed.loader._timeout_ms(4294967.297) == -1, "a timeout past an int is
 
 seen, batches = [], 0
 with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
+    check("%016x" % lo.plan_id == sys.argv[4],
+          "Loader.plan_id %016x, the server printed '%s'" % (lo.plan_id, sys.argv[4]))
     for b in lo:
         batches += 1
         ids, tok, lens = b["sample_ids"], b["tokens"], b["lengths"]

@@ -52,5 +52,17 @@ server_exits "a tcp:// endpoint" 2 "endpoint tcp://127.0.0.1:5555: not an ipc://
   --endpoint tcp://127.0.0.1:5555 --data "$WORK/ds" --world 1 --budget 400000
 ! grep -E "planning|rank 0:|batches," "$WORK/refused.log" ||
   fail "a tcp:// endpoint was planned for: $(cat "$WORK/refused.log")"
+# Without --endpoint the server takes LEVELFEED_ENDPOINT, as the client
+# does (it used to ignore it and serve on the default endpoint).
+mkdir -m 700 "$WORK/envrt"
+LEVELFEED_ENDPOINT="ipc://$WORK/envrt/ctl" "$LF_BIN/lf-server" --data "$WORK/ds" --world 1 \
+  --budget 400000 >"$WORK/env.log" 2>&1 &
+PIDS+=($!)
+env_pid=$!
+EP="$WORK/envrt/ctl" wait_until 20 "a server on LEVELFEED_ENDPOINT" "$WORK/env.log" -- serving
+LEVELFEED_ENDPOINT="ipc://$WORK/envrt/ctl" "$LF_BIN/lf-rank-loop" --rank 0 --world 1 --no-digest \
+  >"$WORK/env.client" 2>&1 || fail "a client on LEVELFEED_ENDPOINT: $(cat "$WORK/env.client")"
+wait_ok 20 "the server on LEVELFEED_ENDPOINT" "$env_pid" "$WORK/env.log"
+grep -q "on ipc://$WORK/envrt/ctl" "$WORK/env.log" || fail "LEVELFEED_ENDPOINT: $(cat "$WORK/env.log")"
 check_no_leftovers
 echo "control plane ok"

@@ -103,12 +103,18 @@ wait_ok() {        # SECS WHAT PID [LOG...]
   [[ $EXIT_RC -eq 0 ]] || { show_logs +1 "${@:4}"; fail "$2 failed (exit $EXIT_RC)"; }
 }
 
-# Starts lf-server in the background; its pid in SERVER_PID.
+serving() {        # lf-stat says the server has planned and serves
+  SEEN=$("$LF_BIN/lf-stat" "$EP" --json 2>&1) || true
+  [[ $SEEN == *'"state": "serving"'* ]]
+}
+
+# Starts lf-server in the background and waits until it has planned and
+# serves (it answers on its socket while it plans); its pid in SERVER_PID.
 start_server() {   # ARGS...
   "$LF_BIN/lf-server" --endpoint "$EP" "$@" >"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
-  wait_until 20 "the server to start (its socket $EP)" -- test -S "$EP"
+  wait_until 20 "the server to serve on $EP" -- serving
 }
 
 ranks_running() {  # N: lf-stat shows N ranks (or more) being served

@@ -18,7 +18,8 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_WELCOME:
         m.u.welcome = (lf_msg_welcome){.rank = 3, .nslots = 4, .slot_size = 1 << 20,
                                        .segment_size = 4096 + (4 << 20), .token = 0x1122334455667788ull,
-                                       .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99};
+                                       .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99,
+                                       .fingerprint = 0xfeedfacecafebeefull};
         strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
         break;
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
@@ -26,6 +27,7 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
     case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
+    case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
     default: break;
@@ -48,6 +50,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.welcome.server_pid, b->u.welcome.server_pid);
         ASSERT_EQ(a->u.welcome.token, b->u.welcome.token);
         ASSERT_EQ(a->u.welcome.plan_id, b->u.welcome.plan_id);
+        ASSERT_EQ(a->u.welcome.fingerprint, b->u.welcome.fingerprint);
         ASSERT_EQ(a->u.welcome.segment_size, b->u.welcome.segment_size);
         ASSERT_STR_EQ(a->u.welcome.fd_path, b->u.welcome.fd_path);
     } else {
@@ -58,7 +61,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_STATS; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_PLANNING; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);
@@ -107,6 +110,14 @@ int main(void)
     n = lf_wire_encode(&m, buf, sizeof buf);
     buf[12] = 6; /* len field: bytes 12..15 after the 8-byte header and code */
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+
+    /* PLANNING past 100 %: refused both ways. */
+    m = sample_msg(LF_MSG_PLANNING);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[8] = 101; /* the percent: the first body byte */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    m.u.planning_pct = 101;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
 
     /* WELCOME paths: empty, too long, or holding a NUL are refused. */
     m = sample_msg(LF_MSG_WELCOME);

@@ -375,6 +375,43 @@ static int open_client(rank_ctx *x)
     return rc < 0 ? -1 : 0;
 }
 
+/* Every rank's server must plan the same global sequence: each node's
+ * lf-server plans it alone, from its own flags and copy of the data, and
+ * two that differ would serve samples twice or never, silently. The ranks
+ * all-gather their servers' plan fingerprints (and node names) once, before
+ * the first step; rank 0 names the first rank that differs from it. The
+ * result is the same on every rank. */
+static int check_plan(rank_ctx *x)
+{
+    unsigned long long fp = lf_client_plan_id(x->client);
+    unsigned long long *all = malloc((size_t)x->world * sizeof *all);
+    char node[MPI_MAX_PROCESSOR_NAME] = "", *nodes = malloc((size_t)x->world * sizeof node);
+    int len = 0, ok = all && nodes;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!ok) {
+        free(all);
+        free(nodes);
+        return -1;
+    }
+    MPI_Get_processor_name(node, &len);
+    MPI_Allgather(&fp, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    MPI_Allgather(node, (int)sizeof node, MPI_CHAR, nodes, (int)sizeof node, MPI_CHAR,
+                  MPI_COMM_WORLD);
+    int bad = -1;
+    for (int r = 1; r < x->world && bad < 0; r++)
+        if (all[r] != all[0]) bad = r;
+    if (bad >= 0 && x->rank == 0)
+        fprintf(stderr, "lf-train: the ranks' servers plan different sequences: rank %d (node "
+                "%.*s) has plan fingerprint %016llx, rank 0 (node %.*s) %016llx; every node's "
+                "lf-server must get the same dataset and plan flags (docs/MULTINODE.md); "
+                "stopping before the first step\n", bad, MPI_MAX_PROCESSOR_NAME,
+                nodes + (size_t)bad * sizeof node, all[bad], MPI_MAX_PROCESSOR_NAME, nodes,
+                all[0]);
+    free(all);
+    free(nodes);
+    return bad >= 0 ? -1 : 0;
+}
+
 static int model_open(rank_ctx *x)
 {
     x->nparams = lt_param_count(&x->o->model);
@@ -454,7 +491,7 @@ int lt_train(const lt_train_opts *o, lt_run *run)
     }
     ok = ok && model_open(&x) == 0 && open_client(&x) == 0;
     int rc = -1;
-    if (all_ok(ok)) {
+    if (all_ok(ok) && check_plan(&x) == 0) {
         MPI_Barrier(MPI_COMM_WORLD);
         rc = run_steps(&x, now_ns());
         if (rc == 0) rc = gather(&x, run);

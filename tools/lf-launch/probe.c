@@ -3,9 +3,10 @@
  * when its control thread answers a STATS_REQ (what lf-stat asks; no rank
  * is involved, so the server's state is untouched).
  *
- * Before that the server plans (a large epoch takes minutes), so the
- * socket appears late: lf-launch looks for it every 50 ms, then connects
- * and asks, again every 2 s until an answer. Meanwhile the server may exit
+ * The server binds before it opens the dataset and answers "planning"
+ * while it plans (server/startup.c); lf-launch looks for the socket every
+ * 50 ms, then connects and asks, again every 2 s until the server says it
+ * serves. Meanwhile the server may exit
  * (its error is on stderr or in --server-log), or a signal may come: both
  * end the wait.
  *
@@ -36,13 +37,19 @@ static int ask(void *sock)
     return n > 0 && zmq_send(sock, buf, (size_t)n, ZMQ_DONTWAIT) == n ? 0 : -1;
 }
 
-/* 1 when what came is a control message: the server answered. */
+/* 1 when what came is a control message other than a STATS that says the
+ * server still plans (server/startup.c): until its start-up succeeded the
+ * trainer does not run, so a start-up that fails (a bad dataset, a plan
+ * refused) is named as the server's exit, not met by the trainer. */
 static int answered(void *sock)
 {
+    static const char planning[] = "\"state\":\"planning\"";
     static unsigned char buf[LF_WIRE_MAX];
     lf_msg m;
     int n = zmq_recv(sock, buf, sizeof buf, ZMQ_DONTWAIT);
-    return n > 0 && (size_t)n <= sizeof buf && lf_wire_decode(buf, (size_t)n, &m) == 0;
+    if (n <= 0 || (size_t)n > sizeof buf || lf_wire_decode(buf, (size_t)n, &m) != 0) return 0;
+    return m.type != LF_MSG_STATS ||
+           !memmem(m.u.text.text, m.u.text.len, planning, sizeof planning - 1);
 }
 
 /* The pid of the process listening on the Unix socket at path; 0 when

@@ -139,6 +139,12 @@ static const char legend[] =
  * back), then a row a rank and the slowest rank. */
 static void print_table(json_t *cur, json_t *prev)
 {
+    const char *state = json_string_value(json_object_get(cur, "state"));
+    if (state && strcmp(state, "planning") == 0) {
+        printf("t=%.1fs planning, %.0f %%\n", num(cur, "uptime_ns") / 1e9,
+               num(cur, "planning_pct"));
+        return;
+    }
     if (prev && num(cur, "uptime_ns") < num(prev, "uptime_ns")) {
         printf("(a new server: rates from its start)\n");
         prev = NULL;

@@ -44,6 +44,11 @@ clients() {   # TAG N
 }
 
 limit=$((640 << 20))
+# ThreadSanitizer's shadow memory counts in the server's RSS (919 MiB with 16
+# workers here, where the plain and ASan builds stay under the limit): a TSan
+# build runs the cases for their threads and prints the peak, unbounded.
+bounded=1
+[[ $(ldd "$LF_BIN/lf-server") == *libtsan* ]] && bounded=0
 # Largest VmHWM of PID seen until it exits, in bytes (kB in /proc).
 peak_of() {
   local pid=$1 hwm=0 v
@@ -66,7 +71,8 @@ for case in "16 ds6 2" "1 ds2 1"; do
   wait "$watcher"
   peak=$(cat "$WORK/peak")
   echo "$workers worker(s): peak RSS $((peak >> 20)) MiB under a $((limit >> 20)) MiB limit"
-  [[ $peak -gt 0 && $peak -le $((limit * 11 / 10)) ]] ||
+  [[ $peak -gt 0 ]] || fail "$workers worker(s): no peak RSS read"
+  [[ $bounded == 0 || $peak -le $((limit * 11 / 10)) ]] ||
     fail "$workers worker(s): peak RSS $peak bytes > 1.1 x the limit $limit"
   check_no_leftovers
 done
@@ -79,4 +85,8 @@ wait_exit 20 "the server" "$SERVER_PID" "$WORK/server.log"
 [[ $EXIT_RC -ne 0 ]] || fail "a 42 MiB limit served a 7000x7000 progressive image"
 grep -q "bytes of decode memory.*raise --memory-limit" "$WORK/server.log" ||
   fail "42 MiB: $(cat "$WORK/server.log")"
-echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers; too small a limit refused: ok"
+if [[ $bounded == 1 ]]; then
+  echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers; too small a limit refused: ok"
+else
+  echo "decode memory (ThreadSanitizer build: the peaks above not held to the limit): 1 and 16 workers served; too small a limit refused: ok"
+fi

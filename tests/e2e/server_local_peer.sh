@@ -24,6 +24,9 @@ if [[ -z "${LF_TMP_PRIVATE:-}" ]]; then
     { echo "SKIP: setpriv cannot switch to uid 65534 here"; exit 77; }
   unshare --mount --propagation private true 2>/dev/null ||
     { echo "SKIP: no private mount namespace for a /tmp of this test's own"; exit 77; }
+  # The fresh /tmp would hide a checkout (or build) that lies under /tmp.
+  [[ "$(cd "$(dirname "$0")" && pwd -P)/" != /tmp/* && "$(cd "${LF_BUILD:-.}" && pwd -P)/" != /tmp/* ]] ||
+    { echo "SKIP: the checkout or build is under /tmp, which this test replaces with its own"; exit 77; }
   export LF_TMP_PRIVATE=1
   exec unshare --mount --propagation private bash -c \
     'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec bash "$@"' bash "$0" "$@"

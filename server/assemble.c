@@ -171,15 +171,11 @@ static int decode_borrow(srv *s, uint64_t id, uint64_t need)
         return -E2BIG;
     }
     /* Its own condition variable: a wait on cv_work would swallow the
-     * signal that hands an idle worker new work. srv_fail does not wake it,
-     * so the wait looks at stop once a second. */
+     * signal that hands an idle worker new work. srv_fail and the
+     * pipeline's stop wake it. */
     pthread_mutex_lock(&s->mu);
-    while (!s->stop && !s->failed && p->decode_lent + need > p->decode_pool) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
-        pthread_cond_timedwait(&p->cv_decode, &s->mu, &until);
-    }
+    while (!s->stop && !s->failed && p->decode_lent + need > p->decode_pool)
+        pthread_cond_wait(&s->cv_decode, &s->mu);
     int rc = s->stop || s->failed ? -ECANCELED : 0;
     if (rc == 0) p->decode_lent += need;
     pthread_mutex_unlock(&s->mu);
@@ -190,7 +186,7 @@ static void decode_return(srv *s, uint64_t need)
 {
     pthread_mutex_lock(&s->mu);
     s->pl->decode_lent -= need;
-    pthread_cond_broadcast(&s->pl->cv_decode);
+    pthread_cond_broadcast(&s->cv_decode);
     pthread_mutex_unlock(&s->mu);
 }
 

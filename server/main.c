@@ -660,6 +660,7 @@ int main(int argc, char **argv)
     pthread_cond_init(&s.cv_read, NULL);
     pthread_cond_init(&s.cv_work, NULL);
     pthread_cond_init(&s.cv_catchup, NULL);
+    pthread_cond_init(&s.cv_decode, NULL);
     s.notify_fd = -1;
     for (uint32_t li = 0; li < s.cfg.nlocal; li++) s.ranks[li].rank = s.cfg.local[li];
     /* From here SIGINT/SIGTERM arrive through the endpoint's signalfd, read

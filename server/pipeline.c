@@ -73,7 +73,6 @@ int srv_pipeline_init(srv *s)
 {
     srv_pipeline *p = calloc(1, sizeof *p);
     if (!p) return -ENOMEM;
-    pthread_cond_init(&p->cv_decode, NULL);
     s->pl = p;
     p->nshards = lf_dataset_shards(s->ds);
     /* The dataset's own descriptors: a second set would double what the
@@ -141,7 +140,7 @@ void srv_pipeline_stop(srv *s)
     pthread_cond_broadcast(&s->cv_read);
     pthread_cond_broadcast(&s->cv_work);
     pthread_cond_broadcast(&s->cv_catchup);
-    pthread_cond_broadcast(&p->cv_decode);
+    pthread_cond_broadcast(&s->cv_decode);
     while (p->catchups_running > 0) pthread_cond_wait(&s->cv_catchup, &s->mu);
     pthread_mutex_unlock(&s->mu);
     if (p->planner_started) pthread_join(p->planner, NULL);
@@ -166,7 +165,6 @@ void srv_pipeline_stop(srv *s)
     free(p->asm_q);
     free(p->readers);
     free(p->workers);
-    pthread_cond_destroy(&p->cv_decode);
     free(p);
     s->pl = NULL;
 }

@@ -219,6 +219,7 @@ struct srv {
     pthread_cond_t cv_read;      /* readers: work or a buffer freed */
     pthread_cond_t cv_work;      /* workers: a block to decode or a job to assemble */
     pthread_cond_t cv_catchup;   /* catch-up threads: a slot or cache room freed, stop */
+    pthread_cond_t cv_decode;    /* workers waiting for a decode loan: one given back, stop */
     int notify_fd;               /* eventfd: wakes the control thread */
     atomic_int notify_pending;   /* a wake-up the control thread has not taken */
     int stop;                    /* shutting down */

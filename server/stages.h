@@ -86,7 +86,6 @@ typedef struct srv_pipeline {
     uint64_t decode_keep;        /* coefficient buffers a worker may keep between images */
     uint64_t decode_pool;        /* lent, one image at a time, for larger ones */
     uint64_t decode_lent;        /* of it, lent now */
-    pthread_cond_t cv_decode;    /* workers waiting for a loan: one given back */
 } srv_pipeline;
 
 typedef struct worker_ctx {

@@ -33,6 +33,7 @@ void srv_fail(srv *s, const char *fmt, ...)
     pthread_cond_broadcast(&s->cv_read);
     pthread_cond_broadcast(&s->cv_work);
     pthread_cond_broadcast(&s->cv_catchup);
+    pthread_cond_broadcast(&s->cv_decode);
     pthread_mutex_unlock(&s->mu);
     uint64_t one = 1;
     ssize_t n = write(s->notify_fd, &one, sizeof one);

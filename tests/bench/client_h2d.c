@@ -1,7 +1,8 @@
 /*
  * client_h2d.c — host-to-device copy rate out of a ring registered the way
- * liblevelfeed's GPU path registers it (a memfd mapped read-only, pinned
- * with cuMemHostRegister READ_ONLY), next to pinned memory from
+ * liblevelfeed's GPU path registers it (a memfd mapped shared and writable,
+ * as the client maps it so users may edit batches in place, pinned with
+ * cuMemHostRegister READ_ONLY: the GPU only reads it), next to pinned memory from
  * cuMemAllocHost (what cudaHostAlloc gives) on the same device, stream and
  * sizes, in the same run. Issue 6 asks for >= 0.8x. Beside them, the
  * same copies out of plain malloc memory (pageable: the driver stages
@@ -97,16 +98,16 @@ int main(int argc, char **argv)
     must(d, "cuMemAlloc", d->mem_alloc(&dbuf, 2 * slot));
 
     /* The ring as the client sees it: a memfd written by "the server",
-     * mapped read-only here and registered read-only. */
+     * mapped writable as client/host.c maps it, registered read-only. */
     size_t ring_size = RING_SLOTS * slot;
     int fd = memfd_create("levelfeed-bench-ring", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)ring_size) != 0) { perror("memfd"); return 1; }
-    unsigned char *w = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    const unsigned char *ring = mmap(NULL, ring_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (w == MAP_FAILED || ring == MAP_FAILED) { perror("mmap"); return 1; }
-    memset(w, 0x5a, ring_size);
+    unsigned char *ring = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                               fd, 0);
+    if (ring == MAP_FAILED) { perror("mmap"); return 1; }
+    memset(ring, 0x5a, ring_size);
     must(d, "cuMemHostRegister",
-         d->mem_host_register((void *)(uintptr_t)ring, ring_size, LF_CU_MEMHOSTREGISTER_READ_ONLY));
+         d->mem_host_register(ring, ring_size, LF_CU_MEMHOSTREGISTER_READ_ONLY));
     void *pinned;
     must(d, "cuMemAllocHost", x.alloc_host(&pinned, ring_size));
     memset(pinned, 0x5a, ring_size);
@@ -122,7 +123,7 @@ int main(int argc, char **argv)
            "the ring %.2fx it\n", slot >> 20, total >> 20, r_ring, r_pinned, r_ring / r_pinned,
            r_pageable, r_ring / r_pageable);
 
-    d->mem_host_unregister((void *)(uintptr_t)ring);
+    d->mem_host_unregister(ring);
     x.free_host(pinned);
     free(pageable);
     d->mem_free(dbuf);

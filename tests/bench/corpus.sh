@@ -2,7 +2,7 @@
 # Corpus conversion benchmark (run by `make bench`; figures, never a verdict).
 #
 # `lf-shard create tokens` on one generated JSONL file of token-id documents
-# (lognormal lengths, ~30 MB) and on its .zst copy, on 1 thread and on all:
+# (lognormal lengths, ~10 MB) and on its .zst copy, on 1 thread and on all:
 # input MB/s (JSONL bytes over wall time) and tokens/s per core (over CPU
 # time). Next to it, measured in the same run on the same bytes: `zstd -3`
 # (-T1) compressing the JSONL, `zstd -d` of the .zst, and a /usr/bin/python3

@@ -42,18 +42,10 @@ echo "damaged dataset blocks $bad1 and $bad2 ($want_q samples)"
 
 # fail: a non-zero exit, the message names the shard file and its block.
 start_server "${PLAN[@]}"
-cpids=()
-for r in 0 1; do
-  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 2 --out "$WORK/fail.r$r.txt" \
-    >"$WORK/fail.r$r.log" 2>&1 &
-  cpids+=($!)
-done
-crc=0
-for p in "${cpids[@]}"; do wait "$p" && crc=$((crc + 1)); done
+run_clients_failing fail 2
 src=0
 wait "$SERVER_PID" || src=$?
 [[ $src -ne 0 ]] || fail "--on-corrupt=fail: the server exited 0"
-[[ $crc -eq 0 ]] || fail "--on-corrupt=fail: $crc clients exited 0"
 grep -q "error: .*shard-[0-9]*\.lfs: block [0-9]* (dataset block \($bad1\|$bad2\)," "$WORK/server.log" ||
   fail "--on-corrupt=fail: no message naming shard and block: $(cat "$WORK/server.log")"
 grep -qi "error" "$WORK/fail.r0.log" || fail "client 0 gave no error: $(cat "$WORK/fail.r0.log")"
@@ -76,15 +68,9 @@ stat_quarantine() {
 run_skip() {   # TAG [client args]: the metrics are polled while the clients run
   local tag=$1 cl
   shift
-  seen=
   start_server "${PLAN[@]}" --on-corrupt skip "${SKIP_EXTRA[@]}"
-  run_clients "$tag" 2 --verify "$WORK/ds" --pad-id 0 "$@" &
-  cl=$!
-  while kill -0 "$cl" 2>/dev/null; do
-    seen=$(stat_quarantine || echo "$seen")
-    sleep 0.05
-  done
-  wait "$cl" || fail "$tag: clients failed"
+  run_clients_polling stat_quarantine "$tag" 2 --verify "$WORK/ds" --pad-id 0 "$@"
+  seen=$POLLED
   wait_server
   set -- "$tag"
   cp "$WORK/server.log" "$WORK/$1.server.log"

@@ -177,19 +177,23 @@ run_clients_failing() {  # TAG N [rank-loop args...]
   done
 }
 
-# run_clients in the background while the command POLL asks every 50 ms
-# (lf-stat, say): its last answer in POLLED.
-run_clients_polling() {  # POLL TAG N [rank-loop args...]
-  local poll=$1 cl
-  shift
-  POLLED=
-  run_clients "$@" &
-  cl=$!
-  while kill -0 "$cl" 2>/dev/null; do
-    POLLED=$($poll || echo "$POLLED")
-    sleep 0.05
-  done
-  wait "$cl" || fail "$1: clients failed"
+# Asks while a run is held, so that it cannot end before the answer
+# however loaded the machine: of a started world-2 server, rank 0's client
+# runs free and rank 1's gets stuck after K batches, holding its slots (the
+# planner waits for them); waits (20 s) until COND succeeds, then kills
+# rank 1's client, so rank 0 finishes, and waits for the server.
+held_until() {     # K WHAT COND...
+  local k=$1 what=$2 c0 c1
+  shift 2
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 >"$WORK/held.r0.log" 2>&1 &
+  c0=$!
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --hang-after "$k" >/dev/null 2>&1 &
+  c1=$!
+  PIDS+=("$c0" "$c1")
+  wait_until 20 "$what" -- "$@"
+  kill -9 "$c1"
+  wait_ok 30 "rank 0 after rank 1 was killed" "$c0" "$WORK/held.r0.log"
+  wait_server
 }
 
 # Sorted batch lines of every rank of a run.

@@ -4,6 +4,7 @@
 # module.mk (libraries and programs), so the folders stay independent.
 # Tests, fuzz targets and benchmarks are found by name:
 #   tests/unit/NAME.c   -> $(B)/tests/unit/NAME   (one program per test)
+#   tests/tools/NAME.c  -> $(B)/tests/tools/NAME  (helpers the e2e scripts run)
 #   tests/fuzz/NAME.c   -> $(B)/fuzz/NAME-replay  (corpus replay, no libFuzzer)
 #   tests/bench/NAME.c  -> $(B)/bench/NAME
 # Every program links every project library (static, grouped) and the
@@ -105,6 +106,8 @@ LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS_EXT)
 
 UNIT_SRCS  := $(wildcard tests/unit/*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRCS))
+TOOL_SRCS  := $(wildcard tests/tools/*.c)
+TOOL_BINS  := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(TOOL_SRCS))
 FUZZ_SRCS  := $(filter-out tests/fuzz/replay.c,$(wildcard tests/fuzz/*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%-replay,$(FUZZ_SRCS))
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%-libfuzzer,$(FUZZ_SRCS))
@@ -123,13 +126,13 @@ deps:
 config:
 	@echo "levelfeed: build $(B), CC=$(CC), SANITIZE=$(or $(SANITIZE),none), CUDA=$(CUDA)$(if $(filter 1,$(CUDA)), ($(NVCC)),$(CUDA_WHY)), MPI=$(MPI)"
 
-build: config $(LIBS) $(PROGRAMS) $(UNIT_BINS) $(FUZZ_REPLAY) $(BENCH_BINS)
+build: config $(LIBS) $(PROGRAMS) $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_REPLAY) $(BENCH_BINS)
 
 $(B)/obj/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(LIBS)
+$(B)/tests/%: $(B)/obj/tests/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
 

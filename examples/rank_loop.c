@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,18 @@ static void sleep_until(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+/* A process held with SIGSTOP (as fault tests hold a rank) is behind its
+ * cadence when continued: it restarts the cadence from there, rather than
+ * rush through the steps it missed (a held rank of 50 ms steps ran to the
+ * end of its run before the test could see a few of its batches). */
+static volatile sig_atomic_t continued;
+
+static void on_continue(int sig)
+{
+    (void)sig;
+    continued = 1;
 }
 
 static int verifier_open(verifier *v, const char *dir, int64_t pad_id)
@@ -464,6 +477,10 @@ int main(int argc, char **argv)
         fputs(usage_text, p > 0 ? stdout : stderr);
         return p > 0 ? 0 : 2;
     }
+    if (a.compute_us > 0) {
+        struct sigaction sa = {.sa_handler = on_continue, .sa_flags = SA_RESTART};
+        sigaction(SIGCONT, &sa, NULL);
+    }
     verifier v = {0};
     v.image = a.image;
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
@@ -509,7 +526,7 @@ int main(int argc, char **argv)
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     long batches = 0, samples = 0, bad = 0, not_ready = 0;
-    uint64_t bytes = 0, first_ns = 0, *waits = NULL;
+    uint64_t bytes = 0, first_ns = 0, pace_ns = 0, *waits = NULL; /* pace: the cadence's start */
     size_t nw = 0;
     lf_batch b;
     int ready;
@@ -561,8 +578,12 @@ int main(int argc, char **argv)
         }
         if (a.hang_after > 0 && batches == a.hang_after)
             for (;;) pause(); /* a stuck trainer, holding its batch until it is killed */
-        if (a.compute_us > 0)
-            sleep_until(first_ns + (uint64_t)batches * (uint64_t)a.compute_us * 1000u);
+        if (a.compute_us > 0) {
+            uint64_t step_ns = (uint64_t)a.compute_us * 1000u;
+            if (batches == 1 || continued) pace_ns = now_ns() - (uint64_t)(batches - 1) * step_ns;
+            continued = 0;
+            sleep_until(pace_ns + (uint64_t)batches * step_ns);
+        }
         lf_release(c, &b);
         lf_report_step(c, now_ns() - t0);
     }

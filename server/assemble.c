@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,6 +30,23 @@ static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *vie
         return -EIO;
     }
     return 0;
+}
+
+/* Leaves sample i out of job j, keeping the others in their order; the
+ * batch shrinks (the same on every run, as the cause is in the data).
+ * The job is its worker's alone from the assembly queue on. */
+static void job_remove(const srv *s, srv_job *j, uint32_t i)
+{
+    int pad = s->cfg.plan.layout != LF_PLAN_PACK && !j->micro_len; /* a row a sample */
+    j->tokens -= j->lengths[i] <= j->tokens ? j->lengths[i] : j->tokens;
+    for (uint32_t k = i; k + 1 < j->n; k++) {
+        j->ids[k] = j->ids[k + 1];
+        j->lengths[k] = j->lengths[k + 1];
+        j->block_of[k] = j->block_of[k + 1];
+        j->row_of[k] = pad ? k : j->row_of[k + 1];
+    }
+    j->n--;
+    if (pad) j->rows = j->n; /* pad: one row per sample */
 }
 
 /* Gathers the token views of a job's samples, checked against the index. */
@@ -191,12 +209,18 @@ static void decode_return(srv *s, uint64_t need)
 }
 
 /* One sample's JPEG into its place: decode memory borrowed first when the
- * image needs more than the worker keeps. */
+ * image needs more than the worker keeps. An image whose coefficients
+ * exceed the transform's own max_memory borrows nothing: the transform
+ * refuses it before it allocates (a refused image, below), and no
+ * --memory-limit would change that. */
 static long augment_one(srv *s, worker_ctx *w, const srv_job *j, uint32_t i,
                         const lf_field_view *v, void *dst, size_t each)
 {
+    lf_tf_limits lim;
+    lf_tf_limits_default(&lim);   /* the limits lf_tf_ws_create(NULL) gave w->ws */
     long need = lf_tf_jpeg_decode_need(w->ws, v->data, v->size);
-    int borrowed = need > 0 && (uint64_t)need > s->pl->decode_keep;
+    int borrowed = need > 0 && (uint64_t)need > s->pl->decode_keep &&
+                   (uint64_t)need <= lim.max_memory;
     if (borrowed) {
         lf_tf_ws_trim(w->ws);    /* what it kept counts in keep, not in the loan */
         int rc = decode_borrow(s, j->ids[i], (uint64_t)need);
@@ -211,9 +235,75 @@ static long augment_one(srv *s, worker_ctx *w, const srv_job *j, uint32_t i,
     return n;
 }
 
+/* ---- refused images --------------------------------------------------------
+ *
+ * The transform refuses some JPEGs whatever the configuration: over its
+ * pixel, scan or coefficient limits (its defaults, the same in every
+ * server), damaged past the block checksum (it was stored damaged), or of
+ * a kind it does not handle. lf-shard refuses the oversized ones when it
+ * converts, but a dataset made before it did may hold them. By default
+ * the server stops there, naming the sample, its shard and the two ways
+ * out; with --on-corrupt=skip it leaves the sample out of its batch, as
+ * it leaves out a damaged block's samples: the same sample on every run
+ * (the crop of an epoch is seeded), so reruns deliver the same batches.
+ * Decode memory that only --memory-limit lacks is not this: that stops
+ * the server in every mode (decode_borrow), as the configuration, not the
+ * data, is at fault.
+ */
+static int is_refused_image(long n)
+{
+    return n == LF_TF_E_LIMIT || n == LF_TF_E_CORRUPT || n == LF_TF_E_UNSUPPORTED;
+}
+
+/* Counts sample id as left out once more; the first time, names it in
+ * the log and in the summary's list. Takes mu. */
+static void quarantine_image(srv *s, uint64_t id, const char *shard, const char *why)
+{
+    uint8_t *seen = &s->pl->refused[id / 8], bit = (uint8_t)(1u << (id % 8));
+    pthread_mutex_lock(&s->mu);
+    s->m.quarantined_samples++;
+    int first = !(*seen & bit);
+    if (first) {
+        *seen |= bit;
+        if (s->m.quarantined_images < SRV_QUARANTINE_LIST)
+            s->refused[s->m.quarantined_images] = id;
+        s->m.quarantined_images++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (first && !s->cfg.quiet)
+        fprintf(stderr, "lf-server: quarantined: sample %" PRIu64 " (%s): the JPEG transform "
+                "refuses it: %s\n", id, shard, why);
+}
+
+/* Sample i's JPEG was refused (n < 0, not a stop or a --memory-limit
+ * shortfall): stops the server, or under --on-corrupt=skip leaves the
+ * sample out of job j. Returns 1 (left out: lay the job out again) or n. */
+static int refuse_image(srv *s, worker_ctx *w, srv_job *j, uint32_t i, long n)
+{
+    uint64_t id = j->ids[i];
+    const char *shard = lf_dataset_shard_path(s->ds, lf_dataset_sample(s->ds, id)->shard);
+    char why[400];
+    snprintf(why, sizeof why, "%s: %s", lf_tf_strerror((int)n), lf_tf_reason(w->ws));
+    if (s->cfg.skip_corrupt && is_refused_image(n)) {
+        quarantine_image(s, id, shard, why);
+        job_remove(s, j, i);
+        return 1;
+    }
+    if (is_refused_image(n))
+        srv_fail(s, "sample %" PRIu64 " (%s): the JPEG transform refuses it: %s; the dataset "
+                 "holds an image lf-server cannot use (made by an lf-shard that did not check "
+                 "the size, or stored damaged): re-create it with the current lf-shard create "
+                 "images (it refuses such files, or leaves them out with --skip-bad), or run "
+                 "lf-server with --on-corrupt skip to leave the sample out", id, shard, why);
+    else
+        srv_fail(s, "sample %" PRIu64 " (%s): image transform: %s", id, shard, why);
+    return (int)n;
+}
+
 /* Image batch: each sample's JPEG decoded, cropped, resized and normalized
- * straight into its place in the slot; labels copied beside. */
-static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
+ * straight into its place in the slot; labels copied beside. Returns 0, 1
+ * when a refused image was left out of j (its layout changed), or < 0. */
+static int fill_images(srv *s, worker_ctx *w, srv_job *j, unsigned char *slot,
                        const lf_layout *l)
 {
     const lf_tensor_desc *img = lf_layout_find(l, "images"), *lab = lf_layout_find(l, "labels");
@@ -226,11 +316,7 @@ static int fill_images(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
         const lf_field_view *v = &views[s->token_field];
         long n = augment_one(s, w, j, i, v, slot + img->offset + i * each, each);
         if (n == -E2BIG || n == -ECANCELED) return (int)n;
-        if (n < 0) {
-            srv_fail(s, "sample %" PRIu64 ": image transform: %s: %s", j->ids[i],
-                     lf_tf_strerror((int)n), lf_tf_reason(w->ws));
-            return (int)n;
-        }
+        if (n < 0) return refuse_image(s, w, j, i, n);
         if ((rc = copy_label(s, views, slot, lab, i)) < 0) return rc;
     }
     return 0;
@@ -268,19 +354,22 @@ static int fill_frames(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
 }
 
 /* Writes a job's tensors and header into its slot. */
-static int assemble(srv *s, worker_ctx *w, const srv_job *j)
+static int assemble(srv *s, worker_ctx *w, srv_job *j)
 {
     srv_rank *r = &s->ranks[j->li];
     unsigned char *slot = r->seg + lf_ring_slot_offset(j->slot, s->slot_size);
     lf_layout l;
-    int rc = srv_job_layout(s, j, &l);
-    if (rc < 0 || l.end > s->slot_size) {
-        srv_fail(s, "job layout does not fit its slot (%d)", rc);
-        return -EOVERFLOW;
-    }
-    rc = s->images   ? fill_images(s, w, j, slot, &l)
-         : s->frames ? fill_frames(s, w, j, slot, &l)
-                     : fill_tokens(s, w, j, slot, &l);
+    int rc;
+    do { /* again, from the start, after an image left out (refuse_image): rare */
+        rc = srv_job_layout(s, j, &l);
+        if (rc < 0 || l.end > s->slot_size) {
+            srv_fail(s, "job layout does not fit its slot (%d)", rc);
+            return -EOVERFLOW;
+        }
+        rc = s->images   ? fill_images(s, w, j, slot, &l)
+             : s->frames ? fill_frames(s, w, j, slot, &l)
+                         : fill_tokens(s, w, j, slot, &l);
+    } while (rc == 1);
     if (rc < 0) return rc;
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
     memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
@@ -298,30 +387,15 @@ static void finish_job(srv *s, srv_job *j)
     if (s->pl->catchup_waits) pthread_cond_broadcast(&s->cv_catchup);
 }
 
-/* --on-corrupt=skip: leaves the samples of quarantined blocks out of job j,
- * keeping the others in their order; the batch shrinks (the same on every
- * run, as the damage is in the data). Under mu. */
+/* --on-corrupt=skip: leaves the samples of quarantined blocks out of job j.
+ * Under mu. */
 void srv_drop_quarantined(srv *s, srv_job *j)
 {
-    int any = 0;
-    for (uint32_t i = 0; i < j->nblocks; i++) any |= j->blocks[i].entry->bad;
-    if (!any) return;
-    int pad = s->cfg.plan.layout != LF_PLAN_PACK && !j->micro_len; /* a row a sample */
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < j->n; i++) {
-        if (j->blocks[j->block_of[i]].entry->bad) {
-            j->tokens -= j->lengths[i] <= j->tokens ? j->lengths[i] : j->tokens;
-            s->m.quarantined_samples++;
-            continue;
-        }
-        j->ids[k] = j->ids[i];
-        j->lengths[k] = j->lengths[i];
-        j->block_of[k] = j->block_of[i];
-        j->row_of[k] = pad ? k : j->row_of[i];
-        k++;
+    for (uint32_t i = j->n; i-- > 0;) {
+        if (!j->blocks[j->block_of[i]].entry->bad) continue;
+        job_remove(s, j, i);
+        s->m.quarantined_samples++;
     }
-    j->n = k;
-    if (pad) j->rows = k; /* pad: one row per sample */
 }
 
 /* Assembles job j, taken from the queue under mu, which also gave

@@ -65,9 +65,11 @@ static void usage(FILE *f)
 "  --read-depth N          reads in flight per reader (8)\n"
 "  --slots N               ring depth per rank (4)\n"
 "  --memory-limit BYTES    rings + read buffers + block cache (1G; K/M/G/T suffixes)\n"
-"  --on-corrupt fail|skip  a block failing its checksum or decompression: stop\n"
-"                          with an error naming shard and block (fail), or leave\n"
-"                          its samples out of their batches and report them (skip)\n"
+"  --on-corrupt fail|skip  a block failing its checksum or decompression, or a\n"
+"                          JPEG the transform refuses (too large, damaged): stop\n"
+"                          with an error naming shard and block or sample (fail),\n"
+"                          or leave those samples out of their batches and report\n"
+"                          them (skip)\n"
 "control:\n"
 "  --endpoint PATH         ipc://PATH or PATH (default $LEVELFEED_ENDPOINT, as the\n"
 "                          client's, else $XDG_RUNTIME_DIR/levelfeed/ctl, else\n"
@@ -482,7 +484,8 @@ static double tv_s(struct timeval tv)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-/* --on-corrupt=skip: what was left out, and the first blocks by shard file. */
+/* --on-corrupt=skip: what was left out, and the first blocks by shard
+ * file; then the images the transform refused, by sample and shard file. */
 static void print_quarantine(const srv *s)
 {
     if (!s->cfg.skip_corrupt) return;
@@ -497,6 +500,13 @@ static void print_quarantine(const srv *s)
                 lf_dataset_shard_path(s->ds, shard), k, b);
     }
     fprintf(stderr, "%s\n", m->quarantined_blocks > SRV_QUARANTINE_LIST ? ", ..." : "");
+    if (!s->images) return;
+    fprintf(stderr, "lf-server: quarantined %" PRIu64 " images the JPEG transform refuses",
+            m->quarantined_images);
+    for (uint64_t i = 0; i < m->quarantined_images && i < SRV_QUARANTINE_LIST; i++)
+        fprintf(stderr, "%s sample %" PRIu64 " (%s)", i ? "," : ":", s->refused[i],
+                lf_dataset_shard_path(s->ds, lf_dataset_sample(s->ds, s->refused[i])->shard));
+    fprintf(stderr, "%s\n", m->quarantined_images > SRV_QUARANTINE_LIST ? ", ..." : "");
 }
 
 static void print_summary(srv *s, uint64_t elapsed_ns)

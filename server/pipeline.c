@@ -95,6 +95,9 @@ int srv_pipeline_init(srv *s)
     p->readers = calloc(s->cfg.readers, sizeof *p->readers);
     p->workers = calloc(s->cfg.workers, sizeof *p->workers);
     if (!p->buckets || !p->uses || !p->asm_q || !p->readers || !p->workers) return -ENOMEM;
+    if (s->images && s->cfg.skip_corrupt &&
+        !(p->refused = calloc(lf_dataset_samples(s->ds) / 8 + 1, 1)))
+        return -ENOMEM;
     size_t buf_size = (lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u;
     for (uint32_t i = 0; i < s->cfg.readers; i++) {
         int rc = srv_reader_init(s, &p->readers[i], s->cfg.read_depth, buf_size ? buf_size : 4096);
@@ -162,6 +165,7 @@ void srv_pipeline_stop(srv *s)
     free(p->shard_fds);
     free(p->buckets);
     free(p->uses);
+    free(p->refused);
     free(p->asm_q);
     free(p->readers);
     free(p->workers);

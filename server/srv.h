@@ -44,7 +44,7 @@
 #include "plan_cli.h"
 
 #define SRV_MAX_RANKS 256
-#define SRV_QUARANTINE_LIST 32   /* quarantined blocks named in the summary */
+#define SRV_QUARANTINE_LIST 32   /* quarantined blocks, and images, named in the summary */
 /* --epochs at most: start-up walks every epoch's plan once (the prepass),
  * so it must stay a bounded multiple of one epoch's planning. 2^16 is
  * far above real schedules (hundreds to a few thousand epochs) and
@@ -98,7 +98,8 @@ typedef struct srv_metrics {
     uint64_t uring_retries;      /* io_uring reads resubmitted (short, -EAGAIN) */
     uint64_t uring_injected;     /* of them, faked by LF_TEST_URING_FAULTS */
     uint64_t quarantined_blocks; /* --on-corrupt=skip: blocks that failed to decode */
-    uint64_t quarantined_samples; /* their samples left out of batches */
+    uint64_t quarantined_samples; /* samples left out of batches, each time left out */
+    uint64_t quarantined_images; /* --on-corrupt=skip: JPEGs the transform refused (distinct) */
     uint64_t started_ns;         /* every local rank sent START (control thread) */
     uint64_t last_ready_ns;      /* the last READY was sent (control thread) */
     uint64_t planner_slot_wait_ns; /* the planner waited for a free slot, any ring */
@@ -237,6 +238,7 @@ struct srv {
     uint64_t start_step;
 
     uint64_t quarantine[SRV_QUARANTINE_LIST]; /* the first quarantined blocks */
+    uint64_t refused[SRV_QUARANTINE_LIST];    /* the first quarantined images (sample ids) */
     struct srv_pipeline *pl;     /* the pipeline's own state (stages.h) */
     srv_metrics m;
 };

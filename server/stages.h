@@ -86,6 +86,8 @@ typedef struct srv_pipeline {
     uint64_t decode_keep;        /* coefficient buffers a worker may keep between images */
     uint64_t decode_pool;        /* lent, one image at a time, for larger ones */
     uint64_t decode_lent;        /* of it, lent now */
+    uint8_t *refused;            /* --on-corrupt=skip, images: a bit per sample the
+                                  * transform refused (quarantined_images counts each once) */
 } srv_pipeline;
 
 typedef struct worker_ctx {

@@ -97,6 +97,11 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
     json_object_set_new(o, "uring_retries", json_integer((json_int_t)m.uring_retries));
     json_object_set_new(o, "quarantined_blocks", json_integer((json_int_t)m.quarantined_blocks));
     json_object_set_new(o, "quarantined_samples", json_integer((json_int_t)m.quarantined_samples));
+    json_object_set_new(o, "quarantined_images", json_integer((json_int_t)m.quarantined_images));
+    json_t *refused = json_array(); /* the first ones, as the summary names them */
+    for (uint64_t i = 0; i < m.quarantined_images && i < SRV_QUARANTINE_LIST; i++)
+        json_array_append_new(refused, json_integer((json_int_t)s->refused[i]));
+    json_object_set_new(o, "quarantined_image_ids", refused);
     json_object_set_new(o, "busy_ns", json_pack("{s:I,s:I,s:I,s:I}",
         "plan", (json_int_t)m.plan_busy_ns, "read", (json_int_t)m.read_busy_ns,
         "decode", (json_int_t)m.decode_busy_ns, "assemble", (json_int_t)m.assemble_busy_ns));

@@ -19,6 +19,7 @@ unset SLURM_JOB_ID TORCHELASTIC_RUN_ID LEVELFEED_ENDPOINT
 # then all up at once. As one node's trainer of several, LAUNCH_NODE=K
 # and LAUNCH_WORLD=W make its ranks K*N .. K*N+N-1 of W, and its own files
 # TAG.K.pid, TAG.K.pids, TAG.K.ep (the ranks' outputs keep TAG).
+# LAUNCH_ARGS_RR="ARGS" (exported) adds ARGS to rank R's alone.
 TRAINER="$WORK/trainer.sh"
 cat >"$TRAINER" <<EOF
 #!/usr/bin/env bash
@@ -35,7 +36,9 @@ for t in ${LAUNCH_BARRIER:-}; do
 done
 pids=()
 for ((r = first; r < first + n; r++)); do
-  "$B/lf-rank-loop" --rank "$r" --world "$world" --out "$W/$tag.r$r.txt" "$@" \
+  own=LAUNCH_ARGS_R$r
+  # shellcheck disable=SC2086
+  "$B/lf-rank-loop" --rank "$r" --world "$world" --out "$W/$tag.r$r.txt" "$@" ${!own:-} \
     >"$W/$tag.r$r.log" 2>&1 &
   pids+=($!)
 done

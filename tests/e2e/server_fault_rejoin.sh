@@ -60,7 +60,10 @@ check_counted_off "the uninterrupted run"
 # (SIGSTOP) while rank 1 dies and until rank 1's new client is back, but for
 # a moment to show it is not held up by the gone rank: free, it ran to the
 # end of the run in that window on a loaded machine, and the server was
-# gone before lf-stat was asked about it.
+# gone before lf-stat was asked about it. Continued, it keeps its 50 ms a
+# step (lf-rank-loop restarts its cadence at SIGCONT; before, it rushed
+# through the steps it had missed while held, to the end of its run, and
+# the second SIGSTOP below found no process).
 start_server "${SRV[@]}"
 "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 --compute-us 50000 \
   --out "$WORK/rj.r0.txt" --digests "$WORK/rj.r0.dig" --verify "$WORK/ds" >"$WORK/r0.log" 2>&1 &

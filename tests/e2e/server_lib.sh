@@ -135,13 +135,13 @@ wait_server() {
   wait_ok 20 "the server" "$SERVER_PID" "$WORK/server.log"
 }
 
-# Runs N clients (ranks 0..N-1) to completion: outputs in $WORK/TAG.rR.txt,
-# per-batch digests in $WORK/TAG.rR.dig; "{r}" in an argument becomes the rank.
-# The run may take up to 60 s (the longest in these tests, 8 s under
-# ThreadSanitizer).
-run_clients() {    # TAG N [rank-loop args...]
+# Runs N clients (ranks 0..N-1) to their end: outputs in $WORK/TAG.rR.txt,
+# per-batch digests in $WORK/TAG.rR.dig, logs in $WORK/TAG.rR.log; "{r}" in
+# an argument becomes the rank. The run may take up to 60 s (the longest in
+# these tests, 8 s under ThreadSanitizer). Their exit statuses in CLIENT_RCS.
+end_clients() {    # TAG N [rank-loop args...]
   local tag=$1 n=$2; shift 2
-  local cpids=() logs=() r rc=0
+  local cpids=() logs=() r
   for ((r = 0; r < n; r++)); do
     "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$r" --world "$n" \
       --out "$WORK/$tag.r$r.txt" --digests "$WORK/$tag.r$r.dig" "${@//\{r\}/$r}" \
@@ -151,10 +151,49 @@ run_clients() {    # TAG N [rank-loop args...]
   done
   PIDS+=("${cpids[@]}")
   wait_until 60 "the $n clients of run $tag to end" "${logs[@]}" -- ended "${cpids[@]}"
+  CLIENT_RCS=()
   for ((r = 0; r < n; r++)); do
-    wait "${cpids[$r]}" || { rc=1; cat "$WORK/$tag.r$r.log" >&2; }
+    CLIENT_RCS+=(0)
+    wait "${cpids[$r]}" || CLIENT_RCS[r]=$?
   done
-  [[ $rc -eq 0 ]] || fail "a client of run $tag failed"
+}
+
+# end_clients, and fails unless every client exited 0 (their logs shown).
+run_clients() {    # TAG N [rank-loop args...]
+  end_clients "$@"
+  local r rc=0
+  for ((r = 0; r < $2; r++)); do
+    [[ ${CLIENT_RCS[r]} -eq 0 ]] || { rc=1; cat "$WORK/$1.r$r.log" >&2; }
+  done
+  [[ $rc -eq 0 ]] || fail "a client of run $1 failed"
+}
+
+# end_clients, and fails unless every client exited non-zero.
+run_clients_failing() {  # TAG N [rank-loop args...]
+  end_clients "$@"
+  local r
+  for ((r = 0; r < $2; r++)); do
+    [[ ${CLIENT_RCS[r]} -ne 0 ]] || fail "client $r of run $1 exited 0"
+  done
+}
+
+# Asks while a run is held, so that it cannot end before the answer
+# however loaded the machine: of a started world-2 server, rank 0's client
+# runs free and rank 1's gets stuck after K batches, holding its slots (the
+# planner waits for them); waits (20 s) until COND succeeds, then kills
+# rank 1's client, so rank 0 finishes, and waits for the server.
+held_until() {     # K WHAT COND...
+  local k=$1 what=$2 c0 c1
+  shift 2
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 2 >"$WORK/held.r0.log" 2>&1 &
+  c0=$!
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 1 --world 2 --hang-after "$k" >/dev/null 2>&1 &
+  c1=$!
+  PIDS+=("$c0" "$c1")
+  wait_until 20 "$what" -- "$@"
+  kill -9 "$c1"
+  wait_ok 30 "rank 0 after rank 1 was killed" "$c0" "$WORK/held.r0.log"
+  wait_server
 }
 
 # Sorted batch lines of every rank of a run.

@@ -50,13 +50,15 @@ static void usage(FILE *f)
 "  --ready-timeout S    seconds to wait for the server to serve; planning a large\n"
 "                       dataset's epochs takes a while (600)\n"
 "  --stop-timeout S     seconds the server gets to end after the trainer (on its\n"
-"                       own when the trainer succeeded, then after SIGTERM), and\n"
-"                       the trainer's leftover processes after SIGTERM, before\n"
-"                       SIGKILL (10)\n"
+"                       own when the trainer succeeded, then after SIGTERM), the\n"
+"                       trainer to end after its server failed under it (then\n"
+"                       SIGTERM), and the trainer's leftover processes after\n"
+"                       SIGTERM, before SIGKILL (10)\n"
 "  --help, --version\n"
 "\n"
 "Exit status: the trainer's (128 + N when signal N ended it; 127 when it cannot\n"
-"be run); 1 when the server cannot start or answer; 2 for a usage error (or a\n"
+"be run); 1 when the server cannot start or answer, or when the trainer had to\n"
+"be ended after the server failed under it; 2 for a usage error (or a\n"
 "server that refused its flags); 128 + N for signal N before the trainer ran.\n");
 }
 
@@ -171,28 +173,47 @@ static int fail_before_trainer(launch *L)
     return server_rc == 2 ? 2 : 1; /* 2: the server refused its flags */
 }
 
+static void say_trainer_end(const launch *L)
+{
+    char how[96];
+    if (L->trainer_status != -1)
+        fprintf(stderr, "lf-launch: the trainer %s\n",
+                launch_status_text(L->trainer_status, how, sizeof how));
+}
+
 /* Runs the trainer to its end. A server that fails under it is named at
- * once, but the trainer is left to decide: its ranks see the server gone
- * (LF_E_GONE, or the server's error) and end as they choose. A server
- * that ends well has served every rank: the trainer is finishing. */
-static void run_trainer(launch *L)
+ * once, and the trainer is left to decide for --stop-timeout: its ranks
+ * see the server gone (LF_E_GONE, or the server's error, "rank N stalled")
+ * and end as they choose, saving what they will. A rank that never asks
+ * for data again (a hung trainer, the very one a stall names) would keep
+ * it running for good, and the job with it: past that time the trainer
+ * is ended (launch_stop). A server that ends well has served every rank:
+ * the trainer is finishing. Returns 1 when the trainer ended, 0 when it
+ * outlived its failed server. */
+static int run_trainer(launch *L)
 {
     char how[96];
     fprintf(stderr, "lf-launch: running %s (pid %d) with LEVELFEED_ENDPOINT=ipc://%s\n",
             L->trainer[0], (int)L->trainer_pid, L->endpoint);
-    int server_up = 1;
+    uint64_t deadline = 0; /* set when the server failed */
     while (L->trainer_pid) {
-        launch_wait(L, NULL, -1);
-        if (server_up && !L->server_pid) {
-            server_up = 0;
-            if (L->server_status != 0)
-                fprintf(stderr, "lf-launch: lf-server %s while the trainer runs (its "
-                        "messages: %s)\n", launch_status_text(L->server_status, how, sizeof how),
-                        L->server_log ? L->server_log : "above");
+        uint64_t now = launch_now_ms();
+        if (deadline && now >= deadline) {
+            fprintf(stderr, "lf-launch: the trainer still runs %.1f s after lf-server failed under "
+                    "it; ending it (a rank that never asks for data again, hung or stopped, would "
+                    "keep it running for good)\n", (double)L->stop_timeout_ms / 1000);
+            return 0;
+        }
+        launch_wait(L, NULL, deadline ? (int)(deadline - now) : -1);
+        if (!deadline && !L->server_pid && L->server_status != 0) {
+            deadline = launch_now_ms() + L->stop_timeout_ms;
+            fprintf(stderr, "lf-launch: lf-server %s while the trainer runs (its messages: %s)\n",
+                    launch_status_text(L->server_status, how, sizeof how),
+                    L->server_log ? L->server_log : "above");
         }
     }
-    fprintf(stderr, "lf-launch: the trainer %s\n",
-            launch_status_text(L->trainer_status, how, sizeof how));
+    say_trainer_end(L);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -208,9 +229,10 @@ int main(int argc, char **argv)
     }
     if (launch_wait_ready(&L) != 0 || launch_spawn_trainer(&L) != 0)
         return fail_before_trainer(&L);
-    run_trainer(&L);
-    int trainer_rc = launch_status_code(L.trainer_status);
+    int ended = run_trainer(&L);
+    int trainer_rc = ended ? launch_status_code(L.trainer_status) : 1;
     launch_stop(&L, trainer_rc == 0);
+    if (!ended) say_trainer_end(&L);
     say_server_end(&L);
     launch_remove_rundir(&L);
     return trainer_rc;

@@ -401,7 +401,7 @@ static int map_ring(lf_client *c, uint64_t deadline)
 static int open_control(lf_client *c, const char *endpoint)
 {
     char url[LF_IPC_PATH_MAX + 8];
-    int rc = lf_ipc_endpoint(endpoint, c->path, sizeof c->path);
+    int rc = lf_ipc_endpoint(endpoint, NULL, c->path, sizeof c->path);
     if (rc < 0) return rc;
     /* A directory not there yet is waited for (the server may start
      * later): map_ring checks it once a WELCOME came through it. */

@@ -296,7 +296,9 @@ class Loader:
     """Iterates this rank's batches from the node's lf-server: each `for`
     over it one epoch (batch.epoch says which), as a DataLoader does.
 
-    endpoint    the server's control socket (None: the server's default)
+    endpoint    the server's control socket (None: $LEVELFEED_ENDPOINT, else the
+                default endpoint of this job, named for $LEVELFEED_JOB,
+                $SLURM_JOB_ID or $TORCHELASTIC_RUN_ID as the server names it)
     rank        global rank (None: RANK, else OMPI/PMI/SLURM variables)
     world_size  ranks in the job (None: WORLD_SIZE etc.; the server checks it)
     device      None or "cpu": host tensors (views of the ring); "cuda" or

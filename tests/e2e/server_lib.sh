@@ -18,6 +18,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/lf-e2e.XXXXXX")
 RT="$WORK/rt"                 # the runtime directory (0700)
 EP="$RT/ctl"                  # the control endpoint
 mkdir -m 700 "$RT"
+# The launcher variables the server and the client read (server/job.c,
+# lf_ipc_job): a test sets those it means, whatever runs the suite.
+unset LEVELFEED_JOB SLURM_JOB_ID SLURM_NODEID SLURM_NTASKS SLURM_NTASKS_PER_NODE \
+  SLURM_TASKS_PER_NODE SLURM_NNODES SLURM_DISTRIBUTION TORCHELASTIC_RUN_ID GROUP_RANK \
+  NODE_RANK LOCAL_WORLD_SIZE WORLD_SIZE OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_SIZE \
+  OMPI_COMM_WORLD_RANK
 SHM_BEFORE=$(ls /dev/shm | sort)
 PIDS=()
 

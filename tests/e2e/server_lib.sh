@@ -103,6 +103,20 @@ wait_exit() {      # SECS WHAT PID [LOG...]
   wait "$3" || EXIT_RC=$?
 }
 
+# wait_exit for each PID in turn, the i-th named "WHAT i" with its log
+# printf(LOGFMT, i); their exit statuses in RCS.
+wait_each() {      # SECS WHAT LOGFMT PID...
+  local secs=$1 what=$2 fmt=$3 i=0 p log
+  shift 3
+  RCS=()
+  for p in "$@"; do
+    # shellcheck disable=SC2059
+    log=$(printf "$fmt" "$i")
+    wait_exit "$secs" "$what $i" "$p" "$log"
+    RCS[i++]=$EXIT_RC
+  done
+}
+
 # wait_exit, and fails unless PID exited 0, with each LOG in full.
 wait_ok() {        # SECS WHAT PID [LOG...]
   wait_exit "$@"

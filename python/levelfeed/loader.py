@@ -361,7 +361,7 @@ class Loader:
             o.rank = _int_in("rank", rank, 0, _INT_MAX)
         if world_size is not None:
             o.world_size = _int_in("world_size", world_size, 1, _INT_MAX)
-        # The C library reads 0 as its default (10 s): None (-1) waits as
+        # The C library reads 0 as its default (60 s): None (-1) waits as
         # long as an int allows (24 days), 0 the least it can (1 ms).
         o.connect_timeout_ms = _INT_MAX if self._timeout_ms < 0 else max(1, self._timeout_ms)
         why = ctypes.create_string_buffer(512)

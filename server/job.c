@@ -31,7 +31,8 @@
  * the server stops and asks for --ranks LIST. Values that disagree (a
  * world that is not nodes x ranks per node, a node rank past the nodes, a
  * --world the environment contradicts) stop it too, naming the variables
- * and flags. Start-up prints where each value came from.
+ * and flags. Where a launcher's variables were read, start-up prints where
+ * each value came from.
  */
 #include "srv.h"
 
@@ -132,8 +133,11 @@ static int read_slurm(job_env *e)
 }
 
 /* The node count from the others, and the environment checked against
- * itself. Returns 0 or -1 (reported). */
-static int env_consistent(job_env *e)
+ * itself; its world against its count a node only where that count is
+ * used (with --ranks-per-node the environment's counts the launcher's
+ * tasks, one a node under lf-launch, and its world is not used either).
+ * Returns 0 or -1 (reported). */
+static int env_consistent(job_env *e, int per_node_given)
 {
     job_value *w = &e->world, *m = &e->per_node, *n = &e->nodes;
     if (m->set && m->v == 0) {
@@ -141,7 +145,7 @@ static int env_consistent(job_env *e)
                 m->from, e->name);
         return -1;
     }
-    if (w->set && m->set && n->set && (uint64_t)n->v * m->v != w->v) {
+    if (w->set && m->set && n->set && !per_node_given && (uint64_t)n->v * m->v != w->v) {
         fprintf(stderr, "lf-server: %s=%u is not %s=%u x %s=%u (%s): the nodes do not run "
                 "the same number of ranks, so which ranks are this node's is not known; "
                 "give --ranks LIST and --world N\n", w->from, w->v, n->from, n->v, m->from,
@@ -168,12 +172,12 @@ static int env_consistent(job_env *e)
 }
 
 /* Returns 1 (a launcher's variables read), 0 (none) or -1 (reported). */
-static int read_env(job_env *e)
+static int read_env(job_env *e, const srv_job_flags *f)
 {
     int rc = read_torchrun(e);
     if (rc == 0) rc = read_openmpi(e);
     if (rc == 0) rc = read_slurm(e);
-    if (rc > 0 && env_consistent(e) < 0) rc = -1;
+    if (rc > 0 && env_consistent(e, f->have_per_node) < 0) rc = -1;
     return rc;
 }
 
@@ -227,7 +231,7 @@ void srv_format_ranks(const srv_config *c, char *buf, size_t cap)
 static int pick_world(const srv_job_flags *f, const job_env *e, const job_value *m, job_value *w)
 {
     job_value from_env = e->world;
-    if (m->set && e->nodes.set && strcmp(m->from, e->per_node.from) != 0) {
+    if (f->have_per_node && e->nodes.set) {
         char from[2 * sizeof e->nodes.from + 16];
         snprintf(from, sizeof from, "%s=%u x %s", e->nodes.from, e->nodes.v, m->from);
         memset(&from_env, 0, sizeof from_env);
@@ -279,10 +283,11 @@ static int pick_node(const srv_job_flags *f, const job_env *e, job_value *k, job
     return 0;
 }
 
-static void say_job(const srv_config *c, const char *how)
+/* Said where the environment was read: the flags alone say what they say. */
+static void say_job(const srv_config *c, const job_env *e, const char *how)
 {
     char ranks[1024];
-    if (c->quiet) return;
+    if (c->quiet || !e->name) return;
     srv_format_ranks(c, ranks, sizeof ranks);
     fprintf(stderr, "lf-server: job: %s: serving ranks %s\n", how, ranks);
 }
@@ -293,8 +298,11 @@ static int node_ranks(srv_config *c, const job_value *k, const job_value *m, con
 {
     /* In 64 bits: the 32-bit product could wrap to ranks below the world. */
     if ((uint64_t)k->v * m->v + m->v > w->v) {
+        char world[sizeof w->from + 32];
+        if (strcmp(w->from, "--world") == 0) snprintf(world, sizeof world, "--world %u", w->v);
+        else snprintf(world, sizeof world, "the world, %u (%s)", w->v, w->from);
         fprintf(stderr, "lf-server: node rank %u (%s) x %u ranks per node (%s): ranks past "
-                "the world, %u (%s)\n", k->v, k->from, m->v, m->from, w->v, w->from);
+                "%s\n", k->v, k->from, m->v, m->from, world);
         return -1;
     }
     c->nlocal = m->v;
@@ -303,8 +311,24 @@ static int node_ranks(srv_config *c, const job_value *k, const job_value *m, con
     snprintf(how, sizeof how, "%s%s%snode rank %u (%s), %u ranks per node (%s), world %u (%s)",
              e->name ? "from the environment of " : "", e->name ? e->name : "",
              e->name ? ": " : "", k->v, k->from, m->v, m->from, w->v, w->from);
-    say_job(c, how);
+    say_job(c, e, how);
     return 0;
+}
+
+/* --world alone, and the environment's world is another: the variables
+ * describe another job than this server's (a rank that starts a server of
+ * its own, a shell inside an allocation), so they are set aside, saying
+ * so, and the server serves every rank of --world as without them. */
+static int env_other_job(const srv_config *c, const srv_job_flags *f, const job_env *e)
+{
+    if (!e->name || !f->have_world || f->have_node_rank || f->have_per_node || !e->world.set ||
+        e->world.v == f->world)
+        return 0;
+    if (!c->quiet)
+        fprintf(stderr, "lf-server: job: --world %u, but %s=%u (%s): the environment "
+                "describes another job; not using it (give --node-rank/--ranks-per-node or "
+                "--ranks for a node's share)\n", f->world, e->world.from, e->world.v, e->name);
+    return 1;
 }
 
 int srv_job_resolve(srv_config *c, const srv_job_flags *f)
@@ -312,8 +336,9 @@ int srv_job_resolve(srv_config *c, const srv_job_flags *f)
     job_env e = {0};
     job_value k = {0}, m = {0}, w = {0};
     int flags_only = f->have_world && (f->ranks || (f->have_node_rank && f->have_per_node));
-    int rc = flags_only ? 0 : read_env(&e);
+    int rc = flags_only ? 0 : read_env(&e, f);
     if (rc < 0) return -1;
+    if (!f->ranks && env_other_job(c, f, &e)) memset(&e, 0, sizeof e);
     if (f->ranks) {
         if (parse_ranks(f->ranks, c)) { fprintf(stderr, "lf-server: bad --ranks\n"); return -1; }
         if (f->have_world) set_value(&w, f->world, "--world");
@@ -344,6 +369,6 @@ int srv_job_resolve(srv_config *c, const srv_job_flags *f)
     char how[160];
     snprintf(how, sizeof how, "%s of world %u (%s)", f->ranks ? "--ranks" : "every rank",
              c->world, w.from);
-    say_job(c, how);
+    say_job(c, &e, how);
     return 0;
 }

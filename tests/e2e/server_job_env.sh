@@ -60,9 +60,22 @@ serves all4.txt 0 1 "from the environment of Slurm: node rank 0 (SLURM_NODEID), 
 # in the environment, the trainer's 8 from the flag, the world from both.
 serves all16.txt 8 15 "from the environment of Slurm: node rank 1 (SLURM_NODEID), 8 ranks per node (--ranks-per-node), world 16 (SLURM_NNODES=2 x --ranks-per-node)" \
   -- SLURM_NNODES=2 SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=1 SLURM_NODEID=1 -- --ranks-per-node 8
+# ... also where the step inherits the allocation's count a node (sbatch
+# --ntasks-per-node=8, srun -N2 -n2): the environment's own counts
+# disagree, but the flag replaces the one that does.
+serves all16.txt 8 15 "from the environment of Slurm: node rank 1 (SLURM_NODEID), 8 ranks per node (--ranks-per-node), world 16 (SLURM_NNODES=2 x --ranks-per-node)" \
+  -- SLURM_NNODES=2 SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=8 SLURM_NODEID=1 -- --ranks-per-node 8
 # A flag wins over its variable.
 serves all4.txt 0 1 "from the environment of Slurm: node rank 0 (--node-rank), 2 ranks per node (SLURM_NTASKS_PER_NODE), world 4 (SLURM_NTASKS)" \
   -- "${SL[@]}" SLURM_NODEID=1 SLURM_NTASKS_PER_NODE=2 -- --node-rank 0
+# --world alone, another than the environment's: a server of a rank's own
+# (examples/torch_ddp.py's preload) or a shell in an allocation; the
+# variables are set aside, saying so, and every rank of --world is served.
+env GROUP_RANK=1 LOCAL_WORLD_SIZE=2 WORLD_SIZE=4 "$LF_BIN/lf-server" --data "$WORK/ds" \
+  --print-plan --world 16 >"$WORK/got.txt" 2>"$WORK/err" || fail "--world 16 in torchrun's: $(cat "$WORK/err")"
+grep -qF "lf-server: job: --world 16, but WORLD_SIZE=4 (torchrun): the environment describes another job; not using it" "$WORK/err" &&
+  cmp -s "$WORK/got.txt" "$WORK/all16.txt" || fail "--world 16 in torchrun's: $(cat "$WORK/err")"
+echo "--world 16 with torchrun's WORLD_SIZE=4: every rank of 16 served, the variables set aside, said"
 # torchrun's worker variables come before Slurm's (torchrun under srun).
 serves all4.txt 2 3 "from the environment of torchrun: node rank 1 (GROUP_RANK), 2 ranks per node (LOCAL_WORLD_SIZE), world 4 (WORLD_SIZE)" \
   -- GROUP_RANK=1 LOCAL_WORLD_SIZE=2 WORLD_SIZE=4 "${SL[@]}" SLURM_NODEID=0 SLURM_NTASKS_PER_NODE=2 --
@@ -85,8 +98,8 @@ refuses "SLURM_TASKS_PER_NODE says the nodes run unequal task counts" \
   -- SLURM_NNODES=2 SLURM_NTASKS=3 SLURM_NODEID=0 "SLURM_TASKS_PER_NODE=2,1" --
 refuses "SLURM_DISTRIBUTION does not place the tasks in blocks" \
   -- "${SL[@]}" SLURM_NODEID=0 SLURM_NTASKS_PER_NODE=2 SLURM_DISTRIBUTION=cyclic --
-refuses "--world 8, but SLURM_NTASKS gives 4 (Slurm)" \
-  -- "${SL[@]}" SLURM_NODEID=0 SLURM_NTASKS_PER_NODE=2 -- --world 8
+refuses "--world 12, but SLURM_NNODES=2 x --ranks-per-node gives 8 (Slurm)" \
+  -- "${SL[@]}" SLURM_NODEID=0 SLURM_NTASKS_PER_NODE=2 -- --world 12 --ranks-per-node 4
 refuses "WORLD_SIZE=5 is not a multiple of LOCAL_WORLD_SIZE=2 (torchrun)" \
   -- GROUP_RANK=0 LOCAL_WORLD_SIZE=2 WORLD_SIZE=5 --
 refuses "Open MPI exports no node index" \

@@ -30,9 +30,12 @@
  * another than block; otherwise, and where the nodes hold unequal counts,
  * the server stops and asks for --ranks LIST. Values that disagree (a
  * world that is not nodes x ranks per node, a node rank past the nodes, a
- * --world the environment contradicts) stop it too, naming the variables
- * and flags. Where a launcher's variables were read, start-up prints where
- * each value came from.
+ * --world the environment's node count contradicts) stop it too, naming
+ * the variables and flags. A --world alone with another world than the
+ * environment's belongs to another job than the launcher's (a rank's own
+ * server): the variables are then set aside, saying so. Where a
+ * launcher's variables were read, start-up prints where each value came
+ * from.
  */
 #include "srv.h"
 

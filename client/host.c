@@ -401,7 +401,7 @@ static int map_ring(lf_client *c, uint64_t deadline)
 static int open_control(lf_client *c, const char *endpoint)
 {
     char url[LF_IPC_PATH_MAX + 8];
-    int rc = lf_ipc_endpoint(endpoint, c->path, sizeof c->path);
+    int rc = lf_ipc_endpoint(endpoint, NULL, c->path, sizeof c->path);
     if (rc < 0) return rc;
     /* A directory not there yet is waited for (the server may start
      * later): map_ring checks it once a WELCOME came through it. */
@@ -432,8 +432,11 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
     c->planning_pct = -1;
     int rc = open_control(c, o->endpoint);
     if (rc == 0) rc = send_hello(c);
+    /* A minute by default: the ranks of a job script or launcher may start
+     * well before the node's server (an image to pull, a module to load);
+     * the server binds before it plans and then answers "planning". */
     uint64_t timeout_ns =
-        (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000) * 1000000u;
+        (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 60000) * 1000000u;
     uint64_t deadline = now_ns() + timeout_ns;
     if (rc == 0) rc = await_welcome(c, timeout_ns, &deadline);
     if (rc == 0) rc = map_ring(c, deadline);

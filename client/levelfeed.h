@@ -84,8 +84,10 @@ typedef struct lf_client_options {
     int local_rank;              /* -1: from LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK / ... */
     int device;                  /* for lf_client_use_device; -1: local_rank (else 0) */
     int connect_timeout_ms;      /* how long open waits for the server to answer
-                                    (0: 10 s); a server still planning its
-                                    start-up answers, so it restarts the wait */
+                                    (0: 60 s, for a server not started yet:
+                                    the endpoint is waited for); a server
+                                    still planning its start-up answers, so
+                                    it restarts the wait */
     char *error;                 /* optional: gets the reason when open fails */
     size_t error_size;
 } lf_client_options;

@@ -12,7 +12,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int lf_ipc_endpoint(const char *given, char *path, size_t cap)
+size_t lf_ipc_job(const char *given, char *out, size_t cap)
+{
+    static const char *const vars[] = {"LEVELFEED_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"};
+    const char *j = given;
+    for (size_t k = 0; (!j || !*j) && k < sizeof vars / sizeof vars[0]; k++) {
+        j = getenv(vars[k]);
+        /* torchrun's run id when none was chosen: every job's alike. */
+        if (k == 2 && j && strcmp(j, "none") == 0) j = NULL;
+    }
+    size_t i = 0;
+    for (; j && j[i] && i < LF_IPC_JOB_MAX && i + 1 < cap; i++)
+        out[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+                        j[i]) ? j[i] : '_';
+    if (cap) out[i] = 0;
+    return i;
+}
+
+int lf_ipc_endpoint(const char *given, const char *job, char *path, size_t cap)
 {
     int n;
     if (given && *given) {
@@ -21,11 +38,13 @@ int lf_ipc_endpoint(const char *given, char *path, size_t cap)
         if (*given == 0) return -EINVAL;
         n = snprintf(path, cap, "%s", given);
     } else {
+        char name[LF_IPC_JOB_MAX + 1];
+        const char *dash = lf_ipc_job(job, name, sizeof name) ? "-" : "";
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         if (xdg && *xdg == '/')
-            n = snprintf(path, cap, "%s/levelfeed/ctl", xdg);
+            n = snprintf(path, cap, "%s/levelfeed/ctl%s%s", xdg, dash, name);
         else
-            n = snprintf(path, cap, "/tmp/levelfeed-%u/ctl", (unsigned)getuid());
+            n = snprintf(path, cap, "/tmp/levelfeed-%u/ctl%s%s", (unsigned)getuid(), dash, name);
     }
     if (n < 0 || (size_t)n >= cap || n > LF_IPC_PATH_MAX) return -ENAMETOOLONG;
     return 0;

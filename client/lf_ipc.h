@@ -16,11 +16,21 @@
 
 #define LF_IPC_PATH_MAX 100      /* room for ".lock" inside a 108-byte sun_path */
 
+#define LF_IPC_JOB_MAX 32        /* characters of a job's name kept in paths */
+
+/* The job's name into out (at most LF_IPC_JOB_MAX characters, and cap - 1;
+ * only [A-Za-z0-9._-] kept, others become '_'): `given` when set, else
+ * $LEVELFEED_JOB, $SLURM_JOB_ID, $TORCHELASTIC_RUN_ID (not its placeholder
+ * "none"). Returns its length, 0 when there is no job. */
+size_t lf_ipc_job(const char *given, char *out, size_t cap);
+
 /* Resolves the control endpoint into path (a plain filesystem path):
  * `given` may be "ipc://P", "P", or NULL/"" for the default
- * $XDG_RUNTIME_DIR/levelfeed/ctl, else /tmp/levelfeed-$UID/ctl.
- * Returns 0, or -ENAMETOOLONG, -EINVAL (another transport). */
-int lf_ipc_endpoint(const char *given, char *path, size_t cap);
+ * $XDG_RUNTIME_DIR/levelfeed/ctl-JOB, else /tmp/levelfeed-$UID/ctl-JOB,
+ * JOB being lf_ipc_job(job) (".../ctl" without a job): two jobs of one
+ * user on one node never meet. Returns 0, or -ENAMETOOLONG, -EINVAL
+ * (another transport). */
+int lf_ipc_endpoint(const char *given, const char *job, char *path, size_t cap);
 
 /* Makes sure the directory holding `path` exists (created 0700 when `create`
  * is set; parents must exist), is a real directory (a symbolic link is not

@@ -6,7 +6,7 @@
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
  *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
  *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
- *                [--hang-after K]
+ *                [--hang-after K] [--plan-peers DIR]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *                [--no-digest]   (benchmarks: do not read the tensor bytes)
  *                [--device N]    (benchmarks: the client copies each batch to
@@ -26,6 +26,10 @@
  * as a trainer checkpoints, so a process killed with SIGKILL leaves its last
  * state behind: written to FILE.tmp and renamed over FILE (never a torn
  * file), after --out and --digests are flushed up to that batch.
+ * --plan-peers DIR checks, before the first batch, that every rank's server
+ * plans the same sequence, as lf-train (MPI) and the Python loader
+ * (torch.distributed) do, for ranks that share no process group but a
+ * directory (check_plan_peers).
  * --hang-after K stops after the K-th batch without releasing it, as a stuck
  * trainer would, until the process is killed: fault tests pick the exact
  * batch a client dies at.
@@ -367,9 +371,59 @@ static long read_file(const char *path, void *p, size_t cap)
     return (long)n;
 }
 
+/* Every rank's server must plan the same global sequence: each node's
+ * lf-server plans it alone, and two that differ serve samples twice or
+ * never, silently. Ranks with no process group but a shared directory
+ * all-gather their servers' plan fingerprints through it: each writes
+ * DIR/rank-R ("FINGERPRINT HOST", renamed into place whole), reads every
+ * rank's (waiting up to timeout_ms for them), and all stop before their
+ * first batch when one differs from rank 0's, naming both, with the words
+ * of lf-train and the Python loader. Returns 0 or -1 (printed). */
+static int check_plan_peers(const char *dir, const lf_client *c, int rank, int world,
+                            int timeout_ms)
+{
+    char path[4096], tmp[4104], host[256] = "?", node0[256] = "?", node[256];
+    unsigned long long fp0 = 0, fp = lf_client_plan_id(c);
+    gethostname(host, sizeof host - 1);
+    snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%016llx %s\n", fp, host) < 0 || fclose(f) != 0 || rename(tmp, path)) {
+        fprintf(stderr, "rank-loop %d: --plan-peers: cannot write %s: %s\n", rank, path,
+                strerror(errno));
+        return -1;
+    }
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (int r = 0; r < world; r++) {
+        snprintf(path, sizeof path, "%s/rank-%d", dir, r);
+        unsigned long long got;
+        while (!(f = fopen(path, "r")) && errno == ENOENT && now_ns() < deadline)
+            nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+        int n = f ? fscanf(f, "%llx %255s", &got, node) : 0;
+        if (f) fclose(f);
+        if (n != 2) {
+            fprintf(stderr, "rank-loop %d: --plan-peers: rank %d's fingerprint is not in %s "
+                    "(%s)\n", rank, r, path, f ? "malformed" : "not written in time");
+            return -1;
+        }
+        if (r == 0) {
+            fp0 = got;
+            snprintf(node0, sizeof node0, "%s", node);
+        } else if (got != fp0) {
+            fprintf(stderr, "rank-loop %d: the ranks' servers plan different sequences: rank %d "
+                    "(node %s) has plan fingerprint %016llx, rank 0 (node %s) %016llx; every "
+                    "node's lf-server must get the same dataset and plan flags "
+                    "(docs/MULTINODE.md); stopping before the first batch\n", rank, r, node,
+                    got, node0, fp0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 typedef struct args {
     lf_client_options o;
-    const char *out, *verify, *save, *restore, *digests, *state_file;
+    const char *out, *verify, *save, *restore, *digests, *state_file, *plan_peers;
     lf_tf_image_params image;
     int64_t max_batches, compute_us, save_every, hang_after;
     int no_digest;
@@ -385,6 +439,7 @@ static const char usage_text[] =
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
     "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K]\n"
     "  [--device N]   (batches copied to CUDA device N; lf_next timed, bytes not read)\n"
+    "  [--plan-peers DIR]  (the ranks' plan fingerprints compared through DIR first)\n"
     "  [--help] [--version]\n"
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
@@ -401,6 +456,7 @@ static int set_option(args *a, int c, const char *v)
     case 'R': a->restore = v; return 0;
     case 'd': a->digests = v; return 0;
     case 'f': a->state_file = v; return 0;
+    case 'P': a->plan_peers = v; return 0;
     case 'N': a->no_digest = 1; return 0;
     case 'r': return parse_i64(v, 0, INT32_MAX, &n) ? -1 : (a->o.rank = (int)n, 0);
     case 'w': return parse_i64(v, 1, INT32_MAX, &n) ? -1 : (a->o.world_size = (int)n, 0);
@@ -433,7 +489,7 @@ static int parse(int argc, char **argv, args *a)
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"resize", 1, 0, 'Z'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
-        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"device", 1, 0, 'G'}, {"help", 0, 0, 'h'},
+        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"device", 1, 0, 'G'}, {"plan-peers", 1, 0, 'P'}, {"help", 0, 0, 'h'},
         {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
@@ -455,6 +511,8 @@ static int parse(int argc, char **argv, args *a)
                       : (a->save_every > 0) != (a->state_file != NULL)
                           ? "--save-every and --state-file go together"
                       : a->o.rank < 0 ? "no rank: --rank, or RANK in the environment"
+                      : a->plan_peers && a->o.world_size < 1
+                          ? "--plan-peers needs the world: --world, or WORLD_SIZE"
                       : a->device >= 0 && (a->out || a->verify || a->digests || a->save ||
                                            a->save_every > 0)
                           ? "--device times lf_next only: no --out, --verify, --digests, "
@@ -501,6 +559,12 @@ int main(int argc, char **argv)
         return 1;
     }
     int reported = 0; /* rc's error is said already */
+    if (a.plan_peers &&
+        check_plan_peers(a.plan_peers, c, a.o.rank, a.o.world_size,
+                         a.o.connect_timeout_ms > 0 ? a.o.connect_timeout_ms : 60000) < 0) {
+        rc = -EINVAL;
+        reported = 1;
+    }
     if (a.device >= 0) {
         a.no_digest = 1; /* the bytes are in device memory */
         if ((rc = lf_client_use_device(c, a.device, 0)) < 0) {

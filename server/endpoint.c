@@ -29,9 +29,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-int srv_endpoint_path(const char *endpoint, char *path, size_t cap)
+int srv_endpoint_path(const char *endpoint, const char *job, char *path, size_t cap)
 {
-    int rc = lf_ipc_endpoint(endpoint, path, cap);
+    int rc = lf_ipc_endpoint(endpoint, job, path, cap);
     if (rc < 0)
         fprintf(stderr, "lf-server: endpoint %s: %s\n", endpoint ? endpoint : "(the default)",
                 rc == -ENAMETOOLONG ? "the socket path is too long" : "not an ipc:// path");
@@ -91,9 +91,9 @@ static int open_fd_socket(srv_endpoint *c)
 }
 
 /* Returns 0, -ECANCELED (reported) or -errno (not yet). */
-int srv_endpoint_open(const char *endpoint, srv_endpoint *c)
+int srv_endpoint_open(const char *endpoint, const char *job, srv_endpoint *c)
 {
-    int rc = srv_endpoint_path(endpoint, c->path, sizeof c->path);
+    int rc = srv_endpoint_path(endpoint, job, c->path, sizeof c->path);
     if (rc < 0) return -ECANCELED;
     char why[512];
     if ((rc = lf_ipc_private_dir(c->path, 1, why, sizeof why)) < 0) {

@@ -32,11 +32,17 @@ static void usage(FILE *f)
 "                 [options]\n"
 "Serves the planned batches of the local ranks of a job through shared-memory rings.\n"
 "\n"
-"job:\n"
+"job (a flag left out comes from the launcher's environment: torchrun's GROUP_RANK\n"
+"or NODE_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE; else Open MPI's OMPI_COMM_WORLD_SIZE,\n"
+"_LOCAL_SIZE, and _RANK where the local size is 1; else Slurm's SLURM_NODEID,\n"
+"SLURM_NTASKS_PER_NODE, SLURM_NTASKS, SLURM_NNODES; start-up says which):\n"
 "  --data DIR              dataset directory (shards + manifest)\n"
-"  --world N               ranks in the job\n"
-"  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all)\n"
-"  --node-rank K --ranks-per-node M   local ranks K*M .. K*M+M-1\n"
+"  --world N               ranks in the job (default: the environment's; with\n"
+"                          --ranks-per-node M, M x its node count)\n"
+"  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all, or the node's)\n"
+"  --node-rank K --ranks-per-node M   local ranks K*M .. K*M+M-1 (block placement;\n"
+"                          from the environment only where the launcher places\n"
+"                          ranks so: torchrun, srun unless SLURM_DISTRIBUTION)\n"
 "  --epochs E              epochs to serve, 1..65536 (1); start-up plans each\n"
 "                          once to size the rings, so a longer schedule is\n"
 "                          served by runs started at --epoch E\n"
@@ -72,8 +78,11 @@ static void usage(FILE *f)
 "                          them (skip)\n"
 "control:\n"
 "  --endpoint PATH         ipc://PATH or PATH (default $LEVELFEED_ENDPOINT, as the\n"
-"                          client's, else $XDG_RUNTIME_DIR/levelfeed/ctl, else\n"
-"                          /tmp/levelfeed-$UID/ctl)\n"
+"                          client's, else $XDG_RUNTIME_DIR/levelfeed/ctl-JOB, else\n"
+"                          /tmp/levelfeed-$UID/ctl-JOB; .../ctl without a job)\n"
+"  --job NAME              the job, in the default endpoint (default: $LEVELFEED_JOB,\n"
+"                          $SLURM_JOB_ID, $TORCHELASTIC_RUN_ID, as the client's), so\n"
+"                          two jobs on one node never meet\n"
 "  --heartbeat-ms N        heartbeat interval (1000)\n"
 "  --stall-ms N            a rank whose client holds a batch this long stalls the run:\n"
 "                          named in the log and lf-stat, every rank gets that error\n"
@@ -94,39 +103,9 @@ static int parse_u32(const char *s, uint32_t *out)
     return 0;
 }
 
-/* A rank number at *s, digits only; *s moves past it. */
-static int rank_number(const char **s, uint64_t *out)
-{
-    size_t n = strspn(*s, "0123456789");
-    int rc = n ? parse_u64_head(*s, n, 0, UINT32_MAX, out) : -1;
-    *s += n;
-    return rc;
-}
-
-/* --ranks: a comma-separated list of ranks and ranges A-B. */
-static int parse_ranks(const char *s, srv_config *c)
-{
-    c->nlocal = 0;
-    for (;;) {
-        uint64_t a, b;
-        if (rank_number(&s, &a)) return -1;
-        b = a;
-        if (*s == '-') {
-            s++;
-            if (rank_number(&s, &b) || b < a) return -1;
-        }
-        for (uint64_t r = a; r <= b; r++) {
-            if (c->nlocal == SRV_MAX_RANKS) return -1;
-            c->local[c->nlocal++] = (uint32_t)r;
-        }
-        if (*s == '\0') return 0;
-        if (*s++ != ',') return -1; /* after a comma, another item must follow */
-    }
-}
-
 enum {
     O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
-    O_MICRO, O_ENDPOINT, O_HB, O_STALL, O_PRINT, O_QUIET, O_HELP, O_VERSION,
+    O_MICRO, O_ENDPOINT, O_JOB, O_HB, O_STALL, O_PRINT, O_QUIET, O_HELP, O_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -138,7 +117,7 @@ static const struct option long_opts[] = {
     {"readers", 1, 0, O_READERS}, {"workers", 1, 0, O_WORKERS}, {"io", 1, 0, O_IO},
     {"read-depth", 1, 0, O_DEPTH}, {"slots", 1, 0, O_SLOTS}, {"memory-limit", 1, 0, O_MEM},
     {"on-corrupt", 1, 0, O_CORRUPT}, {"micro-batches", 0, 0, O_MICRO},
-    {"endpoint", 1, 0, O_ENDPOINT}, {"heartbeat-ms", 1, 0, O_HB},
+    {"endpoint", 1, 0, O_ENDPOINT}, {"job", 1, 0, O_JOB}, {"heartbeat-ms", 1, 0, O_HB},
     {"stall-ms", 1, 0, O_STALL},
     {"print-plan", 0, 0, O_PRINT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     {"version", 0, 0, O_VERSION}, PLAN_CLI_OPTIONS, {0, 0, 0, 0},
@@ -155,22 +134,16 @@ static const char *const samplers[] = {"balanced", "naive", "sorted", NULL};
 static const char *const ios[] = {"pread", "uring", NULL};
 static const char *const on_corrupt[] = {"fail", "skip", NULL};
 
-typedef struct parse_state {
-    const char *ranks;
-    uint32_t node_rank, per_node;
-    int have_node;
-} parse_state;
-
-static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
+static int parse_opt(int opt, const char *a, srv_config *c, srv_job_flags *ps)
 {
     lf_plan_params *p = &c->cli.params;
     if (plan_cli_owns(opt)) return plan_cli_set(&c->cli, opt, a);
     switch (opt) {
     case O_DATA: c->data_dir = a; return 0;
-    case O_WORLD: return parse_u32(a, &c->world);
+    case O_WORLD: ps->have_world = 1; return parse_u32(a, &ps->world);
     case O_RANKS: ps->ranks = a; return 0;
-    case O_NODE_RANK: ps->have_node = 1; return parse_u32(a, &ps->node_rank);
-    case O_PER_NODE: ps->have_node = 1; return parse_u32(a, &ps->per_node);
+    case O_NODE_RANK: ps->have_node_rank = 1; return parse_u32(a, &ps->node_rank);
+    case O_PER_NODE: ps->have_per_node = 1; return parse_u32(a, &ps->per_node);
     case O_EPOCHS: return parse_u32(a, &c->epochs);
     case O_SAMPLER: return parse_word(a, samplers, &p->sampler);
     case O_TDTYPE:
@@ -206,6 +179,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, parse_state *ps)
         return 0;
     }
     case O_ENDPOINT: c->endpoint = a; return 0;
+    case O_JOB: c->job = a; return 0;
     case O_HB: return parse_u32(a, &c->heartbeat_ms);
     case O_STALL: return parse_u32(a, &c->stall_ms);
     case O_PRINT: c->print_plan = 1; return 0;
@@ -230,12 +204,12 @@ static int check_last_epoch(const srv_config *c)
 /* The --help text and the refusal in finish_config spell the limit out. */
 _Static_assert(SRV_MAX_EPOCHS == 65536, "--epochs: update the help and the message");
 
-static int finish_config(srv_config *c, parse_state *ps)
+static int finish_config(srv_config *c, srv_job_flags *ps)
 {
     const char *why = NULL;
     if (!c->data_dir) why = "--data is required";
-    else if (c->world == 0 || c->world > 1u << 20) why = "--world N (1..2^20) is required";
-    else if (ps->ranks && ps->have_node) why = "give --ranks or --node-rank/--ranks-per-node";
+    else if (ps->ranks && (ps->have_node_rank || ps->have_per_node))
+        why = "give --ranks or --node-rank/--ranks-per-node";
     else if (c->epochs == 0 || c->epochs > SRV_MAX_EPOCHS)
         why = "--epochs must be 1..65536 (start-up plans every epoch once to size the rings; "
               "serve a longer schedule in runs started at --epoch E)";
@@ -252,37 +226,13 @@ static int finish_config(srv_config *c, parse_state *ps)
     if (why) { fprintf(stderr, "lf-server: %s (see --help)\n", why); return -1; }
     if (check_last_epoch(c)) return -1;
     char path[LF_IPC_PATH_MAX + 1];
-    if (srv_endpoint_path(c->endpoint, path, sizeof path) < 0) return -1;
+    if (srv_endpoint_path(c->endpoint, c->job, path, sizeof path) < 0) return -1;
     if (c->pad_id > lf_tf_token_max(c->token_dtype)) {
         fprintf(stderr, "lf-server: --pad-id %" PRId64 " does not fit --token-dtype %s\n",
                 c->pad_id, lf_dtype_name(c->token_dtype));
         return -1;
     }
-    if (ps->ranks) {
-        if (parse_ranks(ps->ranks, c)) { fprintf(stderr, "lf-server: bad --ranks\n"); return -1; }
-    } else if (ps->have_node) {
-        if (ps->per_node == 0 || ps->per_node > SRV_MAX_RANKS) {
-            fprintf(stderr, "lf-server: --ranks-per-node must be 1..%d\n", SRV_MAX_RANKS);
-            return -1;
-        }
-        /* In 64 bits: the 32-bit product could wrap to ranks below --world. */
-        if ((uint64_t)ps->node_rank * ps->per_node + ps->per_node > c->world) {
-            fprintf(stderr, "lf-server: --node-rank %u --ranks-per-node %u: ranks past --world %u\n",
-                    ps->node_rank, ps->per_node, c->world);
-            return -1;
-        }
-        c->nlocal = ps->per_node;
-        for (uint32_t i = 0; i < ps->per_node; i++) c->local[i] = ps->node_rank * ps->per_node + i;
-    } else {
-        if (c->world > SRV_MAX_RANKS) { fprintf(stderr, "lf-server: give --ranks\n"); return -1; }
-        c->nlocal = c->world;
-        for (uint32_t i = 0; i < c->world; i++) c->local[i] = i;
-    }
-    for (uint32_t i = 0; i < c->nlocal; i++)
-        if (c->local[i] >= c->world || (i && c->local[i] <= c->local[i - 1])) {
-            fprintf(stderr, "lf-server: --ranks: local ranks must be ascending and < --world\n");
-            return -1;
-        }
+    if (srv_job_resolve(c, ps) < 0) return -1;
     c->cli.params.world = c->world;
     c->image.seed = c->cli.params.seed;
     return 0;
@@ -329,7 +279,7 @@ static int parse_args(int argc, char **argv, srv_config *c)
      * PyTorch's NCCL timeout (ten minutes) or gloo's (thirty) anyway, but a
      * rank stopped outside a collective hangs the job for good. */
     c->stall_ms = 1800000;
-    parse_state ps = {0};
+    srv_job_flags ps = {0};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         if (opt == 'h' || opt == O_HELP) { usage(stdout); exit(0); }
@@ -607,28 +557,13 @@ static int prepare(srv *s)
     return rc;
 }
 
-/* The local ranks as a list of ranges ("0-3", "0,2,5-7") into buf. */
-static void format_ranks(const srv_config *c, char *buf, size_t cap)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (uint32_t i = 0; i < c->nlocal && n < cap; i++) {
-        uint32_t j = i;
-        while (j + 1 < c->nlocal && c->local[j + 1] == c->local[j] + 1) j++;
-        int w = j > i ? snprintf(buf + n, cap - n, "%s%u-%u", i ? "," : "", c->local[i], c->local[j])
-                      : snprintf(buf + n, cap - n, "%s%u", i ? "," : "", c->local[i]);
-        n += w > 0 ? (size_t)w : 0;
-        i = j;
-    }
-}
-
 /* Says, before the planning, which plan this node serves to which ranks:
  * every node's server of a job must print the same fingerprint (the
  * trainers compare it too: docs/MULTINODE.md). */
 static void print_fingerprint(const srv *s)
 {
     char ranks[1024];
-    format_ranks(&s->cfg, ranks, sizeof ranks);
+    srv_format_ranks(&s->cfg, ranks, sizeof ranks);
     fprintf(stderr, "lf-server: plan fingerprint %016" PRIx64 " for ranks %s of world %u "
             "(every node of the job must show the same)\n", s->fingerprint, ranks, s->cfg.world);
 }
@@ -639,7 +574,7 @@ static void print_fingerprint(const srv *s)
 static int start(srv *s, srv_endpoint *ep)
 {
     srv_startup u;
-    int rc = srv_endpoint_open(s->cfg.endpoint, ep);
+    int rc = srv_endpoint_open(s->cfg.endpoint, s->cfg.job, ep);
     if (rc < 0 && rc != -ECANCELED)
         fprintf(stderr, "lf-server: cannot serve on %s: %s\n", ep->path, strerror(-rc));
     if (rc < 0) return -ECANCELED;

@@ -58,6 +58,7 @@
 typedef struct srv_config {
     const char *data_dir;
     const char *endpoint;        /* NULL: default */
+    const char *job;             /* --job: names the default endpoint (NULL: from the environment) */
     uint32_t world;
     uint32_t nlocal;             /* local ranks */
     uint32_t local[SRV_MAX_RANKS]; /* their global ranks, ascending */
@@ -298,9 +299,10 @@ typedef struct srv_endpoint {
 } srv_endpoint;
 /* Takes the lock, binds both sockets and opens the signal descriptor (for
  * SIGINT and SIGTERM, which the caller blocks) of --endpoint (NULL: the
- * default). Returns 0, -ECANCELED (reported) or -errno (not yet reported).
- * The descriptors start at -1 (the caller's initialiser). */
-int srv_endpoint_open(const char *endpoint, srv_endpoint *e);
+ * default, named for --job: lf_ipc_endpoint). Returns 0, -ECANCELED
+ * (reported) or -errno (not yet reported). The descriptors start at -1
+ * (the caller's initialiser). */
+int srv_endpoint_open(const char *endpoint, const char *job, srv_endpoint *e);
 /* One request read off the ROUTER: who sent it, and the decoded message
  * (its text points into buf). */
 #define SRV_ID_MAX 256           /* ZeroMQ routing id, bytes */
@@ -320,9 +322,24 @@ void srv_endpoint_send_error(srv_endpoint *e, const unsigned char *id, size_t id
                              const char *text);
 /* Closes what srv_endpoint_open made and removes its sockets and lock. */
 void srv_endpoint_close(srv_endpoint *e);
-/* The socket path of --endpoint (NULL: the default) into path (cap bytes);
- * 0, or <0 with the reason printed (checked at start-up, before planning). */
-int srv_endpoint_path(const char *endpoint, char *path, size_t cap);
+/* The socket path of --endpoint (NULL: the default for --job) into path
+ * (cap bytes); 0, or <0 with the reason printed (checked at start-up,
+ * before planning). */
+int srv_endpoint_path(const char *endpoint, const char *job, char *path, size_t cap);
+
+/* job.c: the local ranks and the world, from the flags, else the launcher's
+ * environment (torchrun, Open MPI, Slurm) */
+typedef struct srv_job_flags {
+    const char *ranks;           /* --ranks LIST; NULL: not given */
+    uint32_t node_rank, per_node, world;
+    int have_node_rank, have_per_node, have_world; /* which of them were given */
+} srv_job_flags;
+/* Sets c->world, c->nlocal and c->local from the flags and, for those not
+ * given, the environment, and says where each came from (unless
+ * c->quiet). Returns 0, or -1 with the reason printed. */
+int srv_job_resolve(srv_config *c, const srv_job_flags *f);
+/* The local ranks as ranges ("0-3", "0,2,5-7") into buf. */
+void srv_format_ranks(const srv_config *c, char *buf, size_t cap);
 
 /* startup.c: the endpoint's answers while the server plans */
 typedef struct srv_startup {

@@ -296,7 +296,9 @@ class Loader:
     """Iterates this rank's batches from the node's lf-server: each `for`
     over it one epoch (batch.epoch says which), as a DataLoader does.
 
-    endpoint    the server's control socket (None: the server's default)
+    endpoint    the server's control socket (None: $LEVELFEED_ENDPOINT, else the
+                default endpoint of this job, named for $LEVELFEED_JOB,
+                $SLURM_JOB_ID or $TORCHELASTIC_RUN_ID as the server names it)
     rank        global rank (None: RANK, else OMPI/PMI/SLURM variables)
     world_size  ranks in the job (None: WORLD_SIZE etc.; the server checks it)
     device      None or "cpu": host tensors (views of the ring); "cuda" or
@@ -359,7 +361,7 @@ class Loader:
             o.rank = _int_in("rank", rank, 0, _INT_MAX)
         if world_size is not None:
             o.world_size = _int_in("world_size", world_size, 1, _INT_MAX)
-        # The C library reads 0 as its default (10 s): None (-1) waits as
+        # The C library reads 0 as its default (60 s): None (-1) waits as
         # long as an int allows (24 days), 0 the least it can (1 ms).
         o.connect_timeout_ms = _INT_MAX if self._timeout_ms < 0 else max(1, self._timeout_ms)
         why = ctypes.create_string_buffer(512)

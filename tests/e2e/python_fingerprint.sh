@@ -112,10 +112,8 @@ ranks() {    # TAG NODE1-SERVER-ARGS...
     RANK_PID[r]=$!
     PIDS+=($!)
   done
-  for r in 0 1; do
-    wait_exit 60 "rank $r" "${RANK_PID[r]}" "$WORK/$tag.r$r.log"
-    RANK_RC[r]=$EXIT_RC
-  done
+  wait_each 60 rank "$WORK/$tag.r%d.log" "${RANK_PID[@]}"
+  RANK_RC=("${RCS[@]}")
   for n in 0 1; do wait_exit 20 "node $n's server" "${NODE_PID[n]}" "$WORK/$tag.node$n.log"; done
 }
 fp_of() { sed -n 's/^lf-server: plan fingerprint \([0-9a-f]*\) .*/\1/p' "$1"; }

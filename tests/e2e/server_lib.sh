@@ -18,6 +18,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/lf-e2e.XXXXXX")
 RT="$WORK/rt"                 # the runtime directory (0700)
 EP="$RT/ctl"                  # the control endpoint
 mkdir -m 700 "$RT"
+# The launcher variables the server and the client read (server/job.c,
+# lf_ipc_job): a test sets those it means, whatever runs the suite.
+unset LEVELFEED_JOB SLURM_JOB_ID SLURM_NODEID SLURM_NTASKS SLURM_NTASKS_PER_NODE \
+  SLURM_TASKS_PER_NODE SLURM_NNODES SLURM_DISTRIBUTION TORCHELASTIC_RUN_ID GROUP_RANK \
+  NODE_RANK LOCAL_WORLD_SIZE WORLD_SIZE OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_SIZE \
+  OMPI_COMM_WORLD_RANK
 SHM_BEFORE=$(ls /dev/shm | sort)
 PIDS=()
 
@@ -95,6 +101,20 @@ wait_exit() {      # SECS WHAT PID [LOG...]
   wait_until "$1" "$2 to end" "${@:4}" -- ended "$3"
   EXIT_RC=0
   wait "$3" || EXIT_RC=$?
+}
+
+# wait_exit for each PID in turn, the i-th named "WHAT i" with its log
+# printf(LOGFMT, i); their exit statuses in RCS.
+wait_each() {      # SECS WHAT LOGFMT PID...
+  local secs=$1 what=$2 fmt=$3 i=0 p log
+  shift 3
+  RCS=()
+  for p in "$@"; do
+    # shellcheck disable=SC2059
+    log=$(printf "$fmt" "$i")
+    wait_exit "$secs" "$what $i" "$p" "$log"
+    RCS[i++]=$EXIT_RC
+  done
 }
 
 # wait_exit, and fails unless PID exited 0, with each LOG in full.

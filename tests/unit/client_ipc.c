@@ -12,22 +12,51 @@
 int main(void)
 {
     char path[LF_IPC_PATH_MAX + 1];
-    ASSERT_EQ(lf_ipc_endpoint("ipc:///tmp/x/ctl", path, sizeof path), 0);
+    ASSERT_EQ(lf_ipc_endpoint("ipc:///tmp/x/ctl", NULL, path, sizeof path), 0);
     ASSERT_STR_EQ(path, "/tmp/x/ctl");
-    ASSERT_EQ(lf_ipc_endpoint("/tmp/y/ctl", path, sizeof path), 0);
+    ASSERT_EQ(lf_ipc_endpoint("/tmp/y/ctl", NULL, path, sizeof path), 0);
     ASSERT_STR_EQ(path, "/tmp/y/ctl");
-    ASSERT_EQ(lf_ipc_endpoint("tcp://127.0.0.1:5555", path, sizeof path), -EINVAL);
-    ASSERT_EQ(lf_ipc_endpoint("ipc://", path, sizeof path), -EINVAL);
+    ASSERT_EQ(lf_ipc_endpoint("tcp://127.0.0.1:5555", NULL, path, sizeof path), -EINVAL);
+    ASSERT_EQ(lf_ipc_endpoint("ipc://", NULL, path, sizeof path), -EINVAL);
     char longp[300];
     memset(longp, 'a', sizeof longp - 1);
     longp[sizeof longp - 1] = 0;
     longp[0] = '/';
-    ASSERT_EQ(lf_ipc_endpoint(longp, path, sizeof path), -ENAMETOOLONG);
+    ASSERT_EQ(lf_ipc_endpoint(longp, NULL, path, sizeof path), -ENAMETOOLONG);
+    unsetenv("LEVELFEED_JOB");
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("TORCHELASTIC_RUN_ID");
     setenv("XDG_RUNTIME_DIR", "/run/user/77", 1);
-    ASSERT_EQ(lf_ipc_endpoint(NULL, path, sizeof path), 0);
+    ASSERT_EQ(lf_ipc_endpoint(NULL, NULL, path, sizeof path), 0);
     ASSERT_STR_EQ(path, "/run/user/77/levelfeed/ctl");
+    /* The job names the default endpoint: two jobs of one user on a node
+     * never meet. --job, else LEVELFEED_JOB, SLURM_JOB_ID, TORCHELASTIC_RUN_ID
+     * (not its "none"); a given endpoint is taken as it is. */
+    static const struct { const char *var, *value, *job, *want; } jobs[] = {
+        {"TORCHELASTIC_RUN_ID", "none", NULL, "ctl"},
+        {"TORCHELASTIC_RUN_ID", "3f2a/x y", NULL, "ctl-3f2a_x_y"},
+        {"SLURM_JOB_ID", "4242", NULL, "ctl-4242"},
+        {"LEVELFEED_JOB", "mine", NULL, "ctl-mine"},
+        {"LEVELFEED_JOB", "mine", "given", "ctl-given"},
+    };
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
+        char want[128];
+        setenv(jobs[i].var, jobs[i].value, 1);
+        snprintf(want, sizeof want, "/run/user/77/levelfeed/%s", jobs[i].want);
+        ASSERT_EQ(lf_ipc_endpoint(NULL, jobs[i].job, path, sizeof path), 0);
+        ASSERT_STR_EQ(path, want);
+    }
+    ASSERT_EQ(lf_ipc_endpoint("/tmp/y/ctl", "given", path, sizeof path), 0);
+    ASSERT_STR_EQ(path, "/tmp/y/ctl");
+    char job[LF_IPC_JOB_MAX + 1];
+    ASSERT_EQ(lf_ipc_job("0123456789012345678901234567890123456789", job, sizeof job),
+              (size_t)LF_IPC_JOB_MAX);
+    unsetenv("LEVELFEED_JOB");
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    ASSERT_EQ(lf_ipc_job(NULL, job, sizeof job), 0u);
     unsetenv("XDG_RUNTIME_DIR");
-    ASSERT_EQ(lf_ipc_endpoint("", path, sizeof path), 0);
+    ASSERT_EQ(lf_ipc_endpoint("", NULL, path, sizeof path), 0);
     ASSERT_TRUE(strncmp(path, "/tmp/levelfeed-", 15) == 0);
 
     /* The directory: created 0700; an existing one open to others refused. */

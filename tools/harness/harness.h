@@ -120,7 +120,7 @@ typedef struct lt_train_opts {
     int timeout_ms;              /* lf_next timeout */
     int64_t pad_id;              /* the server's --pad-id (pack layout) */
     /* Called before a rank ends the job with MPI_Abort (which skips the
-     * caller's clean-up): rank 0 stops the server it started. */
+     * caller's clean-up): a node's first rank stops the server it started. */
     void (*on_abort)(void *arg);
     void *on_abort_arg;
 } lt_train_opts;

@@ -4,10 +4,14 @@
  *   mpirun -np N lf-train --data DIR [--sampler S | --compare] [options] [-- lf-server args]
  *   mpirun -np N lf-train --endpoint EP --sampler S [options]
  *
- * With --data, rank 0 starts one lf-server per sampler run (the sampler,
- * seed, epochs, cost model and pad id come from lf-train's own options, so
- * the plan and the labels cannot disagree) in a private runtime directory,
- * every rank connects to it, and rank 0 reaps it when the plan is done.
+ * With --data, the first rank of each node (MPI's shared-memory split, or
+ * --fake-nodes N consecutive blocks of ranks, to test many nodes on one
+ * machine) starts that node's lf-server per sampler run, serving the
+ * node's ranks (--ranks) of the world (the sampler, seed, epochs, cost
+ * model and pad id come from lf-train's own options, so the plan and the
+ * labels cannot disagree; every node's server plans the same sequence) in
+ * a private runtime directory; the node's ranks connect to it, and the
+ * node's first rank reaps it when the plan is done.
  * With --endpoint the server is the caller's, and --sampler is only a label
  * that must match how that server was started.
  */
@@ -40,6 +44,7 @@ typedef struct opts {
     lt_train_opts t;
     const char *data, *server, *sampler, *report, *trace, *chart, *batches, *tmpdir;
     int compare, calibrate, gradcheck, epochs;
+    int fake_nodes;              /* --fake-nodes N: N nodes of consecutive ranks (0: real) */
     int64_t seed;
     char **server_args;          /* after "--" */
     int nserver_args;
@@ -53,7 +58,11 @@ static void usage(FILE *f)
 "Trains a small causal transformer on batches from lf-server, one rank per process\n"
 "(GPU with --device cuda), and reports per-rank data wait, compute and sync wait.\n\n"
 "data:\n"
-"  --data DIR          start lf-server on DIR for each run (rank 0 spawns it)\n"
+"  --data DIR          start lf-server on DIR for each run (the first rank of each\n"
+"                      node, as MPI's shared-memory split finds the nodes, spawns\n"
+"                      the node's, serving the node's ranks)\n"
+"  --fake-nodes N      tests: split the ranks into N \"nodes\" of consecutive ranks,\n"
+"                      a server each, instead of by shared memory (N divides -np)\n"
 "  --server PATH       the lf-server binary (default: beside lf-train)\n"
 "  --tmpdir DIR        parent of the servers' runtime directories ($TMPDIR or /tmp)\n"
 "  -- ARGS             more lf-server arguments (--budget, --layout, --max-tokens, ...)\n"
@@ -91,7 +100,7 @@ static void usage(FILE *f)
 enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
        O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
        O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_GRADCHECK,
-       O_HELP, O_VERSION };
+       O_FAKE_NODES, O_HELP, O_VERSION };
 
 static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
 {
@@ -143,6 +152,7 @@ static int option(opts *o, int c, const char *a)
     case O_BATCHES: o->batches = a; return 0;
     case O_CALIBRATE: o->calibrate = 1; return 0;
     case O_GRADCHECK: o->gradcheck = 1; return 0;
+    case O_FAKE_NODES: return positive(a, &o->fake_nodes);
     case O_FSTEP: return parse_i64(a, -1, INT64_MAX, &o->t.fault_step);
     case O_FRANK: return int_in(a, -1, INT_MAX, &o->t.fault_rank);
     default: return -1;
@@ -175,7 +185,8 @@ static int parse(int argc, char **argv, opts *o)
         {"chart", 1, 0, O_CHART}, {"batches", 1, 0, O_BATCHES},
         {"calibrate", 0, 0, O_CALIBRATE}, {"fault-step", 1, 0, O_FSTEP},
         {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR},
-        {"gradcheck", 0, 0, O_GRADCHECK}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
+        {"gradcheck", 0, 0, O_GRADCHECK}, {"fake-nodes", 1, 0, O_FAKE_NODES},
+        {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
         {0, 0, 0, 0}};
     *o = (opts){.sampler = "balanced", .epochs = 1};
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
@@ -202,6 +213,7 @@ static int parse(int argc, char **argv, opts *o)
                     : !o->data == !o->t.endpoint ? "give exactly one of --data and --endpoint"
                     : o->compare && !o->data ? "--compare needs --data"
                     : o->nserver_args && !o->data ? "server arguments need --data"
+                    : o->fake_nodes && !o->data ? "--fake-nodes needs --data"
                     : NULL;
     if (err) fprintf(stderr, "lf-train: %s\n", err);
     if (err || output_writable("--report", o->report) || output_writable("--trace", o->trace) ||
@@ -210,7 +222,61 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* ---- the server of one run (rank 0) ------------------------------------- */
+/* ---- the nodes ---------------------------------------------------------- */
+
+/* This rank's node: the ranks that share it, and which node it is. */
+typedef struct node_info {
+    MPI_Comm comm;               /* the node's ranks, in world order */
+    int local, size;             /* this rank's place on the node; the node's ranks */
+    int index, count;            /* the node's number (its first ranks' order); the nodes */
+    char ranks[4096];            /* the node's world ranks, "2,3": its server's --ranks */
+} node_info;
+
+/* The nodes, by shared memory (the ranks that can share it run on one
+ * machine) or by --fake-nodes; the first rank of each numbers them in
+ * world order. Collective. Returns 0 or -1 (rank 0 said why). */
+static int find_node(const opts *o, int rank, int world, node_info *n)
+{
+    if (o->fake_nodes && world % o->fake_nodes) {
+        if (rank == 0)
+            fprintf(stderr, "lf-train: --fake-nodes %d does not divide the %d ranks\n",
+                    o->fake_nodes, world);
+        return -1;
+    }
+    if (o->fake_nodes)
+        MPI_Comm_split(MPI_COMM_WORLD, rank / (world / o->fake_nodes), rank, &n->comm);
+    else
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &n->comm);
+    MPI_Comm_rank(n->comm, &n->local);
+    MPI_Comm_size(n->comm, &n->size);
+    MPI_Comm firsts;
+    MPI_Comm_split(MPI_COMM_WORLD, n->local == 0 ? 0 : MPI_UNDEFINED, rank, &firsts);
+    if (firsts != MPI_COMM_NULL) {
+        MPI_Comm_rank(firsts, &n->index);
+        MPI_Comm_size(firsts, &n->count);
+        MPI_Comm_free(&firsts);
+    }
+    MPI_Bcast(&n->index, 1, MPI_INT, 0, n->comm);
+    MPI_Bcast(&n->count, 1, MPI_INT, 0, n->comm);
+    int *all = malloc((size_t)n->size * sizeof *all), ok = all != NULL;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!ok) {
+        free(all);
+        return -1;
+    }
+    MPI_Allgather(&rank, 1, MPI_INT, all, 1, MPI_INT, n->comm);
+    size_t len = 0;
+    for (int i = 0; i < n->size && len < sizeof n->ranks; i++)
+        len += (size_t)snprintf(n->ranks + len, sizeof n->ranks - len, "%s%d", i ? "," : "",
+                                all[i]);
+    free(all);
+    ok = len < sizeof n->ranks;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!ok && rank == 0) fprintf(stderr, "lf-train: too many ranks on a node for --ranks\n");
+    return ok ? 0 : -1;
+}
+
+/* ---- the server of one run (each node's first rank) --------------------- */
 
 /* What a server killed before its own clean-up leaves in its directory:
  * its sockets, and the lock file it always leaves (see server/README.md). */
@@ -225,7 +291,7 @@ typedef struct server {
                                     starts, so a signal handler can unlink them */
 } server;
 
-/* Rank 0's running server, for on_signal. */
+/* This node's running server (its first rank's), for on_signal. */
 static server *volatile live_server;
 
 static void sleep_ms(long ms)
@@ -303,7 +369,8 @@ static char **server_argv(const opts *o, const char *sampler, const char *const 
     return argv;
 }
 
-static int server_start(const opts *o, const char *sampler, int world, server *s)
+static int server_start(const opts *o, const char *sampler, int world, const char *ranks,
+                        server *s)
 {
     char bin[4096], sw[16], se[16], sseed[32], scost[128], spad[32];
     if (o->server) snprintf(bin, sizeof bin, "%s", o->server);
@@ -327,7 +394,8 @@ static int server_start(const opts *o, const char *sampler, int world, server *s
     snprintf(scost, sizeof scost, "%.17g,%.17g,%.17g,%.17g", o->t.cost[0], o->t.cost[1],
              o->t.cost[2], o->t.cost[3]);
     snprintf(spad, sizeof spad, "%lld", (long long)o->t.pad_id);
-    const char *fixed[] = {bin, "--data", o->data, "--world", sw, "--sampler", sampler,
+    const char *fixed[] = {bin, "--data", o->data, "--world", sw, "--ranks", ranks,
+                           "--sampler", sampler,
                            "--epochs", se, "--seed", sseed, "--cost", scost, "--pad-id", spad,
                            "--endpoint", s->endpoint, "--quiet"};
     char **argv = server_argv(o, sampler, fixed, sizeof fixed / sizeof *fixed);
@@ -365,7 +433,8 @@ static void remove_runtime_dir(const server *s)
 }
 
 /* mpirun ends every rank with SIGTERM when one dies or the job is
- * interrupted: rank 0 takes its server and runtime directory with it, then
+ * interrupted: each node's first rank takes its server and runtime
+ * directory with it, then
  * dies of the signal. Async-signal-safe calls only. */
 static void on_signal(int sig)
 {
@@ -450,7 +519,8 @@ static int write_outputs(const opts *o, const lt_run *run, const lt_summary *s)
     return rc;
 }
 
-/* lt_train_opts.on_abort on rank 0: the server goes, and its directory. */
+/* lt_train_opts.on_abort on a node's first rank: the server goes, and its
+ * directory. */
 static void abort_server(void *arg)
 {
     server_stop(arg, 1);
@@ -458,21 +528,24 @@ static void abort_server(void *arg)
 
 /* One sampler: server up (with --data), train, outputs. Collective. */
 static int run_one(const opts *o, const char *sampler, const char *device, int rank, int world,
-                   lt_summary *s)
+                   const node_info *node, lt_summary *s)
 {
     server srv = {0};
     char endpoint[108] = "", b[4096];
-    int rc = 0;
-    if (o->data && rank == 0) {
+    int rc = 0, first = o->data && node->local == 0; /* this rank starts the node's server */
+    if (first) {
         live_server = &srv; /* before the fork: a signal from then on cleans up */
-        rc = server_start(o, sampler, world, &srv);
+        rc = server_start(o, sampler, world, node->ranks, &srv);
         snprintf(endpoint, sizeof endpoint, "%s", srv.endpoint);
+        if (rc == 0 && node->count > 1)
+            printf("lf-train: node %d of %d (ranks %s): lf-server pid %d on %s\n", node->index,
+                   node->count, node->ranks, (int)srv.pid, endpoint);
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Bcast(endpoint, sizeof endpoint, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(endpoint, sizeof endpoint, MPI_CHAR, 0, node->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* any node's failure */
     lt_train_opts t = o->t;
     if (o->data) t.endpoint = endpoint;
-    if (o->data && rank == 0) {
+    if (first) {
         t.on_abort = abort_server;
         t.on_abort_arg = &srv;
     }
@@ -480,7 +553,7 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
     if (rank == 0) printf("== sampler %s, %d ranks, %s\n", sampler, world, device);
     lt_run run = {.sampler = sampler, .device = device};
     if (rc == 0) rc = lt_train(&t, &run);
-    if (o->data && rank == 0 && server_stop(&srv, rc < 0) < 0) rc = -1;
+    if (first && server_stop(&srv, rc < 0) < 0) rc = -1;
     if (rank == 0 && rc == 0) {
         if ((rc = lt_summarize(&run, s)) < 0)
             fprintf(stderr, "lf-train: %s: %s\n", sampler,
@@ -495,7 +568,7 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
                    s->loss_last);
     }
     free(run.rec);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* rank 0's, a server's */
     return rc;
 }
 
@@ -648,18 +721,20 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (rank == 0) catch_signals();
+    node_info node = {.comm = MPI_COMM_NULL};
+    int rc = find_node(&o, rank, world, &node);
+    if (rc == 0 && node.local == 0) catch_signals();
     char device[256];
     device_name(&o, device, sizeof device);
     lt_summary s[NSAMPLERS] = {{0}};
-    int rc = 0;
-    if (o.compare) {
+    if (rc == 0 && o.compare) {
         for (int i = 0; i < NSAMPLERS && rc == 0; i++)
-            rc = run_one(&o, samplers[i], device, rank, world, &s[i]);
+            rc = run_one(&o, samplers[i], device, rank, world, &node, &s[i]);
         if (rc == 0 && rank == 0) print_table(s);
-    } else {
-        rc = run_one(&o, o.sampler, device, rank, world, &s[0]);
+    } else if (rc == 0) {
+        rc = run_one(&o, o.sampler, device, rank, world, &node, &s[0]);
     }
+    if (node.comm != MPI_COMM_NULL) MPI_Comm_free(&node.comm);
     MPI_Finalize();
     return rc == 0 ? 0 : 1;
 }

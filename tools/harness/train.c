@@ -364,8 +364,7 @@ static int open_client(rank_ctx *x)
     lf_client_options_default(&co);
     co.endpoint = x->o->endpoint;
     co.rank = x->rank;
-    co.world_size = x->world;
-    co.connect_timeout_ms = 20000;
+    co.world_size = x->world; /* the connect timeout the library's: a minute for a late server */
     co.error = why;
     co.error_size = sizeof why;
     int rc = lf_client_open(&co, &x->client);

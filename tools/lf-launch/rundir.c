@@ -57,31 +57,16 @@ int launch_find_server(launch *L)
     return -1;
 }
 
-/* The job's name: --job, else the launcher's job id; only [A-Za-z0-9._-]
- * kept (others become '_'), at most 32 characters. */
-static void job_name(const launch *L, char *out, size_t cap)
-{
-    const char *j = L->job;
-    if (!j || !*j) j = getenv("SLURM_JOB_ID");
-    if (!j || !*j) j = getenv("TORCHELASTIC_RUN_ID");
-    if (!j || !*j) j = "job";
-    size_t i = 0;
-    for (; j[i] && i < 32 && i + 1 < cap; i++)
-        out[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
-                        j[i]) ? j[i] : '_';
-    out[i] = 0;
-}
-
 int launch_make_rundir(launch *L)
 {
     if (L->endpoint_opt) { /* the user's endpoint: theirs to keep, nothing made */
-        int rc = lf_ipc_endpoint(L->endpoint_opt, L->endpoint, sizeof L->endpoint);
+        int rc = lf_ipc_endpoint(L->endpoint_opt, NULL, L->endpoint, sizeof L->endpoint);
         if (rc < 0) fprintf(stderr, "lf-launch: --endpoint %s: %s\n", L->endpoint_opt,
                             rc == -ENAMETOOLONG ? "too long" : "not an ipc:// path");
         return rc < 0 ? -1 : 0;
     }
-    char base[LF_IPC_PATH_MAX + 1], name[33];
-    int rc = lf_ipc_endpoint(NULL, base, sizeof base);
+    char base[LF_IPC_PATH_MAX + 1], name[LF_IPC_JOB_MAX + 1];
+    int rc = lf_ipc_endpoint(NULL, L->job, base, sizeof base);
     if (rc == 0) rc = lf_ipc_private_dir(base, 1, NULL, 0);
     if (rc < 0) {
         fprintf(stderr, "lf-launch: the runtime directory of %s: %s\n", base,
@@ -90,7 +75,7 @@ int launch_make_rundir(launch *L)
         return -1;
     }
     *strrchr(base, '/') = 0; /* the default endpoint's directory */
-    job_name(L, name, sizeof name);
+    if (!lf_ipc_job(L->job, name, sizeof name)) strcpy(name, "job");
     int n = snprintf(L->rundir, sizeof L->rundir, "%s/job-%s.XXXXXX", base, name);
     /* room for "/ctl" and the server's ".lock" after it */
     if (n < 0 || (size_t)n + sizeof "/ctl" > sizeof L->rundir) {

@@ -249,7 +249,7 @@ int main(int argc, char **argv)
         return 2;
     }
     char path[LF_IPC_PATH_MAX + 1], url[LF_IPC_PATH_MAX + 8];
-    if (lf_ipc_endpoint(optind < argc ? argv[optind] : NULL, path, sizeof path) < 0) {
+    if (lf_ipc_endpoint(optind < argc ? argv[optind] : NULL, NULL, path, sizeof path) < 0) {
         fprintf(stderr, "lf-stat: bad endpoint\n");
         return 2;
     }

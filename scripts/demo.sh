@@ -3,8 +3,9 @@
 #   scripts/demo.sh BUILD_DIR
 # 1. lf-shard synth tokens writes the dataset (lognormal lengths, 8..1024);
 #    lf-shard stats shows its length distribution;
-# 2. lf-train --calibrate (naive plan) fits the cost model c(L) = aL + bL^2
-#    + c0 to this model's measured compute;
+# 2. lf-train --calibrate times this model over a spread of lengths and
+#    batch sizes and fits the cost model c(L) = aL + bL^2 + c0 (+ d a
+#    batch) into the cost file BUILD_DIR/demo/model.cost;
 # 3. lf-plan shows what each sampler does with that cost model (no server);
 # 4. mpirun -np 4 lf-train --compare: for balanced, naive and sorted in turn
 #    lf-train starts an lf-server, trains one epoch on 4 ranks (GPU with
@@ -56,20 +57,19 @@ echo "== 1. dataset: 3000 token samples, lognormal lengths (median 64, up to 102
 "$BIN/lf-shard" stats "$OUT/data"
 
 echo
-echo "== 2. the cost model of this model on this machine: lf-train --calibrate (naive plan)"
-mpirun -np "$RANKS" "${TRAIN[@]}" --sampler naive --calibrate | tee "$OUT/calibrate.txt" |
-  grep -E "calibration|R\^2|flags"
-COST=$(sed -n 's/.*lf-server --cost \([^ ]*\).*/\1/p' "$OUT/calibrate.txt")
-[[ -n "$COST" ]] || die "--calibrate gave no cost flags"
+echo "== 2. the cost model of this model on this machine: lf-train --calibrate"
+mpirun -np "$RANKS" "$BIN/lf-train" --calibrate --device "$DEVICE" "${MODEL[@]}" \
+  --cost-file "$OUT/model.cost" | tee "$OUT/calibrate.txt"
+[[ -s "$OUT/model.cost" ]] || die "--calibrate wrote no cost file"
 
 echo
-echo "== 3. the plans (lf-plan --cost $COST)"
-"$BIN/lf-plan" "$OUT/data" --world "$RANKS" --cost "$COST" --samples-per-rank 4 |
+echo "== 3. the plans (lf-plan --cost-file $OUT/model.cost)"
+"$BIN/lf-plan" "$OUT/data" --world "$RANKS" --cost-file "$OUT/model.cost" --samples-per-rank 4 |
   tee "$OUT/plan.txt" | grep -E "^[a-z]+:|max/mean|lf-plan:"
 
 echo
 echo "== 4. mpirun -np $RANKS lf-train --compare --device $DEVICE (one lf-server per sampler)"
-mpirun -np "$RANKS" "${TRAIN[@]}" --compare --cost "$COST" \
+mpirun -np "$RANKS" "${TRAIN[@]}" --compare --cost-file "$OUT/model.cost" \
   --report "$OUT/report.json" --trace "$OUT/trace.json" --chart "$OUT/chart.svg" \
   -- --samples-per-rank 4 | tee "$OUT/compare.txt"
 # naive and sorted take as many samples per step as balanced's mean: lf-server

@@ -6,7 +6,9 @@
  *                parameter check, per-step timings
  *   model_cpu.c  the model on the CPU (plain loops)
  *   model_cuda.cu the same model on a GPU (CUDA=1 builds only)
- *   report.c     report JSON, Chrome trace, SVG chart, calibration
+ *   report.c     report JSON, Chrome trace, SVG chart
+ *   calibrate.c  --calibrate: times the model over a design of lengths,
+ *                fits the cost model, writes the cost file
  */
 #ifndef LF_HARNESS_H
 #define LF_HARNESS_H
@@ -144,7 +146,6 @@ typedef struct lt_record {
     uint64_t tokens;             /* real tokens */
     uint64_t planned_cost;       /* c(L) summed over the batch + d per micro-batch,
                                     saturating at UINT64_MAX (cost model) */
-    double sum_len, sum_len2;    /* sum L, sum L^2 (calibration) */
     uint32_t nsamples;
     uint32_t epoch;
     uint64_t step;
@@ -184,9 +185,32 @@ int lt_summarize(const lt_run *run, lt_summary *s);
 int lt_write_report(const lt_run *run, const lt_summary *s, const char *path);
 int lt_write_trace(const lt_run *run, const char *path);
 int lt_write_chart(const lt_run *run, const char *path);
-/* Least squares t = a*L + b*L^2 + c0 per sample over every rank's step;
- * prints the fit, R^2 and the flags. Returns 0 or -1 (too few points). */
-int lt_calibrate(const lt_run *run);
+/* The compute a fit or a balance figure should see: CPU time where the
+ * model ran on this CPU (immune to other processes sharing the cores),
+ * else wall time (a GPU step's time is the device's). */
+double lt_work_ns(const lt_record *x);
+
+/* ---- calibration (calibrate.c) ------------------------------------------ */
+
+/* Times forward + backward of the batches b[order[i]] in turn on this
+ * rank's model (every rank at once, as in training) into ns[i] (lt_work_ns).
+ * Collective; 0, or -1 on every rank when one failed (said why). */
+int lt_time_batches(const lt_train_opts *o, const lt_batch *b, const uint32_t *order,
+                    size_t norder, double *ns);
+
+#define LT_CALIB_REPEATS_MAX 64
+typedef struct lt_calib_opts {
+    uint32_t min_len, max_len;   /* the design's lengths span these */
+    int repeats;                 /* timings of each design point per rank,
+                                    1..LT_CALIB_REPEATS_MAX */
+    const char *cost_file;       /* written on rank 0, or NULL */
+} lt_calib_opts;
+
+/* --calibrate: times the model over a design of lengths and batch sizes,
+ * fits c = a*L + b*L^2 + c0 per sample + d per batch, prints the fit with
+ * its confidence and the terms it fixed, and writes the cost file.
+ * Collective; 0 or -1 (every rank). */
+int lt_calibrate(const lt_train_opts *o, const lt_calib_opts *c);
 
 #ifdef __cplusplus
 }

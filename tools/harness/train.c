@@ -191,11 +191,8 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r, const char 
      * UINT64_MAX (costs in FLOPs pass 2^64 within a batch). */
     cost_sum cost = 0;
     for (size_t i = 0; i < n; i++) {
-        double L = x->seqs[i].len;
         r->tokens += x->seqs[i].len;
         cost += lf_plan_cost(&x->cost, x->seqs[i].len);
-        r->sum_len += L;
-        r->sum_len2 += L * L;
     }
     if (n) cost += (cost_sum)x->cost.d * (cu ? tok->shape[0] : micro ? micro->shape[0] : 1);
     r->planned_cost = cost > UINT64_MAX ? UINT64_MAX : (uint64_t)cost;
@@ -260,33 +257,49 @@ static int check_params(rank_ctx *x, uint64_t step)
     return bad >= 0 ? -1 : 0;
 }
 
+/* Forward and backward of one batch (none on a rank whose plan ended: zero
+ * gradients), timed into r: wall clock, and on the CPU the thread's CPU
+ * time too. The gradients are left for the all-reduce. 0 or -1 with why. */
+static int compute(rank_ctx *x, const lt_batch *mb, int active, lt_record *r, char *why,
+                   size_t why_size)
+{
+    uint64_t t0 = now_ns();
+    if (x->gpu) {
+        int rc = -1;
+#if LT_CUDA
+        rc = lt_gpu_step(x->gpu, mb, (float)active, why, why_size);
+#endif
+        r->compute_ns = now_ns() - t0;
+        return rc;
+    }
+    (void)why, (void)why_size;
+    size_t n = x->nparams;
+    uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
+    if (active) lt_cpu_step(x->cpu, mb, x->grads);
+    x->grads[n + 2] = (float)active;
+    r->compute_ns = now_ns() - t0;
+    r->compute_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    return 0;
+}
+
 /* Compute, all-reduce and update for one step. Returns the number of ranks
  * that had a batch (0: the run is over), or -1. */
 static int train_step(rank_ctx *x, const lt_batch *mb, int active, lt_record *r)
 {
-    uint64_t t0 = now_ns();
     float extra[LT_EXTRA] = {0};
     size_t n = x->nparams;
     char why[256] = "";
-    int rc = 0;
-    if (x->gpu) {
+    int rc = compute(x, mb, active, r, why, sizeof why);
+    uint64_t t1 = now_ns();
+    if (rc == 0 && x->gpu) {
 #if LT_CUDA
-        rc = lt_gpu_step(x->gpu, mb, (float)active, why, sizeof why);
-        uint64_t t1 = now_ns();
-        r->compute_ns = t1 - t0;
-        if (rc == 0) rc = lt_gpu_allreduce(x->gpu, extra, why, sizeof why);
+        rc = lt_gpu_allreduce(x->gpu, extra, why, sizeof why);
         r->reduce_ns = now_ns() - t1;
         if (rc == 0 && extra[2] > 0)
             rc = lt_gpu_sgd(x->gpu, x->o->lr, x->params, why, sizeof why);
 #endif
-    } else {
-        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
-        if (active) lt_cpu_step(x->cpu, mb, x->grads);
-        x->grads[n + 2] = (float)active;
-        uint64_t t1 = now_ns();
-        r->compute_ns = t1 - t0;
-        r->compute_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    } else if (rc == 0) {
         MPI_Allreduce(MPI_IN_PLACE, x->grads, (int)(n + LT_EXTRA), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
         r->reduce_ns = now_ns() - t1;
@@ -474,6 +487,26 @@ static int all_ok(int ok)
     int all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     return all;
+}
+
+int lt_time_batches(const lt_train_opts *o, const lt_batch *b, const uint32_t *order,
+                    size_t norder, double *ns)
+{
+    rank_ctx x = {.o = o};
+    MPI_Comm_rank(MPI_COMM_WORLD, &x.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &x.world);
+    char why[256] = "";
+    int ok = all_ok(model_open(&x) == 0);
+    /* The same conditions as training: every rank computes at once. */
+    if (ok) MPI_Barrier(MPI_COMM_WORLD);
+    for (size_t i = 0; ok && i < norder; i++) {
+        lt_record r = {0};
+        ok = compute(&x, &b[order[i]], 1, &r, why, sizeof why) == 0;
+        ns[i] = lt_work_ns(&r);
+    }
+    if (!ok && why[0]) fprintf(stderr, "lf-train rank %d: %s\n", x.rank, why);
+    rank_close(&x);
+    return all_ok(ok) ? 0 : -1;
 }
 
 int lt_train(const lt_train_opts *o, lt_run *run)

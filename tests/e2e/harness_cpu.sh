@@ -3,7 +3,9 @@
 #  - 2 ranks, pad layout, a few hundred steps: the loss falls (first vs
 #    last 10% of steps); each rank's batches equal the server's plan
 #    (lf-server --print-plan); the report has exactly the documented keys;
-#    the trace and chart are well formed;
+#    the trace and chart are well formed; the report has the noise floor
+#    (identical work on every rank) and --compare's table and lines set
+#    balanced and naive against it;
 #  - --calibrate (alone) fits with standard errors and R^2, writes a cost
 #    file that lf-plan reads, and refuses a --data run beside it;
 #  - 3 ranks, pack layout, the cost model from --cost-file: the batches
@@ -87,6 +89,13 @@ for s in naive sorted; do
     fail "no word that $s runs without the cap: $(cat "$WORK/compare.out")"
 done
 grep -q "^balanced tokens/s vs naive: " "$WORK/compare.out" || fail "no comparison table"
+for row in "noise floor p50" "noise floor p99" "p50 / floor" "p99 / floor"; do
+  grep -q "^$row  " "$WORK/compare.out" || fail "the table has no '$row' row: $(cat "$WORK/compare.out")"
+done
+for s in balanced naive; do
+  grep -q "^$s: compute max/mean p50 .*; noise floor (every rank the same batch, [0-9]* steps) p50 .*; against the floor p50 " \
+    "$WORK/compare.out" || fail "no noise floor line for $s: $(cat "$WORK/compare.out")"
+done
 echo "2 ranks, --compare --max-tokens: the cap binds balanced only, batches == plans"
 
 # 3. a planted fault must be caught by the parameter check

@@ -159,7 +159,13 @@ struct lt_run {
     int ranks;
     uint64_t steps;
     lt_record *rec;
+    uint64_t floor_steps;
+    lt_record *floor;            /* floor[step * ranks + rank]: identical work on
+                                    every rank (the noise floor), or NULL */
 };
+
+/* A noise-floor step after every so many training steps (train.c). */
+#define LT_FLOOR_EVERY 4
 
 /* The per-step sync wait of rank r: its all-reduce time beyond the
  * fastest rank's at the same step. */
@@ -170,6 +176,9 @@ typedef struct lt_summary {
     double step_p50_ms, step_p99_ms;
     double sync_wait_fraction, data_wait_fraction;
     double imbalance_p50, imbalance_p99;   /* compute max / mean over ranks */
+    double floor_p50, floor_p99;           /* the same over the floor steps, where
+                                              every rank computed the same batch:
+                                              measurement noise alone; 0: none */
     double epoch_imbalance;                /* Σ over every step of the slowest
                                               rank's compute ÷ Σ of the mean; 0:
                                               nothing measured */

@@ -543,6 +543,13 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
                     run.steps ? "out of memory" : "no step was trained (the plan has none)");
         if (rc == 0) rc = write_outputs(o, &run, s);
         if (rc == 0)
+            printf("%s: compute max/mean p50 %.3f p99 %.3f; noise floor (every rank the same "
+                   "batch, %llu steps) p50 %.3f p99 %.3f; against the floor p50 %.3fx p99 %.3fx\n",
+                   sampler, s->imbalance_p50, s->imbalance_p99,
+                   (unsigned long long)run.floor_steps, s->floor_p50,
+                   s->floor_p99, s->floor_p50 > 0 ? s->imbalance_p50 / s->floor_p50 : 0,
+                   s->floor_p99 > 0 ? s->imbalance_p99 / s->floor_p99 : 0);
+        if (rc == 0)
             printf("%s: %llu steps, %.0f tokens/s, step p50 %.2f ms, sync wait %.1f%%, "
                    "data wait %.1f%%, loss %.3f -> %.3f\n", sampler,
                    (unsigned long long)run.steps, s->tokens_per_s, s->step_p50_ms,
@@ -550,6 +557,7 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
                    s->loss_last);
     }
     free(run.rec);
+    free(run.floor);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
 }
@@ -570,6 +578,11 @@ static void print_table(const lt_summary *s)
     ROW("data wait %", ".1f", 100 * s[i].data_wait_fraction);
     ROW("compute max/mean p50", ".3f", s[i].imbalance_p50);
     ROW("compute max/mean p99", ".3f", s[i].imbalance_p99);
+    /* identical work on every rank, after each run: what noise alone gives */
+    ROW("noise floor p50", ".3f", s[i].floor_p50);
+    ROW("noise floor p99", ".3f", s[i].floor_p99);
+    ROW("p50 / floor", ".3f", s[i].floor_p50 > 0 ? s[i].imbalance_p50 / s[i].floor_p50 : 0);
+    ROW("p99 / floor", ".3f", s[i].floor_p99 > 0 ? s[i].imbalance_p99 / s[i].floor_p99 : 0);
     /* every step counted, the last too; 0 is "not measured", not perfect */
 #define ROW_MEASURED(label, expr)                                                 \
     do {                                                                          \

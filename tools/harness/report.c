@@ -53,6 +53,25 @@ static double mean_loss(const lt_run *run, uint64_t from, uint64_t to)
     return to > from ? s / (double)(to - from) : 0;
 }
 
+/* The noise floor: compute max/mean per floor step, p50 and p99. */
+static void noise_floor(const lt_run *run, lt_summary *s)
+{
+    double *imb = malloc((run->floor_steps ? run->floor_steps : 1) * sizeof *imb);
+    size_t n = 0;
+    for (uint64_t i = 0; imb && run->floor && i < run->floor_steps; i++) {
+        double cmax = 0, csum = 0;
+        for (int r = 0; r < run->ranks; r++) {
+            double c = (double)run->floor[(size_t)i * (size_t)run->ranks + (size_t)r].compute_ns;
+            cmax = fmax(cmax, c);
+            csum += c;
+        }
+        if (csum > 0) imb[n++] = cmax / (csum / run->ranks);
+    }
+    s->floor_p50 = percentile(imb, n, 50);
+    s->floor_p99 = percentile(imb, n, 99);
+    free(imb);
+}
+
 int lt_summarize(const lt_run *run, lt_summary *s)
 {
     memset(s, 0, sizeof *s);
@@ -104,6 +123,7 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     s->imbalance_p99 = percentile(imb, nimb, 99);
     s->work_imbalance_p50 = percentile(work, nimb, 50);
     s->epoch_imbalance = sum_mean > 0 ? sum_max / sum_mean : 0;
+    noise_floor(run, s);
     double median = percentile(stok, run->steps, 50);   /* sorts stok */
     if (median > 0) {
         s->tokens_min = stok[0] / median;
@@ -133,7 +153,7 @@ static json_t *measured(double v)
 
 int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
 {
-    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:f, s:f, s:o, s:o, s:o, s:s}",
+    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:f, s:f, s:o, s:o, s:o, s:o, s:s}",
                           "sampler", run->sampler, "ranks", run->ranks,
                           "steps", (json_int_t)run->steps, "tokens_per_s", s->tokens_per_s,
                           "step_ms", pair("p50", s->step_p50_ms, "p99", s->step_p99_ms),
@@ -142,6 +162,9 @@ int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
                           "compute_max_over_mean",
                           pair("p50", s->imbalance_p50, "p99", s->imbalance_p99),
                           "compute_epoch_max_over_mean", measured(s->epoch_imbalance),
+                          "compute_noise_floor",
+                          json_pack("{s:o, s:o}", "p50", measured(s->floor_p50),
+                                    "p99", measured(s->floor_p99)),
                           "step_tokens_to_median",
                           json_pack("{s:o, s:o, s:o}", "min", measured(s->tokens_min),
                                     "p99", measured(s->tokens_p99),

@@ -61,6 +61,8 @@ typedef struct rank_ctx {
     size_t seqs_cap;
     lt_record *rec;              /* this rank's steps */
     size_t nrec, rec_cap;
+    lt_record *floor;            /* its noise-floor steps (floor_step) */
+    size_t nfloor, floor_cap;
     FILE *log;                   /* batch log, or NULL */
 } rank_ctx;
 
@@ -322,6 +324,70 @@ static void abort_job(const rank_ctx *x)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of one field over this rank's steps that had a batch. */
+static uint64_t median_of(const rank_ctx *x, int samples)
+{
+    uint64_t *v = malloc((x->nrec ? x->nrec : 1) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < x->nrec; i++)
+        if (x->rec[i].nsamples) v[k++] = samples ? x->rec[i].nsamples : x->rec[i].tokens;
+    if (k) qsort(v, k, sizeof *v, cmp_u64);
+    uint64_t m = k ? v[k / 2] : 0;
+    free(v);
+    return m;
+}
+
+/* One step of the noise floor, after every LT_FLOOR_EVERY training steps:
+ * every rank computes the same batch, the run's typical one so far (the
+ * largest of the ranks' median sample counts and median tokens, so all
+ * ranks agree), then the gradients' all-reduce as in training; the
+ * parameters are left as they are. Its compute max/mean can only be
+ * measurement noise: what a perfectly balanced plan would measure on this
+ * machine, under the same load, interleaved with the run itself. */
+static int floor_step(rank_ctx *x)
+{
+    if (grow((void **)&x->floor, &x->floor_cap, x->nfloor + 1, sizeof *x->floor) < 0)
+        return -1;
+    lt_record *r = &x->floor[x->nfloor++];
+    memset(r, 0, sizeof *r);
+    uint64_t shape[2] = {median_of(x, 1), median_of(x, 0)};
+    MPI_Allreduce(MPI_IN_PLACE, shape, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    uint64_t n = shape[0] ? shape[0] : 1, len = shape[1] / n > 2 ? shape[1] / n : 2;
+    if (grow((void **)&x->ids, &x->ids_cap, n * len, sizeof *x->ids) < 0 ||
+        grow((void **)&x->seqs, &x->seqs_cap, n, sizeof *x->seqs) < 0)
+        return -1;
+    for (uint64_t i = 0; i < n * len; i++)
+        x->ids[i] = (int32_t)((i * 7919) % (uint64_t)x->o->model.vocab);
+    for (uint64_t i = 0; i < n; i++) x->seqs[i] = (lt_seq){i * len, (uint32_t)len};
+    lt_batch mb = {x->ids, x->seqs, (uint32_t)n};
+    char why[256] = "";
+    if (compute(x, &mb, 1, r, why, sizeof why) < 0) {
+        fprintf(stderr, "lf-train rank %d: %s\n", x->rank, why);
+        return -1;
+    }
+    r->tokens = n * len;
+    r->nsamples = (uint32_t)n;
+    uint64_t t1 = now_ns();
+#if LT_CUDA
+    float extra[LT_EXTRA];
+    if (x->gpu && lt_gpu_allreduce(x->gpu, extra, why, sizeof why) < 0) {
+        fprintf(stderr, "lf-train rank %d: %s\n", x->rank, why);
+        return -1;
+    }
+#endif
+    if (!x->gpu)
+        MPI_Allreduce(MPI_IN_PLACE, x->grads, (int)(x->nparams + LT_EXTRA), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+    r->reduce_ns = now_ns() - t1;
+    return 0;
+}
+
 static int run_steps(rank_ctx *x, uint64_t zero)
 {
     for (uint64_t step = 0;; step++) {
@@ -343,26 +409,25 @@ static int run_steps(rank_ctx *x, uint64_t zero)
         if (x->rank == 0 && x->o->log_every > 0 && step % (uint64_t)x->o->log_every == 0)
             printf("step %5" PRIu64 "  loss %.4f\n", step, r->loss);
         x->nrec++;
+        if (x->nrec % LT_FLOOR_EVERY == 0 && floor_step(x) < 0) abort_job(x);
     }
 }
 
-/* Rank 0 receives every rank's records: run->rec[step * world + rank]. */
-static int gather(rank_ctx *x, lt_run *run)
+/* Rank 0 receives every rank's n records (the same n on every rank):
+ * *out = [step * world + rank] (malloc'ed). */
+static int gather(rank_ctx *x, const lt_record *mine, size_t n, lt_record **out)
 {
-    int bytes = (int)(x->nrec * sizeof(lt_record));
-    lt_record *all = x->rank == 0 ? malloc((x->nrec ? x->nrec : 1) * (size_t)x->world *
-                                           sizeof *all) : NULL;
-    lt_record *byrank = x->rank == 0 ? malloc((x->nrec ? x->nrec : 1) * (size_t)x->world *
-                                              sizeof *all) : NULL;
+    int bytes = (int)(n * sizeof(lt_record));
+    size_t all_n = (n ? n : 1) * (size_t)x->world;
+    lt_record *all = x->rank == 0 ? malloc(all_n * sizeof *all) : NULL;
+    lt_record *byrank = x->rank == 0 ? malloc(all_n * sizeof *all) : NULL;
     int ok = x->rank != 0 || (all && byrank);
-    MPI_Gather(x->rec, bytes, MPI_BYTE, byrank, ok ? bytes : 0, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Gather(mine, bytes, MPI_BYTE, byrank, ok ? bytes : 0, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (x->rank == 0 && ok) {
-        for (size_t s = 0; s < x->nrec; s++)
+        for (size_t s = 0; s < n; s++)
             for (int r = 0; r < x->world; r++)
-                all[s * (size_t)x->world + (size_t)r] = byrank[(size_t)r * x->nrec + s];
-        run->rec = all;
-        run->steps = x->nrec;
-        run->ranks = x->world;
+                all[s * (size_t)x->world + (size_t)r] = byrank[(size_t)r * n + s];
+        *out = all;
         all = NULL;
     }
     free(all);
@@ -479,6 +544,7 @@ static void rank_close(rank_ctx *x)
     free(x->ids);
     free(x->seqs);
     free(x->rec);
+    free(x->floor);
 }
 
 /* All ranks agree on whether every rank succeeded. */
@@ -527,7 +593,11 @@ int lt_train(const lt_train_opts *o, lt_run *run)
     if (all_ok(ok) && check_plan(&x) == 0) {
         MPI_Barrier(MPI_COMM_WORLD);
         rc = run_steps(&x, now_ns());
-        if (rc == 0) rc = gather(&x, run);
+        if (rc == 0) rc = gather(&x, x.rec, x.nrec, &run->rec);
+        if (rc == 0) rc = gather(&x, x.floor, x.nfloor, &run->floor);
+        run->steps = x.nrec;
+        run->floor_steps = x.nfloor;
+        run->ranks = x.world;
     }
     rank_close(&x);
     return all_ok(rc == 0) ? 0 : -1;

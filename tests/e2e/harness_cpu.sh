@@ -15,6 +15,9 @@
 #    longest): the batches equal the plan too;
 #  - 2 ranks, --compare with --max-tokens: balanced is served with the cap,
 #    the baselines without it (their servers refuse caps), each == its plan;
+#  - 8 ranks, --device sim (compute asleep for a hidden cost): the batches
+#    equal the plan, the report says sim, every compute slice lasts at
+#    least its hidden cost;
 #  - a planted fault (one rank's parameter nudged after step 10) must fail
 #    the run with the cross-rank parameter check's message;
 #  - without a GPU, --device cuda is refused with a reason;
@@ -97,6 +100,25 @@ for s in balanced naive; do
     "$WORK/compare.out" || fail "no noise floor line for $s: $(cat "$WORK/compare.out")"
 done
 echo "2 ranks, --compare --max-tokens: the cap binds balanced only, batches == plans"
+
+# 2d. --device sim: 8 ranks on the 2 cores, each rank's compute asleep for
+# the hidden cost (here 20 us a token, no jitter: a sleep never ends early,
+# so every compute slice lasts at least its tokens' cost; a bound from
+# below that load cannot break)
+train sim 8 --device sim --sim-cost 20000,0,0,0 --sim-jitter 0 --batches "$WORK/sim" \
+  --report "$WORK/sim.json" --trace "$WORK/simtrace.json" -- --samples-per-rank 2 ||
+  { cat "$WORK/sim.out" >&2; fail "lf-train --device sim (8 ranks) failed"; }
+check_plan sim 8 balanced --samples-per-rank 2
+check_report "$WORK/sim.json" "$WORK/simtrace.json" 8 sim
+/usr/bin/python3 - "$WORK/sim.json" "$WORK/simtrace.json" <<'PY' || fail "--device sim: $(cat "$WORK/sim.out")"
+import json, sys
+assert json.load(open(sys.argv[1]))["device"] == "sim"
+ev = [e for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("name") == "compute"]
+short = [e for e in ev if e["dur"] * 1000 < 20000 * e["args"]["tokens"] * (1 - 1e-6)]
+assert ev and not short, short[:3]
+print(f"sim: {len(ev)} compute slices, each at least 20 us a token")
+PY
+echo "8 ranks, --device sim: batches == plan, compute asleep for the hidden cost"
 
 # 3. a planted fault must be caught by the parameter check
 if train fault 2 --sampler naive --fault-step 10 --fault-rank 1 -- --samples-per-rank 1; then

@@ -112,6 +112,11 @@ typedef struct lt_run lt_run;
 typedef struct lt_train_opts {
     lt_config model;
     int cuda;                    /* 0: CPU model + MPI_Allreduce, 1: GPU + NCCL */
+    int sim;                     /* 1: a simulated accelerator: compute sleeps for
+                                    sim_cost's time, the model does nothing */
+    double sim_cost[4];          /* the hidden truth, ns: a per token, b per
+                                    token^2, c0 per sample, d per batch */
+    double sim_jitter;           /* relative standard deviation of a sim step */
     float lr;                    /* SGD learning rate */
     int log_every;               /* rank 0 prints the loss every N steps (0: never) */
     const char *endpoint;        /* the lf-server to take batches from */

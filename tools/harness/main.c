@@ -72,7 +72,13 @@ static void usage(FILE *f)
 "  --cost-file F       the same from a cost file (as lf-plan, lf-server)\n"
 "  --pad-id N          padding id, as lf-server's (0)\n"
 "model and training:\n"
-"  --device cpu|cuda   (cpu)\n"
+"  --device cpu|cuda|sim   (cpu); sim: a simulated accelerator, so many ranks share\n"
+"                      few cores: a rank's compute sleeps for the time a hidden\n"
+"                      cost gives (--sim-cost; the planner is not told it) plus\n"
+"                      jitter, and the model does nothing (the loss stays 0)\n"
+"  --sim-cost A,B,C0,D the hidden cost in ns: per token, token^2, sample, batch\n"
+"                      (10000,20,50000,100000)\n"
+"  --sim-jitter X      relative standard deviation of a sim step (0.03)\n"
 "  --vocab N --dim N --hidden N --window N   model size (512, 32, 64, 1024);\n"
 "                      token ids are taken modulo --vocab, attention spans --window\n"
 "  --lr X              SGD learning rate (0.5)\n"
@@ -103,7 +109,7 @@ static void usage(FILE *f)
 enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
        O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
        O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_GRADCHECK,
-       O_COSTFILE, O_CLENGTHS, O_CREPEATS, O_HELP, O_VERSION };
+       O_COSTFILE, O_CLENGTHS, O_CREPEATS, O_SIMCOST, O_SIMJITTER, O_HELP, O_VERSION };
 
 static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
 {
@@ -155,7 +161,10 @@ static int option(opts *o, int c, const char *a)
     case O_PADID: return parse_i64(a, 0, INT64_MAX, &o->t.pad_id);
     case O_DEVICE:
         o->t.cuda = strcmp(a, "cuda") == 0;
-        return o->t.cuda || strcmp(a, "cpu") == 0 ? 0 : -1;
+        o->t.sim = strcmp(a, "sim") == 0;
+        return o->t.cuda || o->t.sim || strcmp(a, "cpu") == 0 ? 0 : -1;
+    case O_SIMCOST: return parse_doubles(a, 4, 0, 1e12, o->t.sim_cost);
+    case O_SIMJITTER: return parse_double(a, 0, 1, &o->t.sim_jitter);
     case O_VOCAB: return positive(a, &m->vocab);
     case O_DIM: return positive(a, &m->dim);
     case O_HIDDEN: return positive(a, &m->hidden);
@@ -223,12 +232,14 @@ static int parse(int argc, char **argv, opts *o)
         {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR},
         {"gradcheck", 0, 0, O_GRADCHECK}, {"cost-file", 1, 0, O_COSTFILE},
         {"calibrate-lengths", 1, 0, O_CLENGTHS}, {"calibrate-repeats", 1, 0, O_CREPEATS},
+        {"sim-cost", 1, 0, O_SIMCOST}, {"sim-jitter", 1, 0, O_SIMJITTER},
         {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
         {0, 0, 0, 0}};
     *o = (opts){.sampler = "balanced", .epochs = 1, .calib = {.min_len = 16, .repeats = 9}};
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
                            .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
-                           .cost = {16, 16.0 / (12.0 * 4096), 0, 0}};
+                           .cost = {16, 16.0 / (12.0 * 4096), 0, 0},
+                           .sim_cost = {10000, 20, 50000, 100000}, .sim_jitter = 0.03};
     int c, at = -1;
     while ((c = getopt_long(argc, argv, "", lo, &at)) != -1) {
         if (c == O_HELP) return 1;
@@ -609,7 +620,7 @@ static void print_table(const lt_summary *s)
 
 static void device_name(const opts *o, char *buf, size_t size)
 {
-    snprintf(buf, size, "cpu");
+    snprintf(buf, size, o->t.sim ? "sim" : "cpu");
 #if LT_CUDA
     if (o->t.cuda && lt_gpu_name(0, buf, size) < 0) snprintf(buf, size, "cuda");
 #else

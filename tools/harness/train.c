@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,7 @@ typedef struct rank_ctx {
     lt_record *floor;            /* its noise-floor steps (floor_step) */
     size_t nfloor, floor_cap;
     FILE *log;                   /* batch log, or NULL */
+    uint64_t sim_rng;            /* --device sim: this rank's jitter stream */
 } rank_ctx;
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -262,10 +264,46 @@ static int check_params(rank_ctx *x, uint64_t step)
 /* Forward and backward of one batch (none on a rank whose plan ended: zero
  * gradients), timed into r: wall clock, and on the CPU the thread's CPU
  * time too. The gradients are left for the all-reduce. 0 or -1 with why. */
+/* A standard normal draw (Box-Muller) from the rank's own stream. */
+static double normal(uint64_t *s)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *s = *s * 6364136223846793005u + 1442695040888963407u;
+        u[i] = ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* --device sim: the step's time under the hidden cost (which the planner is
+ * not told), with multiplicative jitter, spent asleep so that many ranks
+ * share a few cores without taking each other's time. */
+static void sim_compute(rank_ctx *x, const lt_batch *mb, int active)
+{
+    const double *c = x->o->sim_cost;
+    double ns = 0;
+    for (uint32_t i = 0; active && i < mb->nseqs; i++) {
+        double L = mb->seqs[i].len;
+        ns += c[0] * L + c[1] * L * L + c[2];
+    }
+    if (active) ns += c[3];
+    ns *= fmax(0, 1 + x->o->sim_jitter * normal(&x->sim_rng));
+    struct timespec t = {(time_t)(ns / 1e9), (long)fmod(ns, 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR) {}
+}
+
 static int compute(rank_ctx *x, const lt_batch *mb, int active, lt_record *r, char *why,
                    size_t why_size)
 {
     uint64_t t0 = now_ns();
+    if (x->o->sim) {
+        size_t n = x->nparams;
+        memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
+        sim_compute(x, mb, active);
+        x->grads[n + 2] = (float)active;
+        r->compute_ns = now_ns() - t0;
+        return 0;
+    }
     if (x->gpu) {
         int rc = -1;
 #if LT_CUDA
@@ -492,6 +530,7 @@ static int check_plan(rank_ctx *x)
 
 static int model_open(rank_ctx *x)
 {
+    x->sim_rng = 0x9E3779B97F4A7C15u * (uint64_t)(x->rank + 1);
     x->nparams = lt_param_count(&x->o->model);
     /* MPI_Allreduce counts in int. */
     if (x->nparams > (size_t)INT_MAX - LT_EXTRA) {

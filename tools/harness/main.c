@@ -553,7 +553,11 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
             fprintf(stderr, "lf-train: %s: %s\n", sampler,
                     run.steps ? "out of memory" : "no step was trained (the plan has none)");
         if (rc == 0) rc = write_outputs(o, &run, s);
-        if (rc == 0)
+        if (rc == 0 && s->floor_p50 == 0)
+            printf("%s: compute max/mean p50 %.3f p99 %.3f; noise floor not measured (fewer "
+                   "than %d steps)\n", sampler, s->imbalance_p50, s->imbalance_p99,
+                   LT_FLOOR_EVERY);
+        else if (rc == 0)
             printf("%s: compute max/mean p50 %.3f p99 %.3f; noise floor (every rank the same "
                    "batch, %llu steps) p50 %.3f p99 %.3f; against the floor p50 %.3fx p99 %.3fx\n",
                    sampler, s->imbalance_p50, s->imbalance_p99,
@@ -589,11 +593,6 @@ static void print_table(const lt_summary *s)
     ROW("data wait %", ".1f", 100 * s[i].data_wait_fraction);
     ROW("compute max/mean p50", ".3f", s[i].imbalance_p50);
     ROW("compute max/mean p99", ".3f", s[i].imbalance_p99);
-    /* identical work on every rank, after each run: what noise alone gives */
-    ROW("noise floor p50", ".3f", s[i].floor_p50);
-    ROW("noise floor p99", ".3f", s[i].floor_p99);
-    ROW("p50 / floor", ".3f", s[i].floor_p50 > 0 ? s[i].imbalance_p50 / s[i].floor_p50 : 0);
-    ROW("p99 / floor", ".3f", s[i].floor_p99 > 0 ? s[i].imbalance_p99 / s[i].floor_p99 : 0);
     /* every step counted, the last too; 0 is "not measured", not perfect */
 #define ROW_MEASURED(label, expr)                                                 \
     do {                                                                          \
@@ -603,6 +602,11 @@ static void print_table(const lt_summary *s)
             else printf(" %12s", "not measured");                                 \
         printf("\n");                                                             \
     } while (0)
+    /* identical work on every rank, interleaved: what noise alone gives */
+    ROW_MEASURED("noise floor p50", s[i].floor_p50);
+    ROW_MEASURED("noise floor p99", s[i].floor_p99);
+    ROW_MEASURED("p50 / floor", s[i].floor_p50 > 0 ? s[i].imbalance_p50 / s[i].floor_p50 : 0);
+    ROW_MEASURED("p99 / floor", s[i].floor_p99 > 0 ? s[i].imbalance_p99 / s[i].floor_p99 : 0);
     ROW_MEASURED("compute epoch max/mean", s[i].epoch_imbalance);
     ROW_MEASURED("step tokens min/median", s[i].tokens_min);
     ROW_MEASURED("step tokens max/median", s[i].tokens_max);

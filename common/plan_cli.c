@@ -2,6 +2,7 @@
  * plan_cli.c — the plan's command-line options (see plan_cli.h).
  */
 #include "plan_cli.h"
+#include "cost_file.h"
 #include "parse_num.h"
 
 #include <float.h>
@@ -17,6 +18,8 @@ const char plan_cli_help[] =
     "                       cost field); b/a = 1/(12*hidden)\n"
     "  --hidden H           model width for text/frames (default 4096)\n"
     "  --cost a,b,c0,d      user coefficients instead of a preset\n"
+    "  --cost-file F        the same from a cost file (lf-train --calibrate,\n"
+    "                       levelfeed.calibrate(); format: balancer/README.md)\n"
     "Plan:\n"
     "  --seed S, --epoch E  plan seed and first epoch (default 0, 0)\n"
     "  --budget C           balanced: global cost per step (default:\n"
@@ -109,6 +112,9 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
                        lf_plan_cost_set(&m, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                    ? -1 : 0;
     }
+    case PLAN_CLI_COSTFILE:
+        c->user_cost = 1;
+        return cost_file_read(a, c->coef, c->why, sizeof c->why);
     case PLAN_CLI_SEED: return parse_u64(a, 0, UINT64_MAX, &p->seed);
     case PLAN_CLI_EPOCH: return parse_u32(a, 0, UINT32_MAX, &p->epoch);
     case PLAN_CLI_LAYOUT: return parse_word(a, layouts, &p->layout);

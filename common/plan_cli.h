@@ -24,7 +24,7 @@ typedef struct plan_cli {
     lf_plan_params params;       /* world and sampler are set by the program */
     int preset;                  /* LF_PLAN_PRESET_*, -1: from the dataset's cost field */
     uint32_t hidden;             /* model width for the text/frames presets */
-    int user_cost;               /* --cost given: coef holds a, b, c0, d */
+    int user_cost;               /* --cost or --cost-file given: coef holds a, b, c0, d */
     double coef[4];
     uint32_t samples_per_rank;   /* sets the default budget and baselines' batch */
     char why[160];               /* plan_cli_finish's refusal in words ("": none) */
@@ -39,7 +39,7 @@ enum {
     PLAN_CLI_LOOKAHEAD, PLAN_CLI_MAXDEFER, PLAN_CLI_LOCALITY, PLAN_CLI_OUTLIER,
     PLAN_CLI_OCOST, PLAN_CLI_OGROUP, PLAN_CLI_PRESET, PLAN_CLI_HIDDEN, PLAN_CLI_COST,
     PLAN_CLI_SEED, PLAN_CLI_EPOCH, PLAN_CLI_LAYOUT, PLAN_CLI_SEQLEN, PLAN_CLI_MICROPAD,
-    PLAN_CLI_MICROOVH, PLAN_CLI_STEPBOUND, PLAN_CLI_END,
+    PLAN_CLI_MICROOVH, PLAN_CLI_STEPBOUND, PLAN_CLI_COSTFILE, PLAN_CLI_END,
 };
 
 /* getopt_long entries for the codes above (all take a value). */
@@ -55,7 +55,8 @@ enum {
     {"seed", 1, 0, PLAN_CLI_SEED}, {"epoch", 1, 0, PLAN_CLI_EPOCH},                 \
     {"layout", 1, 0, PLAN_CLI_LAYOUT}, {"seq-len", 1, 0, PLAN_CLI_SEQLEN},          \
     {"micro-max-padded", 1, 0, PLAN_CLI_MICROPAD},                                  \
-    {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}, {"step-bound", 1, 0, PLAN_CLI_STEPBOUND}
+    {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}, {"step-bound", 1, 0, PLAN_CLI_STEPBOUND}, \
+    {"cost-file", 1, 0, PLAN_CLI_COSTFILE}
 
 /* The --help lines for these options. */
 extern const char plan_cli_help[];
@@ -66,7 +67,8 @@ void plan_cli_init(plan_cli *c);
 int plan_cli_owns(int code);
 
 /* Applies option `code` with its value. Returns 0, or -1 when the value is
- * out of range or not one of the option's words. */
+ * out of range or not one of the option's words; for --cost-file, why then
+ * says which line of the file and what is wrong. */
 int plan_cli_set(plan_cli *c, int code, const char *value);
 
 /* The cost preset a dataset's cost field calls for (tokens: text, frames,

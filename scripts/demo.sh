@@ -3,14 +3,22 @@
 #   scripts/demo.sh BUILD_DIR
 # 1. lf-shard synth tokens writes the dataset (lognormal lengths, 8..1024);
 #    lf-shard stats shows its length distribution;
-# 2. lf-train --calibrate (naive plan) fits the cost model c(L) = aL + bL^2
-#    + c0 to this model's measured compute;
+# 2. lf-train --calibrate times this model over a spread of lengths and
+#    batch sizes and fits the cost model c(L) = aL + bL^2 + c0 (+ d a
+#    batch) into the cost file BUILD_DIR/demo/model.cost;
 # 3. lf-plan shows what each sampler does with that cost model (no server);
 # 4. mpirun -np 4 lf-train --compare: for balanced, naive and sorted in turn
 #    lf-train starts an lf-server, trains one epoch on 4 ranks (GPU with
 #    NCCL, one rank per GPU, when nvidia-smi sees 2 or more and lf-train has
 #    CUDA, else the CPU model with MPI_Allreduce), and prints one table;
-# 5. the reports, traces (open in https://ui.perfetto.dev) and SVG charts
+#    On the CPU one rank per core (at most 4): more would share cores and
+#    measure the scheduler, not the plan;
+# 5. lf-train --device sim --compare at 8 and 64 ranks: each rank's compute
+#    sleeps for a hidden ground-truth cost (lf-train's --sim-cost default,
+#    which the planner is not told: it plans with step 2's cost file), so
+#    many ranks share the cores and the planner's real prediction error
+#    shows, each run against its own noise floor;
+# 6. the reports, traces (open in https://ui.perfetto.dev) and SVG charts
 #    stay in BUILD_DIR/demo; nothing else is left (checked).
 set -euo pipefail
 
@@ -36,6 +44,9 @@ trap 'rm -rf "$OUT/tmp"' EXIT
 
 DEVICE=cpu
 MODEL=(--vocab 64 --dim 16 --hidden 32)
+CORES=$(nproc)
+RANKS=$((CORES < RANKS ? CORES : RANKS))   # the CPU model: one rank per core
+[[ $RANKS -ge 2 ]] || RANKS=2
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [[ ${GPUS:-0} -gt 0 && $("$BIN/lf-train" --help) == *"this build: CPU and CUDA"* ]]; then
   if [[ $GPUS -ge 2 ]]; then
@@ -56,27 +67,42 @@ echo "== 1. dataset: 3000 token samples, lognormal lengths (median 64, up to 102
 "$BIN/lf-shard" stats "$OUT/data"
 
 echo
-echo "== 2. the cost model of this model on this machine: lf-train --calibrate (naive plan)"
-mpirun -np "$RANKS" "${TRAIN[@]}" --sampler naive --calibrate | tee "$OUT/calibrate.txt" |
-  grep -E "calibration|R\^2|flags"
-COST=$(sed -n 's/.*lf-server --cost \([^ ]*\).*/\1/p' "$OUT/calibrate.txt")
-[[ -n "$COST" ]] || die "--calibrate gave no cost flags"
+echo "== 2. the cost model of this model on this machine: lf-train --calibrate"
+mpirun -np "$RANKS" "$BIN/lf-train" --calibrate --device "$DEVICE" "${MODEL[@]}" \
+  --cost-file "$OUT/model.cost" | tee "$OUT/calibrate.txt"
+[[ -s "$OUT/model.cost" ]] || die "--calibrate wrote no cost file"
 
 echo
-echo "== 3. the plans (lf-plan --cost $COST)"
-"$BIN/lf-plan" "$OUT/data" --world "$RANKS" --cost "$COST" --samples-per-rank 4 |
+echo "== 3. the plans (lf-plan --cost-file $OUT/model.cost)"
+"$BIN/lf-plan" "$OUT/data" --world "$RANKS" --cost-file "$OUT/model.cost" --samples-per-rank 4 |
   tee "$OUT/plan.txt" | grep -E "^[a-z]+:|max/mean|lf-plan:"
 
 echo
 echo "== 4. mpirun -np $RANKS lf-train --compare --device $DEVICE (one lf-server per sampler)"
-mpirun -np "$RANKS" "${TRAIN[@]}" --compare --cost "$COST" \
+mpirun -np "$RANKS" "${TRAIN[@]}" --compare --cost-file "$OUT/model.cost" \
   --report "$OUT/report.json" --trace "$OUT/trace.json" --chart "$OUT/chart.svg" \
   -- --samples-per-rank 4 | tee "$OUT/compare.txt"
 # naive and sorted take as many samples per step as balanced's mean: lf-server
 # and lf-plan derive that default the same way (common/plan_cli.c).
 
 echo
-echo "== 5. outputs in $OUT"
+echo "== 5. --device sim: compute asleep for a hidden cost, the planner told step 2's"
+"$BIN/lf-shard" synth tokens --out "$OUT/data12k" --samples 12000 --seed 11 --vocab 64 \
+  --len-median 64 --len-max 1024 --len-min 8 --threads 2 >/dev/null
+for np in 8 64; do
+  data=$OUT/data; spr=4
+  [[ $np -eq 64 ]] && { data=$OUT/data12k; spr=1; }
+  echo "-- $np ranks on $CORES cores ($data, --samples-per-rank $spr)"
+  mpirun -np "$np" "$BIN/lf-train" --data "$data" --device sim --vocab 64 --dim 8 --hidden 8 \
+    --log-every 0 --tmpdir "$OUT/tmp" --compare --cost-file "$OUT/model.cost" \
+    --report "$OUT/report.sim$np.json" -- --samples-per-rank "$spr" >"$OUT/sim$np.txt"
+  grep -E "^ +balanced|max/mean|floor|^step ms" "$OUT/sim$np.txt"
+done
+echo "(one run each: compare balanced and naive with their noise floors, not with" \
+     "another run's)"
+
+echo
+echo "== 6. outputs in $OUT"
 for s in balanced naive sorted; do
   echo "  $s: report $OUT/report.$s.json  trace $OUT/trace.$s.json  chart $OUT/chart.$s.svg"
 done

@@ -103,10 +103,12 @@ phase_train() {
   d=$(mktemp -d)
   "$kit/build/bin/lf-shard" synth tokens --out "$d/ds" --samples 3000 --seed 11 --vocab 4096 \
     --len-median 64 --len-max 1024 --len-min 8 --threads 8 >/dev/null || return 1
-  local train=(mpirun -np 1 "$kit/build/bin/lf-train" --data "$d/ds" --device cuda --vocab 4096
-               --dim 256 --hidden 1024 --window 1024 --log-every 0 --tmpdir "$d")
+  local model=(--device cuda --vocab 4096 --dim 256 --hidden 1024 --window 1024)
+  local train=(mpirun -np 1 "$kit/build/bin/lf-train" --data "$d/ds" "${model[@]}" --log-every 0
+               --tmpdir "$d")
   for i in 1 2 3 4 5; do
-    "${train[@]}" --sampler naive --calibrate >"$d/cal$i.txt" 2>&1 || { cat "$d/cal$i.txt"; rc=1; }
+    mpirun -np 1 "$kit/build/bin/lf-train" --calibrate "${model[@]}" --cost-file "$d/cal$i.cost" \
+      >"$d/cal$i.txt" 2>&1 || { cat "$d/cal$i.txt"; rc=1; }
     grep -E "a = " "$d/cal$i.txt" | sed "s/^ */calibration $i: /"
   done
   "$LF_PYTHON" - "$d"/cal?.txt <<'PY'

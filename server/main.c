@@ -285,8 +285,9 @@ static int parse_args(int argc, char **argv, srv_config *c)
         if (opt == 'h' || opt == O_HELP) { usage(stdout); exit(0); }
         if (opt == O_VERSION) { cli_print_version("lf-server"); exit(0); }
         if (opt == '?' || parse_opt(opt, optarg, c, &ps) != 0) {
-            if (opt != '?') fprintf(stderr, "lf-server: bad value for --%s: %s\n",
-                                    option_name(opt), optarg);
+            if (opt != '?') fprintf(stderr, "lf-server: bad value for --%s: %s%s%s\n",
+                                    option_name(opt), optarg, c->cli.why[0] ? ": " : "",
+                                    c->cli.why);
             fprintf(stderr, "see lf-server --help\n");
             return -1;
         }

@@ -9,5 +9,7 @@ zero-copy tensors (see python/README.md).
 from ._version import __version__
 from ._capi import LevelfeedError, LevelfeedTimeout, lib_path
 from .loader import Batch, Loader
+from .calibrate import CostFit, calibrate
 
-__all__ = ["Batch", "Loader", "LevelfeedError", "LevelfeedTimeout", "__version__", "lib_path"]
+__all__ = ["Batch", "CostFit", "Loader", "LevelfeedError", "LevelfeedTimeout", "__version__",
+           "calibrate", "lib_path"]

@@ -3,13 +3,21 @@
 #  - 2 ranks, pad layout, a few hundred steps: the loss falls (first vs
 #    last 10% of steps); each rank's batches equal the server's plan
 #    (lf-server --print-plan); the report has exactly the documented keys;
-#    the trace and chart are well formed; --calibrate fits;
-#  - 3 ranks, pack layout: the batches equal the plan too, and with 2 ranks
+#    the trace and chart are well formed; the report has the noise floor
+#    (identical work on every rank) and --compare's table and lines set
+#    balanced and naive against it;
+#  - --calibrate (alone) fits with standard errors and R^2, writes a cost
+#    file that lf-plan reads, and refuses a --data run beside it;
+#  - 3 ranks, pack layout, the cost model from --cost-file: the batches
+#    equal the plan with the same --cost too, and with 2 ranks
 #    on a set whose every 10th sample is empty;
 #  - 2 ranks, lf-server --micro-batches (each micro-batch padded to its own
 #    longest): the batches equal the plan too;
 #  - 2 ranks, --compare with --max-tokens: balanced is served with the cap,
 #    the baselines without it (their servers refuse caps), each == its plan;
+#  - 8 ranks, --device sim (compute asleep for a hidden cost): the batches
+#    equal the plan, the report says sim, every compute slice lasts at
+#    least its hidden cost;
 #  - a planted fault (one rank's parameter nudged after step 10) must fail
 #    the run with the cross-rank parameter check's message;
 #  - without a GPU, --device cuda is refused with a reason;
@@ -22,19 +30,32 @@ source "$(dirname "$0")/harness_lib.sh"
 
 # 1. two ranks, pad layout
 train pad 2 --batches "$WORK/pad" --report "$WORK/report.json" --trace "$WORK/trace.json" \
-  --chart "$WORK/chart.svg" --calibrate -- --samples-per-rank 1 ||
+  --chart "$WORK/chart.svg" -- --samples-per-rank 1 ||
   { cat "$WORK/pad.out" >&2; fail "lf-train (2 ranks, pad) failed"; }
 check_plan pad 2 balanced --samples-per-rank 1
 check_loss pad balanced 200
 check_report "$WORK/report.json" "$WORK/trace.json" 2 cpu
-grep -q "R^2 = " "$WORK/pad.out" || fail "--calibrate printed no fit"
-grep -q "lf-server --cost 16," "$WORK/pad.out" || fail "--calibrate printed no flags"
 grep -q '^<svg' "$WORK/chart.svg" && grep -q '</svg>' "$WORK/chart.svg" || fail "chart.svg"
-echo "2 ranks, pad: batches == plan, report, trace, chart, calibration ok"
+echo "2 ranks, pad: batches == plan, report, trace, chart ok"
+
+# 1a. --calibrate alone: a fit with its confidence, and a cost file lf-plan reads
+mpirun -np 2 "$LF_BIN/lf-train" --calibrate "${MODEL[@]}" --calibrate-lengths 8,256 \
+  --calibrate-repeats 3 --cost-file "$WORK/fit.cost" >"$WORK/cal.out" 2>&1 ||
+  fail "lf-train --calibrate: $(cat "$WORK/cal.out")"
+for want in "R^2 = " "  a  = .* standard error" "lf-server --cost 16," "cost file: $WORK/fit.cost"; do
+  grep -q -- "$want" "$WORK/cal.out" || fail "--calibrate printed no '$want': $(cat "$WORK/cal.out")"
+done
+"$LF_BIN/lf-plan" "$WORK/ds" --world 2 --cost-file "$WORK/fit.cost" >"$WORK/cal-plan.out" 2>&1 ||
+  fail "lf-plan cannot read the calibration's cost file: $(cat "$WORK/cal-plan.out")"
+if train calbad 2 --calibrate; then fail "--calibrate ran beside --data"; fi
+grep -q "calibrate runs alone" "$WORK/calbad.out" || fail "--calibrate --data: $(cat "$WORK/calbad.out")"
+echo "--calibrate: $(grep -c ' = ' "$WORK/cal.out") terms printed, cost file read by lf-plan"
 
 # 2. three ranks, pack layout (rows of 512 tokens, cu_seqlens)
 PACK=(--layout pack --seq-len 512 --samples-per-rank 2)
-train pack 3 --sampler sorted --batches "$WORK/pack" -- "${PACK[@]}" ||
+printf 'levelfeed-cost 1\na %s\nb %s\nc0 %s\nd %s\n' ${COST//,/ } >"$WORK/model.cost"
+train pack 3 --sampler sorted --cost 16,0,0,0 --cost-file "$WORK/model.cost" --batches "$WORK/pack" \
+  -- "${PACK[@]}" ||
   { cat "$WORK/pack.out" >&2; fail "lf-train (3 ranks, pack) failed"; }
 check_plan pack 3 sorted "${PACK[@]}"
 echo "3 ranks, pack: batches == plan"
@@ -71,7 +92,33 @@ for s in naive sorted; do
     fail "no word that $s runs without the cap: $(cat "$WORK/compare.out")"
 done
 grep -q "^balanced tokens/s vs naive: " "$WORK/compare.out" || fail "no comparison table"
+for row in "noise floor p50" "noise floor p99" "p50 / floor" "p99 / floor"; do
+  grep -q "^$row  " "$WORK/compare.out" || fail "the table has no '$row' row: $(cat "$WORK/compare.out")"
+done
+for s in balanced naive; do
+  grep -q "^$s: compute max/mean p50 .*; noise floor (every rank the same batch, [0-9]* steps) p50 .*; against the floor p50 " \
+    "$WORK/compare.out" || fail "no noise floor line for $s: $(cat "$WORK/compare.out")"
+done
 echo "2 ranks, --compare --max-tokens: the cap binds balanced only, batches == plans"
+
+# 2d. --device sim: 8 ranks on the 2 cores, each rank's compute asleep for
+# the hidden cost (here 20 us a token, no jitter: a sleep never ends early,
+# so every compute slice lasts at least its tokens' cost; a bound from
+# below that load cannot break)
+train sim 8 --device sim --sim-cost 20000,0,0,0 --sim-jitter 0 --batches "$WORK/sim" \
+  --report "$WORK/sim.json" --trace "$WORK/simtrace.json" -- --samples-per-rank 2 ||
+  { cat "$WORK/sim.out" >&2; fail "lf-train --device sim (8 ranks) failed"; }
+check_plan sim 8 balanced --samples-per-rank 2
+check_report "$WORK/sim.json" "$WORK/simtrace.json" 8 sim
+/usr/bin/python3 - "$WORK/sim.json" "$WORK/simtrace.json" <<'PY' || fail "--device sim: $(cat "$WORK/sim.out")"
+import json, sys
+assert json.load(open(sys.argv[1]))["device"] == "sim"
+ev = [e for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("name") == "compute"]
+short = [e for e in ev if e["dur"] * 1000 < 20000 * e["args"]["tokens"] * (1 - 1e-6)]
+assert ev and not short, short[:3]
+print(f"sim: {len(ev)} compute slices, each at least 20 us a token")
+PY
+echo "8 ranks, --device sim: batches == plan, compute asleep for the hidden cost"
 
 # 3. a planted fault must be caught by the parameter check
 if train fault 2 --sampler naive --fault-step 10 --fault-rank 1 -- --samples-per-rank 1; then

@@ -57,7 +57,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 want = ["sampler", "ranks", "steps", "tokens_per_s", "step_ms", "sync_wait_fraction",
         "data_wait_fraction", "compute_max_over_mean", "compute_epoch_max_over_mean",
-        "step_tokens_to_median", "device"]
+        "compute_noise_floor", "step_tokens_to_median", "device"]
 assert list(r) == want, list(r)
 # every step counted, the last too: the epoch's figure, the steps against the median
 e = r["compute_epoch_max_over_mean"]
@@ -67,6 +67,9 @@ assert set(st) == {"min", "p99", "max"}, st
 assert st["min"] is None or 0 < st["min"] <= 1 <= st["p99"] <= st["max"], st
 assert r["ranks"] == int(sys.argv[3]) and (r["device"] == "cpu") == (sys.argv[4] == "cpu")
 assert set(r["step_ms"]) == {"p50", "p99"} and set(r["compute_max_over_mean"]) == {"p50", "p99"}
+# the noise floor: identical work on every rank, measured after the plan
+fl = r["compute_noise_floor"]
+assert set(fl) == {"p50", "p99"} and 1 <= fl["p50"] <= fl["p99"], fl
 assert 0 <= r["sync_wait_fraction"] < 1 and 0 <= r["data_wait_fraction"] < 1
 t = json.load(open(sys.argv[2]))["traceEvents"]
 assert {e["tid"] for e in t if e["ph"] == "X"} == set(range(int(sys.argv[3])))

@@ -6,7 +6,9 @@
  *                parameter check, per-step timings
  *   model_cpu.c  the model on the CPU (plain loops)
  *   model_cuda.cu the same model on a GPU (CUDA=1 builds only)
- *   report.c     report JSON, Chrome trace, SVG chart, calibration
+ *   report.c     report JSON, Chrome trace, SVG chart
+ *   calibrate.c  --calibrate: times the model over a design of lengths,
+ *                fits the cost model, writes the cost file
  */
 #ifndef LF_HARNESS_H
 #define LF_HARNESS_H
@@ -110,6 +112,11 @@ typedef struct lt_run lt_run;
 typedef struct lt_train_opts {
     lt_config model;
     int cuda;                    /* 0: CPU model + MPI_Allreduce, 1: GPU + NCCL */
+    int sim;                     /* 1: a simulated accelerator: compute sleeps for
+                                    sim_cost's time, the model does nothing */
+    double sim_cost[4];          /* the hidden truth, ns: a per token, b per
+                                    token^2, c0 per sample, d per batch */
+    double sim_jitter;           /* relative standard deviation of a sim step */
     float lr;                    /* SGD learning rate */
     int log_every;               /* rank 0 prints the loss every N steps (0: never) */
     const char *endpoint;        /* the lf-server to take batches from */
@@ -144,7 +151,6 @@ typedef struct lt_record {
     uint64_t tokens;             /* real tokens */
     uint64_t planned_cost;       /* c(L) summed over the batch + d per micro-batch,
                                     saturating at UINT64_MAX (cost model) */
-    double sum_len, sum_len2;    /* sum L, sum L^2 (calibration) */
     uint32_t nsamples;
     uint32_t epoch;
     uint64_t step;
@@ -158,7 +164,13 @@ struct lt_run {
     int ranks;
     uint64_t steps;
     lt_record *rec;
+    uint64_t floor_steps;
+    lt_record *floor;            /* floor[step * ranks + rank]: identical work on
+                                    every rank (the noise floor), or NULL */
 };
+
+/* A noise-floor step after every so many training steps (train.c). */
+#define LT_FLOOR_EVERY 4
 
 /* The per-step sync wait of rank r: its all-reduce time beyond the
  * fastest rank's at the same step. */
@@ -169,6 +181,9 @@ typedef struct lt_summary {
     double step_p50_ms, step_p99_ms;
     double sync_wait_fraction, data_wait_fraction;
     double imbalance_p50, imbalance_p99;   /* compute max / mean over ranks */
+    double floor_p50, floor_p99;           /* the same over the floor steps, where
+                                              every rank computed the same batch:
+                                              measurement noise alone; 0: none */
     double epoch_imbalance;                /* Σ over every step of the slowest
                                               rank's compute ÷ Σ of the mean; 0:
                                               nothing measured */
@@ -184,9 +199,32 @@ int lt_summarize(const lt_run *run, lt_summary *s);
 int lt_write_report(const lt_run *run, const lt_summary *s, const char *path);
 int lt_write_trace(const lt_run *run, const char *path);
 int lt_write_chart(const lt_run *run, const char *path);
-/* Least squares t = a*L + b*L^2 + c0 per sample over every rank's step;
- * prints the fit, R^2 and the flags. Returns 0 or -1 (too few points). */
-int lt_calibrate(const lt_run *run);
+/* The compute a fit or a balance figure should see: CPU time where the
+ * model ran on this CPU (immune to other processes sharing the cores),
+ * else wall time (a GPU step's time is the device's). */
+double lt_work_ns(const lt_record *x);
+
+/* ---- calibration (calibrate.c) ------------------------------------------ */
+
+/* Times forward + backward of the batches b[order[i]] in turn on this
+ * rank's model (every rank at once, as in training) into ns[i] (lt_work_ns).
+ * Collective; 0, or -1 on every rank when one failed (said why). */
+int lt_time_batches(const lt_train_opts *o, const lt_batch *b, const uint32_t *order,
+                    size_t norder, double *ns);
+
+#define LT_CALIB_REPEATS_MAX 64
+typedef struct lt_calib_opts {
+    uint32_t min_len, max_len;   /* the design's lengths span these */
+    int repeats;                 /* timings of each design point per rank,
+                                    1..LT_CALIB_REPEATS_MAX */
+    const char *cost_file;       /* written on rank 0, or NULL */
+} lt_calib_opts;
+
+/* --calibrate: times the model over a design of lengths and batch sizes,
+ * fits c = a*L + b*L^2 + c0 per sample + d per batch, prints the fit with
+ * its confidence and the terms it fixed, and writes the cost file.
+ * Collective; 0 or -1 (every rank). */
+int lt_calibrate(const lt_train_opts *o, const lt_calib_opts *c);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
  * that must match how that server was started.
  */
 #include "harness.h"
+#include "cost_file.h"
 #include "parse_num.h"
 #include "version.h"
 
@@ -43,8 +44,10 @@ static const char *const samplers[] = {"balanced", "naive", "sorted"};
 typedef struct opts {
     lt_train_opts t;
     const char *data, *server, *sampler, *report, *trace, *chart, *batches, *tmpdir;
+    const char *cost_file;       /* --cost-file: read, or with --calibrate written */
     int compare, calibrate, gradcheck, epochs;
     int fake_nodes;              /* --fake-nodes N: N nodes of consecutive ranks (0: real) */
+    lt_calib_opts calib;
     int64_t seed;
     char **server_args;          /* after "--" */
     int nserver_args;
@@ -55,6 +58,7 @@ static void usage(FILE *f)
     fprintf(f,
 "usage: mpirun -np N lf-train --data DIR [--sampler S | --compare] [options] [-- SERVER ARGS]\n"
 "       mpirun -np N lf-train --endpoint EP --sampler S [options]\n"
+"       mpirun -np N lf-train --calibrate [--cost-file F] [model options]\n"
 "Trains a small causal transformer on batches from lf-server, one rank per process\n"
 "(GPU with --device cuda), and reports per-rank data wait, compute and sync wait.\n\n"
 "data:\n"
@@ -74,9 +78,16 @@ static void usage(FILE *f)
 "  --epochs E, --seed S   plan epochs and seed given to lf-server (1, 0)\n"
 "  --cost A,B,C0,D     cost model for lf-server and the planned cost column\n"
 "                      (default: lf-server's text preset, hidden 4096)\n"
+"  --cost-file F       the same from a cost file (as lf-plan, lf-server)\n"
 "  --pad-id N          padding id, as lf-server's (0)\n"
 "model and training:\n"
-"  --device cpu|cuda   (cpu)\n"
+"  --device cpu|cuda|sim   (cpu); sim: a simulated accelerator, so many ranks share\n"
+"                      few cores: a rank's compute sleeps for the time a hidden\n"
+"                      cost gives (--sim-cost; the planner is not told it) plus\n"
+"                      jitter, and the model does nothing (the loss stays 0)\n"
+"  --sim-cost A,B,C0,D the hidden cost in ns: per token, token^2, sample, batch\n"
+"                      (10000,20,50000,100000)\n"
+"  --sim-jitter X      relative standard deviation of a sim step (0.03)\n"
 "  --vocab N --dim N --hidden N --window N   model size (512, 32, 64, 1024);\n"
 "                      token ids are taken modulo --vocab, attention spans --window\n"
 "  --lr X              SGD learning rate (0.5)\n"
@@ -84,7 +95,14 @@ static void usage(FILE *f)
 "outputs (rank 0; with --compare the sampler name goes before the extension):\n"
 "  --report FILE.json  summary; --trace FILE.json  Chrome trace; --chart FILE.svg  chart\n"
 "  --batches PREFIX    each rank writes PREFIX.rR.txt: \"epoch step rank n ids\"\n"
-"  --calibrate         fit (a, b, c0) to measured compute, print R^2 and flags\n"
+"calibration (alone: no --data, no --endpoint; every rank times its model at once):\n"
+"  --calibrate         time forward + backward over a spread of lengths and batch\n"
+"                      sizes, fit c(L) = a*L + b*L^2 + c0 per sample + d per batch,\n"
+"                      print each term's standard error, R^2, the terms the data\n"
+"                      cannot separate (fixed at 0) and the --cost flags;\n"
+"                      with --cost-file F, write the cost file F\n"
+"  --calibrate-lengths MIN,MAX   the lengths' span (16 and --window; MAX <= --window)\n"
+"  --calibrate-repeats N         timings of each point per rank, median taken (9)\n"
 "checks:\n"
 "  --gradcheck         compare the CPU model's gradients with central differences on\n"
 "                      a tiny model (no MPI, no server); exit 1 past 2%% relative error;\n"
@@ -100,7 +118,8 @@ static void usage(FILE *f)
 enum { O_DATA = 256, O_SERVER, O_ENDPOINT, O_SAMPLER, O_COMPARE, O_EPOCHS, O_SEED, O_COST,
        O_PADID, O_DEVICE, O_VOCAB, O_DIM, O_HIDDEN, O_WINDOW, O_LR, O_LOG, O_REPORT,
        O_TRACE, O_CHART, O_BATCHES, O_CALIBRATE, O_FSTEP, O_FRANK, O_TMPDIR, O_GRADCHECK,
-       O_FAKE_NODES, O_HELP, O_VERSION };
+       O_FAKE_NODES, O_COSTFILE, O_CLENGTHS, O_CREPEATS, O_SIMCOST, O_SIMJITTER, O_HELP,
+       O_VERSION };
 
 static int int_in(const char *s, int64_t lo, int64_t hi, int *out)
 {
@@ -123,6 +142,19 @@ static int learning_rate(const char *s, float *out)
     return 0;
 }
 
+/* --calibrate-lengths MIN,MAX: 2 <= MIN < MAX (a one-token sequence has
+ * no target). */
+static int lengths(const char *a, lt_calib_opts *c)
+{
+    double v[2];
+    if (parse_doubles(a, 2, 2, 1 << 24, v) || v[0] != floor(v[0]) || v[1] != floor(v[1]) ||
+        v[0] >= v[1])
+        return -1;
+    c->min_len = (uint32_t)v[0];
+    c->max_len = (uint32_t)v[1];
+    return 0;
+}
+
 static int option(opts *o, int c, const char *a)
 {
     lt_config *m = &o->t.model;
@@ -139,7 +171,10 @@ static int option(opts *o, int c, const char *a)
     case O_PADID: return parse_i64(a, 0, INT64_MAX, &o->t.pad_id);
     case O_DEVICE:
         o->t.cuda = strcmp(a, "cuda") == 0;
-        return o->t.cuda || strcmp(a, "cpu") == 0 ? 0 : -1;
+        o->t.sim = strcmp(a, "sim") == 0;
+        return o->t.cuda || o->t.sim || strcmp(a, "cpu") == 0 ? 0 : -1;
+    case O_SIMCOST: return parse_doubles(a, 4, 0, 1e12, o->t.sim_cost);
+    case O_SIMJITTER: return parse_double(a, 0, 1, &o->t.sim_jitter);
     case O_VOCAB: return positive(a, &m->vocab);
     case O_DIM: return positive(a, &m->dim);
     case O_HIDDEN: return positive(a, &m->hidden);
@@ -151,6 +186,9 @@ static int option(opts *o, int c, const char *a)
     case O_CHART: o->chart = a; return 0;
     case O_BATCHES: o->batches = a; return 0;
     case O_CALIBRATE: o->calibrate = 1; return 0;
+    case O_COSTFILE: o->cost_file = a; return 0;
+    case O_CLENGTHS: return lengths(a, &o->calib);
+    case O_CREPEATS: return int_in(a, 1, LT_CALIB_REPEATS_MAX, &o->calib.repeats);
     case O_GRADCHECK: o->gradcheck = 1; return 0;
     case O_FAKE_NODES: return positive(a, &o->fake_nodes);
     case O_FSTEP: return parse_i64(a, -1, INT64_MAX, &o->t.fault_step);
@@ -172,6 +210,24 @@ static int output_writable(const char *what, const char *path)
     return -1;
 }
 
+/* --calibrate runs alone: it times the model, it trains on no plan. */
+static int calibrate_options(opts *o)
+{
+    lt_calib_opts *c = &o->calib;
+    if (!c->max_len) c->max_len = (uint32_t)o->t.model.window;
+    c->cost_file = o->cost_file;
+    const char *err = o->data || o->t.endpoint || o->compare || o->nserver_args
+                          ? "--calibrate runs alone (no --data, --endpoint, --compare or server "
+                            "arguments): pass its --cost-file to a later run"
+                      : c->max_len > (uint32_t)o->t.model.window
+                          ? "--calibrate-lengths: MAX is above --window, past which attention "
+                            "is cut into windows and the cost is no longer a*L + b*L^2"
+                      : c->min_len >= c->max_len ? "--calibrate-lengths: MIN must be below MAX"
+                      : NULL;
+    if (err) fprintf(stderr, "lf-train: %s\n", err);
+    return err || output_writable("--cost-file", c->cost_file) ? -1 : 0;
+}
+
 /* Returns 0, 1 (--help), 2 (--version) or -1 (usage error, message printed). */
 static int parse(int argc, char **argv, opts *o)
 {
@@ -185,13 +241,17 @@ static int parse(int argc, char **argv, opts *o)
         {"chart", 1, 0, O_CHART}, {"batches", 1, 0, O_BATCHES},
         {"calibrate", 0, 0, O_CALIBRATE}, {"fault-step", 1, 0, O_FSTEP},
         {"fault-rank", 1, 0, O_FRANK}, {"tmpdir", 1, 0, O_TMPDIR},
-        {"gradcheck", 0, 0, O_GRADCHECK}, {"fake-nodes", 1, 0, O_FAKE_NODES},
+        {"gradcheck", 0, 0, O_GRADCHECK}, {"cost-file", 1, 0, O_COSTFILE},
+        {"fake-nodes", 1, 0, O_FAKE_NODES},
+        {"calibrate-lengths", 1, 0, O_CLENGTHS}, {"calibrate-repeats", 1, 0, O_CREPEATS},
+        {"sim-cost", 1, 0, O_SIMCOST}, {"sim-jitter", 1, 0, O_SIMJITTER},
         {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
         {0, 0, 0, 0}};
-    *o = (opts){.sampler = "balanced", .epochs = 1};
+    *o = (opts){.sampler = "balanced", .epochs = 1, .calib = {.min_len = 16, .repeats = 9}};
     o->t = (lt_train_opts){.model = {512, 32, 64, 1024, 1}, .lr = 0.5f, .log_every = 25,
                            .fault_step = -1, .fault_rank = -1, .timeout_ms = 60000,
-                           .cost = {16, 16.0 / (12.0 * 4096), 0, 0}};
+                           .cost = {16, 16.0 / (12.0 * 4096), 0, 0},
+                           .sim_cost = {10000, 20, 50000, 100000}, .sim_jitter = 0.03};
     int c, at = -1;
     while ((c = getopt_long(argc, argv, "", lo, &at)) != -1) {
         if (c == O_HELP) return 1;
@@ -207,6 +267,14 @@ static int parse(int argc, char **argv, opts *o)
     o->server_args = argv + optind;
     o->nserver_args = argc - optind;
     if (o->gradcheck) return 0;
+    if (o->calibrate) return calibrate_options(o);
+    if (o->cost_file) {
+        char why[512];
+        if (cost_file_read(o->cost_file, o->t.cost, why, sizeof why) < 0) {
+            fprintf(stderr, "lf-train: --cost-file: %s\n", why);
+            return -1;
+        }
+    }
     int known = 0;
     for (int i = 0; i < NSAMPLERS; i++) known |= strcmp(o->sampler, samplers[i]) == 0;
     const char *err = !known ? "--sampler must be balanced, naive or sorted"
@@ -559,7 +627,17 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
             fprintf(stderr, "lf-train: %s: %s\n", sampler,
                     run.steps ? "out of memory" : "no step was trained (the plan has none)");
         if (rc == 0) rc = write_outputs(o, &run, s);
-        if (rc == 0 && o->calibrate) lt_calibrate(&run);
+        if (rc == 0 && s->floor_p50 == 0)
+            printf("%s: compute max/mean p50 %.3f p99 %.3f; noise floor not measured (fewer "
+                   "than %d steps)\n", sampler, s->imbalance_p50, s->imbalance_p99,
+                   LT_FLOOR_EVERY);
+        else if (rc == 0)
+            printf("%s: compute max/mean p50 %.3f p99 %.3f; noise floor (every rank the same "
+                   "batch, %llu steps) p50 %.3f p99 %.3f; against the floor p50 %.3fx p99 %.3fx\n",
+                   sampler, s->imbalance_p50, s->imbalance_p99,
+                   (unsigned long long)run.floor_steps, s->floor_p50,
+                   s->floor_p99, s->floor_p50 > 0 ? s->imbalance_p50 / s->floor_p50 : 0,
+                   s->floor_p99 > 0 ? s->imbalance_p99 / s->floor_p99 : 0);
         if (rc == 0)
             printf("%s: %llu steps, %.0f tokens/s, step p50 %.2f ms, sync wait %.1f%%, "
                    "data wait %.1f%%, loss %.3f -> %.3f\n", sampler,
@@ -568,6 +646,7 @@ static int run_one(const opts *o, const char *sampler, const char *device, int r
                    s->loss_last);
     }
     free(run.rec);
+    free(run.floor);
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* rank 0's, a server's */
     return rc;
 }
@@ -597,6 +676,11 @@ static void print_table(const lt_summary *s)
             else printf(" %12s", "not measured");                                 \
         printf("\n");                                                             \
     } while (0)
+    /* identical work on every rank, interleaved: what noise alone gives */
+    ROW_MEASURED("noise floor p50", s[i].floor_p50);
+    ROW_MEASURED("noise floor p99", s[i].floor_p99);
+    ROW_MEASURED("p50 / floor", s[i].floor_p50 > 0 ? s[i].imbalance_p50 / s[i].floor_p50 : 0);
+    ROW_MEASURED("p99 / floor", s[i].floor_p99 > 0 ? s[i].imbalance_p99 / s[i].floor_p99 : 0);
     ROW_MEASURED("compute epoch max/mean", s[i].epoch_imbalance);
     ROW_MEASURED("step tokens min/median", s[i].tokens_min);
     ROW_MEASURED("step tokens max/median", s[i].tokens_max);
@@ -614,7 +698,7 @@ static void print_table(const lt_summary *s)
 
 static void device_name(const opts *o, char *buf, size_t size)
 {
-    snprintf(buf, size, "cpu");
+    snprintf(buf, size, o->t.sim ? "sim" : "cpu");
 #if LT_CUDA
     if (o->t.cuda && lt_gpu_name(0, buf, size) < 0) snprintf(buf, size, "cuda");
 #else
@@ -717,10 +801,15 @@ int main(int argc, char **argv)
     }
     if (o.gradcheck) return gradchecks(o.t.cuda, o.t.fault_step >= 0);
     MPI_Init(&argc, &argv);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (o.calibrate) {
+        int rc = lt_calibrate(&o.t, &o.calib);
+        MPI_Finalize();
+        return rc == 0 ? 0 : 1;
+    }
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    setvbuf(stdout, NULL, _IOLBF, 0);
     node_info node = {.comm = MPI_COMM_NULL};
     int rc = find_node(&o, rank, world, &node);
     if (rc == 0 && node.local == 0) catch_signals();

@@ -3,7 +3,7 @@
 # CUDA flags apply to the harness's own objects and link line only.
 ifeq ($(MPI),1)
 harness_SRCS := tools/harness/main.c tools/harness/train.c tools/harness/model_cpu.c \
-                tools/harness/report.c
+                tools/harness/report.c tools/harness/calibrate.c
 harness_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(harness_SRCS))
 # -isystem: the strict warning set is for our code, not mpi.h.
 harness_MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null))

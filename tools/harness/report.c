@@ -1,7 +1,7 @@
 /*
  * report.c — what rank 0 makes of the gathered per-step records: the
  * summary and report JSON, a Chrome trace (one track per rank, opens in
- * Perfetto or chrome://tracing), an SVG chart, and the cost-model fit.
+ * Perfetto or chrome://tracing) and an SVG chart.
  */
 #include "harness.h"
 #include "lf_plan.h"
@@ -26,10 +26,7 @@ uint64_t lt_sync_wait(const lt_run *run, uint64_t step, int rank)
     return at(run, step, rank)->reduce_ns - fastest;
 }
 
-/* The compute a fit or a balance figure should see: CPU time where the
- * model ran on this CPU (immune to other processes sharing the cores),
- * else wall time (a GPU step's time is the device's). */
-static double work_ns(const lt_record *x)
+double lt_work_ns(const lt_record *x)
 {
     return (double)(x->compute_cpu_ns ? x->compute_cpu_ns : x->compute_ns);
 }
@@ -54,6 +51,25 @@ static double mean_loss(const lt_run *run, uint64_t from, uint64_t to)
     double s = 0;
     for (uint64_t i = from; i < to; i++) s += at(run, i, 0)->loss;
     return to > from ? s / (double)(to - from) : 0;
+}
+
+/* The noise floor: compute max/mean per floor step, p50 and p99. */
+static void noise_floor(const lt_run *run, lt_summary *s)
+{
+    double *imb = malloc((run->floor_steps ? run->floor_steps : 1) * sizeof *imb);
+    size_t n = 0;
+    for (uint64_t i = 0; imb && run->floor && i < run->floor_steps; i++) {
+        double cmax = 0, csum = 0;
+        for (int r = 0; r < run->ranks; r++) {
+            double c = (double)run->floor[(size_t)i * (size_t)run->ranks + (size_t)r].compute_ns;
+            cmax = fmax(cmax, c);
+            csum += c;
+        }
+        if (csum > 0) imb[n++] = cmax / (csum / run->ranks);
+    }
+    s->floor_p50 = percentile(imb, n, 50);
+    s->floor_p99 = percentile(imb, n, 99);
+    free(imb);
 }
 
 int lt_summarize(const lt_run *run, lt_summary *s)
@@ -84,9 +100,9 @@ int lt_summarize(const lt_run *run, lt_summary *s)
             slowest = fmax(slowest, (double)x->step_ns);
             cmax = fmax(cmax, (double)x->compute_ns);
             csum += (double)x->compute_ns;
-            wmax = fmax(wmax, work_ns(x));
-            wsum += work_ns(x);
-            s->work_total_s += work_ns(x) / 1e9;
+            wmax = fmax(wmax, lt_work_ns(x));
+            wsum += lt_work_ns(x);
+            s->work_total_s += lt_work_ns(x) / 1e9;
             end = fmax(end, (double)(x->t_start + x->step_ns));
         }
         step[i] = slowest / 1e6;
@@ -107,6 +123,7 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     s->imbalance_p99 = percentile(imb, nimb, 99);
     s->work_imbalance_p50 = percentile(work, nimb, 50);
     s->epoch_imbalance = sum_mean > 0 ? sum_max / sum_mean : 0;
+    noise_floor(run, s);
     double median = percentile(stok, run->steps, 50);   /* sorts stok */
     if (median > 0) {
         s->tokens_min = stok[0] / median;
@@ -136,7 +153,7 @@ static json_t *measured(double v)
 
 int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
 {
-    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:f, s:f, s:o, s:o, s:o, s:s}",
+    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:f, s:f, s:o, s:o, s:o, s:o, s:s}",
                           "sampler", run->sampler, "ranks", run->ranks,
                           "steps", (json_int_t)run->steps, "tokens_per_s", s->tokens_per_s,
                           "step_ms", pair("p50", s->step_p50_ms, "p99", s->step_p99_ms),
@@ -145,6 +162,9 @@ int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
                           "compute_max_over_mean",
                           pair("p50", s->imbalance_p50, "p99", s->imbalance_p99),
                           "compute_epoch_max_over_mean", measured(s->epoch_imbalance),
+                          "compute_noise_floor",
+                          json_pack("{s:o, s:o}", "p50", measured(s->floor_p50),
+                                    "p99", measured(s->floor_p99)),
                           "step_tokens_to_median",
                           json_pack("{s:o, s:o, s:o}", "min", measured(s->tokens_min),
                                     "p99", measured(s->tokens_p99),
@@ -298,84 +318,4 @@ int lt_write_chart(const lt_run *run, const char *path)
     svg_text(f, CH_W - CH_RIGHT, base, "end", 11, title);
     fprintf(f, "</svg>\n");
     return fclose(f) == 0 ? 0 : -1;
-}
-
-/* ---- calibration -------------------------------------------------------- */
-
-/* Solves the 3x3 system A x = y by Gaussian elimination with pivoting. */
-static int solve3(double A[3][3], double y[3], double x[3])
-{
-    for (int c = 0; c < 3; c++) {
-        int p = c;
-        for (int r = c + 1; r < 3; r++)
-            if (fabs(A[r][c]) > fabs(A[p][c])) p = r;
-        if (fabs(A[p][c]) < 1e-300) return -1;
-        for (int k = 0; k < 3; k++) {
-            double t = A[c][k];
-            A[c][k] = A[p][k];
-            A[p][k] = t;
-        }
-        double t = y[c];
-        y[c] = y[p];
-        y[p] = t;
-        for (int r = c + 1; r < 3; r++) {
-            double m = A[r][c] / A[c][c];
-            for (int k = c; k < 3; k++) A[r][k] -= m * A[c][k];
-            y[r] -= m * y[c];
-        }
-    }
-    for (int c = 2; c >= 0; c--) {
-        double s = y[c];
-        for (int k = c + 1; k < 3; k++) s -= A[c][k] * x[k];
-        x[c] = s / A[c][c];
-    }
-    return 0;
-}
-
-/* Per rank-step: compute_ns ~ a*sum(L) + b*sum(L^2) + c0*samples. */
-int lt_calibrate(const lt_run *run)
-{
-    double A[3][3] = {{0}}, y[3] = {0}, coef[3], ysum = 0, n = 0;
-    for (uint64_t i = 0; i < run->steps; i++)
-        for (int r = 0; r < run->ranks; r++) {
-            const lt_record *x = at(run, i, r);
-            double f[3] = {x->sum_len, x->sum_len2, x->nsamples}, t = work_ns(x);
-            if (!x->nsamples) continue;
-            for (int a = 0; a < 3; a++) {
-                for (int b = 0; b < 3; b++) A[a][b] += f[a] * f[b];
-                y[a] += f[a] * t;
-            }
-            ysum += t;
-            n++;
-        }
-    if (n < 4 || solve3(A, y, coef) < 0) {
-        fprintf(stderr, "lf-train: --calibrate: too few or degenerate steps to fit\n");
-        return -1;
-    }
-    double mean = ysum / n, ss_res = 0, ss_tot = 0;
-    for (uint64_t i = 0; i < run->steps; i++)
-        for (int r = 0; r < run->ranks; r++) {
-            const lt_record *x = at(run, i, r);
-            if (!x->nsamples) continue;
-            double t = work_ns(x);
-            double e = t - (coef[0] * x->sum_len + coef[1] * x->sum_len2 +
-                            coef[2] * x->nsamples);
-            ss_res += e * e;
-            ss_tot += (t - mean) * (t - mean);
-        }
-    printf("calibration over %.0f rank-steps: compute = a*L + b*L^2 + c0 per sample\n"
-           "  a = %.4g ns/token, b = %.4g ns/token^2, c0 = %.4g ns/sample, R^2 = %.4f\n",
-           n, coef[0], coef[1], coef[2], ss_tot > 0 ? 1 - ss_res / ss_tot : 0);
-    if (coef[0] <= 0) {
-        printf("  a <= 0: the linear term is not measurable here; no flags\n");
-        return 0;
-    }
-    /* Cost units: LF_PLAN_COST_PER_UNIT per token of linear work, as the
-     * presets; a negative fitted term is noise and is clamped to 0. */
-    double scale = LF_PLAN_COST_PER_UNIT / coef[0];
-    double b = fmax(coef[1] * scale, 0), c0 = fmax(coef[2] * scale, 0);
-    printf("  flags: lf-server --cost %u,%.6g,%.6g,0   lf-plan --cost %u,%.6g,%.6g,0%s\n",
-           LF_PLAN_COST_PER_UNIT, b, c0, LF_PLAN_COST_PER_UNIT, b, c0,
-           coef[1] < 0 || coef[2] < 0 ? "  (negative terms clamped to 0)" : "");
-    return 0;
 }

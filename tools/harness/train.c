@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,10 @@ typedef struct rank_ctx {
     size_t seqs_cap;
     lt_record *rec;              /* this rank's steps */
     size_t nrec, rec_cap;
+    lt_record *floor;            /* its noise-floor steps (floor_step) */
+    size_t nfloor, floor_cap;
     FILE *log;                   /* batch log, or NULL */
+    uint64_t sim_rng;            /* --device sim: this rank's jitter stream */
 } rank_ctx;
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -191,11 +195,8 @@ static long take_batch(rank_ctx *x, const lf_batch *b, lt_record *r, const char 
      * UINT64_MAX (costs in FLOPs pass 2^64 within a batch). */
     cost_sum cost = 0;
     for (size_t i = 0; i < n; i++) {
-        double L = x->seqs[i].len;
         r->tokens += x->seqs[i].len;
         cost += lf_plan_cost(&x->cost, x->seqs[i].len);
-        r->sum_len += L;
-        r->sum_len2 += L * L;
     }
     if (n) cost += (cost_sum)x->cost.d * (cu ? tok->shape[0] : micro ? micro->shape[0] : 1);
     r->planned_cost = cost > UINT64_MAX ? UINT64_MAX : (uint64_t)cost;
@@ -260,33 +261,85 @@ static int check_params(rank_ctx *x, uint64_t step)
     return bad >= 0 ? -1 : 0;
 }
 
+/* Forward and backward of one batch (none on a rank whose plan ended: zero
+ * gradients), timed into r: wall clock, and on the CPU the thread's CPU
+ * time too. The gradients are left for the all-reduce. 0 or -1 with why. */
+/* A standard normal draw (Box-Muller) from the rank's own stream. */
+static double normal(uint64_t *s)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *s = *s * 6364136223846793005u + 1442695040888963407u;
+        u[i] = ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* --device sim: the step's time under the hidden cost (which the planner is
+ * not told), with multiplicative jitter, spent asleep so that many ranks
+ * share a few cores without taking each other's time. */
+static void sim_compute(rank_ctx *x, const lt_batch *mb, int active)
+{
+    const double *c = x->o->sim_cost;
+    double ns = 0;
+    for (uint32_t i = 0; active && i < mb->nseqs; i++) {
+        double L = mb->seqs[i].len;
+        ns += c[0] * L + c[1] * L * L + c[2];
+    }
+    if (active) ns += c[3];
+    ns *= fmax(0, 1 + x->o->sim_jitter * normal(&x->sim_rng));
+    struct timespec t = {(time_t)(ns / 1e9), (long)fmod(ns, 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR) {}
+}
+
+static int compute(rank_ctx *x, const lt_batch *mb, int active, lt_record *r, char *why,
+                   size_t why_size)
+{
+    uint64_t t0 = now_ns();
+    if (x->o->sim) {
+        size_t n = x->nparams;
+        memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
+        sim_compute(x, mb, active);
+        x->grads[n + 2] = (float)active;
+        r->compute_ns = now_ns() - t0;
+        return 0;
+    }
+    if (x->gpu) {
+        int rc = -1;
+#if LT_CUDA
+        rc = lt_gpu_step(x->gpu, mb, (float)active, why, why_size);
+#endif
+        r->compute_ns = now_ns() - t0;
+        return rc;
+    }
+    (void)why, (void)why_size;
+    size_t n = x->nparams;
+    uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
+    if (active) lt_cpu_step(x->cpu, mb, x->grads);
+    x->grads[n + 2] = (float)active;
+    r->compute_ns = now_ns() - t0;
+    r->compute_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    return 0;
+}
+
 /* Compute, all-reduce and update for one step. Returns the number of ranks
  * that had a batch (0: the run is over), or -1. */
 static int train_step(rank_ctx *x, const lt_batch *mb, int active, lt_record *r)
 {
-    uint64_t t0 = now_ns();
     float extra[LT_EXTRA] = {0};
     size_t n = x->nparams;
     char why[256] = "";
-    int rc = 0;
-    if (x->gpu) {
+    int rc = compute(x, mb, active, r, why, sizeof why);
+    uint64_t t1 = now_ns();
+    if (rc == 0 && x->gpu) {
 #if LT_CUDA
-        rc = lt_gpu_step(x->gpu, mb, (float)active, why, sizeof why);
-        uint64_t t1 = now_ns();
-        r->compute_ns = t1 - t0;
-        if (rc == 0) rc = lt_gpu_allreduce(x->gpu, extra, why, sizeof why);
+        rc = lt_gpu_allreduce(x->gpu, extra, why, sizeof why);
         r->reduce_ns = now_ns() - t1;
         if (rc == 0 && extra[2] > 0)
             rc = lt_gpu_sgd(x->gpu, x->o->lr, x->params, why, sizeof why);
 #endif
-    } else {
-        uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        memset(x->grads, 0, (n + LT_EXTRA) * sizeof *x->grads);
-        if (active) lt_cpu_step(x->cpu, mb, x->grads);
-        x->grads[n + 2] = (float)active;
-        uint64_t t1 = now_ns();
-        r->compute_ns = t1 - t0;
-        r->compute_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    } else if (rc == 0) {
         MPI_Allreduce(MPI_IN_PLACE, x->grads, (int)(n + LT_EXTRA), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
         r->reduce_ns = now_ns() - t1;
@@ -307,6 +360,70 @@ static void abort_job(const rank_ctx *x)
 {
     if (x->o->on_abort) x->o->on_abort(x->o->on_abort_arg);
     MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of one field over this rank's steps that had a batch. */
+static uint64_t median_of(const rank_ctx *x, int samples)
+{
+    uint64_t *v = malloc((x->nrec ? x->nrec : 1) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < x->nrec; i++)
+        if (x->rec[i].nsamples) v[k++] = samples ? x->rec[i].nsamples : x->rec[i].tokens;
+    if (k) qsort(v, k, sizeof *v, cmp_u64);
+    uint64_t m = k ? v[k / 2] : 0;
+    free(v);
+    return m;
+}
+
+/* One step of the noise floor, after every LT_FLOOR_EVERY training steps:
+ * every rank computes the same batch, the run's typical one so far (the
+ * largest of the ranks' median sample counts and median tokens, so all
+ * ranks agree), then the gradients' all-reduce as in training; the
+ * parameters are left as they are. Its compute max/mean can only be
+ * measurement noise: what a perfectly balanced plan would measure on this
+ * machine, under the same load, interleaved with the run itself. */
+static int floor_step(rank_ctx *x)
+{
+    if (grow((void **)&x->floor, &x->floor_cap, x->nfloor + 1, sizeof *x->floor) < 0)
+        return -1;
+    lt_record *r = &x->floor[x->nfloor++];
+    memset(r, 0, sizeof *r);
+    uint64_t shape[2] = {median_of(x, 1), median_of(x, 0)};
+    MPI_Allreduce(MPI_IN_PLACE, shape, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    uint64_t n = shape[0] ? shape[0] : 1, len = shape[1] / n > 2 ? shape[1] / n : 2;
+    if (grow((void **)&x->ids, &x->ids_cap, n * len, sizeof *x->ids) < 0 ||
+        grow((void **)&x->seqs, &x->seqs_cap, n, sizeof *x->seqs) < 0)
+        return -1;
+    for (uint64_t i = 0; i < n * len; i++)
+        x->ids[i] = (int32_t)((i * 7919) % (uint64_t)x->o->model.vocab);
+    for (uint64_t i = 0; i < n; i++) x->seqs[i] = (lt_seq){i * len, (uint32_t)len};
+    lt_batch mb = {x->ids, x->seqs, (uint32_t)n};
+    char why[256] = "";
+    if (compute(x, &mb, 1, r, why, sizeof why) < 0) {
+        fprintf(stderr, "lf-train rank %d: %s\n", x->rank, why);
+        return -1;
+    }
+    r->tokens = n * len;
+    r->nsamples = (uint32_t)n;
+    uint64_t t1 = now_ns();
+#if LT_CUDA
+    float extra[LT_EXTRA];
+    if (x->gpu && lt_gpu_allreduce(x->gpu, extra, why, sizeof why) < 0) {
+        fprintf(stderr, "lf-train rank %d: %s\n", x->rank, why);
+        return -1;
+    }
+#endif
+    if (!x->gpu)
+        MPI_Allreduce(MPI_IN_PLACE, x->grads, (int)(x->nparams + LT_EXTRA), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+    r->reduce_ns = now_ns() - t1;
+    return 0;
 }
 
 static int run_steps(rank_ctx *x, uint64_t zero)
@@ -330,26 +447,25 @@ static int run_steps(rank_ctx *x, uint64_t zero)
         if (x->rank == 0 && x->o->log_every > 0 && step % (uint64_t)x->o->log_every == 0)
             printf("step %5" PRIu64 "  loss %.4f\n", step, r->loss);
         x->nrec++;
+        if (x->nrec % LT_FLOOR_EVERY == 0 && floor_step(x) < 0) abort_job(x);
     }
 }
 
-/* Rank 0 receives every rank's records: run->rec[step * world + rank]. */
-static int gather(rank_ctx *x, lt_run *run)
+/* Rank 0 receives every rank's n records (the same n on every rank):
+ * *out = [step * world + rank] (malloc'ed). */
+static int gather(rank_ctx *x, const lt_record *mine, size_t n, lt_record **out)
 {
-    int bytes = (int)(x->nrec * sizeof(lt_record));
-    lt_record *all = x->rank == 0 ? malloc((x->nrec ? x->nrec : 1) * (size_t)x->world *
-                                           sizeof *all) : NULL;
-    lt_record *byrank = x->rank == 0 ? malloc((x->nrec ? x->nrec : 1) * (size_t)x->world *
-                                              sizeof *all) : NULL;
+    int bytes = (int)(n * sizeof(lt_record));
+    size_t all_n = (n ? n : 1) * (size_t)x->world;
+    lt_record *all = x->rank == 0 ? malloc(all_n * sizeof *all) : NULL;
+    lt_record *byrank = x->rank == 0 ? malloc(all_n * sizeof *all) : NULL;
     int ok = x->rank != 0 || (all && byrank);
-    MPI_Gather(x->rec, bytes, MPI_BYTE, byrank, ok ? bytes : 0, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Gather(mine, bytes, MPI_BYTE, byrank, ok ? bytes : 0, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (x->rank == 0 && ok) {
-        for (size_t s = 0; s < x->nrec; s++)
+        for (size_t s = 0; s < n; s++)
             for (int r = 0; r < x->world; r++)
-                all[s * (size_t)x->world + (size_t)r] = byrank[(size_t)r * x->nrec + s];
-        run->rec = all;
-        run->steps = x->nrec;
-        run->ranks = x->world;
+                all[s * (size_t)x->world + (size_t)r] = byrank[(size_t)r * n + s];
+        *out = all;
         all = NULL;
     }
     free(all);
@@ -413,6 +529,7 @@ static int check_plan(rank_ctx *x)
 
 static int model_open(rank_ctx *x)
 {
+    x->sim_rng = 0x9E3779B97F4A7C15u * (uint64_t)(x->rank + 1);
     x->nparams = lt_param_count(&x->o->model);
     /* MPI_Allreduce counts in int. */
     if (x->nparams > (size_t)INT_MAX - LT_EXTRA) {
@@ -465,6 +582,7 @@ static void rank_close(rank_ctx *x)
     free(x->ids);
     free(x->seqs);
     free(x->rec);
+    free(x->floor);
 }
 
 /* All ranks agree on whether every rank succeeded. */
@@ -473,6 +591,26 @@ static int all_ok(int ok)
     int all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     return all;
+}
+
+int lt_time_batches(const lt_train_opts *o, const lt_batch *b, const uint32_t *order,
+                    size_t norder, double *ns)
+{
+    rank_ctx x = {.o = o};
+    MPI_Comm_rank(MPI_COMM_WORLD, &x.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &x.world);
+    char why[256] = "";
+    int ok = all_ok(model_open(&x) == 0);
+    /* The same conditions as training: every rank computes at once. */
+    if (ok) MPI_Barrier(MPI_COMM_WORLD);
+    for (size_t i = 0; ok && i < norder; i++) {
+        lt_record r = {0};
+        ok = compute(&x, &b[order[i]], 1, &r, why, sizeof why) == 0;
+        ns[i] = lt_work_ns(&r);
+    }
+    if (!ok && why[0]) fprintf(stderr, "lf-train rank %d: %s\n", x.rank, why);
+    rank_close(&x);
+    return all_ok(ok) ? 0 : -1;
 }
 
 int lt_train(const lt_train_opts *o, lt_run *run)
@@ -493,7 +631,11 @@ int lt_train(const lt_train_opts *o, lt_run *run)
     if (all_ok(ok) && check_plan(&x) == 0) {
         MPI_Barrier(MPI_COMM_WORLD);
         rc = run_steps(&x, now_ns());
-        if (rc == 0) rc = gather(&x, run);
+        if (rc == 0) rc = gather(&x, x.rec, x.nrec, &run->rec);
+        if (rc == 0) rc = gather(&x, x.floor, x.nfloor, &run->floor);
+        run->steps = x.nrec;
+        run->floor_steps = x.nfloor;
+        run->ranks = x.world;
     }
     rank_close(&x);
     return all_ok(rc == 0) ? 0 : -1;

@@ -106,8 +106,9 @@ static void parse_one(opts *o, int c, const char *a)
 {
     const char *name = option_name(c);
     if (plan_cli_owns(c)) {
-        if (plan_cli_set(&o->cli, c, a)) die_usage("invalid value for --", name);
-        return;
+        if (plan_cli_set(&o->cli, c, a) == 0) return;
+        if (o->cli.why[0]) die_usage("", o->cli.why); /* names the file and line */
+        die_usage("invalid value for --", name);
     }
     switch (c) {
     case O_WORLD: o->cli.params.world = (uint32_t)flag_u64(name, a, 1, 65536); break;

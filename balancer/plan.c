@@ -124,7 +124,8 @@ static uint64_t default_outlier_cost(const lf_plan_params *p, uint64_t budget,
 static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 {
     if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
-        p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK)
+        p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK ||
+        p->overflow > LF_PLAN_OVERFLOW_DROP)
         return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->seq_len == 0) return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->rank_max_padded &&
@@ -261,14 +262,10 @@ static pack_price pack_prices(const lf_plan_params *p, const lf_plan_sample *smp
     return pp;
 }
 
-int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
-                        uint32_t rows_per_rank, uint64_t *budget)
+/* lf_plan_pack_budget over samples already cut into pieces. */
+static int pack_budget_of(const lf_plan_params *p, const lf_plan_sample *samples, size_t n,
+                          uint32_t rows_per_rank, uint64_t *budget)
 {
-    if (!params || !budget || (n && !samples) || rows_per_rank == 0) return LF_PLAN_E_ARG;
-    lf_plan_params bal = *params;
-    const lf_plan_params *p = &bal;
-    bal.sampler = LF_PLAN_BALANCED;
-    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
     lfp_u128 rows = (lfp_u128)p->world * rows_per_rank, b = 0;
     /* the default outlier cost follows the budget: price twice, the second
      * time without the first budget's outliers */
@@ -285,6 +282,22 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
     }
     *budget = (uint64_t)b;
     return 0;
+}
+
+int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
+                        uint32_t rows_per_rank, uint64_t *budget)
+{
+    if (!params || !budget || (n && !samples) || rows_per_rank == 0) return LF_PLAN_E_ARG;
+    lf_plan_params bal = *params;
+    const lf_plan_params *p = &bal;
+    bal.sampler = LF_PLAN_BALANCED;
+    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
+    lf_plan_sample *pieces;   /* priced as lf_plan_create will plan them */
+    int rc = lf_plan_pieces(p, samples, n, &pieces, &n);
+    if (rc) return rc;
+    rc = pack_budget_of(p, pieces ? pieces : samples, n, rows_per_rank, budget);
+    free(pieces);
+    return rc;
 }
 
 /* Sets p->rows and the row price from the samples (pack, balanced). */
@@ -441,10 +454,10 @@ static int alloc_all(lf_plan *p)
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
 }
 
-int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
-                   size_t n, lf_plan **out)
+static int create_from(const lf_plan_params *params, const lf_plan_sample *samples,
+                       size_t n, lf_plan **out)
 {
-    if (!params || !out || (n && !samples) || n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
+    if (n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
     lf_plan_params prm = *params;
     lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
     for (size_t i = 0; i < n; i++) total += lf_plan_cost(&prm.cost, samples[i].length);
@@ -487,6 +500,18 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
     return 0;
 fail:
     lf_plan_free(p);
+    return rc;
+}
+
+int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
+                   size_t n, lf_plan **out)
+{
+    if (!params || !out || (n && !samples)) return LF_PLAN_E_ARG;
+    lf_plan_sample *pieces;
+    size_t m;
+    int rc = lf_plan_pieces(params, samples, n, &pieces, &m);
+    if (rc == 0) rc = create_from(params, pieces ? pieces : samples, m, out);
+    free(pieces);
     return rc;
 }
 
@@ -1253,6 +1278,10 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->rejected = p->nrej;
     c->rejected_cap = p->ncapfail;
     c->pending = p->norder - p->cursor + p->np + p->no;
+    c->rejected_tokens = 0;   /* O(n): asked for once an epoch at most */
+    for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += p->len[p->rej[i]];
+    for (size_t s = 0; s < p->n; s++)
+        if (p->capfail[s]) c->rejected_tokens += p->len[s];
 }
 
 size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)

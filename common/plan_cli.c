@@ -43,9 +43,14 @@ const char plan_cli_help[] =
     "                       balanced pack: 8 x world)\n"
     "  --locality-blocks N  blocks drawn from at once (default 64)\n"
     "  --layout L           pad or pack (default pad)\n"
-    "  --seq-len N          pack row length (default: the longest sample; a shorter\n"
-    "                       row leaves longer samples out, and start-up says so:\n"
-    "                       split them with lf-shard --max-len instead)\n"
+    "  --seq-len N          pack row length (default: the longest sample; a longer\n"
+    "                       sample is split into pieces of a row, see --overflow)\n"
+    "  --overflow P         split (default) or drop a sample longer than a pack\n"
+    "                       row or a cap one sample must fit (--max-tokens,\n"
+    "                       --max-padded, --micro-max-padded): split cuts it into\n"
+    "                       consecutive pieces of that length, each planned as a\n"
+    "                       sample (pack: positions go on across the cut); drop\n"
+    "                       leaves it out of every epoch (start-up says how much)\n"
     "  --step-bound X       balanced: an outlier step costs at most X times the\n"
     "                       budget where its outliers allow, outliers going out\n"
     "                       as they come (default 1.25; none: they wait for\n"
@@ -82,6 +87,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     static const char *const presets[] = {"text", "frames", "images", NULL};
     static const char *const outliers[] = {"delay", "reject", NULL};
     static const char *const layouts[] = {"pad", "pack", NULL};
+    static const char *const overflows[] = {"split", "drop", NULL};
     const uint64_t micro_max = UINT64_C(1) << 36;
     lf_plan_params *p = &c->params;
     uint32_t w;
@@ -115,6 +121,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     case PLAN_CLI_SEQLEN: return parse_u32(a, 1, UINT32_MAX, &p->seq_len);
     case PLAN_CLI_MICROPAD: return parse_u64(a, 1, micro_max, &p->micro_max_padded);
     case PLAN_CLI_MICROOVH: return parse_u64(a, 1, micro_max, &p->micro_overhead);
+    case PLAN_CLI_OVERFLOW: return parse_word(a, overflows, &p->overflow);
     case PLAN_CLI_STEPBOUND: {
         double x;
         if (!strcmp(a, "none")) {
@@ -176,23 +183,36 @@ static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
     return 0;
 }
 
-/* pack: samples longer than a row are never placed (lf_plan_create rejects
- * them): say how many and how to keep them. */
-static void note_long_rows(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens,
-                           uint64_t longest)
+/* Samples longer than a pack row or a cap one sample must fit: how many,
+ * their share of the tokens, and what --overflow does with them (split:
+ * pieces, each placed; drop: left out of every epoch). */
+static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens)
 {
-    uint64_t over = 0, over_tok = 0, row = c->params.seq_len;
-    for (size_t i = 0; i < n; i++)
-        if (s[i].length > row) {
+    lf_plan_params split = c->params;
+    split.overflow = LF_PLAN_OVERFLOW_SPLIT;
+    uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0;
+    for (size_t i = 0; limit && i < n; i++)
+        if (s[i].length > limit) {
             over++;
             over_tok += s[i].length;
+            pieces += (s[i].length + limit - 1) / limit;
         }
+    c->overflow[0] = '\0';
     if (!over) return;
-    snprintf(c->note, sizeof c->note, "%" PRIu64 " samples (%.2f %% of the tokens) are "
-             "longer than a row (--seq-len %" PRIu64 ") and are left out: split them at "
-             "conversion (lf-shard --max-len %" PRIu64 "), or pass --seq-len %" PRIu64
-             " (the longest, a row as long)", over, 100.0 * (double)over_tok / (double)tokens,
-             row, row, longest);
+    const char *what = c->params.layout == LF_PLAN_PACK ? "a row (--seq-len, --max-tokens)"
+                                                        : "a cap (--max-tokens, --max-padded, "
+                                                          "--micro-max-padded)";
+    double share = 100.0 * (double)over_tok / (double)tokens;
+    if (c->params.overflow == LF_PLAN_OVERFLOW_SPLIT)
+        snprintf(c->overflow, sizeof c->overflow, "%" PRIu64 " samples (%.2f %% of the "
+                 "tokens) are longer than %s of %" PRIu64 " tokens: split into %" PRIu64
+                 " pieces, each placed (--overflow split; 0 tokens dropped by it)", over,
+                 share, what, limit, pieces);
+    else
+        snprintf(c->overflow, sizeof c->overflow, "--overflow drop drops %" PRIu64
+                 " samples, %" PRIu64 " tokens (%.2f %% of the tokens), longer than %s of %"
+                 PRIu64 " tokens: --overflow split keeps them as pieces", over, over_tok,
+                 share, what, limit);
 }
 
 /* pad: an outlier step costs the group times its costliest outlier
@@ -220,6 +240,46 @@ static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
              : p->step_bound / 1e3, ratio, keep, spr);
 }
 
+/* Sums over samples: cost (in a double: a uint64_t sum wraps past 2^64
+ * with costs in FLOPs), tokens, the longest. */
+typedef struct sample_sums {
+    double cost;
+    uint64_t tokens, longest;
+} sample_sums;
+
+static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
+{
+    sample_sums t = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        t.cost += (double)lf_plan_cost(&p->cost, s[i].length);
+        t.tokens += s[i].length;
+        if (s[i].length > t.longest) t.longest = s[i].length;
+    }
+    return t;
+}
+
+/* The default budget, from the samples as the plan will have them (pieces
+ * of the longer ones: --samples-per-rank counts what a rank gets). */
+static int default_budget(plan_cli *c, const lf_plan_sample *s, size_t n)
+{
+    lf_plan_params *p = &c->params;
+    sample_sums t = sum_samples(p, s, n);
+    if (p->layout == LF_PLAN_PACK) {
+        /* whole rows: those --samples-per-rank samples' tokens come nearest to */
+        double rows = (double)t.tokens / (double)n * c->samples_per_rank / p->seq_len;
+        uint32_t whole = rows < 1.5 ? 1 : rows > (1u << 20) ? 1u << 20 : (uint32_t)(rows + 0.5);
+        return lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
+    }
+    double budget = t.cost / (double)n * c->samples_per_rank * p->world;
+    if (budget > (double)LF_PLAN_COST_MAX) {
+        snprintf(c->why, sizeof c->why, "the default step budget (%.4g) is above the "
+                 "planner's limit 2^52: pass --budget, or scale --cost down", budget);
+        return LF_PLAN_E_ARG;
+    }
+    p->step_budget = (uint64_t)budget;
+    return 0;
+}
+
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines)
 {
@@ -229,47 +289,36 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  ? lf_plan_cost_set(&p->cost, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                  : lf_plan_cost_preset(&p->cost, preset, c->hidden);
     if (rc) return rc;
-    double total = 0; /* a uint64_t sum wraps past 2^64 (costs in FLOPs) */
-    uint64_t longest = 0, tokens = 0;
-    for (size_t i = 0; i < n; i++) {
-        total += (double)lf_plan_cost(&p->cost, s[i].length);
-        tokens += s[i].length;
-        if (s[i].length > longest) longest = s[i].length;
-    }
+    sample_sums all = sum_samples(p, s, n);
     if (p->layout == LF_PLAN_PACK && !p->seq_len && n)
-        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;   /* nothing left out */
+        p->seq_len = all.longest > UINT32_MAX ? UINT32_MAX : (uint32_t)all.longest;
     c->why[0] = '\0';
     if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
-    else if (total == 0)
+    else if (all.cost == 0)
         snprintf(c->why, sizeof c->why, "every sample costs 0 under this cost model "
                  "(--cost a,b,c0,d: a, b or c0 above 0)");
     else if (p->layout == LF_PLAN_PACK && p->rank_max_padded && p->rank_max_padded < p->seq_len)
         snprintf(c->why, sizeof c->why, "--max-padded %" PRIu64 " is less than one row "
                  "(--seq-len %u)", p->rank_max_padded, p->seq_len);
     if (c->why[0]) return LF_PLAN_E_ARG;
-    if (!p->step_budget && n && p->layout == LF_PLAN_PACK) {
-        /* whole rows: those --samples-per-rank samples' tokens come nearest to */
-        double rows = (double)tokens / (double)n * c->samples_per_rank / p->seq_len;
-        uint32_t whole = rows < 1.5 ? 1 : rows > (1u << 20) ? 1u << 20 : (uint32_t)(rows + 0.5);
-        rc = lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
-        if (rc) return rc;
-    } else if (!p->step_budget && n) {
-        double budget = total / (double)n * c->samples_per_rank * p->world;
-        if (budget > (double)LF_PLAN_COST_MAX) {
-            snprintf(c->why, sizeof c->why, "the default step budget (%.4g) is above the "
-                     "planner's limit 2^52: pass --budget, or scale --cost down", budget);
-            return LF_PLAN_E_ARG;
-        }
-        p->step_budget = (uint64_t)budget;
+    lf_plan_sample *pieces;
+    size_t m;
+    if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) {
+        snprintf(c->why, sizeof c->why, "cannot split the samples longer than a row or cap "
+                 "(sample ids must be below 2^40): pass --overflow drop");
+        return rc;
     }
-    if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
+    const lf_plan_sample *v = pieces ? pieces : s;
+    if (!p->step_budget) rc = default_budget(c, v, m);
+    if (!rc && p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
         snprintf(c->why, sizeof c->why, "--outlier-cost %" PRIu64 " is above the step "
                  "budget %" PRIu64, p->outlier_cost, p->step_budget);
-        return LF_PLAN_E_ARG;
+        rc = LF_PLAN_E_ARG;
     }
     c->note[0] = '\0';
-    if (p->layout == LF_PLAN_PACK) note_long_rows(c, s, n, tokens, longest);
-    else note_bound(c, s, n);
-    if (baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
-    return 0;
+    note_overflow(c, s, n, all.tokens);
+    if (!rc && p->layout != LF_PLAN_PACK) note_bound(c, v, m);
+    free(pieces);
+    if (!rc && baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
+    return rc;
 }

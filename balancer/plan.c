@@ -77,6 +77,16 @@ static int bounded(const lf_plan_params *p)
            p->step_bound != LF_PLAN_UNBOUNDED && p->layout == LF_PLAN_PAD;
 }
 
+/* The epoch's last steps keep within step_bound: pad where bounded, and
+ * pack (balanced), whose last step took what was left, up to 2 budgets
+ * (1.63x the median step's tokens on real text split at 2048): what is
+ * left is now shared by as few steps as keep within the bound. */
+static int tail_bounded(const lf_plan_params *p)
+{
+    return bounded(p) || (p->sampler == LF_PLAN_BALANCED && p->layout == LF_PLAN_PACK &&
+                          p->step_bound != LF_PLAN_UNBOUNDED);
+}
+
 /* pack: a sample is an outlier if its cost above the leanest price of its
  * tokens (its excess, mostly the quadratic term) is over PACK_HEAVY of a
  * rank's share of excess ((price - leanest price) x a rank's tokens), and
@@ -615,7 +625,7 @@ static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
 {
     uint64_t b = p->prm.step_budget;
     lfp_u128 k = r / b;
-    if (bounded(&p->prm)) {
+    if (tail_bounded(&p->prm)) {
         lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000, fewest = (r + most - 1) / most;
         if (fewest > k) k = fewest;
     }
@@ -875,14 +885,16 @@ static int tail_budget(lf_plan *p, step_fill *f)
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
     if (p->rows && k > 1) return 0;
     f->budget = tail_share(p, r);
-    int last = bounded(&p->prm) ? f->budget >= r : k <= 1;   /* the share takes it all */
+    int last = tail_bounded(&p->prm) ? f->budget >= r : k <= 1;   /* the share takes it all */
     if (p->rows) {
-        /* pack, the last step: the whole rows a rank its tokens need, and a
-         * row more a rank, so the split can pack every sample (with no
+        /* pack: the whole rows a rank its share of the tokens needs, and
+         * a row more a rank, so the split can pack every sample (with no
          * spare row, best-fit's gaps left a few samples for a step of
-         * their own: 4 samples for 8 ranks on real text split at 2048) */
+         * their own: 4 samples for 8 ranks on real text split at 2048);
+         * the last step, all of them */
         uint64_t world_rows = (uint64_t)p->prm.world * p->prm.seq_len;
-        f->tok_cap = ((tok + world_rows - 1) / world_rows + 1) * world_rows;
+        uint64_t share = last ? tok : (uint64_t)(((lfp_u128)tok * f->budget + r - 1) / r);
+        f->tok_cap = ((share + world_rows - 1) / world_rows + 1) * world_rows;
     }
     return last;
 }

@@ -43,8 +43,13 @@ const char plan_cli_help[] =
     "                       balanced pack: 8 x world)\n"
     "  --locality-blocks N  blocks drawn from at once (default 64)\n"
     "  --layout L           pad or pack (default pad)\n"
-    "  --seq-len N          pack row length (default: the longest sample; a longer\n"
-    "                       sample is split into pieces of a row, see --overflow)\n"
+    "  --seq-len N          pack row length (default: the power of two nearest\n"
+    "                       below a rank's step of --samples-per-rank mean samples\n"
+    "                       in 4 rows, halved while a step of epoch 0 holds more\n"
+    "                       than --step-bound x the median step's tokens; never\n"
+    "                       above the longest sample; start-up says which and why).\n"
+    "                       A longer sample is split into pieces of a row, see\n"
+    "                       --overflow\n"
     "  --overflow P         split (default) or drop a sample longer than a pack\n"
     "                       row or a cap one sample must fit (--max-tokens,\n"
     "                       --max-padded, --micro-max-padded): split cuts it into\n"
@@ -155,6 +160,17 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
     return s;
 }
 
+/* The balanced plan of epoch 0 under p, whatever p's sampler and epoch:
+ * what the defaults drawn from a plan are measured on. */
+static int balanced_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                           lf_plan **plan)
+{
+    lf_plan_params bp = *p;
+    bp.sampler = LF_PLAN_BALANCED;
+    bp.epoch = 0;
+    return lf_plan_create(&bp, s, n, plan);
+}
+
 /* The baselines' batch: balanced's mean samples per full step / world, so
  * every sampler moves as many samples per step. It has to be measured: with
  * long-tailed costs a budget of k mean costs holds far more than k samples,
@@ -163,11 +179,8 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
  * batch, and so the plan, of epoch E of a run started at 0. */
 static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
 {
-    lf_plan_params bp = *p;
-    bp.sampler = LF_PLAN_BALANCED;
-    bp.epoch = 0;
     lf_plan *plan;
-    int rc = lf_plan_create(&bp, s, n, &plan);
+    int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
     lf_plan_step st;
     uint64_t steps = 0, samples = 0;
@@ -280,6 +293,102 @@ static int default_budget(plan_cli *c, const lf_plan_sample *s, size_t n)
     return 0;
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The largest step's global tokens over the median step's, every step of
+ * a balanced epoch 0 counted (the tail too); *ratio 0 when no step has
+ * tokens. */
+static int step_tokens_ratio(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                             double *ratio)
+{
+    lf_plan *plan;
+    int rc = balanced_epoch0(p, s, n, &plan);
+    if (rc) return rc;
+    uint64_t *tok = NULL, steps = 0, cap = 0;
+    lf_plan_step st;
+    while ((rc = lf_plan_next_step(plan, &st)) == 1) {
+        if (steps == cap) {
+            uint64_t *t = realloc(tok, (cap = cap ? 2 * cap : 256) * sizeof *t);
+            if (!t) { rc = LF_PLAN_E_NOMEM; break; }
+            tok = t;
+        }
+        tok[steps] = 0;
+        for (uint32_t r = 0; r < st.world; r++) tok[steps] += st.rank_tokens[r];
+        steps++;
+    }
+    lf_plan_free(plan);
+    *ratio = 0;
+    if (rc == 0 && steps) {
+        qsort(tok, steps, sizeof *tok, cmp_u64);
+        uint64_t median = tok[(steps + 1) / 2 - 1];
+        if (median) *ratio = (double)tok[steps - 1] / (double)median;
+    }
+    free(tok);
+    return rc;
+}
+
+#define SEQ_ROWS 4        /* rows a rank's step should hold, at least */
+#define SEQ_MIN 64        /* the shortest row chosen */
+#define SEQ_TRIES 5       /* halvings tried against the step bound */
+
+/* pack's default --seq-len. A row as long as the longest document put a
+ * whole epoch of real text into one step; rows shorter than a rank's share
+ * of a step make a piece of a row cost more than a rank's rows can even
+ * out (pack's outliers: steps of 1.7-8.6x the median's tokens on real text
+ * at one row a rank). So: the power of two nearest below a rank's token
+ * mass a step (--samples-per-rank mean samples) over SEQ_ROWS rows, no
+ * longer than the longest sample; then, while a balanced epoch 0 has a
+ * step of more than --step-bound times the median step's tokens, half of
+ * it (at most SEQ_TRIES times; longer samples are cut into pieces, so no
+ * token is lost). Leaves the choice and why in seq_len_why. */
+static int default_seq_len(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens,
+                           uint64_t longest)
+{
+    lf_plan_params *p = &c->params;
+    double mass = (double)tokens / (double)n * c->samples_per_rank;
+    uint64_t seq = SEQ_MIN;
+    uint64_t most = p->rank_max_padded ? p->rank_max_padded : UINT64_MAX;   /* a row must fit */
+    while (seq * 2 <= mass / SEQ_ROWS && seq * 2 <= longest && seq * 2 <= most &&
+           seq * 2 <= (1u << 30))
+        seq *= 2;
+    if (longest <= seq) seq = longest;
+    double bound = (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3, ratio = 0;
+    uint64_t budget = p->step_budget;
+    int measured = 0, rc = 0;
+    for (int tries = 0; p->step_bound != LF_PLAN_UNBOUNDED && tries < SEQ_TRIES; tries++) {
+        lf_plan_sample *pieces;
+        size_t m;
+        p->seq_len = (uint32_t)seq;
+        p->step_budget = budget;
+        if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) return rc;
+        if (!budget) rc = default_budget(c, pieces ? pieces : s, m);
+        if (!rc) rc = step_tokens_ratio(p, s, n, &ratio);
+        free(pieces);
+        if (rc) return rc;
+        measured = ratio > 0;
+        if (ratio <= bound || seq / 2 < SEQ_MIN) break;
+        seq /= 2;
+    }
+    p->seq_len = (uint32_t)seq;
+    p->step_budget = budget;
+    int n_ = snprintf(c->seq_len_why, sizeof c->seq_len_why, "--seq-len %" PRIu64 " (default: "
+                      "a rank's step of %u mean samples, %.0f tokens, in %u rows or more",
+                      seq, c->samples_per_rank, mass, SEQ_ROWS);
+    if (measured)
+        snprintf(c->seq_len_why + n_, sizeof c->seq_len_why - (size_t)n_, "; epoch 0's "
+                 "largest step %.3fx the median step's tokens, %s --step-bound %.3g%s)",
+                 ratio, ratio <= bound ? "within" : "over", bound,
+                 longest > seq ? "; longer samples are served in pieces" : "");
+    else
+        snprintf(c->seq_len_why + n_, sizeof c->seq_len_why - (size_t)n_, "%s)",
+                 longest > seq ? "; longer samples are served in pieces" : "");
+    return 0;
+}
+
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines)
 {
@@ -290,9 +399,7 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  : lf_plan_cost_preset(&p->cost, preset, c->hidden);
     if (rc) return rc;
     sample_sums all = sum_samples(p, s, n);
-    if (p->layout == LF_PLAN_PACK && !p->seq_len && n)
-        p->seq_len = all.longest > UINT32_MAX ? UINT32_MAX : (uint32_t)all.longest;
-    c->why[0] = '\0';
+    c->why[0] = c->seq_len_why[0] = '\0';
     if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
     else if (all.cost == 0)
         snprintf(c->why, sizeof c->why, "every sample costs 0 under this cost model "
@@ -301,6 +408,9 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
         snprintf(c->why, sizeof c->why, "--max-padded %" PRIu64 " is less than one row "
                  "(--seq-len %u)", p->rank_max_padded, p->seq_len);
     if (c->why[0]) return LF_PLAN_E_ARG;
+    if (p->layout == LF_PLAN_PACK && !p->seq_len &&
+        (rc = default_seq_len(c, s, n, all.tokens, all.longest)))
+        return rc;
     lf_plan_sample *pieces;
     size_t m;
     if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) {

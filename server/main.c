@@ -367,6 +367,8 @@ static int dataset_defaults(srv *s)
         s->plan_samples += k;
     }
     free(v);
+    if (rc >= 0 && s->cfg.cli.seq_len_why[0]) fprintf(stderr, "lf-server: plan: %s\n",
+                                                      s->cfg.cli.seq_len_why);
     if (rc >= 0 && s->cfg.cli.overflow[0]) fprintf(stderr, "lf-server: plan: %s\n",
                                                    s->cfg.cli.overflow);
     if (rc >= 0 && s->cfg.cli.note[0]) fprintf(stderr, "lf-server: plan: note: %s\n",

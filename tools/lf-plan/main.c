@@ -344,6 +344,7 @@ int main(int argc, char **argv)
     lf_plan_sample *samples = o.synth ? synth_samples(&o) : dataset_samples(&o, &n);
     if (!samples) return 1;
     int rc = plan_cli_finish(&o.cli, o.preset, samples, n, (o.samplers & 6) != 0);
+    if (!rc && o.cli.seq_len_why[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.seq_len_why);
     if (!rc && o.cli.overflow[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.overflow);
     if (!rc && o.cli.note[0]) fprintf(stderr, "lf-plan: note: %s\n", o.cli.note);
     plan_score sc[3];

@@ -163,7 +163,47 @@ typedef struct lf_plan_params {
                                     groups of outlier_group, their step growing
                                     by the group; see README.md, "Bounded
                                     steps") */
+    uint32_t overflow;           /* lf_plan_overflow: a sample longer than a
+                                    row or a cap (0: split it into pieces) */
 } lf_plan_params;
+
+/* A sample longer than a pack row (seq_len) or than a memory cap that one
+ * sample must fit (rank_max_tokens, rank_max_padded, micro_max_padded) is
+ * either cut into consecutive pieces of lf_plan_piece_len tokens, the last
+ * shorter, each planned, costed and placed as a sample of its own (split,
+ * the default: every token is placed once an epoch), or left out of every
+ * epoch and counted in rejected_cap (drop). A piece's id is its sample's id
+ * plus its number above LF_PLAN_PIECE_SHIFT (piece 0 keeps the sample's
+ * id): lf_plan_piece_sample and lf_plan_piece_index take it apart, and
+ * piece k starts at token k x lf_plan_piece_len of its sample. Splitting
+ * needs sample ids below 2^40 (LF_PLAN_E_ARG otherwise); a sample of 2^24
+ * pieces or more is left out as under drop. See README.md, "Long samples". */
+typedef enum lf_plan_overflow {
+    LF_PLAN_OVERFLOW_SPLIT = 0,
+    LF_PLAN_OVERFLOW_DROP = 1,
+} lf_plan_overflow;
+
+#define LF_PLAN_PIECE_SHIFT 40
+#define LF_PLAN_PIECE_MAX (UINT64_C(1) << 24)
+
+/* The pieces' length under params (as given to lf_plan_create): pack,
+ * seq_len or rank_max_tokens, the smaller; pad, the smallest of the caps
+ * set. 0: nothing is split (drop, or no row or cap). */
+uint64_t lf_plan_piece_len(const lf_plan_params *params);
+
+/* The samples as lf_plan_create plans them: those longer than
+ * lf_plan_piece_len cut into pieces (*out, *m of them, malloc'd: the caller
+ * frees it), or *out NULL and *m = n when none is. For figures a caller
+ * draws from the samples (a mean cost, a budget). Returns 0 or
+ * LF_PLAN_E_ARG (an id of 2^40 or more to split, too many pieces) or
+ * LF_PLAN_E_NOMEM. */
+int lf_plan_pieces(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
+                   lf_plan_sample **out, size_t *m);
+
+/* A plan id's sample id, and its piece number (0: the sample's start, or
+ * the whole sample). */
+uint64_t lf_plan_piece_sample(uint64_t id);
+uint64_t lf_plan_piece_index(uint64_t id);
 
 #define LF_PLAN_MICRO_OVERHEAD 256u
 #define LF_PLAN_STEP_BOUND 1250u        /* 1.25 x the budget */
@@ -281,6 +321,7 @@ typedef struct lf_plan_counts {
     uint64_t rejected;           /* outliers rejected this epoch (reject policy) */
     uint64_t rejected_cap;       /* samples that fit no memory cap or row: every epoch */
     uint64_t pending;            /* samples not yet placed this epoch */
+    uint64_t rejected_tokens;    /* Σ L of the rejected and rejected_cap samples */
 } lf_plan_counts;
 void lf_plan_counts_get(const lf_plan *plan, lf_plan_counts *c);
 

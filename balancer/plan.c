@@ -77,6 +77,16 @@ static int bounded(const lf_plan_params *p)
            p->step_bound != LF_PLAN_UNBOUNDED && p->layout == LF_PLAN_PAD;
 }
 
+/* The epoch's last steps keep within step_bound: pad where bounded, and
+ * pack (balanced), whose last step took what was left, up to 2 budgets
+ * (1.63x the median step's tokens on real text split at 2048): what is
+ * left is now shared by as few steps as keep within the bound. */
+static int tail_bounded(const lf_plan_params *p)
+{
+    return bounded(p) || (p->sampler == LF_PLAN_BALANCED && p->layout == LF_PLAN_PACK &&
+                          p->step_bound != LF_PLAN_UNBOUNDED);
+}
+
 /* pack: a sample is an outlier if its cost above the leanest price of its
  * tokens (its excess, mostly the quadratic term) is over PACK_HEAVY of a
  * rank's share of excess ((price - leanest price) x a rank's tokens), and
@@ -124,7 +134,8 @@ static uint64_t default_outlier_cost(const lf_plan_params *p, uint64_t budget,
 static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 {
     if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
-        p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK)
+        p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK ||
+        p->overflow > LF_PLAN_OVERFLOW_DROP)
         return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->seq_len == 0) return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->rank_max_padded &&
@@ -261,14 +272,10 @@ static pack_price pack_prices(const lf_plan_params *p, const lf_plan_sample *smp
     return pp;
 }
 
-int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
-                        uint32_t rows_per_rank, uint64_t *budget)
+/* lf_plan_pack_budget over samples already cut into pieces. */
+static int pack_budget_of(const lf_plan_params *p, const lf_plan_sample *samples, size_t n,
+                          uint32_t rows_per_rank, uint64_t *budget)
 {
-    if (!params || !budget || (n && !samples) || rows_per_rank == 0) return LF_PLAN_E_ARG;
-    lf_plan_params bal = *params;
-    const lf_plan_params *p = &bal;
-    bal.sampler = LF_PLAN_BALANCED;
-    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
     lfp_u128 rows = (lfp_u128)p->world * rows_per_rank, b = 0;
     /* the default outlier cost follows the budget: price twice, the second
      * time without the first budget's outliers */
@@ -285,6 +292,22 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
     }
     *budget = (uint64_t)b;
     return 0;
+}
+
+int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
+                        uint32_t rows_per_rank, uint64_t *budget)
+{
+    if (!params || !budget || (n && !samples) || rows_per_rank == 0) return LF_PLAN_E_ARG;
+    lf_plan_params bal = *params;
+    const lf_plan_params *p = &bal;
+    bal.sampler = LF_PLAN_BALANCED;
+    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
+    lf_plan_sample *pieces;   /* priced as lf_plan_create will plan them */
+    int rc = lf_plan_pieces(p, samples, n, &pieces, &n);
+    if (rc) return rc;
+    rc = pack_budget_of(p, pieces ? pieces : samples, n, rows_per_rank, budget);
+    free(pieces);
+    return rc;
 }
 
 /* Sets p->rows and the row price from the samples (pack, balanced). */
@@ -441,10 +464,10 @@ static int alloc_all(lf_plan *p)
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
 }
 
-int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
-                   size_t n, lf_plan **out)
+static int create_from(const lf_plan_params *params, const lf_plan_sample *samples,
+                       size_t n, lf_plan **out)
 {
-    if (!params || !out || (n && !samples) || n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
+    if (n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
     lf_plan_params prm = *params;
     lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
     for (size_t i = 0; i < n; i++) total += lf_plan_cost(&prm.cost, samples[i].length);
@@ -487,6 +510,18 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
     return 0;
 fail:
     lf_plan_free(p);
+    return rc;
+}
+
+int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
+                   size_t n, lf_plan **out)
+{
+    if (!params || !out || (n && !samples)) return LF_PLAN_E_ARG;
+    lf_plan_sample *pieces;
+    size_t m;
+    int rc = lf_plan_pieces(params, samples, n, &pieces, &m);
+    if (rc == 0) rc = create_from(params, pieces ? pieces : samples, m, out);
+    free(pieces);
     return rc;
 }
 
@@ -590,7 +625,7 @@ static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
 {
     uint64_t b = p->prm.step_budget;
     lfp_u128 k = r / b;
-    if (bounded(&p->prm)) {
+    if (tail_bounded(&p->prm)) {
         lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000, fewest = (r + most - 1) / most;
         if (fewest > k) k = fewest;
     }
@@ -850,14 +885,16 @@ static int tail_budget(lf_plan *p, step_fill *f)
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
     if (p->rows && k > 1) return 0;
     f->budget = tail_share(p, r);
-    int last = bounded(&p->prm) ? f->budget >= r : k <= 1;   /* the share takes it all */
+    int last = tail_bounded(&p->prm) ? f->budget >= r : k <= 1;   /* the share takes it all */
     if (p->rows) {
-        /* pack, the last step: the whole rows a rank its tokens need, and a
-         * row more a rank, so the split can pack every sample (with no
+        /* pack: the whole rows a rank its share of the tokens needs, and
+         * a row more a rank, so the split can pack every sample (with no
          * spare row, best-fit's gaps left a few samples for a step of
-         * their own: 4 samples for 8 ranks on real text split at 2048) */
+         * their own: 4 samples for 8 ranks on real text split at 2048);
+         * the last step, all of them */
         uint64_t world_rows = (uint64_t)p->prm.world * p->prm.seq_len;
-        f->tok_cap = ((tok + world_rows - 1) / world_rows + 1) * world_rows;
+        uint64_t share = last ? tok : (uint64_t)(((lfp_u128)tok * f->budget + r - 1) / r);
+        f->tok_cap = ((share + world_rows - 1) / world_rows + 1) * world_rows;
     }
     return last;
 }
@@ -1253,6 +1290,10 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->rejected = p->nrej;
     c->rejected_cap = p->ncapfail;
     c->pending = p->norder - p->cursor + p->np + p->no;
+    c->rejected_tokens = 0;   /* O(n): asked for once an epoch at most */
+    for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += p->len[p->rej[i]];
+    for (size_t s = 0; s < p->n; s++)
+        if (p->capfail[s]) c->rejected_tokens += p->len[s];
 }
 
 size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)

@@ -46,9 +46,19 @@ const char plan_cli_help[] =
     "                       balanced pack: 8 x world)\n"
     "  --locality-blocks N  blocks drawn from at once (default 64)\n"
     "  --layout L           pad or pack (default pad)\n"
-    "  --seq-len N          pack row length (default: the longest sample; a shorter\n"
-    "                       row leaves longer samples out, and start-up says so:\n"
-    "                       split them with lf-shard --max-len instead)\n"
+    "  --seq-len N          pack row length (default: the power of two nearest\n"
+    "                       below a rank's step of --samples-per-rank mean samples\n"
+    "                       in 4 rows, halved while a step of epoch 0 holds more\n"
+    "                       than --step-bound x the median step's tokens; never\n"
+    "                       above the longest sample; start-up says which and why).\n"
+    "                       A longer sample is split into pieces of a row, see\n"
+    "                       --overflow\n"
+    "  --overflow P         split (default) or drop a sample longer than a pack\n"
+    "                       row or a cap one sample must fit (--max-tokens,\n"
+    "                       --max-padded, --micro-max-padded): split cuts it into\n"
+    "                       consecutive pieces of that length, each planned as a\n"
+    "                       sample (pack: positions go on across the cut); drop\n"
+    "                       leaves it out of every epoch (start-up says how much)\n"
     "  --step-bound X       balanced: an outlier step costs at most X times the\n"
     "                       budget where its outliers allow, outliers going out\n"
     "                       as they come (default 1.25; none: they wait for\n"
@@ -85,6 +95,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     static const char *const presets[] = {"text", "frames", "images", NULL};
     static const char *const outliers[] = {"delay", "reject", NULL};
     static const char *const layouts[] = {"pad", "pack", NULL};
+    static const char *const overflows[] = {"split", "drop", NULL};
     const uint64_t micro_max = UINT64_C(1) << 36;
     lf_plan_params *p = &c->params;
     uint32_t w;
@@ -121,6 +132,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     case PLAN_CLI_SEQLEN: return parse_u32(a, 1, UINT32_MAX, &p->seq_len);
     case PLAN_CLI_MICROPAD: return parse_u64(a, 1, micro_max, &p->micro_max_padded);
     case PLAN_CLI_MICROOVH: return parse_u64(a, 1, micro_max, &p->micro_overhead);
+    case PLAN_CLI_OVERFLOW: return parse_word(a, overflows, &p->overflow);
     case PLAN_CLI_STEPBOUND: {
         double x;
         if (!strcmp(a, "none")) {
@@ -154,6 +166,17 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
     return s;
 }
 
+/* The balanced plan of epoch 0 under p, whatever p's sampler and epoch:
+ * what the defaults drawn from a plan are measured on. */
+static int balanced_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                           lf_plan **plan)
+{
+    lf_plan_params bp = *p;
+    bp.sampler = LF_PLAN_BALANCED;
+    bp.epoch = 0;
+    return lf_plan_create(&bp, s, n, plan);
+}
+
 /* The baselines' batch: balanced's mean samples per full step / world, so
  * every sampler moves as many samples per step. It has to be measured: with
  * long-tailed costs a budget of k mean costs holds far more than k samples,
@@ -162,11 +185,8 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
  * batch, and so the plan, of epoch E of a run started at 0. */
 static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
 {
-    lf_plan_params bp = *p;
-    bp.sampler = LF_PLAN_BALANCED;
-    bp.epoch = 0;
     lf_plan *plan;
-    int rc = lf_plan_create(&bp, s, n, &plan);
+    int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
     lf_plan_step st;
     uint64_t steps = 0, samples = 0;
@@ -182,23 +202,36 @@ static int baseline_batch(lf_plan_params *p, const lf_plan_sample *s, size_t n)
     return 0;
 }
 
-/* pack: samples longer than a row are never placed (lf_plan_create rejects
- * them): say how many and how to keep them. */
-static void note_long_rows(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens,
-                           uint64_t longest)
+/* Samples longer than a pack row or a cap one sample must fit: how many,
+ * their share of the tokens, and what --overflow does with them (split:
+ * pieces, each placed; drop: left out of every epoch). */
+static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens)
 {
-    uint64_t over = 0, over_tok = 0, row = c->params.seq_len;
-    for (size_t i = 0; i < n; i++)
-        if (s[i].length > row) {
+    lf_plan_params split = c->params;
+    split.overflow = LF_PLAN_OVERFLOW_SPLIT;
+    uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0;
+    for (size_t i = 0; limit && i < n; i++)
+        if (s[i].length > limit) {
             over++;
             over_tok += s[i].length;
+            pieces += (s[i].length + limit - 1) / limit;
         }
+    c->overflow[0] = '\0';
     if (!over) return;
-    snprintf(c->note, sizeof c->note, "%" PRIu64 " samples (%.2f %% of the tokens) are "
-             "longer than a row (--seq-len %" PRIu64 ") and are left out: split them at "
-             "conversion (lf-shard --max-len %" PRIu64 "), or pass --seq-len %" PRIu64
-             " (the longest, a row as long)", over, 100.0 * (double)over_tok / (double)tokens,
-             row, row, longest);
+    const char *what = c->params.layout == LF_PLAN_PACK ? "a row (--seq-len, --max-tokens)"
+                                                        : "a cap (--max-tokens, --max-padded, "
+                                                          "--micro-max-padded)";
+    double share = 100.0 * (double)over_tok / (double)tokens;
+    if (c->params.overflow == LF_PLAN_OVERFLOW_SPLIT)
+        snprintf(c->overflow, sizeof c->overflow, "%" PRIu64 " samples (%.2f %% of the "
+                 "tokens) are longer than %s of %" PRIu64 " tokens: split into %" PRIu64
+                 " pieces, each placed (--overflow split; 0 tokens dropped by it)", over,
+                 share, what, limit, pieces);
+    else
+        snprintf(c->overflow, sizeof c->overflow, "--overflow drop drops %" PRIu64
+                 " samples, %" PRIu64 " tokens (%.2f %% of the tokens), longer than %s of %"
+                 PRIu64 " tokens: --overflow split keeps them as pieces", over, over_tok,
+                 share, what, limit);
 }
 
 /* pad: an outlier step costs the group times its costliest outlier
@@ -226,6 +259,142 @@ static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
              : p->step_bound / 1e3, ratio, keep, spr);
 }
 
+/* Sums over samples: cost (in a double: a uint64_t sum wraps past 2^64
+ * with costs in FLOPs), tokens, the longest. */
+typedef struct sample_sums {
+    double cost;
+    uint64_t tokens, longest;
+} sample_sums;
+
+static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
+{
+    sample_sums t = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        t.cost += (double)lf_plan_cost(&p->cost, s[i].length);
+        t.tokens += s[i].length;
+        if (s[i].length > t.longest) t.longest = s[i].length;
+    }
+    return t;
+}
+
+/* The default budget, from the samples as the plan will have them (pieces
+ * of the longer ones: --samples-per-rank counts what a rank gets). */
+static int default_budget(plan_cli *c, const lf_plan_sample *s, size_t n)
+{
+    lf_plan_params *p = &c->params;
+    sample_sums t = sum_samples(p, s, n);
+    if (p->layout == LF_PLAN_PACK) {
+        /* whole rows: those --samples-per-rank samples' tokens come nearest to */
+        double rows = (double)t.tokens / (double)n * c->samples_per_rank / p->seq_len;
+        uint32_t whole = rows < 1.5 ? 1 : rows > (1u << 20) ? 1u << 20 : (uint32_t)(rows + 0.5);
+        return lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
+    }
+    double budget = t.cost / (double)n * c->samples_per_rank * p->world;
+    if (budget > (double)LF_PLAN_COST_MAX) {
+        snprintf(c->why, sizeof c->why, "the default step budget (%.4g) is above the "
+                 "planner's limit 2^52: pass --budget, or scale --cost down", budget);
+        return LF_PLAN_E_ARG;
+    }
+    p->step_budget = (uint64_t)budget;
+    return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The largest step's global tokens over the median step's, every step of
+ * a balanced epoch 0 counted (the tail too); *ratio 0 when no step has
+ * tokens. */
+static int step_tokens_ratio(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                             double *ratio)
+{
+    lf_plan *plan;
+    int rc = balanced_epoch0(p, s, n, &plan);
+    if (rc) return rc;
+    uint64_t *tok = NULL, steps = 0, cap = 0;
+    lf_plan_step st;
+    while ((rc = lf_plan_next_step(plan, &st)) == 1) {
+        if (steps == cap) {
+            uint64_t *t = realloc(tok, (cap = cap ? 2 * cap : 256) * sizeof *t);
+            if (!t) { rc = LF_PLAN_E_NOMEM; break; }
+            tok = t;
+        }
+        tok[steps] = 0;
+        for (uint32_t r = 0; r < st.world; r++) tok[steps] += st.rank_tokens[r];
+        steps++;
+    }
+    lf_plan_free(plan);
+    *ratio = 0;
+    if (rc == 0 && steps) {
+        qsort(tok, steps, sizeof *tok, cmp_u64);
+        uint64_t median = tok[(steps + 1) / 2 - 1];
+        if (median) *ratio = (double)tok[steps - 1] / (double)median;
+    }
+    free(tok);
+    return rc;
+}
+
+#define SEQ_ROWS 4        /* rows a rank's step should hold, at least */
+#define SEQ_MIN 64        /* the shortest row chosen */
+#define SEQ_TRIES 5       /* halvings tried against the step bound */
+
+/* pack's default --seq-len. A row as long as the longest document put a
+ * whole epoch of real text into one step; rows shorter than a rank's share
+ * of a step make a piece of a row cost more than a rank's rows can even
+ * out (pack's outliers: steps of 1.7-8.6x the median's tokens on real text
+ * at one row a rank). So: the power of two nearest below a rank's token
+ * mass a step (--samples-per-rank mean samples) over SEQ_ROWS rows, no
+ * longer than the longest sample; then, while a balanced epoch 0 has a
+ * step of more than --step-bound times the median step's tokens, half of
+ * it (at most SEQ_TRIES times; longer samples are cut into pieces, so no
+ * token is lost). Leaves the choice and why in seq_len_why. */
+static int default_seq_len(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens,
+                           uint64_t longest)
+{
+    lf_plan_params *p = &c->params;
+    double mass = (double)tokens / (double)n * c->samples_per_rank;
+    uint64_t seq = SEQ_MIN;
+    uint64_t most = p->rank_max_padded ? p->rank_max_padded : UINT64_MAX;   /* a row must fit */
+    while (seq * 2 <= mass / SEQ_ROWS && seq * 2 <= longest && seq * 2 <= most &&
+           seq * 2 <= (1u << 30))
+        seq *= 2;
+    if (longest <= seq) seq = longest;
+    double bound = (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3, ratio = 0;
+    uint64_t budget = p->step_budget;
+    int measured = 0, rc = 0;
+    for (int tries = 0; p->step_bound != LF_PLAN_UNBOUNDED && tries < SEQ_TRIES; tries++) {
+        lf_plan_sample *pieces;
+        size_t m;
+        p->seq_len = (uint32_t)seq;
+        p->step_budget = budget;
+        if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) return rc;
+        if (!budget) rc = default_budget(c, pieces ? pieces : s, m);
+        if (!rc) rc = step_tokens_ratio(p, s, n, &ratio);
+        free(pieces);
+        if (rc) return rc;
+        measured = ratio > 0;
+        if (ratio <= bound || seq / 2 < SEQ_MIN) break;
+        seq /= 2;
+    }
+    p->seq_len = (uint32_t)seq;
+    p->step_budget = budget;
+    int n_ = snprintf(c->seq_len_why, sizeof c->seq_len_why, "--seq-len %" PRIu64 " (default: "
+                      "a rank's step of %u mean samples, %.0f tokens, in %u rows or more",
+                      seq, c->samples_per_rank, mass, SEQ_ROWS);
+    if (measured)
+        snprintf(c->seq_len_why + n_, sizeof c->seq_len_why - (size_t)n_, "; epoch 0's "
+                 "largest step %.3fx the median step's tokens, %s --step-bound %.3g%s)",
+                 ratio, ratio <= bound ? "within" : "over", bound,
+                 longest > seq ? "; longer samples are served in pieces" : "");
+    else
+        snprintf(c->seq_len_why + n_, sizeof c->seq_len_why - (size_t)n_, "%s)",
+                 longest > seq ? "; longer samples are served in pieces" : "");
+    return 0;
+}
+
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines)
 {
@@ -235,47 +404,37 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  ? lf_plan_cost_set(&p->cost, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                  : lf_plan_cost_preset(&p->cost, preset, c->hidden);
     if (rc) return rc;
-    double total = 0; /* a uint64_t sum wraps past 2^64 (costs in FLOPs) */
-    uint64_t longest = 0, tokens = 0;
-    for (size_t i = 0; i < n; i++) {
-        total += (double)lf_plan_cost(&p->cost, s[i].length);
-        tokens += s[i].length;
-        if (s[i].length > longest) longest = s[i].length;
-    }
-    if (p->layout == LF_PLAN_PACK && !p->seq_len && n)
-        p->seq_len = longest > UINT32_MAX ? UINT32_MAX : (uint32_t)longest;   /* nothing left out */
-    c->why[0] = '\0';
+    sample_sums all = sum_samples(p, s, n);
+    c->why[0] = c->seq_len_why[0] = '\0';
     if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
-    else if (total == 0)
+    else if (all.cost == 0)
         snprintf(c->why, sizeof c->why, "every sample costs 0 under this cost model "
                  "(--cost a,b,c0,d: a, b or c0 above 0)");
     else if (p->layout == LF_PLAN_PACK && p->rank_max_padded && p->rank_max_padded < p->seq_len)
         snprintf(c->why, sizeof c->why, "--max-padded %" PRIu64 " is less than one row "
                  "(--seq-len %u)", p->rank_max_padded, p->seq_len);
     if (c->why[0]) return LF_PLAN_E_ARG;
-    if (!p->step_budget && n && p->layout == LF_PLAN_PACK) {
-        /* whole rows: those --samples-per-rank samples' tokens come nearest to */
-        double rows = (double)tokens / (double)n * c->samples_per_rank / p->seq_len;
-        uint32_t whole = rows < 1.5 ? 1 : rows > (1u << 20) ? 1u << 20 : (uint32_t)(rows + 0.5);
-        rc = lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
-        if (rc) return rc;
-    } else if (!p->step_budget && n) {
-        double budget = total / (double)n * c->samples_per_rank * p->world;
-        if (budget > (double)LF_PLAN_COST_MAX) {
-            snprintf(c->why, sizeof c->why, "the default step budget (%.4g) is above the "
-                     "planner's limit 2^52: pass --budget, or scale --cost down", budget);
-            return LF_PLAN_E_ARG;
-        }
-        p->step_budget = (uint64_t)budget;
+    if (p->layout == LF_PLAN_PACK && !p->seq_len &&
+        (rc = default_seq_len(c, s, n, all.tokens, all.longest)))
+        return rc;
+    lf_plan_sample *pieces;
+    size_t m;
+    if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) {
+        snprintf(c->why, sizeof c->why, "cannot split the samples longer than a row or cap "
+                 "(sample ids must be below 2^40): pass --overflow drop");
+        return rc;
     }
-    if (p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
+    const lf_plan_sample *v = pieces ? pieces : s;
+    if (!p->step_budget) rc = default_budget(c, v, m);
+    if (!rc && p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
         snprintf(c->why, sizeof c->why, "--outlier-cost %" PRIu64 " is above the step "
                  "budget %" PRIu64, p->outlier_cost, p->step_budget);
-        return LF_PLAN_E_ARG;
+        rc = LF_PLAN_E_ARG;
     }
     c->note[0] = '\0';
-    if (p->layout == LF_PLAN_PACK) note_long_rows(c, s, n, tokens, longest);
-    else note_bound(c, s, n);
-    if (baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
-    return 0;
+    note_overflow(c, s, n, all.tokens);
+    if (!rc && p->layout != LF_PLAN_PACK) note_bound(c, v, m);
+    free(pieces);
+    if (!rc && baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
+    return rc;
 }

@@ -32,6 +32,11 @@ typedef struct plan_cli {
                                     step bound, samples longer than pack's row) and
                                     the flag that fixes it; a program prints it at
                                     start-up ("": nothing to say) */
+    char seq_len_why[320];       /* plan_cli_finish: pack's --seq-len when it chose it,
+                                    and why ("": given) */
+    char overflow[320];          /* plan_cli_finish: the samples longer than a row or
+                                    a cap, and what --overflow does with them ("":
+                                    none is) */
 } plan_cli;
 
 enum {
@@ -39,7 +44,8 @@ enum {
     PLAN_CLI_LOOKAHEAD, PLAN_CLI_MAXDEFER, PLAN_CLI_LOCALITY, PLAN_CLI_OUTLIER,
     PLAN_CLI_OCOST, PLAN_CLI_OGROUP, PLAN_CLI_PRESET, PLAN_CLI_HIDDEN, PLAN_CLI_COST,
     PLAN_CLI_SEED, PLAN_CLI_EPOCH, PLAN_CLI_LAYOUT, PLAN_CLI_SEQLEN, PLAN_CLI_MICROPAD,
-    PLAN_CLI_MICROOVH, PLAN_CLI_STEPBOUND, PLAN_CLI_COSTFILE, PLAN_CLI_END,
+    PLAN_CLI_MICROOVH, PLAN_CLI_STEPBOUND, PLAN_CLI_COSTFILE, PLAN_CLI_OVERFLOW,
+    PLAN_CLI_END,
 };
 
 /* getopt_long entries for the codes above (all take a value). */
@@ -56,7 +62,7 @@ enum {
     {"layout", 1, 0, PLAN_CLI_LAYOUT}, {"seq-len", 1, 0, PLAN_CLI_SEQLEN},          \
     {"micro-max-padded", 1, 0, PLAN_CLI_MICROPAD},                                  \
     {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}, {"step-bound", 1, 0, PLAN_CLI_STEPBOUND}, \
-    {"cost-file", 1, 0, PLAN_CLI_COSTFILE}
+    {"cost-file", 1, 0, PLAN_CLI_COSTFILE}, {"overflow", 1, 0, PLAN_CLI_OVERFLOW}
 
 /* The --help lines for these options. */
 extern const char plan_cli_help[];

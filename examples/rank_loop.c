@@ -14,7 +14,11 @@
  *                                 then only times lf_next and counts)
  *
  * Each batch becomes a line "epoch step rank n id,id,..." in --out (the
- * format of `lf-server --print-plan`). --verify re-reads every sample
+ * format of `lf-server --print-plan`; a piece of a longer sample, which the
+ * batch's sample_offsets tensor places, is ID@OFFSET). With --verify,
+ * --tokens FILE writes each sample or piece as checked, a line "epoch id
+ * offset token token ...", so a test can put the pieces back together and
+ * compare every token with the input. --verify re-reads every sample
  * straight from the shards (its own read, checksum and decompression) and
  * compares it with the tensor bytes (images: with the transform of the
  * stored JPEG, given the server's image flags and seed). At the end it prints a digest of every
@@ -63,6 +67,9 @@ typedef struct verifier {
     lf_tf_image_params image;    /* image datasets: the server's transform */
     lf_tf_ws *ws;
     unsigned char *expect;       /* one transformed image */
+    FILE *dump;                  /* --tokens: each sample's tokens as checked */
+    uint32_t epoch;              /* the batch's, for the dump */
+    const uint64_t *offs;        /* the batch's sample_offsets, NULL: whole samples */
 } verifier;
 
 static uint64_t now_ns(void)
@@ -183,15 +190,27 @@ static uint64_t stored_at(const lf_field_view *f, size_t elem, uint32_t i)
     return x;
 }
 
-/* Compares cells [at, at+count) of tokens with the sample's stored tokens. */
-static int match(verifier *v, const lf_tensor *tok, uint64_t at, uint64_t sample)
+/* Compares cells [at, at+count) of tokens with batch sample i's stored
+ * tokens: the whole sample, or with sample_offsets the piece that starts
+ * there (lf-server --overflow split). --tokens writes them out. */
+static int match(verifier *v, const lf_tensor *tok, uint64_t at, const uint64_t *ids,
+                 uint32_t i, uint64_t count)
 {
     lf_field_view f;
     size_t elem;
-    if (sample_tokens(v, sample, &f, &elem) < 0) return -1;
-    for (uint32_t i = 0; i < f.count; i++)
-        if ((uint64_t)lf_tensor_int(tok, at + i) != stored_at(&f, elem, i)) return -1;
-    return (int)f.count;
+    uint64_t off = v->offs ? v->offs[i] : 0;
+    if (sample_tokens(v, ids[i], &f, &elem) < 0) return -1;
+    if (v->offs ? off + count > f.count : count != f.count) return -1;
+    for (uint64_t k = 0; k < count; k++)
+        if ((uint64_t)lf_tensor_int(tok, at + k) != stored_at(&f, elem, (uint32_t)(off + k)))
+            return -1;
+    if (v->dump) {
+        fprintf(v->dump, "%u %" PRIu64 " %" PRIu64, v->epoch, ids[i], off);
+        for (uint64_t k = 0; k < count; k++)
+            fprintf(v->dump, " %" PRIu64, stored_at(&f, elem, (uint32_t)(off + k)));
+        fputc('\n', v->dump);
+    }
+    return 0;
 }
 
 static int check_pads(const verifier *v, const lf_tensor *tok, uint64_t from, uint64_t to)
@@ -208,10 +227,9 @@ static int verify_rows(verifier *v, const lf_tensor *tok, const lf_tensor *len,
                        uint64_t at)
 {
     for (uint64_t r = 0; r < rows; r++) {
-        uint64_t row = at + r * width;
-        int n = match(v, tok, row, ids[first + r]);
-        if (n < 0 || lf_tensor_int(len, first + r) != n) return -1;
-        if (check_pads(v, tok, row + (uint64_t)n, row + width)) return -1;
+        uint64_t row = at + r * width, n = (uint64_t)lf_tensor_int(len, first + r);
+        if (n > width || match(v, tok, row, ids, first + (uint32_t)r, n) < 0) return -1;
+        if (check_pads(v, tok, row + n, row + width)) return -1;
     }
     return 0;
 }
@@ -238,17 +256,20 @@ static int verify_pad(verifier *v, const lf_batch *b, const uint64_t *ids)
     return first == b->nsamples && at == tok->shape[0] ? 0 : -1;
 }
 
-/* Positions in cells [a, e): 0, 1, 2, ... through a sample, 0 in padding. */
-static int check_positions(const lf_tensor *pos, uint64_t a, uint64_t e, int counting)
+/* Positions in cells [a, e): first, first + 1, ... through a sample (a
+ * piece's first is its offset in the sample), 0 in padding. */
+static int check_positions(const lf_tensor *pos, uint64_t a, uint64_t e, int counting,
+                           uint64_t first)
 {
     for (uint64_t c = a; c < e; c++)
-        if (lf_tensor_int(pos, c) != (counting ? (int64_t)(c - a) : 0)) return -1;
+        if (lf_tensor_int(pos, c) != (counting ? (int64_t)(first + c - a) : 0)) return -1;
     return 0;
 }
 
 /* Pack: cu_seqlens cuts the flattened rows into segments, from cell 0 to
  * the last; a segment is the next sample (same tokens, positions counting
- * from 0) or a row's padding (pad ids up to the row end, positions 0). */
+ * from 0, or a piece's from its offset) or a row's padding (pad ids up to
+ * the row end, positions 0). */
 static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
 {
     const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *cu = lf_batch_tensor(b, "cu_seqlens");
@@ -266,12 +287,12 @@ static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
         lf_field_view f;
         size_t elem;
         while (k < b->nsamples && sample_tokens(v, ids[k], &f, &elem) == 0 && f.count == 0) k++;
-        if (k < b->nsamples && match(v, tok, a, ids[k]) == (int)(e - a)) {
-            if (check_positions(pos, a, e, 1)) return -1;
+        if (k < b->nsamples && match(v, tok, a, ids, k, e - a) == 0) {
+            if (check_positions(pos, a, e, 1, v->offs ? v->offs[k] : 0)) return -1;
             k++;
             continue;
         }
-        if (e % seq_len != 0 || check_pads(v, tok, a, e) || check_positions(pos, a, e, 0))
+        if (e % seq_len != 0 || check_pads(v, tok, a, e) || check_positions(pos, a, e, 0, 0))
             return -1;
     }
     return k == b->nsamples ? 0 : -1;
@@ -335,10 +356,16 @@ static int next_batch(lf_client *c, lf_batch *b, int timeout_ms, int *ready)
     return *ready ? rc : lf_next(c, b, timeout_ms);
 }
 
-static void print_batch(FILE *f, const lf_batch *b, int rank, const uint64_t *ids)
+/* "epoch step rank n id,id,...", a piece of a sample as ID@OFFSET (as
+ * lf-server --print-plan writes it). */
+static void print_batch(FILE *f, const lf_batch *b, int rank, const uint64_t *ids,
+                        const uint64_t *offs)
 {
     fprintf(f, "%u %" PRIu64 " %d %u", b->epoch, b->step, rank, b->nsamples);
-    for (uint32_t i = 0; i < b->nsamples; i++) fprintf(f, "%c%" PRIu64, i ? ',' : ' ', ids[i]);
+    for (uint32_t i = 0; i < b->nsamples; i++) {
+        fprintf(f, "%c%" PRIu64, i ? ',' : ' ', ids[i]);
+        if (offs && offs[i]) fprintf(f, "@%" PRIu64, offs[i]);
+    }
     fputc('\n', f);
 }
 
@@ -423,7 +450,8 @@ static int check_plan_peers(const char *dir, const lf_client *c, int rank, int w
 
 typedef struct args {
     lf_client_options o;
-    const char *out, *verify, *save, *restore, *digests, *state_file, *plan_peers;
+    const char *out, *verify, *save, *restore, *digests, *state_file, *plan_peers,
+               *tokens;
     lf_tf_image_params image;
     int64_t max_batches, compute_us, save_every, hang_after;
     int no_digest;
@@ -434,7 +462,7 @@ typedef struct args {
 
 static const char usage_text[] =
     "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE] [--digests FILE]\n"
-    "  [--verify DATASET [--pad-id N] [--image-size WxH --crop full|center|random\n"
+    "  [--verify DATASET [--pad-id N] [--tokens FILE] [--image-size WxH --crop full|center|random\n"
     "   --image-dtype u8|f16|f32 --flip P --seed S --resize bilinear|area]] [--no-digest]\n"
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
     "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K]\n"
@@ -451,6 +479,7 @@ static int set_option(args *a, int c, const char *v)
     switch (c) {
     case 'e': a->o.endpoint = v; return 0;
     case 'o': a->out = v; return 0;
+    case 'k': a->tokens = v; return 0;
     case 'v': a->verify = v; return 0;
     case 's': a->save = v; return 0;
     case 'R': a->restore = v; return 0;
@@ -483,7 +512,7 @@ static int parse(int argc, char **argv, args *a)
 {
     static const struct option opts[] = {
         {"endpoint", 1, 0, 'e'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'},
-        {"out", 1, 0, 'o'}, {"verify", 1, 0, 'v'}, {"pad-id", 1, 0, 'p'},
+        {"out", 1, 0, 'o'}, {"verify", 1, 0, 'v'}, {"pad-id", 1, 0, 'p'}, {"tokens", 1, 0, 'k'},
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
         {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
@@ -513,6 +542,7 @@ static int parse(int argc, char **argv, args *a)
                       : a->o.rank < 0 ? "no rank: --rank, or RANK in the environment"
                       : a->plan_peers && a->o.world_size < 1
                           ? "--plan-peers needs the world: --world, or WORLD_SIZE"
+                      : a->tokens && !a->verify ? "--tokens goes with --verify"
                       : a->device >= 0 && (a->out || a->verify || a->digests || a->save ||
                                            a->save_every > 0)
                           ? "--device times lf_next only: no --out, --verify, --digests, "
@@ -544,9 +574,11 @@ int main(int argc, char **argv)
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
     FILE *dig = a.digests ? fopen(a.digests, "w") : NULL;
-    if ((a.out && !out) || (a.digests && !dig)) {
+    v.dump = a.tokens ? fopen(a.tokens, "w") : NULL;
+    if ((a.out && !out) || (a.digests && !dig) || (a.tokens && !v.dump)) {
         fprintf(stderr, "rank-loop %d: cannot write %s: %s\n", a.o.rank,
-                a.out && !out ? a.out : a.digests, strerror(errno));
+                a.out && !out ? a.out : a.digests && !dig ? a.digests : a.tokens,
+                strerror(errno));
         return 1;
     }
     lf_client *c;
@@ -603,7 +635,10 @@ int main(int argc, char **argv)
             if (!ids_t || !ids_t->device) bad++;
         } else if (!ids || ids_t->shape[0] != b.nsamples) bad++;
         else {
-            if (out) print_batch(out, &b, a.o.rank, ids);
+            const lf_tensor *offs_t = lf_batch_tensor(&b, "sample_offsets");
+            v.offs = offs_t && offs_t->shape[0] == b.nsamples ? offs_t->host : NULL;
+            v.epoch = b.epoch;
+            if (out) print_batch(out, &b, a.o.rank, ids, v.offs);
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
             int images = lf_batch_tensor(&b, "images") != NULL;
             int frames = lf_batch_tensor(&b, "frames") != NULL;
@@ -663,6 +698,10 @@ int main(int argc, char **argv)
     lf_client_close(c);
     if (out) fclose(out);
     if (dig) fclose(dig);
+    if (v.dump && fclose(v.dump) != 0) {
+        fprintf(stderr, "rank-loop %d: cannot write %s\n", a.o.rank, a.tokens);
+        rc = -EIO;
+    }
     double secs = batches ? (double)(now_ns() - first_ns) / 1e9 : 0;
     double p50 = percentile_us(waits, nw, 50), p99 = percentile_us(waits, nw, 99);
     printf("rank %d: %ld batches, %ld samples, %" PRIu64 " tensor bytes in %.3f s, "

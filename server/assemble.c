@@ -25,8 +25,9 @@ static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *vie
 {
     const cache_entry *e = j->blocks[j->block_of[i]].entry;
     lf_shard_error err;
-    if (lf_sample_fields(s->ds, j->ids[i], e->raw, e->raw_size, views, &err) < 0) {
-        srv_fail(s, "sample %" PRIu64 ": %s", j->ids[i], err.msg);
+    uint64_t id = lf_plan_piece_sample(j->ids[i]);
+    if (lf_sample_fields(s->ds, id, e->raw, e->raw_size, views, &err) < 0) {
+        srv_fail(s, "sample %" PRIu64 ": %s", id, err.msg);
         return -EIO;
     }
     return 0;
@@ -49,7 +50,9 @@ static void job_remove(const srv *s, srv_job *j, uint32_t i)
     if (pad) j->rows = j->n; /* pad: one row per sample */
 }
 
-/* Gathers the token views of a job's samples, checked against the index. */
+/* Gathers the token views of a job's samples, checked against the index; a
+ * piece of a sample (its plan id says which) is its slice of the tokens,
+ * its positions counting on from where it starts. */
 static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
 {
     if (j->n > w->seqs_cap) {
@@ -63,13 +66,17 @@ static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
         int rc = sample_views(s, j, i, views);
         if (rc < 0) return rc;
         const lf_field_view *v = &views[s->token_field];
-        if (v->count != j->lengths[i]) {
-            srv_fail(s, "sample %" PRIu64 ": %u tokens, index says %" PRIu64,
-                     j->ids[i], v->count, j->lengths[i]);
+        uint64_t id = lf_plan_piece_sample(j->ids[i]), whole = lf_dataset_sample(s->ds, id)->length;
+        uint64_t at = lf_plan_piece_index(j->ids[i]) * s->piece_len;
+        if (v->count != whole || at + j->lengths[i] > whole) {
+            srv_fail(s, "sample %" PRIu64 ": %u tokens, index says %" PRIu64, id, v->count,
+                     whole);
             return -EIO;
         }
-        w->seqs[i] = (lf_tf_seq){.tokens = v->data, .count = v->count,
-                                 .dtype = s->token_in_dtype, .row = j->row_of[i]};
+        w->seqs[i] = (lf_tf_seq){
+            .tokens = (const char *)v->data + at * lf_dtype_size(s->token_in_dtype),
+            .count = (uint32_t)j->lengths[i], .dtype = s->token_in_dtype,
+            .row = j->row_of[i], .first_pos = (uint32_t)at};
     }
     return 0;
 }
@@ -372,7 +379,13 @@ static int assemble(srv *s, worker_ctx *w, srv_job *j)
     } while (rc == 1);
     if (rc < 0) return rc;
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
-    memcpy(slot + ids->offset, j->ids, (size_t)j->n * sizeof *j->ids);
+    const lf_tensor_desc *offs = lf_layout_find(&l, "sample_offsets");
+    for (uint32_t i = 0; i < j->n; i++) {   /* a piece: its sample, and where it starts */
+        uint64_t id = lf_plan_piece_sample(j->ids[i]);
+        uint64_t at = lf_plan_piece_index(j->ids[i]) * s->piece_len;
+        memcpy(slot + ids->offset + (size_t)i * sizeof id, &id, sizeof id);
+        if (offs) memcpy(slot + offs->offset + (size_t)i * sizeof at, &at, sizeof at);
+    }
     lf_msg_ready ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq};
     return lf_slot_write_header(slot, s->slot_size, r->rank, &ready, j->n, j->step_tokens, &l);
 }

@@ -306,11 +306,24 @@ static int dataset_defaults(srv *s)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);
     if (!v) return -ENOMEM;
-    int rc = plan_cli_finish(&s->cfg.cli, plan_cli_preset_of(lf_dataset_schema(s->ds)), v,
-                             (size_t)lf_dataset_samples(s->ds),
+    int preset = plan_cli_preset_of(lf_dataset_schema(s->ds));
+    if (preset != LF_PLAN_PRESET_TEXT) /* an image or a frame sequence is not cut */
+        s->cfg.cli.params.overflow = LF_PLAN_OVERFLOW_DROP;
+    int rc = plan_cli_finish(&s->cfg.cli, preset, v, (size_t)lf_dataset_samples(s->ds),
                              s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
-    free(v);
     s->cfg.plan = s->cfg.cli.params;
+    s->piece_len = lf_plan_piece_len(&s->cfg.plan);
+    for (uint64_t i = 0; i < lf_dataset_samples(s->ds); i++) {
+        uint64_t len = v[i].length, k = s->piece_len && len > s->piece_len
+                                            ? (len + s->piece_len - 1) / s->piece_len : 1;
+        s->pieces |= k > 1;
+        s->plan_samples += k;
+    }
+    free(v);
+    if (rc >= 0 && s->cfg.cli.seq_len_why[0]) fprintf(stderr, "lf-server: plan: %s\n",
+                                                      s->cfg.cli.seq_len_why);
+    if (rc >= 0 && s->cfg.cli.overflow[0]) fprintf(stderr, "lf-server: plan: %s\n",
+                                                   s->cfg.cli.overflow);
     if (rc >= 0 && s->cfg.cli.note[0]) fprintf(stderr, "lf-server: plan: note: %s\n",
                                                s->cfg.cli.note);
     if (rc >= 0) return rc;

@@ -66,12 +66,13 @@ static int micro_layout(const srv *s, uint32_t n, uint32_t rows, uint64_t cells,
 {
     uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
     uint64_t flat[1] = {cells}, ids[1] = {n}, micro[2] = {rows, 2};
-    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(4),
+    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(4 + s->pieces),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 1, flat);
     if (rc >= 0) rc = lf_layout_add(l, "lengths", idx, 1, ids);
     if (rc >= 0) rc = lf_layout_add(l, "micro", idx, 2, micro);
     if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, ids);
     return rc < 0 ? rc : 0;
 }
 
@@ -81,7 +82,7 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
 {
     int pack = s->cfg.plan.layout == LF_PLAN_PACK;
     uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
-    uint32_t ntensors = pack ? 4 : 3;
+    uint32_t ntensors = (pack ? 4 : 3) + (uint32_t)s->pieces;
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     uint64_t grid[2] = {rows, row_len}, ids[1] = {n}, cu[1] = {(uint64_t)n + rows + 1};
@@ -90,6 +91,7 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
     if (rc >= 0 && pack) rc = lf_layout_add(l, "cu_seqlens", idx, 1, cu);
     if (rc >= 0 && !pack) rc = lf_layout_add(l, "lengths", idx, 1, ids);
     if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, ids);
     return rc < 0 ? rc : 0;
 }
 
@@ -232,7 +234,7 @@ typedef struct step_tally {
 #define LEFT_OUT_IDS 4
 typedef struct left_out {
     int counted;
-    uint64_t rejected, capped;
+    uint64_t rejected, capped, tokens;   /* samples (or pieces), and their tokens */
     uint64_t ids[LEFT_OUT_IDS];
     size_t nids;
 } left_out;
@@ -261,7 +263,8 @@ static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_ba
     uint64_t e = st->epoch - s->cfg.plan.epoch, nb = lf_dataset_blocks(s->ds) + 1;
     if (e < s->counted_epochs)
         for (uint32_t i = 0; i < b->nsamples; i++)
-            s->epoch_uses[e * nb + lf_dataset_sample_block(s->ds, b->ids[i])]++;
+            s->epoch_uses[e * nb + lf_dataset_sample_block(s->ds,
+                                                           lf_plan_piece_sample(b->ids[i]))]++;
     lf_layout l;
     int micro = s->cfg.micro_batches;
     int rc = batch_layout(s, b->nsamples, micro ? b->micro : b->rows, b->row_len,
@@ -345,6 +348,7 @@ static void end_epoch(void *arg, const lf_plan *p)
     l->counted = 1;
     l->rejected = c.rejected;
     l->capped = c.rejected_cap;
+    l->tokens = c.rejected_tokens;
     uint64_t all = lf_plan_rejected_ids(p, l->ids, LEFT_OUT_IDS);
     l->nids = all < LEFT_OUT_IDS ? (size_t)all : LEFT_OUT_IDS;
 }
@@ -379,6 +383,15 @@ static void warn_outliers(const srv *s, const outlier_tally *o, uint32_t flagged
             "reports the plan's balance\n", s->cfg.plan.step_budget);
 }
 
+/* The share of the dataset's tokens an epoch leaves out, in percent. */
+static double dropped_pct(const srv *s, const left_out *l)
+{
+    uint64_t all = 0;
+    for (uint64_t i = 0; i < lf_dataset_samples(s->ds); i++)
+        all += lf_dataset_sample(s->ds, i)->length;
+    return all ? 100.0 * (double)l->tokens / (double)all : 0;
+}
+
 /* Says what every epoch leaves out, naming the first samples and the
  * flags that decide it: such samples are never delivered. */
 static void warn_left_out(const srv *s, const left_out *l)
@@ -395,8 +408,9 @@ static void warn_left_out(const srv *s, const left_out *l)
     for (size_t i = 0, m = 0; i < l->nids; i++)
         m += (size_t)snprintf(ids + m, sizeof ids - m, "%s%" PRIu64, i ? ", " : "", l->ids[i]);
     fprintf(stderr, "lf-server: warning: each epoch leaves out %" PRIu64 " of the %" PRIu64
-            " samples, never delivered: %s; sample(s) %s%s\n", l->rejected + l->capped,
-            lf_dataset_samples(s->ds), why, ids, l->rejected + l->capped > l->nids ? ", ..." : "");
+            " samples, %.2f %% of the tokens, never delivered: %s; sample(s) %s%s\n",
+            l->rejected + l->capped, lf_dataset_samples(s->ds), dropped_pct(s, l), why, ids,
+            l->rejected + l->capped > l->nids ? ", ..." : "");
 }
 
 static int cmp_u64(const void *x, const void *y)
@@ -422,9 +436,14 @@ static void report_balance(const srv *s, step_tally *b, const left_out *l)
     if (b->sum_mean > 0)
         snprintf(ratio, sizeof ratio, "epoch sum-max/sum-mean %.5f, worst step %.5f",
                  b->sum_max / b->sum_mean, b->worst);
+    char dropped[128] = "nothing dropped: 0 samples, 0 tokens (0 % of the tokens)";
+    if (l->rejected + l->capped)
+        snprintf(dropped, sizeof dropped, "dropped %" PRIu64 " sample(s) or piece(s), %" PRIu64
+                 " tokens (%.2f %% of the tokens)", l->rejected + l->capped, l->tokens,
+                 dropped_pct(s, l));
     fprintf(stderr, "lf-server: plan: epoch %u, every step counted: %" PRIu64 " steps, %s; %s; "
-            "%" PRIu64 " empty rank-step(s); %" PRIu64 " sample(s) left out\n",
-            s->cfg.plan.epoch, b->steps, ratio, spread, b->empty, l->rejected + l->capped);
+            "%" PRIu64 " empty rank-step(s); %s\n", s->cfg.plan.epoch, b->steps, ratio, spread,
+            b->empty, dropped);
 }
 
 /* How many threads walk the epochs: one per epoch up to the online CPUs,
@@ -557,17 +576,24 @@ int srv_plan_prepass(srv *s)
     s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
     if (!s->epoch_uses) return -ENOMEM;
-    atomic_store(&s->plan_total, lf_dataset_samples(s->ds) * s->cfg.epochs);
+    atomic_store(&s->plan_total, s->plan_samples * s->cfg.epochs);
     return walk_epochs_parallel(s);
+}
+
+/* A sample's id, and a piece's as ID@OFFSET (its first token in the
+ * sample), as lf-rank-loop --out writes them. */
+void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep)
+{
+    uint64_t k = lf_plan_piece_index(id);
+    fprintf(f, "%c%" PRIu64, sep, lf_plan_piece_sample(id));
+    if (k) fprintf(f, "@%" PRIu64, k * piece_len);
 }
 
 static int print_batch(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b)
 {
-    (void)s;
     (void)arg;
     printf("%u %" PRIu64 " %u %u", st->epoch, st->step, b->rank, b->nsamples);
-    for (uint32_t i = 0; i < b->nsamples; i++)
-        printf("%c%" PRIu64, i ? ',' : ' ', b->ids[i]);
+    for (uint32_t i = 0; i < b->nsamples; i++) srv_print_id(stdout, b->ids[i], s->piece_len, i ? ',' : ' ');
     printf("\n");
     return 0;
 }

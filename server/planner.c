@@ -107,7 +107,8 @@ srv_job *srv_job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
     } else {
         mark_rows(j, b->row_start);
     }
-    for (uint32_t i = 0; i < n; i++) blk[i] = lf_dataset_sample_block(s->ds, b->ids[i]);
+    for (uint32_t i = 0; i < n; i++)
+        blk[i] = lf_dataset_sample_block(s->ds, lf_plan_piece_sample(b->ids[i]));
     uint64_t *sorted = blk + alloc;
     memcpy(sorted, blk, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, cmp_u64);
@@ -264,7 +265,7 @@ static int scout_uses(srv *s, uint32_t *counts)
             lf_plan_batch b;
             rc = lf_plan_rank_batch(scout, s->cfg.local[li], &b);
             for (uint32_t i = 0; rc >= 0 && i < b.nsamples; i++)
-                counts[lf_dataset_sample_block(s->ds, b.ids[i])]++;
+                counts[lf_dataset_sample_block(s->ds, lf_plan_piece_sample(b.ids[i]))]++;
         }
     }
     lf_plan_free(scout);

@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lf_ipc.h"
 #include "lf_layout.h"
@@ -205,6 +206,12 @@ struct srv {
     uint32_t frame_width;        /* values per frame */
     uint32_t token_field;        /* schema field of the tokens or the JPEG */
     uint32_t token_in_dtype;     /* LF_DTYPE_U16 / U32 */
+    uint64_t piece_len;          /* a plan id's piece k starts at token k x this
+                                    (lf_plan_piece_len; 0: nothing is split) */
+    int pieces;                  /* some sample is longer: token batches carry
+                                    sample_offsets (each one's first token) */
+    uint64_t plan_samples;       /* what an epoch places: samples, a longer one
+                                    counted once per piece */
     int label_field;             /* image path: an int64 label field, or -1 */
     uint64_t slot_size;
     uint64_t plan_id;            /* the sequence (saved states carry it) */
@@ -281,6 +288,9 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
+/* A plan id as lf-server --print-plan and lf-rank-loop --out write it: the
+ * sample id, and ID@OFFSET for a piece of a sample (plan.c). */
+void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep);
 /* Creates the run's first plan and sets s->plan_id and s->fingerprint
  * from it and the dataset's blocks; parameters
  * the balancer refuses are reported in its own words (-ECANCELED:

@@ -166,6 +166,9 @@ typedef struct lf_tf_seq {
     uint32_t count;
     uint32_t dtype;              /* LF_DTYPE_U16 or LF_DTYPE_U32 */
     uint32_t row;                /* pack: the row it goes to (nondecreasing) */
+    uint32_t first_pos;          /* pack: its first token's position: 0, or a
+                                    piece's offset in its sample (positions
+                                    continue across the cut) */
 } lf_tf_seq;
 
 /* Output buffers; a buffer a layout does not use may be NULL (with cap 0).
@@ -197,8 +200,8 @@ int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_
                      const lf_tf_seq *seqs, uint32_t n);
 
 /* Pack layout: rows x seq_len; each row holds its sequences (seqs[i].row,
- * nondecreasing) back to back, then pad_id. positions restart at 0 for each
- * sequence (pads get 0). cu_seqlens are the segment boundaries of the
+ * nondecreasing) back to back, then pad_id. positions count from each
+ * sequence's first_pos (0 for a whole sample; pads get 0). cu_seqlens are the segment boundaries of the
  * flattened rows*seq_len stream, each row's padding being a segment of its
  * own, so no real token shares a segment with a pad: it starts at 0 and ends
  * at rows*seq_len; unused trailing entries repeat rows*seq_len. Returns the

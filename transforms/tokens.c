@@ -115,11 +115,12 @@ static void fill(void *dst, uint32_t dtype, size_t at, size_t n, int64_t v)
     }
 }
 
-/* dst[at + i] = i for i < n: pack's position ids (an index dtype). */
-static void count_up(void *dst, uint32_t dtype, size_t at, size_t n)
+/* dst[at + i] = first + i for i < n: pack's position ids (an index dtype),
+ * counting on from a piece's place in its sample. */
+static void count_up(void *dst, uint32_t dtype, size_t at, size_t n, uint64_t first)
 {
-    if (dtype == LF_DTYPE_I32) FILL(int32_t, i);
-    else FILL(int64_t, i);
+    if (dtype == LF_DTYPE_I32) FILL(int32_t, first + i);
+    else FILL(int64_t, first + i);
 }
 
 int lf_tf_tokens_pad(const lf_tf_tokens_out *out, uint32_t max_len, int64_t pad_id,
@@ -178,7 +179,11 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
         (out->cu_seqlens && !tf_fits(out->cu_seqlens_cap, ncu, is)))
         return LF_TF_E_BUFFER;
     int rc = check_pack_rows(rows, seq_len, seqs, n);
-    for (uint32_t i = 0; i < n && !rc; i++) rc = check_seq(&seqs[i], out->dtype);
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        rc = check_seq(&seqs[i], out->dtype);
+        if (idx == LF_DTYPE_I32 && (uint64_t)seqs[i].first_pos + seqs[i].count > INT32_MAX)
+            rc = LF_TF_E_ARG; /* its positions would not fit i32 */
+    }
     if (rc) return rc;
 
     uint32_t i = 0;
@@ -189,7 +194,8 @@ long lf_tf_tokens_pack(const lf_tf_tokens_out *out, uint32_t rows, uint32_t seq_
         for (; i < n && seqs[i].row == r; i++) {
             if (!seqs[i].count) continue;
             copy_tokens(out->tokens, out->dtype, at, &seqs[i]);
-            if (out->positions) count_up(out->positions, idx, at, seqs[i].count);
+            if (out->positions)
+                count_up(out->positions, idx, at, seqs[i].count, seqs[i].first_pos);
             at += seqs[i].count;
             if (out->cu_seqlens) lf_put_int(out->cu_seqlens, idx, ++segs, (int64_t)at);
         }

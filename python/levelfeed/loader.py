@@ -231,17 +231,19 @@ class Batch(dict):
     def micro_batches(self):
         """The batch as the plan's micro-batches (lf-server --micro-batches):
         a list of dicts of views, tokens [rows, width] (each padded to its
-        own longest), lengths and sample_ids [rows], to run one after
+        own longest), lengths and sample_ids [rows] (and sample_offsets,
+        where the server cut longer samples into pieces), to run one after
         another with gradients accumulated. A batch served without
         --micro-batches is one micro-batch: [self]."""
         micro = self.get("micro")
         if micro is None:
             return [self]
+        per_row = [k for k in ("lengths", "sample_ids", "sample_offsets") if k in self]
         out, at, first = [], 0, 0
         for rows, width in micro.tolist():
-            out.append({"tokens": self["tokens"][at:at + rows * width].reshape(rows, width),
-                        "lengths": self["lengths"][first:first + rows],
-                        "sample_ids": self["sample_ids"][first:first + rows]})
+            mb = {"tokens": self["tokens"][at:at + rows * width].reshape(rows, width)}
+            mb.update({k: self[k][first:first + rows] for k in per_row})
+            out.append(mb)
             at += rows * width
             first += rows
         return out

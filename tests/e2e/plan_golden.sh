@@ -22,7 +22,10 @@ configs=(
   "--world 8 --layout pack"
   "--world 16 --layout pack --seq-len 4096"
   "--world 64 --layout pack --seq-len 4096"
-  "--world 8 --layout pack --max-padded 20000"
+  "--world 8 --layout pack --max-padded 12000"
+  "--world 3 --max-tokens 9000 --overflow drop"
+  "--world 8 --micro-max-padded 8000 --micro-overhead 500 --overflow drop"
+  "--world 16 --layout pack --seq-len 4096 --overflow drop"
 )
 
 "$LF_SHARD" synth tokens --out ds --samples 8000 --seed 3 --threads 2 >/dev/null 2>&1 ||

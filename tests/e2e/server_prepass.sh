@@ -56,7 +56,7 @@ wait_server
 grep -Eq "^lf-server: planning 4 epoch\(s\) of 2000 samples to size the rings \([1-4] thread\(s\)\)$" \
   "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
 # the first epoch as a trainer sees it, every step counted (balancer/README.md)
-grep -Eq "^lf-server: plan: epoch 0, every step counted: [0-9]+ steps, epoch sum-max/sum-mean 1\.[0-9]{5}, worst step 1\.[0-9]{5}; step tokens 0\.[0-9]{3}-[0-9.]+x the median step's; 0 empty rank-step\(s\); 0 sample\(s\) left out$" \
+grep -Eq "^lf-server: plan: epoch 0, every step counted: [0-9]+ steps, epoch sum-max/sum-mean 1\.[0-9]{5}, worst step 1\.[0-9]{5}; step tokens 0\.[0-9]{3}-[0-9.]+x the median step's; 0 empty rank-step\(s\); nothing dropped: 0 samples, 0 tokens \(0 % of the tokens\)$" \
   "$WORK/server.log" || fail "no start-up balance line: $(grep 'plan:' "$WORK/server.log")"
 ! grep -q "warning" "$WORK/server.log" || fail "default budget: $(grep warning "$WORK/server.log")"
 diff <(stream_of four) "$WORK/plan" >/dev/null || fail "4 epochs: stream differs from the plan"
@@ -88,9 +88,10 @@ check_no_leftovers
 echo "budget 40000: warns of $n outliers (lf-plan's count) once, --quiet too; default budget: none: ok"
 
 # Samples the plan leaves out are never delivered: they fit no cap
-# (--max-tokens 3000: 99 here, each longer), or are outliers under
-# --outlier reject. The server names how many (lf-plan's counts) and the
-# first few, once, for every epoch alike (it said nothing).
+# (--max-tokens 3000 --overflow drop: 99 here, each longer), or are
+# outliers under --outlier reject. The server names how many (lf-plan's
+# counts), their share of the tokens and the first few, once, for every
+# epoch alike (it said nothing). Split, the default, leaves nothing out.
 left_out() {   # lf-server and lf-plan ARGS...: sets rej and cap from lf-plan; the warning in server.log
   "$LF_BIN/lf-plan" "$WORK/ds" --world 2 --seed 4 --sampler balanced "$@" >"$WORK/left.plan" ||
     fail "lf-plan $*"
@@ -99,17 +100,21 @@ left_out() {   # lf-server and lf-plan ARGS...: sets rej and cap from lf-plan; t
   slot_bytes "$@" --epochs 2 >/dev/null
   [[ $(grep -c "leaves out" "$WORK/server.log") == 1 ]] || fail "$*: not one warning: $(cat "$WORK/server.log")"
 }
-left_out --max-tokens 3000
+left_out --max-tokens 3000 --overflow drop
 ((rej == 0 && cap > 10)) || fail "lf-plan --max-tokens 3000: $rej outliers, $cap over a cap"
-grep -q "^lf-server: warning: each epoch leaves out $cap of the 2000 samples, never delivered: $cap that fit no cap or row (--max-tokens, .*); sample(s) [0-9, ]*, \.\.\.$" \
+grep -q "^lf-server: warning: each epoch leaves out $cap of the 2000 samples, [0-9.]* % of the tokens, never delivered: $cap that fit no cap or row (--max-tokens, .*); sample(s) [0-9, ]*, \.\.\.$" \
   "$WORK/server.log" || fail "--max-tokens 3000: no warning of $cap samples: $(cat "$WORK/server.log")"
 for id in $(sed -n 's/.*; sample(s) \([0-9, ]*\), \.\.\.$/\1/p' "$WORK/server.log" | tr -d ,); do
   len=$("$LF_BIN/lf-shard" cat "$WORK/ds" "$id" | sed -n 's/.*, cost input \([0-9]*\)$/\1/p' | head -1)
   ((len > 3000)) || fail "--max-tokens 3000: sample $id named, of $len tokens"
 done
-left_out --max-tokens 3000 --budget 40000 --outlier reject
+left_out --max-tokens 3000 --overflow drop --budget 40000 --outlier reject
 ((rej > 10 && cap > 10)) || fail "lf-plan --outlier reject: $rej outliers, $cap over a cap"
-grep -q "^lf-server: warning: each epoch leaves out $((rej + cap)) of the 2000 samples, never delivered: $rej outlier(s) (--outlier reject: .*) and $cap that fit no cap" \
+grep -q "^lf-server: warning: each epoch leaves out $((rej + cap)) of the 2000 samples, [0-9.]* % of the tokens, never delivered: $rej outlier(s) (--outlier reject: .*) and $cap that fit no cap" \
   "$WORK/server.log" || fail "--outlier reject: no warning of $rej + $cap samples: $(cat "$WORK/server.log")"
+"$LF_BIN/lf-plan" "$WORK/ds" --world 2 --seed 4 --max-tokens 3000 >"$WORK/split.plan" ||
+  fail "lf-plan --max-tokens 3000"
+grep -q "^  tokens dropped    0 (every token placed once" "$WORK/split.plan" ||
+  fail "--max-tokens 3000, split: $(grep dropped "$WORK/split.plan")"
 check_no_leftovers
 echo "left out: $cap over --max-tokens 3000 (each named one longer), $rej outliers rejected: lf-plan's counts: ok"

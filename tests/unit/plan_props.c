@@ -83,16 +83,37 @@ static uint64_t step_hash(const lf_plan_step *s, int with_split)
     return h;
 }
 
-/* Checks one epoch: each sample once (placed or rejected), caps held.
- * Returns how many placements the caps deferred. */
+/* Sample k's piece j under p: its tokens (the whole sample when it is not
+ * split). */
+static uint64_t piece_len(const lf_plan_params *p, uint32_t k, uint64_t j)
+{
+    uint64_t piece = lf_plan_piece_len(p), len = samples[k].length;
+    if (!piece || len <= piece) return len;
+    return len - j * piece < piece ? len - j * piece : piece;
+}
+
+static uint64_t pieces_of(const lf_plan_params *p, uint32_t k)
+{
+    uint64_t piece = lf_plan_piece_len(p), len = samples[k].length;
+    return !piece || len <= piece ? 1 : (len + piece - 1) / piece;
+}
+
+/* Checks one epoch: each sample's every piece once (placed or rejected),
+ * each piece of the length its number says, caps held. Returns how many
+ * placements the caps deferred. */
 static uint64_t check_epoch(const lf_plan_params *p)
 {
-    static uint8_t seen[NSAMPLES];
+    static uint64_t seen[NSAMPLES];   /* a bit per piece placed */
     static uint64_t rejected[NSAMPLES];
     static int32_t slot[7919993];   /* id -> index + 1, built once */
     if (!slot[samples[0].id])
         for (uint32_t i = 0; i < NSAMPLES; i++) slot[samples[i].id] = (int32_t)i + 1;
     memset(seen, 0, sizeof seen);
+    uint64_t npieces = 0;
+    for (uint32_t k = 0; k < NSAMPLES; k++) {
+        ASSERT_LE(pieces_of(p, k), 64);
+        npieces += pieces_of(p, k);
+    }
     lf_plan *plan = make_plan(p);
     lf_plan_step st;
     int rc;
@@ -100,10 +121,12 @@ static uint64_t check_epoch(const lf_plan_params *p)
     while ((rc = lf_plan_next_step(plan, &st)) == 1) {
         uint64_t sum = 0;
         for (uint32_t i = 0; i < st.nsamples; i++) {
-            uint32_t k = (uint32_t)slot[st.ids[i]] - 1;
-            ASSERT_EQ(seen[k], 0);
-            seen[k] = 1;
-            sum += lf_plan_cost(&p->cost, samples[k].length);
+            uint32_t k = (uint32_t)slot[lf_plan_piece_sample(st.ids[i])] - 1;
+            uint64_t j = lf_plan_piece_index(st.ids[i]);
+            ASSERT_LT(j, pieces_of(p, k));
+            ASSERT_EQ(seen[k] >> j & 1, 0);
+            seen[k] |= UINT64_C(1) << j;
+            sum += lf_plan_cost(&p->cost, piece_len(p, k, j));
         }
         ASSERT_EQ(sum, st.cost);
         ASSERT_EQ(st.rank_start[st.world], st.nsamples);
@@ -117,9 +140,16 @@ static uint64_t check_epoch(const lf_plan_params *p)
             if (p->rank_max_padded) ASSERT_LE(b.padded_tokens, p->rank_max_padded);
             ASSERT_LE(b.tokens, b.padded_tokens);
             uint64_t rank_cost = p->cost.d * b.micro;  /* d per micro-batch */
-            for (uint32_t i = st.rank_start[r]; i < st.rank_start[r + 1]; i++)
-                rank_cost += lf_plan_cost(&p->cost, samples[slot[st.rank_ids[i]] - 1].length);
+            for (uint32_t i = st.rank_start[r]; i < st.rank_start[r + 1]; i++) {
+                uint64_t id = st.rank_ids[i];
+                uint32_t k = (uint32_t)slot[lf_plan_piece_sample(id)] - 1;
+                rank_cost += lf_plan_cost(&p->cost, piece_len(p, k, lf_plan_piece_index(id)));
+            }
             ASSERT_EQ(st.rank_cost[r], rank_cost);
+            for (uint32_t i = 0; i < b.nsamples; i++) {
+                uint32_t k = (uint32_t)slot[lf_plan_piece_sample(b.ids[i])] - 1;
+                ASSERT_EQ(b.lengths[i], piece_len(p, k, lf_plan_piece_index(b.ids[i])));
+            }
             ASSERT_EQ(b.micro_start[0], 0);
             ASSERT_EQ(b.micro_start[b.micro], b.nsamples);
             for (uint32_t j = 0; j < b.micro; j++) {
@@ -145,13 +175,21 @@ static uint64_t check_epoch(const lf_plan_params *p)
     if (p->sampler == LF_PLAN_BALANCED && p->outlier_policy == LF_PLAN_OUTLIER_REJECT &&
         c.rejected_cap == 0)
         ASSERT_GT(c.rejected, 0);   /* the long tail does hold outliers */
+    if (p->overflow == LF_PLAN_OVERFLOW_SPLIT) ASSERT_EQ(c.rejected_cap, 0);
+    uint64_t npl = 0;   /* pieces left out: rejected ids are pieces too */
     for (size_t i = 0; i < nrej; i++) {
-        uint32_t k = (uint32_t)slot[rejected[i]] - 1;
-        ASSERT_EQ(seen[k], 0);
-        seen[k] = 1;
+        uint32_t k = (uint32_t)slot[lf_plan_piece_sample(rejected[i])] - 1;
+        uint64_t j = lf_plan_piece_index(rejected[i]);
+        ASSERT_EQ(seen[k] >> j & 1, 0);
+        seen[k] |= UINT64_C(1) << j;
+        npl++;
     }
-    for (uint32_t i = 0; i < NSAMPLES; i++) ASSERT_EQ(seen[i], 1);
-    ASSERT_EQ(placed + nrej, NSAMPLES);
+    for (uint32_t k = 0; k < NSAMPLES; k++) {   /* every piece, so every token, once */
+        uint64_t all = pieces_of(p, k) == 64 ? UINT64_MAX
+                                             : (UINT64_C(1) << pieces_of(p, k)) - 1;
+        ASSERT_EQ(seen[k], all);
+    }
+    ASSERT_EQ(placed + npl, npieces);
     ASSERT_EQ(c.emitted, placed);
     ASSERT_EQ(c.pending, 0);
     lf_plan_free(plan);
@@ -161,13 +199,18 @@ static uint64_t check_epoch(const lf_plan_params *p)
 static void test_exactly_once_and_caps(void)
 {
     lf_plan_params p;
-    for (int cfg = 0; cfg < 8; cfg++) {
+    for (int cfg = 0; cfg < 10; cfg++) {
         base_params(&p, cfg < 3 || cfg > 5 ? 8 : 64, cfg % 2 ? 8 : 16);
         p.outlier_policy = cfg % 3 == 1 ? LF_PLAN_OUTLIER_REJECT : LF_PLAN_OUTLIER_DELAY;
-        if (cfg == 2) p.rank_max_tokens = 12000;      /* binds: some samples refused */
+        if (cfg == 2) {   /* binds: some samples refused */
+            p.rank_max_tokens = 12000;
+            p.overflow = LF_PLAN_OVERFLOW_DROP;
+        }
         if (cfg == 4) { p.layout = LF_PLAN_PACK; p.seq_len = 4096; p.rank_max_padded = 3 * 4096; }
         if (cfg == 5) p.rank_max_padded = 16384 * 6;
-        if (cfg == 6) { p.cost.d = 4096; p.micro_max_padded = 8192; }  /* some refused */
+        if (cfg == 6) { p.cost.d = 4096; p.micro_max_padded = 8192; }  /* some split */
+        if (cfg == 8) { p.layout = LF_PLAN_PACK; p.seq_len = 2048; }     /* 11 % split */
+        if (cfg == 9) { p.rank_max_tokens = 3000; p.outlier_policy = LF_PLAN_OUTLIER_DELAY; }
         if (cfg == 7) { p.cost.d = 65536; p.layout = LF_PLAN_PACK; p.seq_len = 16384; }
         uint64_t deferred = check_epoch(&p);
         if (cfg == 2 || cfg == 4) ASSERT_GT(deferred, 0);   /* the caps did bind */

@@ -19,8 +19,8 @@ static void check_i64(const int64_t *got, const int64_t *want, size_t n, const c
 
 static void test_pad(void)
 {
-    lf_tf_seq seqs[3] = {{t16a, 3, LF_DTYPE_U16, 0}, {t32b, 2, LF_DTYPE_U32, 0},
-                         {NULL, 0, LF_DTYPE_U16, 0}};
+    lf_tf_seq seqs[3] = {{t16a, 3, LF_DTYPE_U16, 0, 0}, {t32b, 2, LF_DTYPE_U32, 0, 0},
+                         {NULL, 0, LF_DTYPE_U16, 0, 0}};
     int64_t tok[12], len[3];
     uint8_t mask[12];
     lf_tf_tokens_out o = {LF_DTYPE_I64, tok, sizeof tok, len, sizeof len, mask, sizeof mask,
@@ -50,11 +50,11 @@ static void test_pad(void)
     o32.dtype = LF_DTYPE_I32;
     ASSERT_EQ(lf_tf_tokens_pad(&o32, 4, (int64_t)1 << 40, seqs, 2), LF_TF_E_ARG);
     static const uint32_t huge[1] = {0x80000000u};
-    lf_tf_seq hs = {huge, 1, LF_DTYPE_U32, 0};
+    lf_tf_seq hs = {huge, 1, LF_DTYPE_U32, 0, 0};
     ASSERT_EQ(lf_tf_tokens_pad(&o32, 4, 0, &hs, 1), LF_TF_E_ARG);      /* > INT32_MAX in i32 */
     o32.dtype = LF_DTYPE_F32;
     ASSERT_EQ(lf_tf_tokens_pad(&o32, 4, 0, seqs, 2), LF_TF_E_ARG);
-    lf_tf_seq bad = {t16a, 3, LF_DTYPE_I16, 0};
+    lf_tf_seq bad = {t16a, 3, LF_DTYPE_I16, 0, 0};
     ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 0, &bad, 1), LF_TF_E_ARG);
     /* Lengths are i32 with i32 tokens: a longest past INT32_MAX cannot be
      * written (refused before any buffer is looked at). */
@@ -70,8 +70,8 @@ static void test_pack(void)
     memcpy(raw + 1, r1, sizeof r1);
     static const uint16_t a[3] = {10, 11, 12};
     static const uint32_t b[2] = {20, 21};
-    lf_tf_seq seqs[3] = {{a, 3, LF_DTYPE_U16, 0}, {b, 2, LF_DTYPE_U32, 0},
-                         {raw + 1, 6, LF_DTYPE_U16, 1}};
+    lf_tf_seq seqs[3] = {{a, 3, LF_DTYPE_U16, 0, 0}, {b, 2, LF_DTYPE_U32, 0, 0},
+                         {raw + 1, 6, LF_DTYPE_U16, 1, 0}};
     int64_t tok[12], pos[12], cu[6];
     lf_tf_tokens_out o = {LF_DTYPE_I64, tok, sizeof tok, NULL, 0, NULL, 0,
                           pos, sizeof pos, cu, sizeof cu};
@@ -85,7 +85,7 @@ static void test_pack(void)
 
     /* An empty middle row is one pad segment; i32 output; pad id 7. */
     int32_t t[12], p[12], c[7];
-    lf_tf_seq s2[3] = {{a, 3, LF_DTYPE_U16, 0}, {b, 2, LF_DTYPE_U32, 2}, {a, 1, LF_DTYPE_U16, 2}};
+    lf_tf_seq s2[3] = {{a, 3, LF_DTYPE_U16, 0, 0}, {b, 2, LF_DTYPE_U32, 2, 0}, {a, 1, LF_DTYPE_U16, 2, 0}};
     lf_tf_tokens_out o2 = {LF_DTYPE_I32, t, sizeof t, NULL, 0, NULL, 0, p, sizeof p, c, sizeof c};
     ASSERT_EQ(lf_tf_tokens_pack(&o2, 3, 4, 7, s2, 3), 7);
     static const int32_t wt[12] = {10, 11, 12, 7, 7, 7, 7, 7, 20, 21, 10, 7};
@@ -95,12 +95,21 @@ static void test_pack(void)
     ASSERT_MEM_EQ(p, wp, sizeof wp);
     ASSERT_MEM_EQ(c, wc, sizeof wc);
 
+    /* A piece of a sample: its positions go on from where it starts in the
+     * sample (first_pos), across the cut; past i32, refused. */
+    lf_tf_seq piece[2] = {{a, 3, LF_DTYPE_U16, 0, 4096}, {b, 2, LF_DTYPE_U32, 1, 0}};
+    ASSERT_EQ(lf_tf_tokens_pack(&o2, 2, 4, 7, piece, 2), 5);
+    static const int32_t pp[8] = {4096, 4097, 4098, 0, 0, 1, 0, 0};
+    ASSERT_MEM_EQ(p, pp, sizeof pp);
+    piece[0].first_pos = INT32_MAX - 2;
+    ASSERT_EQ(lf_tf_tokens_pack(&o2, 2, 4, 7, piece, 2), LF_TF_E_ARG);
+
     /* Rejections. */
-    lf_tf_seq over[2] = {{a, 3, LF_DTYPE_U16, 0}, {b, 2, LF_DTYPE_U32, 0}};
+    lf_tf_seq over[2] = {{a, 3, LF_DTYPE_U16, 0, 0}, {b, 2, LF_DTYPE_U32, 0, 0}};
     ASSERT_EQ(lf_tf_tokens_pack(&o, 2, 4, 0, over, 2), LF_TF_E_ARG);    /* 5 > seq_len 4 */
-    lf_tf_seq back[2] = {{a, 1, LF_DTYPE_U16, 1}, {b, 1, LF_DTYPE_U32, 0}};
+    lf_tf_seq back[2] = {{a, 1, LF_DTYPE_U16, 1, 0}, {b, 1, LF_DTYPE_U32, 0, 0}};
     ASSERT_EQ(lf_tf_tokens_pack(&o, 2, 6, 0, back, 2), LF_TF_E_ARG);    /* rows decrease */
-    lf_tf_seq far[1] = {{a, 1, LF_DTYPE_U16, 2}};
+    lf_tf_seq far[1] = {{a, 1, LF_DTYPE_U16, 2, 0}};
     ASSERT_EQ(lf_tf_tokens_pack(&o, 2, 6, 0, far, 1), LF_TF_E_ARG);     /* row >= rows */
     /* i32 cu_seqlens end at rows x seq_len: past INT32_MAX they would wrap
      * (2 x (2^30 + 1) once gave {0, 1073741825, -2147483646}). */
@@ -119,7 +128,7 @@ static void test_stored_width(void)
     unsigned char raw[1 + 3 * 2];        /* unaligned u16 input */
     memcpy(raw + 1, t16a, sizeof t16a);
     static const uint32_t small32[2] = {65535, 9};
-    lf_tf_seq seqs[2] = {{raw + 1, 3, LF_DTYPE_U16, 0}, {small32, 2, LF_DTYPE_U32, 0}};
+    lf_tf_seq seqs[2] = {{raw + 1, 3, LF_DTYPE_U16, 0, 0}, {small32, 2, LF_DTYPE_U32, 0, 0}};
     uint16_t t16[8];
     int32_t len[2];
     lf_tf_tokens_out o = {LF_DTYPE_U16, t16, sizeof t16, len, sizeof len, NULL, 0,
@@ -136,7 +145,7 @@ static void test_stored_width(void)
     memset(t16, 0x5a, sizeof t16);
     uint16_t before[8];
     memcpy(before, t16, sizeof t16);
-    lf_tf_seq big = {t32b, 2, LF_DTYPE_U32, 0};
+    lf_tf_seq big = {t32b, 2, LF_DTYPE_U32, 0, 0};
     ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 0, &big, 1), LF_TF_E_ARG);
     ASSERT_EQ(lf_tf_tokens_pad(&o, 4, 65536, seqs, 2), LF_TF_E_ARG);
     ASSERT_EQ(lf_tf_tokens_pad(&o, 4, -1, seqs, 2), LF_TF_E_ARG);
@@ -147,7 +156,7 @@ static void test_stored_width(void)
     /* u32 output: u16 widened, u32 as is (70000 too), pad id 2^32 - 1. */
     uint32_t t32[4], p32[4];
     int32_t cu[4];
-    lf_tf_seq s2[2] = {{t16a, 1, LF_DTYPE_U16, 0}, {t32b, 2, LF_DTYPE_U32, 0}};
+    lf_tf_seq s2[2] = {{t16a, 1, LF_DTYPE_U16, 0, 0}, {t32b, 2, LF_DTYPE_U32, 0, 0}};
     lf_tf_tokens_out o32 = {LF_DTYPE_U32, t32, sizeof t32, NULL, 0, NULL, 0,
                             p32, sizeof p32, cu, sizeof cu};
     ASSERT_EQ(lf_tf_tokens_pack(&o32, 1, 4, UINT32_MAX, s2, 2), 4);

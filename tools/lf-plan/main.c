@@ -206,6 +206,12 @@ static lf_plan_sample *dataset_samples(opts *o, size_t *n)
 
 /* ---- output --------------------------------------------------------------- */
 
+/* The dropped tokens' share of all tokens (0 with no tokens). */
+static double dropped_share(const plan_score *s)
+{
+    return s->all_tokens ? (double)s->dropped_tokens / (double)s->all_tokens : 0;
+}
+
 static void print_pcts_json(const char *key, const plan_pcts *p)
 {
     printf("\"%s\": {\"p50\": %.6f, \"p99\": %.6f, \"max\": %.6f}", key, p->p50, p->p99, p->max);
@@ -244,8 +250,10 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
             printf("\"step_tokens_to_median\": null, \"step_cost_to_median\": null, "
                    "\"step_tokens_min_to_median\": null, \"step_cost_min_to_median\": null");
         }
-        if (s->epoch_done) printf(", \"dropped_tokens\": %" PRIu64, s->dropped_tokens);
-        else printf(", \"dropped_tokens\": null");
+        if (s->epoch_done)
+            printf(", \"dropped_tokens\": %" PRIu64 ", \"dropped_tokens_share\": %.6f",
+                   s->dropped_tokens, dropped_share(s));
+        else printf(", \"dropped_tokens\": null, \"dropped_tokens_share\": null");
         printf(", \"padding_fraction\": %.6f, \"padding_floor\": %.6f, \"micro_per_rank\": %.4f, "
                "\"budget_fill\": %.6f, ", s->padding_fraction, s->padding_floor, s->micro_per_rank,
                s->budget_fill);
@@ -283,8 +291,13 @@ static void print_balance(const plan_score *s)
     else
         printf("  step / median     not measured (the median step is empty)\n");
     printf("  empty rank-steps  %" PRIu64 "\n", s->empty_rank_steps);
-    if (s->epoch_done)
-        printf("  tokens dropped    %" PRIu64 "\n", s->dropped_tokens);
+    if (s->epoch_done && s->dropped_tokens)
+        printf("  tokens dropped    %" PRIu64 " (%.4f %% of the tokens; %" PRIu64 " samples or "
+               "pieces left out: %" PRIu64 " outliers, %" PRIu64 " over a cap or row)\n",
+               s->dropped_tokens, 100 * dropped_share(s), s->rejected + s->rejected_cap,
+               s->rejected, s->rejected_cap);
+    else if (s->epoch_done)
+        printf("  tokens dropped    0 (every token placed once; 0 samples left out)\n");
     else
         printf("  tokens dropped    not measured (--steps ended the run inside the epoch)\n");
 }
@@ -332,6 +345,8 @@ int main(int argc, char **argv)
     lf_plan_sample *samples = o.synth ? synth_samples(&o) : dataset_samples(&o, &n);
     if (!samples) return 1;
     int rc = plan_cli_finish(&o.cli, o.preset, samples, n, (o.samplers & 6) != 0);
+    if (!rc && o.cli.seq_len_why[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.seq_len_why);
+    if (!rc && o.cli.overflow[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.overflow);
     if (!rc && o.cli.note[0]) fprintf(stderr, "lf-plan: note: %s\n", o.cli.note);
     plan_score sc[3];
     int nsc = 0;

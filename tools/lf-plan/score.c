@@ -114,9 +114,13 @@ static plan_pcts ratio_to_median(double *v, size_t n, double *min, int *ok)
 int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
                    size_t n, uint64_t max_steps, plan_score *out)
 {
-    tally t;
+    tally t = {0};
     lf_plan *plan = NULL;
-    int rc = tally_init(&t, n);
+    lf_plan_sample *pieces;   /* the tallies hold one entry per sample placed: per piece */
+    size_t m;
+    int rc = lf_plan_pieces(prm, samples, n, &pieces, &m);
+    free(pieces);
+    if (!rc) rc = tally_init(&t, m);
     if (rc) goto done;
     double t0 = now_s(), c0 = cpu_s();
     if ((rc = lf_plan_create(prm, samples, n, &plan))) goto done;
@@ -181,6 +185,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
         uint64_t all = 0;
         for (size_t i = 0; i < n; i++) all += samples[i].length;
         out->dropped_tokens = all - t.tokens;
+        out->all_tokens = all;
     }
     out->padding_fraction = t.padded ? (double)(t.padded - t.tokens) / (double)t.padded : 0;
     out->padding_floor = t.floor_padded

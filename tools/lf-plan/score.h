@@ -31,6 +31,7 @@ typedef struct plan_score {
     double step_tokens_min, step_cost_min;  /* the least such ratio */
     int epoch_done;              /* a whole epoch ran: dropped_tokens is measured */
     uint64_t dropped_tokens;     /* Σ L of the samples the epoch did not place */
+    uint64_t all_tokens;         /* Σ L of every sample, for dropped's share */
     double padding_fraction;     /* (padded - tokens) / padded, over every rank-step */
     double micro_per_rank;       /* micro-batches per rank-step (pack: rows) */
     double padding_floor;        /* pack: the least padding any split of the same

@@ -72,12 +72,17 @@ int lf_release(lf_client *c, const lf_batch *b)
     return lf_release_stream(c, b, NULL);
 }
 
-int lf_report_step(lf_client *c, uint64_t compute_ns)
+int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns)
 {
     if (!c->got) return LF_E_ORDER; /* no step to report on yet */
-    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step,
-                        .compute_ns = compute_ns, .wait_ns = c->last_wait_ns};
+    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step, .compute_ns = compute_ns,
+                        .sync_ns = sync_ns, .wait_ns = c->last_wait_ns};
     return c->gpu ? lf_gpu_report(c->gpu, &r) : lf_client_host_report(c, &r);
+}
+
+int lf_report_step(lf_client *c, uint64_t compute_ns)
+{
+    return lf_report_step_sync(c, compute_ns, LF_WIRE_UNKNOWN);
 }
 
 void lf_client_close(lf_client *c)

@@ -69,11 +69,12 @@ struct lf_client {
  * device. */
 int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
 int lf_client_host_release(lf_client *c, const lf_batch *b);
-/* A STEP report of the trainer's step (epoch, step): its compute time and
- * the data wait of the lf_next that gave it the batch. */
+/* A STEP report of the trainer's step (epoch, step): its compute time, its
+ * sync wait (LF_WIRE_UNKNOWN: not reported) and the data wait of the
+ * lf_next that gave it the batch. */
 typedef struct lf_step_report {
     uint32_t epoch;
-    uint64_t step, compute_ns, wait_ns;
+    uint64_t step, compute_ns, sync_ns, wait_ns;
 } lf_step_report;
 int lf_client_host_report(lf_client *c, const lf_step_report *r);
 /* The mapped ring and its slot size. */

@@ -551,7 +551,7 @@ int lf_client_host_report(lf_client *c, const lf_step_report *r)
 {
     lf_msg m = {.type = LF_MSG_STEP,
                 .u.step = {.epoch = r->epoch, .step = r->step, .compute_ns = r->compute_ns,
-                           .wait_ns = r->wait_ns}};
+                           .wait_ns = r->wait_ns, .sync_ns = r->sync_ns}};
     return send_msg(c, &m);
 }
 

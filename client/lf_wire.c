@@ -112,6 +112,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.step.step, 8);
         put_le(&c, m->u.step.compute_ns, 8);
         put_le(&c, m->u.step.wait_ns, 8);
+        put_le(&c, m->u.step.sync_ns, 8);
         break;
     case LF_MSG_HEARTBEAT:
         put_le(&c, m->u.heartbeat_ns, 8);
@@ -193,6 +194,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         m.u.step.step = get_le(&c, 8);
         m.u.step.compute_ns = get_le(&c, 8);
         m.u.step.wait_ns = get_le(&c, 8);
+        m.u.step.sync_ns = get_le(&c, 8);
         break;
     case LF_MSG_HEARTBEAT:
         m.u.heartbeat_ns = get_le(&c, 8);

@@ -26,7 +26,7 @@
  *   START(epoch, step)             ───────►  (once every local rank started)
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
  *   RELEASE(slot, seq)             ───────►
- *   STEP(epoch, step, compute, wait) ─────►
+ *   STEP(epoch, step, compute, wait, sync) ─►
  *                                  ◄───────  END (all epochs delivered)
  *   BYE                            ───────►
  *   HEARTBEAT either way when idle; ERROR(code, text) from the server.
@@ -39,10 +39,11 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 2         /* 2: PLANNING, WELCOME's fingerprint */
+#define LF_WIRE_VERSION 3         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's sync */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
+#define LF_WIRE_UNKNOWN UINT64_MAX /* a figure the sender does not know */
 
 typedef enum lf_wire_type {
     LF_MSG_HELLO = 1,
@@ -103,6 +104,8 @@ typedef struct lf_msg_step {
     uint64_t step;
     uint64_t compute_ns;         /* trainer's compute time, reported by the trainer */
     uint64_t wait_ns;            /* time the client waited in lf_next for this batch */
+    uint64_t sync_ns;            /* trainer's wait for the other ranks (its all-reduce),
+                                    reported by the trainer; LF_WIRE_UNKNOWN: not reported */
 } lf_msg_step;
 
 typedef struct lf_msg_text {      /* ERROR and STATS */

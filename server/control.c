@@ -270,18 +270,14 @@ static void on_release(control *c, int li, const unsigned char *id, size_t idlen
     ss->held[m->slot].on = 0;
     pthread_mutex_lock(&s->mu);
     srv_free_slot(s, (uint32_t)li, m->slot);
-    s->ranks[li].m.cost_released += ss->held[m->slot].cost;
     srv_obs_release(s, (uint32_t)li, srv_now_ns());
     pthread_mutex_unlock(&s->mu);
 }
 
 static void on_step(control *c, int li, const lf_msg_step *m)
 {
-    srv_rank_metrics *rm = &c->s->ranks[li].m;
     pthread_mutex_lock(&c->s->mu);
-    rm->wait_ns += m->wait_ns;
-    rm->compute_ns += m->compute_ns;
-    rm->steps_reported++;
+    srv_obs_step(c->s, (uint32_t)li, m);
     pthread_mutex_unlock(&c->s->mu);
 }
 
@@ -415,7 +411,7 @@ static void announce_rank(control *c, uint32_t li)
             uint64_t now = srv_now_ns();
             ss->held[j->slot] = (held_slot){.on = 1, .ready = m.u.ready, .since_ns = now,
                                             .cost = (double)j->cost};
-            srv_obs_ready(s, li, j->epoch, j->step, now);
+            srv_obs_ready(s, li, j->epoch, j->step, (double)j->cost, now);
             send_to(c, ss->id, ss->idlen, &m);
             r->m.batches++;
             r->m.samples += j->n;

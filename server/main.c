@@ -533,9 +533,10 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
         uint64_t back, path;
         srv_obs_empty(s, li, srv_now_ns(), &back, &path);
         fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
-                " tokens, cost %.0f, compute %.3f s; data wait (lf_next) %.3f s, held back "
-                "%.3f s, data path %.3f s%s\n", r->rank, r->m.batches, r->m.samples,
-                r->m.tokens, r->m.cost, (double)r->m.compute_ns / 1e9,
+                " tokens, cost %.0f, compute %.3f s, sync wait %.3f s; data wait (lf_next) "
+                "%.3f s, held back %.3f s, data path %.3f s%s\n", r->rank, r->m.batches,
+                r->m.samples, r->m.tokens, r->m.cost, (double)r->m.compute_ns / 1e9,
+                (double)r->m.sync_ns / 1e9,
                 (double)r->m.wait_ns / 1e9, (double)back / 1e9, (double)path / 1e9,
                 r->gone && !r->ended ? " (left early)" : "");
     }

@@ -23,6 +23,12 @@
  * stretches add up to its own data wait; one that releases earlier holds
  * nothing during its compute as well, and the split still says which side
  * the rank waited on.
+ *
+ * The trainer's side comes in its STEP reports: the client's data wait,
+ * the trainer's compute and sync wait (its wait for the other ranks in the
+ * all-reduce, where it reports one). Each report names its step; the
+ * server looks the step's planned cost up among the rank's latest READYs,
+ * so measured compute is compared with planned cost step for step.
  */
 #include "srv.h"
 
@@ -35,13 +41,47 @@ static void close_empty(srv *s, uint32_t li, uint64_t now)
     o->empty_since_ns = 0;
 }
 
-void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, uint64_t now)
+void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, double cost,
+                   uint64_t now)
 {
     srv_rank_obs *o = &s->ranks[li].obs;
     close_empty(s, li, now);
     o->held++;
     o->epoch = epoch;
     o->step = step;
+    uint64_t at = o->nrecent++ % SRV_OBS_RECENT;
+    o->recent[at].epoch = epoch;
+    o->recent[at].step = step;
+    o->recent[at].cost = cost;
+}
+
+/* The planned cost of the rank's batch of (epoch, step), newest READY
+ * first; -1 when it is not among the latest (a report that lags too far). */
+static double step_cost(const srv_rank_obs *o, uint32_t epoch, uint64_t step)
+{
+    uint64_t n = o->nrecent < SRV_OBS_RECENT ? o->nrecent : SRV_OBS_RECENT;
+    for (uint64_t k = 1; k <= n; k++) {
+        uint64_t at = (o->nrecent - k) % SRV_OBS_RECENT;
+        if (o->recent[at].epoch == epoch && o->recent[at].step == step) return o->recent[at].cost;
+    }
+    return -1;
+}
+
+void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m)
+{
+    srv_rank_metrics *rm = &s->ranks[li].m;
+    rm->wait_ns += m->wait_ns;
+    rm->compute_ns += m->compute_ns;
+    rm->steps_reported++;
+    if (m->sync_ns != LF_WIRE_UNKNOWN) {
+        rm->sync_ns += m->sync_ns;
+        rm->sync_steps++;
+    }
+    double cost = step_cost(&s->ranks[li].obs, m->epoch, m->step);
+    if (cost > 0 && m->compute_ns > 0) {
+        rm->compute_costed_ns += m->compute_ns;
+        rm->cost_reported += cost;
+    }
 }
 
 /* The rank holds no batch from `now` on. */

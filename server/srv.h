@@ -109,7 +109,9 @@ typedef struct srv_rank_metrics {
     double cost;                 /* summed over the run: with costs in FLOPs
                                     it passes 2^64 (exact below 2^53) */
     uint64_t wait_ns, compute_ns, steps_reported; /* the client's STEP reports */
-    double cost_released;        /* planned cost of the batches its trainer released */
+    uint64_t sync_ns, sync_steps; /* of them, the steps that reported a sync wait */
+    uint64_t compute_costed_ns;  /* compute of the steps whose planned cost is known */
+    double cost_reported;        /* and that planned cost (observe.c) */
     uint64_t planner_wait_ns;    /* the planner waited for a free slot of this ring */
 } srv_rank_metrics;
 
@@ -119,6 +121,8 @@ typedef struct srv_rank_metrics {
  * that time is split by what the planner was doing, waiting for another
  * rank's free slot (held back: lock-step backpressure) or not (the data
  * path: read, decode, assembly, cache room). */
+#define SRV_OBS_RECENT 64        /* READYs a STEP report may lag behind (ring and
+                                    device slots together stay far below) */
 typedef struct srv_rank_obs {
     uint32_t held;
     uint64_t empty_since_ns;     /* holding none since (0: holds some, or not yet) */
@@ -127,6 +131,12 @@ typedef struct srv_rank_obs {
     uint32_t epoch;              /* the last batch handed out */
     uint64_t step;
     int stalled;                 /* held a batch past --stall-ms (control.c) */
+    struct {                     /* the latest batches handed out, by READY: */
+        uint32_t epoch;          /* a STEP report names its step, and the */
+        uint64_t step;           /* step's planned cost is looked up here */
+        double cost;
+    } recent[SRV_OBS_RECENT];
+    uint64_t nrecent;            /* READYs so far; the latest at (nrecent - 1) % size */
 } srv_rank_obs;
 
 typedef struct cache_entry cache_entry;
@@ -344,7 +354,11 @@ int srv_control_run(srv *s, srv_endpoint *ep);
 
 /* observe.c (every function under mu) */
 void srv_obs_start(srv *s, uint32_t li, uint64_t now); /* START: no batch out yet */
-void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, uint64_t now);
+void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, double cost,
+                   uint64_t now);
+/* A STEP report of rank li's trainer: its figures, paired with the step's
+ * planned cost. */
+void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m);
 void srv_obs_release(srv *s, uint32_t li, uint64_t now);
 void srv_obs_gone(srv *s, uint32_t li);
 /* Rank li's time holding no batch so far, now included, split into held

@@ -25,7 +25,7 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
     case LF_MSG_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
-    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000}; break;
+    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000, 5000}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
     case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
     case LF_MSG_ERROR:

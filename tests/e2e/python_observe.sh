@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# levelfeed.torch.instrument in a real DDP job (#31 items 1 and 5): two
+# ranks in a gloo group, each a DistributedDataParallel model fed by a
+# levelfeed.Loader and instrumented with one line. Rank 1 computes 60 ms a
+# step, rank 0 next to nothing, so rank 0 waits for rank 1 in DDP's
+# all-reduce every step. lf-stat must name rank 1 the slowest rank
+# (compute) and show rank 0's wait as sync wait, measured by the hook, not
+# as data wait (polled, with a deadline against a hang; the shared reading
+# of e2e/server_observe). Before, Python could report no sync wait and
+# there was no levelfeed.torch.
+source "$(dirname "$0")/server_lib.sh"
+source "$(dirname "$0")/python_lib.sh"
+need_python_module torch
+export CUDA_VISIBLE_DEVICES=""   # gloo on the CPU even where GPUs are
+
+make_dataset "$WORK/ds"
+start_server --data "$WORK/ds" --world 2 --seed 4 --slots 2 --epochs 1 --samples-per-rank 8
+cat >"$WORK/rank.py" <<'PYEOF'
+import sys, time
+import torch
+import torch.distributed as dist
+import levelfeed
+import levelfeed.torch
+
+dist.init_process_group("gloo")
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+loader = levelfeed.Loader(endpoint=sys.argv[1])
+levelfeed.torch.instrument(ddp, loader)
+pause = float(sys.argv[2])
+steps = 0
+for batch in loader:
+    loss = ddp(torch.full((4, 8), float(batch.nsamples))).square().mean()
+    time.sleep(pause)                  # this rank's compute, before its all-reduce
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    steps += 1
+loader.close()
+dist.destroy_process_group()
+print("rank %d: %d steps" % (dist.get_rank() if dist.is_initialized() else -1, steps))
+PYEOF
+port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+  RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$PY" "$WORK/rank.py" "$EP" "$(( r * 60 ))e-3" >"$WORK/r$r.log" 2>&1 &
+  PIDS+=($!)
+  cpid[r]=$!
+done
+wait_until 60 "lf-stat to name rank 1 the slowest and rank 0 waiting in sync" \
+  "$WORK/r0.log" "$WORK/r1.log" -- observe_reading sync
+echo "$SEEN"
+for r in 0 1; do wait_ok 60 "rank $r" "${cpid[r]}" "$WORK/r$r.log"; done
+wait_server
+check_python_leftovers
+echo "python ddp: rank 1 named the slowest (compute), rank 0 waiting for it in sync: ok"

@@ -121,6 +121,26 @@ typedef struct srv_rank_metrics {
  * that time is split by what the planner was doing, waiting for another
  * rank's free slot (held back: lock-step backpressure) or not (the data
  * path: read, decode, assembly, cache room). */
+/* One step of a rank as its trainer reported it (observe.c). */
+typedef struct srv_step_fig {
+    uint32_t epoch;
+    uint64_t step;
+    uint64_t wait_ns, compute_ns, sync_ns; /* sync_ns 0 where not reported */
+    double cost;                 /* planned; -1: not known */
+} srv_step_fig;
+
+#define SRV_LATE_STEPS 3         /* a rank's slowest steps, kept for its report */
+
+/* A rank's reported steps summed up for its end-of-run report: how far
+ * measured compute follows planned cost, and its slowest steps. */
+typedef struct srv_step_stats {
+    uint64_t n;                  /* steps with compute and a planned cost */
+    double sx, sy, sxx, syy, sxy; /* planned cost x, compute y (ms): correlation */
+    double ratio_sum, ratio_max; /* compute per planned cost, a step */
+    srv_step_fig late[SRV_LATE_STEPS]; /* slowest by data wait + compute + sync */
+    uint32_t nlate;
+} srv_step_stats;
+
 #define SRV_OBS_RECENT 64        /* READYs a STEP report may lag behind (ring and
                                     device slots together stay far below) */
 typedef struct srv_rank_obs {
@@ -137,6 +157,7 @@ typedef struct srv_rank_obs {
         double cost;
     } recent[SRV_OBS_RECENT];
     uint64_t nrecent;            /* READYs so far; the latest at (nrecent - 1) % size */
+    srv_step_stats steps;
 } srv_rank_obs;
 
 typedef struct cache_entry cache_entry;
@@ -368,6 +389,16 @@ void srv_obs_empty(const srv *s, uint32_t li, uint64_t now, uint64_t *held_back,
 /* The local rank whose ring the planner waited for longest (held the
  * others back), other than li; -1: none. */
 int srv_obs_holder(const srv *s, uint32_t li);
+/* Measured compute per unit of planned cost over the local ranks that
+ * reported both; 0 where fewer than two did (nothing to compare with). */
+double srv_obs_compute_per_cost(const srv *s);
+/* The end-of-run report of rank li, lines of text into buf (cut at cap):
+ * its shares of data wait, compute and sync wait, how far its compute
+ * follows planned cost, its slowest steps and why. */
+void srv_obs_report(const srv *s, uint32_t li, char *buf, size_t cap);
+/* The local rank the others wait for: the most time a step in its own
+ * work (compute and its data path, *ms); -1 where none reported. */
+int srv_obs_late_rank(const srv *s, double *ms);
 
 /* stat.c */
 /* What the control thread knows of a rank's client, for STATS. */

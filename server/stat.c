@@ -14,28 +14,12 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* Measured compute per unit of planned cost over the ranks that reported
- * both; 0 where fewer than two did (one rank has nothing to compare with). */
-static double compute_per_cost(const srv *s)
-{
-    double compute = 0, cost = 0;
-    uint32_t n = 0;
-    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
-        const srv_rank_metrics *m = &s->ranks[li].m;
-        if (m->cost_reported <= 0) continue;
-        compute += (double)m->compute_costed_ns;
-        cost += m->cost_reported;
-        n++;
-    }
-    return n >= 2 ? compute / cost : 0;
-}
-
 static json_t *ns_or_null(int known, uint64_t ns)
 {
     return known ? json_integer((json_int_t)ns) : json_null();
 }
 
-/* One rank's figures; mean from compute_per_cost. Under mu. */
+/* One rank's figures; mean from srv_obs_compute_per_cost. Under mu. */
 static json_t *rank_json(const srv *s, uint32_t li, const srv_client_view *v, uint64_t now,
                          double mean)
 {
@@ -106,7 +90,7 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
         "read", (int)d.read_q, "decode", (int)d.decode_q, "assemble", (int)d.assemble_q,
         "jobs_in_flight", (int)d.jobs_in_flight));
     uint64_t now = srv_now_ns();
-    double mean = compute_per_cost(s);
+    double mean = srv_obs_compute_per_cost(s);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++)
         json_array_append_new(ranks, rank_json(s, li, &views[li], now, mean));
     pthread_mutex_unlock(&s->mu);

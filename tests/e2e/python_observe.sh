@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # levelfeed.torch.instrument in a real DDP job (#31 items 1 and 5): two
 # ranks in a gloo group, each a DistributedDataParallel model fed by a
-# levelfeed.Loader and instrumented with one line. Rank 1 computes 60 ms a
+# levelfeed.Loader and instrumented with one line. Rank 1 computes about 60 ms a
 # step, rank 0 next to nothing, so rank 0 waits for rank 1 in DDP's
 # all-reduce every step. lf-stat must name rank 1 the slowest rank
 # (compute) and show rank 0's wait as sync wait, measured by the hook, not
 # as data wait (polled, with a deadline against a hang; the shared reading
-# of e2e/server_observe). Before, Python could report no sync wait and
-# there was no levelfeed.torch.
+# of e2e/server_observe). Rank 1's compute is in proportion to its batch's
+# tokens, so the server's end-of-run report (#31 item 4) must find it
+# following the planned cost (correlation 0.5 or more), and name rank 1 the
+# late rank, rank 0's time mostly sync wait. Before, Python could report no
+# sync wait and there was no levelfeed.torch.
 source "$(dirname "$0")/server_lib.sh"
 source "$(dirname "$0")/python_lib.sh"
 need_python_module torch
@@ -31,7 +34,8 @@ pause = float(sys.argv[2])
 steps = 0
 for batch in loader:
     loss = ddp(torch.full((4, 8), float(batch.nsamples))).square().mean()
-    time.sleep(pause)                  # this rank's compute, before its all-reduce
+    # this rank's compute, before its all-reduce: in proportion to its tokens
+    time.sleep(pause * float(batch["lengths"].sum()) / 5440)
     loss.backward()
     opt.step()
     opt.zero_grad()
@@ -52,5 +56,16 @@ wait_until 60 "lf-stat to name rank 1 the slowest and rank 0 waiting in sync" \
 echo "$SEEN"
 for r in 0 1; do wait_ok 60 "rank $r" "${cpid[r]}" "$WORK/r$r.log"; done
 wait_server
+grep "^lf-server: .*report" -A2 "$WORK/server.log" | grep -v "^--"
+for want in "report, rank 0: [0-9]+ steps, .*; most of it sync wait \(the other ranks\)$" \
+  "report, rank 1: [0-9]+ steps, .*; most of it compute$" \
+  "report: rank 1 is this node's late rank"; do
+  grep -Eq "^lf-server: $want" "$WORK/server.log" || fail "the server's report lacks '$want'"
+done
+# Rank 1's compute follows its tokens, so its planned cost: the report
+# must not call the cost model stale for it.
+grep -A1 "^lf-server: report, rank 1:" "$WORK/server.log" |
+  grep -Eq "compute against planned cost: correlation (0\.[5-9][0-9]|1\.00) over [0-9]+ steps, compute per cost at most [0-9.]+x its mean$" ||
+  fail "rank 1's compute follows its planned cost, yet the report says otherwise"
 check_python_leftovers
 echo "python ddp: rank 1 named the slowest (compute), rank 0 waiting for it in sync: ok"

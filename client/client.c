@@ -48,6 +48,7 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
     if (rc == LF_E_ORDER)
         lf_client_set_error(c, "every slot holds a batch not released yet: lf_release one first");
     if (rc == 0) trainer_got(c, b);
+    if (rc == LF_E_END) c->saw_end = 1;
     return to_trainer(c, rc);
 }
 
@@ -83,6 +84,12 @@ int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns)
 int lf_report_step(lf_client *c, uint64_t compute_ns)
 {
     return lf_report_step_sync(c, compute_ns, LF_WIRE_UNKNOWN);
+}
+
+int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
+{
+    if (!c->saw_end) return LF_E_ORDER; /* a device's thread may still use the socket */
+    return to_trainer(c, lf_client_host_ask_report(c, buf, cap, timeout_ms));
 }
 
 void lf_client_close(lf_client *c)

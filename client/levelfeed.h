@@ -146,6 +146,16 @@ int lf_report_step(lf_client *c, uint64_t compute_ns);
  * per rank at the end of the run. (LEVELFEED_1.3) */
 int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns);
 
+/* This rank's end-of-run report as the server has it (lf-server prints
+ * every rank's at exit): its shares of data wait, compute and sync wait,
+ * how far its compute followed the planned cost, its slowest steps and
+ * why, in lines of text. Call after lf_next returned LF_E_END and the last
+ * step was reported. Writes the text into buf, NUL-terminated, cut to fit
+ * cap; returns its full length, or LF_E_ORDER (before the end),
+ * LF_E_TIMEOUT (no answer within timeout_ms; -1: wait), LF_E_GONE, ...
+ * (LEVELFEED_1.3) */
+int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms);
+
 /* Writes this rank's position (the batch after the last one lf_next
  * returned; before any, the restored one) into buf. Returns the byte count
  * (LF_STATE_SIZE) or -ENOBUFS. */

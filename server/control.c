@@ -274,6 +274,18 @@ static void on_release(control *c, int li, const unsigned char *id, size_t idlen
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The rank's end-of-run report (observe.c), as its figures stand now. */
+static void on_report(control *c, int li, const unsigned char *id, size_t idlen)
+{
+    char text[4096];
+    pthread_mutex_lock(&c->s->mu);
+    srv_obs_report(c->s, (uint32_t)li, text, sizeof text);
+    pthread_mutex_unlock(&c->s->mu);
+    lf_msg r = {.type = LF_MSG_REPORT,
+                .u.text = {.code = 0, .len = (uint32_t)strlen(text), .text = text}};
+    send_to(c, id, idlen, &r);
+}
+
 static void on_step(control *c, int li, const lf_msg_step *m)
 {
     pthread_mutex_lock(&c->s->mu);
@@ -330,6 +342,7 @@ static void on_message(control *c, const unsigned char *id, size_t idlen, const 
     case LF_MSG_START: on_start(c, li, id, idlen, &m->u.start); break;
     case LF_MSG_RELEASE: on_release(c, li, id, idlen, &m->u.release); break;
     case LF_MSG_STEP: on_step(c, li, &m->u.step); break;
+    case LF_MSG_REPORT_REQ: on_report(c, li, id, idlen); break;
     case LF_MSG_BYE: rank_gone(c, (uint32_t)li); break;
     case LF_MSG_HEARTBEAT: break;
     default: send_error(c, id, idlen, -EPROTO, "unexpected message type");

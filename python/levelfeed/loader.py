@@ -537,6 +537,16 @@ class Loader:
         else:
             check(lib.lf_report_step_sync(c, compute_ns, int(max(0.0, sync) * 1e9)), c)
 
+    def report(self, timeout=10.0):
+        """This rank's end-of-run report as text, what lf-server prints for
+        it at exit: its shares of data wait, compute and sync wait, how far
+        its compute followed the planned cost, its slowest steps and why.
+        Once the loader is finished (the last epoch iterated)."""
+        buf = ctypes.create_string_buffer(8192)
+        check(lib.lf_client_report(self._live(), buf, len(buf), _timeout_ms(timeout)),
+              self._client)
+        return buf.value.decode("utf-8", "replace")
+
     def _save(self):
         """The client's position as lf_state_save's bytes: after the last
         batch lf_next returned."""

@@ -9,7 +9,8 @@
 # of e2e/server_observe). Rank 1's compute is in proportion to its batch's
 # tokens, so the server's end-of-run report (#31 item 4) must find it
 # following the planned cost (correlation 0.5 or more), and name rank 1 the
-# late rank, rank 0's time mostly sync wait. Before, Python could report no
+# late rank, rank 0's time mostly sync wait; each rank's Loader.report()
+# gives its own at the end (and refuses before it). Before, Python could report no
 # sync wait and there was no levelfeed.torch.
 source "$(dirname "$0")/server_lib.sh"
 source "$(dirname "$0")/python_lib.sh"
@@ -30,6 +31,11 @@ ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
 opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
 loader = levelfeed.Loader(endpoint=sys.argv[1])
 levelfeed.torch.instrument(ddp, loader)
+try:
+    loader.report()
+    sys.exit("a report before the end")
+except levelfeed.LevelfeedError as e:
+    assert e.code == -20007, str(e)    # LF_E_ORDER: not at the end yet
 pause = float(sys.argv[2])
 steps = 0
 for batch in loader:
@@ -40,6 +46,7 @@ for batch in loader:
     opt.step()
     opt.zero_grad()
     steps += 1
+print(loader.report())
 loader.close()
 dist.destroy_process_group()
 print("rank %d: %d steps" % (dist.get_rank() if dist.is_initialized() else -1, steps))
@@ -67,5 +74,12 @@ done
 grep -A1 "^lf-server: report, rank 1:" "$WORK/server.log" |
   grep -Eq "compute against planned cost: correlation (0\.[5-9][0-9]|1\.00) over [0-9]+ steps, compute per cost at most [0-9.]+x its mean$" ||
   fail "rank 1's compute follows its planned cost, yet the report says otherwise"
+# The same report reaches each rank's own Loader at the end (Loader.report).
+for r in 0 1; do
+  grep -Eq "^report, rank $r: [0-9]+ steps, .*; most of it $([[ $r == 0 ]] && echo sync || echo compute)" "$WORK/r$r.log" &&
+    grep -q "^  slowest steps (epoch:step): " "$WORK/r$r.log" ||
+    { cat "$WORK/r$r.log" >&2; fail "rank $r's Loader.report() does not give its report"; }
+done
+grep -A2 "^report, rank 0" "$WORK/r0.log"
 check_python_leftovers
 echo "python ddp: rank 1 named the slowest (compute), rank 0 waiting for it in sync: ok"

@@ -3,7 +3,9 @@
 #  - 2 ranks, pad layout, a few hundred steps: the loss falls (first vs
 #    last 10% of steps); each rank's batches equal the server's plan
 #    (lf-server --print-plan); the report has exactly the documented keys;
-#    the trace and chart are well formed; --calibrate fits;
+#    the trace and chart are well formed (a process a rank, pids from 1,
+#    slices that do not overlap; the chart an SVG document with a panel a
+#    rank, rendered where rsvg-convert is); --calibrate fits;
 #  - 3 ranks, pack layout: the batches equal the plan too, and with 2 ranks
 #    on a set whose every 10th sample is empty;
 #  - 2 ranks, lf-server --micro-batches (each micro-batch padded to its own
@@ -29,7 +31,7 @@ check_loss pad balanced 200
 check_report "$WORK/report.json" "$WORK/trace.json" 2 cpu
 grep -q "R^2 = " "$WORK/pad.out" || fail "--calibrate printed no fit"
 grep -q "lf-server --cost 16," "$WORK/pad.out" || fail "--calibrate printed no flags"
-grep -q '^<svg' "$WORK/chart.svg" && grep -q '</svg>' "$WORK/chart.svg" || fail "chart.svg"
+check_chart "$WORK/chart.svg" 2
 echo "2 ranks, pad: batches == plan, report, trace, chart, calibration ok"
 
 # 2. three ranks, pack layout (rows of 512 tokens, cu_seqlens)

@@ -58,10 +58,12 @@ for r in 0 1; do
   PIDS+=($!)
   cpid[r]=$!
 done
-wait_until 60 "lf-stat to name rank 1 the slowest and rank 0 waiting in sync" \
+# 240 s: a deadline against a hang; under AddressSanitizer torch's start
+# alone takes most of a minute, and its steps crawl.
+wait_until 240 "lf-stat to name rank 1 the slowest and rank 0 waiting in sync" \
   "$WORK/r0.log" "$WORK/r1.log" -- observe_reading sync
 echo "$SEEN"
-for r in 0 1; do wait_ok 60 "rank $r" "${cpid[r]}" "$WORK/r$r.log"; done
+for r in 0 1; do wait_ok 240 "rank $r" "${cpid[r]}" "$WORK/r$r.log"; done
 wait_server
 grep "^lf-server: .*report" -A2 "$WORK/server.log" | grep -v "^--"
 for want in "report, rank 0: [0-9]+ steps, .*; most of it sync wait \(the other ranks\)$" \

@@ -48,6 +48,7 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
     if (rc == LF_E_ORDER)
         lf_client_set_error(c, "every slot holds a batch not released yet: lf_release one first");
     if (rc == 0) trainer_got(c, b);
+    if (rc == LF_E_END) c->saw_end = 1;
     return to_trainer(c, rc);
 }
 
@@ -72,12 +73,23 @@ int lf_release(lf_client *c, const lf_batch *b)
     return lf_release_stream(c, b, NULL);
 }
 
-int lf_report_step(lf_client *c, uint64_t compute_ns)
+int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns)
 {
     if (!c->got) return LF_E_ORDER; /* no step to report on yet */
-    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step,
-                        .compute_ns = compute_ns, .wait_ns = c->last_wait_ns};
+    lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step, .compute_ns = compute_ns,
+                        .sync_ns = sync_ns, .wait_ns = c->last_wait_ns};
     return c->gpu ? lf_gpu_report(c->gpu, &r) : lf_client_host_report(c, &r);
+}
+
+int lf_report_step(lf_client *c, uint64_t compute_ns)
+{
+    return lf_report_step_sync(c, compute_ns, LF_WIRE_UNKNOWN);
+}
+
+int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
+{
+    if (!c->saw_end) return LF_E_ORDER; /* a device's thread may still use the socket */
+    return to_trainer(c, lf_client_host_ask_report(c, buf, cap, timeout_ms));
 }
 
 void lf_client_close(lf_client *c)

@@ -42,6 +42,8 @@ struct lf_client {
     lf_gpu *gpu;                 /* NULL: batches stay in host memory */
     int asked;                   /* lf_next was called: no restore, no device now */
     int got;                     /* lf_next has returned a batch */
+    int saw_end;                 /* lf_next has returned LF_E_END: the trainer's
+                                    thread alone uses the socket (lf_client_report) */
     lf_msg_welcome welcome;
     int planning_pct;            /* the server's last PLANNING while connecting; -1: none */
     unsigned char *seg;          /* mapped ring, read-only */
@@ -69,13 +71,16 @@ struct lf_client {
  * device. */
 int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
 int lf_client_host_release(lf_client *c, const lf_batch *b);
-/* A STEP report of the trainer's step (epoch, step): its compute time and
- * the data wait of the lf_next that gave it the batch. */
+/* A STEP report of the trainer's step (epoch, step): its compute time, its
+ * sync wait (LF_WIRE_UNKNOWN: not reported) and the data wait of the
+ * lf_next that gave it the batch. */
 typedef struct lf_step_report {
     uint32_t epoch;
-    uint64_t step, compute_ns, wait_ns;
+    uint64_t step, compute_ns, sync_ns, wait_ns;
 } lf_step_report;
 int lf_client_host_report(lf_client *c, const lf_step_report *r);
+/* Asks the server for the rank's end-of-run report (lf_client_report). */
+int lf_client_host_ask_report(lf_client *c, char *buf, size_t cap, int timeout_ms);
 /* The mapped ring and its slot size. */
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
 /* Records a failure's text, from either thread; lf_client_error shows it

@@ -554,8 +554,31 @@ int lf_client_host_report(lf_client *c, const lf_step_report *r)
 {
     lf_msg m = {.type = LF_MSG_STEP,
                 .u.step = {.epoch = r->epoch, .step = r->step, .compute_ns = r->compute_ns,
-                           .wait_ns = r->wait_ns}};
+                           .wait_ns = r->wait_ns, .sync_ns = r->sync_ns}};
     return send_msg(c, &m);
+}
+
+int lf_client_host_ask_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
+{
+    lf_msg m = {.type = LF_MSG_REPORT_REQ};
+    int rc = send_msg(c, &m);
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    while (rc >= 0) {
+        unsigned char in[LF_WIRE_MAX];
+        while ((rc = recv_msg(c, in, sizeof in, &m)) == 1 && m.type != LF_MSG_REPORT)
+            if ((rc = handle_msg(c, &m)) < 0) return rc;
+        if (rc == 1) {
+            size_t n = m.u.text.len < cap ? m.u.text.len : cap ? cap - 1 : 0;
+            memcpy(buf, m.u.text.text, n);
+            if (cap) buf[n] = 0;
+            return (int)m.u.text.len;
+        }
+        if (rc < 0) break;
+        uint64_t now = now_ns();
+        if (timeout_ms >= 0 && now >= deadline) return LF_E_TIMEOUT;
+        rc = wait_readable(c, timeout_ms < 0 ? -1 : (int)((deadline - now) / 1000000u) + 1);
+    }
+    return rc;
 }
 
 /* State bytes: magic, rank, epoch, (pad), step, plan_id, xxh3 of the rest. */

@@ -140,6 +140,24 @@ int lf_release_stream(lf_client *c, const lf_batch *b, void *stream);
  * one step (with a device, sent by its thread). LF_E_ORDER before any batch. */
 int lf_report_step(lf_client *c, uint64_t compute_ns);
 
+/* As lf_report_step, with the step's sync wait: the time the trainer waited
+ * for the other ranks (DDP's all-reduce after its own backward was done),
+ * not counted in compute_ns. Call it before the next lf_next. lf-stat shows
+ * both next to the client's data wait; the server pairs them with the
+ * step's planned cost, names the rank the others wait for, and sums them up
+ * per rank at the end of the run. (LEVELFEED_1.3) */
+int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns);
+
+/* This rank's end-of-run report as the server has it (lf-server prints
+ * every rank's at exit): its shares of data wait, compute and sync wait,
+ * how far its compute followed the planned cost, its slowest steps and
+ * why, in lines of text. Call after lf_next returned LF_E_END and the last
+ * step was reported. Writes the text into buf, NUL-terminated, cut to fit
+ * cap; returns its full length, or LF_E_ORDER (before the end),
+ * LF_E_TIMEOUT (no answer within timeout_ms; -1: wait), LF_E_GONE, ...
+ * (LEVELFEED_1.3) */
+int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms);
+
 /* Writes this rank's position (the batch after the last one lf_next
  * returned; before any, the restored one) into buf. Returns the byte count
  * (LF_STATE_SIZE) or -ENOBUFS. */

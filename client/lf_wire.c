@@ -55,7 +55,8 @@ static const char *const type_names[] = {
     [LF_MSG_END] = "END",         [LF_MSG_BYE] = "BYE",
     [LF_MSG_HEARTBEAT] = "HEARTBEAT", [LF_MSG_ERROR] = "ERROR",
     [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
-    [LF_MSG_PLANNING] = "PLANNING",
+    [LF_MSG_PLANNING] = "PLANNING", [LF_MSG_REPORT_REQ] = "REPORT_REQ",
+    [LF_MSG_REPORT] = "REPORT",
 };
 
 const char *lf_wire_type_name(unsigned type)
@@ -112,6 +113,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.step.step, 8);
         put_le(&c, m->u.step.compute_ns, 8);
         put_le(&c, m->u.step.wait_ns, 8);
+        put_le(&c, m->u.step.sync_ns, 8);
         break;
     case LF_MSG_HEARTBEAT:
         put_le(&c, m->u.heartbeat_ns, 8);
@@ -122,6 +124,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
+    case LF_MSG_REPORT:
         if (m->u.text.len > LF_WIRE_TEXT_MAX) return -EINVAL;
         put_le(&c, (uint32_t)m->u.text.code, 4);
         put_le(&c, m->u.text.len, 4);
@@ -130,6 +133,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
     case LF_MSG_END:
     case LF_MSG_BYE:
     case LF_MSG_STATS_REQ:
+    case LF_MSG_REPORT_REQ:
         break;
     default:
         return -EINVAL;
@@ -193,6 +197,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         m.u.step.step = get_le(&c, 8);
         m.u.step.compute_ns = get_le(&c, 8);
         m.u.step.wait_ns = get_le(&c, 8);
+        m.u.step.sync_ns = get_le(&c, 8);
         break;
     case LF_MSG_HEARTBEAT:
         m.u.heartbeat_ns = get_le(&c, 8);
@@ -203,6 +208,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
+    case LF_MSG_REPORT:
         m.u.text.code = (int32_t)(uint32_t)get_le(&c, 4);
         m.u.text.len = (uint32_t)get_le(&c, 4);
         if (m.u.text.len > LF_WIRE_TEXT_MAX) return -EPROTO;
@@ -211,6 +217,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
     case LF_MSG_END:
     case LF_MSG_BYE:
     case LF_MSG_STATS_REQ:
+    case LF_MSG_REPORT_REQ:
         break;
     default:
         return -EPROTO;

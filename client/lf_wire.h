@@ -26,8 +26,10 @@
  *   START(epoch, step)             ───────►  (once every local rank started)
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
  *   RELEASE(slot, seq)             ───────►
- *   STEP(epoch, step, compute, wait) ─────►
+ *   STEP(epoch, step, compute, wait, sync) ─►
  *                                  ◄───────  END (all epochs delivered)
+ *   REPORT_REQ (after END)         ───────►
+ *                                  ◄───────  REPORT(text): the rank's end-of-run report
  *   BYE                            ───────►
  *   HEARTBEAT either way when idle; ERROR(code, text) from the server.
  *   STATS_REQ from anyone (lf-stat) ─────►  ◄─── STATS(JSON text)
@@ -39,10 +41,12 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 2         /* 2: PLANNING, WELCOME's fingerprint */
+#define LF_WIRE_VERSION 3         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
+                                     sync, REPORT_REQ and REPORT */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
+#define LF_WIRE_UNKNOWN UINT64_MAX /* a figure the sender does not know */
 
 typedef enum lf_wire_type {
     LF_MSG_HELLO = 1,
@@ -58,6 +62,8 @@ typedef enum lf_wire_type {
     LF_MSG_STATS_REQ = 11,
     LF_MSG_STATS = 12,
     LF_MSG_PLANNING = 13,
+    LF_MSG_REPORT_REQ = 14,
+    LF_MSG_REPORT = 15,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -103,10 +109,12 @@ typedef struct lf_msg_step {
     uint64_t step;
     uint64_t compute_ns;         /* trainer's compute time, reported by the trainer */
     uint64_t wait_ns;            /* time the client waited in lf_next for this batch */
+    uint64_t sync_ns;            /* trainer's wait for the other ranks (its all-reduce),
+                                    reported by the trainer; LF_WIRE_UNKNOWN: not reported */
 } lf_msg_step;
 
-typedef struct lf_msg_text {      /* ERROR and STATS */
-    int32_t code;                /* ERROR: a negative lf_status; STATS: 0 */
+typedef struct lf_msg_text {      /* ERROR, STATS and REPORT */
+    int32_t code;                /* ERROR: a negative lf_status; STATS, REPORT: 0 */
     uint32_t len;                /* bytes in text, <= LF_WIRE_TEXT_MAX */
     const char *text;            /* points into the decoded buffer; not NUL-terminated */
 } lf_msg_text;

@@ -4,7 +4,8 @@
  *
  *   lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]
  *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
- *                [--restore FILE] [--compute-us N] [--timeout-ms N] [--digests FILE]
+ *                [--restore FILE] [--compute-us N [--sync-us S]] [--timeout-ms N]
+ *                [--digests FILE]
  *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
  *                [--hang-after K] [--plan-peers DIR]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
@@ -37,6 +38,9 @@
  * --hang-after K stops after the K-th batch without releasing it, as a stuck
  * trainer would, until the process is killed: fault tests pick the exact
  * batch a client dies at.
+ * --sync-us S stands in for the all-reduce of a synchronous job: the last S
+ * µs of each --compute-us step are the wait for slower ranks, reported as
+ * the step's sync wait (lf_report_step_sync), the rest as its compute.
  */
 #include "levelfeed.h"
 #include "lf_shard.h"
@@ -453,7 +457,7 @@ typedef struct args {
     const char *out, *verify, *save, *restore, *digests, *state_file, *plan_peers,
                *tokens;
     lf_tf_image_params image;
-    int64_t max_batches, compute_us, save_every, hang_after;
+    int64_t max_batches, compute_us, sync_us, save_every, hang_after;
     int no_digest;
     int device;                  /* --device: CUDA device, -1: host batches */
     int timeout_ms;
@@ -465,7 +469,8 @@ static const char usage_text[] =
     "  [--verify DATASET [--pad-id N] [--tokens FILE] [--image-size WxH --crop full|center|random\n"
     "   --image-dtype u8|f16|f32 --flip P --seed S --resize bilinear|area]] [--no-digest]\n"
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
-    "  [--compute-us N] [--timeout-ms N] [--connect-timeout-ms N] [--hang-after K]\n"
+    "  [--compute-us N [--sync-us S]] [--timeout-ms N] [--connect-timeout-ms N]\n"
+    "  [--hang-after K]\n"
     "  [--device N]   (batches copied to CUDA device N; lf_next timed, bytes not read)\n"
     "  [--plan-peers DIR]  (the ranks' plan fingerprints compared through DIR first)\n"
     "  [--help] [--version]\n"
@@ -492,6 +497,7 @@ static int set_option(args *a, int c, const char *v)
     case 'p': return parse_i64(v, 0, INT64_MAX, &a->pad_id);
     case 'm': return parse_i64(v, 0, INT64_MAX, &a->max_batches);
     case 'c': return parse_i64(v, 0, INT64_MAX / 1000, &a->compute_us);
+    case 'y': return parse_i64(v, 0, INT64_MAX / 1000, &a->sync_us);
     case 't': return parse_i64(v, 0, INT32_MAX, &n) ? -1 : (a->timeout_ms = (int)n, 0);
     case 'T': return parse_i64(v, 1, INT32_MAX, &n) ? -1 : (a->o.connect_timeout_ms = (int)n, 0);
     case 'K': return parse_i64(v, 1, INT64_MAX, &a->save_every);
@@ -514,7 +520,8 @@ static int parse(int argc, char **argv, args *a)
         {"endpoint", 1, 0, 'e'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'},
         {"out", 1, 0, 'o'}, {"verify", 1, 0, 'v'}, {"pad-id", 1, 0, 'p'}, {"tokens", 1, 0, 'k'},
         {"max-batches", 1, 0, 'm'}, {"save", 1, 0, 's'}, {"restore", 1, 0, 'R'},
-        {"compute-us", 1, 0, 'c'}, {"timeout-ms", 1, 0, 't'}, {"digests", 1, 0, 'd'},
+        {"compute-us", 1, 0, 'c'}, {"sync-us", 1, 0, 'y'}, {"timeout-ms", 1, 0, 't'},
+        {"digests", 1, 0, 'd'},
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"resize", 1, 0, 'Z'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
@@ -539,6 +546,8 @@ static int parse(int argc, char **argv, args *a)
     const char *why = optind < argc                        ? "unexpected argument"
                       : (a->save_every > 0) != (a->state_file != NULL)
                           ? "--save-every and --state-file go together"
+                      : a->sync_us > 0 && a->sync_us >= a->compute_us
+                          ? "--sync-us is a part of each --compute-us step: give a smaller one"
                       : a->o.rank < 0 ? "no rank: --rank, or RANK in the environment"
                       : a->plan_peers && a->o.world_size < 1
                           ? "--plan-peers needs the world: --world, or WORLD_SIZE"
@@ -677,14 +686,19 @@ int main(int argc, char **argv)
         }
         if (a.hang_after > 0 && batches == a.hang_after)
             for (;;) pause(); /* a stuck trainer, holding its batch until it is killed */
+        uint64_t t1 = now_ns();
         if (a.compute_us > 0) {
             uint64_t step_ns = (uint64_t)a.compute_us * 1000u;
             if (batches == 1 || continued) pace_ns = now_ns() - (uint64_t)(batches - 1) * step_ns;
             continued = 0;
-            sleep_until(pace_ns + (uint64_t)batches * step_ns);
+            uint64_t end = pace_ns + (uint64_t)batches * step_ns;
+            sleep_until(end - (uint64_t)a.sync_us * 1000u); /* parse: sync < compute */
+            t1 = now_ns();
+            sleep_until(end);
         }
         lf_release(c, &b);
-        lf_report_step(c, now_ns() - t0);
+        if (a.sync_us > 0) lf_report_step_sync(c, t1 - t0, now_ns() - t1);
+        else lf_report_step(c, now_ns() - t0);
     }
     /* The end of the plan is no error; a failed restore or --save-every
      * write stays one, whatever --max-batches says. */

@@ -270,18 +270,26 @@ static void on_release(control *c, int li, const unsigned char *id, size_t idlen
     ss->held[m->slot].on = 0;
     pthread_mutex_lock(&s->mu);
     srv_free_slot(s, (uint32_t)li, m->slot);
-    s->ranks[li].m.cost_released += ss->held[m->slot].cost;
     srv_obs_release(s, (uint32_t)li, srv_now_ns());
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The rank's end-of-run report (observe.c), as its figures stand now. */
+static void on_report(control *c, int li, const unsigned char *id, size_t idlen)
+{
+    char text[4096];
+    pthread_mutex_lock(&c->s->mu);
+    srv_obs_report(c->s, (uint32_t)li, text, sizeof text);
+    pthread_mutex_unlock(&c->s->mu);
+    lf_msg r = {.type = LF_MSG_REPORT,
+                .u.text = {.code = 0, .len = (uint32_t)strlen(text), .text = text}};
+    send_to(c, id, idlen, &r);
+}
+
 static void on_step(control *c, int li, const lf_msg_step *m)
 {
-    srv_rank_metrics *rm = &c->s->ranks[li].m;
     pthread_mutex_lock(&c->s->mu);
-    rm->wait_ns += m->wait_ns;
-    rm->compute_ns += m->compute_ns;
-    rm->steps_reported++;
+    srv_obs_step(c->s, (uint32_t)li, m);
     pthread_mutex_unlock(&c->s->mu);
 }
 
@@ -334,6 +342,7 @@ static void on_message(control *c, const unsigned char *id, size_t idlen, const 
     case LF_MSG_START: on_start(c, li, id, idlen, &m->u.start); break;
     case LF_MSG_RELEASE: on_release(c, li, id, idlen, &m->u.release); break;
     case LF_MSG_STEP: on_step(c, li, &m->u.step); break;
+    case LF_MSG_REPORT_REQ: on_report(c, li, id, idlen); break;
     case LF_MSG_BYE: rank_gone(c, (uint32_t)li); break;
     case LF_MSG_HEARTBEAT: break;
     default: send_error(c, id, idlen, -EPROTO, "unexpected message type");
@@ -415,7 +424,7 @@ static void announce_rank(control *c, uint32_t li)
             uint64_t now = srv_now_ns();
             ss->held[j->slot] = (held_slot){.on = 1, .ready = m.u.ready, .since_ns = now,
                                             .cost = (double)j->cost};
-            srv_obs_ready(s, li, j->epoch, j->step, now);
+            srv_obs_ready(s, li, j->epoch, j->step, (double)j->cost, now);
             send_to(c, ss->id, ss->idlen, &m);
             r->m.batches++;
             r->m.samples += j->n;

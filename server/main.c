@@ -473,6 +473,25 @@ static void print_quarantine(const srv *s)
     fprintf(stderr, "%s\n", m->quarantined_images > SRV_QUARANTINE_LIST ? ", ..." : "");
 }
 
+/* Each rank's end-of-run report (observe.c), a line at a time, and the
+ * rank the others waited for. */
+static void print_report(const srv *s)
+{
+    char buf[2048];
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        srv_obs_report(s, li, buf, sizeof buf);
+        char *save = NULL;
+        for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            fprintf(stderr, "lf-server: %s\n", line);
+    }
+    double ms = 0;
+    int late = srv_obs_late_rank(s, &ms);
+    if (s->cfg.nlocal >= 2 && late >= 0)
+        fprintf(stderr, "lf-server: report: rank %u is this node's late rank: its own work "
+                "(compute and data path) takes the most time a step, %.1f ms; the others' "
+                "sync wait and held-back time wait for it\n", s->ranks[late].rank, ms);
+}
+
 static void print_summary(srv *s, uint64_t elapsed_ns)
 {
     const srv_metrics *m = &s->m;
@@ -507,12 +526,14 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
         uint64_t back, path;
         srv_obs_empty(s, li, srv_now_ns(), &back, &path);
         fprintf(stderr, "lf-server: rank %u: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64
-                " tokens, cost %.0f, compute %.3f s; data wait (lf_next) %.3f s, held back "
-                "%.3f s, data path %.3f s%s\n", r->rank, r->m.batches, r->m.samples,
-                r->m.tokens, r->m.cost, (double)r->m.compute_ns / 1e9,
+                " tokens, cost %.0f, compute %.3f s, sync wait %.3f s; data wait (lf_next) "
+                "%.3f s, held back %.3f s, data path %.3f s%s\n", r->rank, r->m.batches,
+                r->m.samples, r->m.tokens, r->m.cost, (double)r->m.compute_ns / 1e9,
+                (double)r->m.sync_ns / 1e9,
                 (double)r->m.wait_ns / 1e9, (double)back / 1e9, (double)path / 1e9,
                 r->gone && !r->ended ? " (left early)" : "");
     }
+    print_report(s);
 }
 
 /* The dataset, its fields and the plan's parameters, checked, and the plan

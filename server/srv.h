@@ -112,7 +112,9 @@ typedef struct srv_rank_metrics {
     double cost;                 /* summed over the run: with costs in FLOPs
                                     it passes 2^64 (exact below 2^53) */
     uint64_t wait_ns, compute_ns, steps_reported; /* the client's STEP reports */
-    double cost_released;        /* planned cost of the batches its trainer released */
+    uint64_t sync_ns, sync_steps; /* of them, the steps that reported a sync wait */
+    uint64_t compute_costed_ns;  /* compute of the steps whose planned cost is known */
+    double cost_reported;        /* and that planned cost (observe.c) */
     uint64_t planner_wait_ns;    /* the planner waited for a free slot of this ring */
 } srv_rank_metrics;
 
@@ -122,6 +124,28 @@ typedef struct srv_rank_metrics {
  * that time is split by what the planner was doing, waiting for another
  * rank's free slot (held back: lock-step backpressure) or not (the data
  * path: read, decode, assembly, cache room). */
+/* One step of a rank as its trainer reported it (observe.c). */
+typedef struct srv_step_fig {
+    uint32_t epoch;
+    uint64_t step;
+    uint64_t wait_ns, compute_ns, sync_ns; /* sync_ns 0 where not reported */
+    double cost;                 /* planned; -1: not known */
+} srv_step_fig;
+
+#define SRV_LATE_STEPS 3         /* a rank's slowest steps, kept for its report */
+
+/* A rank's reported steps summed up for its end-of-run report: how far
+ * measured compute follows planned cost, and its slowest steps. */
+typedef struct srv_step_stats {
+    uint64_t n;                  /* steps with compute and a planned cost */
+    double sx, sy, sxx, syy, sxy; /* planned cost x, compute y (ms): correlation */
+    double ratio_sum, ratio_max; /* compute per planned cost, a step */
+    srv_step_fig late[SRV_LATE_STEPS]; /* slowest by data wait + compute + sync */
+    uint32_t nlate;
+} srv_step_stats;
+
+#define SRV_OBS_RECENT 64        /* READYs a STEP report may lag behind (ring and
+                                    device slots together stay far below) */
 typedef struct srv_rank_obs {
     uint32_t held;
     uint64_t empty_since_ns;     /* holding none since (0: holds some, or not yet) */
@@ -130,6 +154,13 @@ typedef struct srv_rank_obs {
     uint32_t epoch;              /* the last batch handed out */
     uint64_t step;
     int stalled;                 /* held a batch past --stall-ms (control.c) */
+    struct {                     /* the latest batches handed out, by READY: */
+        uint32_t epoch;          /* a STEP report names its step, and the */
+        uint64_t step;           /* step's planned cost is looked up here */
+        double cost;
+    } recent[SRV_OBS_RECENT];
+    uint64_t nrecent;            /* READYs so far; the latest at (nrecent - 1) % size */
+    srv_step_stats steps;
 } srv_rank_obs;
 
 typedef struct cache_entry cache_entry;
@@ -373,7 +404,11 @@ int srv_control_run(srv *s, srv_endpoint *ep);
 
 /* observe.c (every function under mu) */
 void srv_obs_start(srv *s, uint32_t li, uint64_t now); /* START: no batch out yet */
-void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, uint64_t now);
+void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, double cost,
+                   uint64_t now);
+/* A STEP report of rank li's trainer: its figures, paired with the step's
+ * planned cost. */
+void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m);
 void srv_obs_release(srv *s, uint32_t li, uint64_t now);
 void srv_obs_gone(srv *s, uint32_t li);
 /* Rank li's time holding no batch so far, now included, split into held
@@ -383,6 +418,16 @@ void srv_obs_empty(const srv *s, uint32_t li, uint64_t now, uint64_t *held_back,
 /* The local rank whose ring the planner waited for longest (held the
  * others back), other than li; -1: none. */
 int srv_obs_holder(const srv *s, uint32_t li);
+/* Measured compute per unit of planned cost over the local ranks that
+ * reported both; 0 where fewer than two did (nothing to compare with). */
+double srv_obs_compute_per_cost(const srv *s);
+/* The end-of-run report of rank li, lines of text into buf (cut at cap):
+ * its shares of data wait, compute and sync wait, how far its compute
+ * follows planned cost, its slowest steps and why. */
+void srv_obs_report(const srv *s, uint32_t li, char *buf, size_t cap);
+/* The local rank the others wait for: the most time a step in its own
+ * work (compute and its data path, *ms); -1 where none reported. */
+int srv_obs_late_rank(const srv *s, double *ms);
 
 /* stat.c */
 /* What the control thread knows of a rank's client, for STATS. */

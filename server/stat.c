@@ -3,7 +3,8 @@
  * lf-stat shows): the counters, the queues' depths and each local rank's
  * state and figures, copied under srv.mu so they are of one moment. What
  * each wait measures: data_wait_ns, the client's time in lf_next (from its
- * STEP reports); ring_empty_ns, the server's time with no batch of the rank
+ * STEP reports); sync_wait_ns, the trainer's wait for the other ranks (its
+ * all-reduce, as the trainer reports it; null where it reports none); ring_empty_ns, the server's time with no batch of the rank
  * out, split by cause (observe.c); planner_waited_ns, the planner's wait
  * for a free slot of this rank's ring (this rank held the others back).
  */
@@ -13,28 +14,12 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* Measured compute per unit of planned cost over the ranks that reported
- * both; 0 where fewer than two did (one rank has nothing to compare with). */
-static double compute_per_cost(const srv *s)
-{
-    double compute = 0, cost = 0;
-    uint32_t n = 0;
-    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
-        const srv_rank_metrics *m = &s->ranks[li].m;
-        if (m->compute_ns == 0 || m->cost_released <= 0) continue;
-        compute += (double)m->compute_ns;
-        cost += m->cost_released;
-        n++;
-    }
-    return n >= 2 ? compute / cost : 0;
-}
-
 static json_t *ns_or_null(int known, uint64_t ns)
 {
     return known ? json_integer((json_int_t)ns) : json_null();
 }
 
-/* One rank's figures; mean from compute_per_cost. Under mu. */
+/* One rank's figures; mean from srv_obs_compute_per_cost. Under mu. */
 static json_t *rank_json(const srv *s, uint32_t li, const srv_client_view *v, uint64_t now,
                          double mean)
 {
@@ -46,15 +31,16 @@ static json_t *rank_json(const srv *s, uint32_t li, const srv_client_view *v, ui
     uint64_t back, path;
     srv_obs_empty(s, li, now, &back, &path);
     int holder = srv_obs_holder(s, li);
-    int ratio = mean > 0 && m->compute_ns > 0 && m->cost_released > 0;
+    int ratio = mean > 0 && m->cost_reported > 0;
     json_t *o = json_pack("{s:i,s:s,s:I,s:I,s:I,s:f,s:I,s:I,s:I,s:f}",
         "rank", (int)r->rank, "state", state, "batches", (json_int_t)m->batches,
         "samples", (json_int_t)m->samples, "tokens", (json_int_t)m->tokens, "cost", m->cost,
         "data_wait_ns", (json_int_t)m->wait_ns, "compute_ns", (json_int_t)m->compute_ns,
-        "steps_reported", (json_int_t)m->steps_reported, "cost_released", m->cost_released);
-    json_object_set_new(o, "sync_wait_ns", json_null()); /* no trainer reports it yet */
-    json_object_set_new(o, "cost_ratio", ratio ? json_real((double)m->compute_ns /
-                                                           m->cost_released / mean)
+        "steps_reported", (json_int_t)m->steps_reported, "cost_reported", m->cost_reported);
+    json_object_set_new(o, "sync_wait_ns", ns_or_null(m->sync_steps > 0, m->sync_ns));
+    json_object_set_new(o, "sync_steps", json_integer((json_int_t)m->sync_steps));
+    json_object_set_new(o, "cost_ratio", ratio ? json_real((double)m->compute_costed_ns /
+                                                           m->cost_reported / mean)
                                                : json_null());
     json_object_set_new(o, "last_batch", m->batches ? json_pack("{s:i,s:I}",
         "epoch", (int)r->obs.epoch, "step", (json_int_t)r->obs.step) : json_null());
@@ -109,7 +95,7 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
         "read", (int)d.read_q, "decode", (int)d.decode_q, "assemble", (int)d.assemble_q,
         "jobs_in_flight", (int)d.jobs_in_flight));
     uint64_t now = srv_now_ns();
-    double mean = compute_per_cost(s);
+    double mean = srv_obs_compute_per_cost(s);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++)
         json_array_append_new(ranks, rank_json(s, li, &views[li], now, mean));
     pthread_mutex_unlock(&s->mu);

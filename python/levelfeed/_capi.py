@@ -137,6 +137,8 @@ def _declare(lib):
         "lf_release_stream": (ctypes.c_int, [p, ctypes.POINTER(Batch), p]),
         "lf_client_use_device": (ctypes.c_int, [p, ctypes.c_int, ctypes.c_uint32]),
         "lf_report_step": (ctypes.c_int, [p, ctypes.c_uint64]),
+        "lf_report_step_sync": (ctypes.c_int, [p, ctypes.c_uint64, ctypes.c_uint64]),
+        "lf_client_report": (ctypes.c_int, [p, p, ctypes.c_size_t, ctypes.c_int]),
         "lf_state_save": (ctypes.c_long, [p, p, ctypes.c_size_t]),
         "lf_state_restore": (ctypes.c_int, [p, p, ctypes.c_size_t]),
         "lf_client_error": (ctypes.c_char_p, [p]),

@@ -421,6 +421,8 @@ class Loader:
             raise StopIteration
         self._yielded += 1
         self._last = None if out._slot is None else weakref.ref(out._slot)
+        if self._clock is not None:
+            self._clock.step_start()
         return out
 
     def set_epoch(self, epoch):
@@ -445,6 +447,8 @@ class Loader:
     def _take(self):
         """The next batch from the server, or None after the last one."""
         c = self._live()
+        if self._clock is not None:
+            self._clock.step_end()      # reported before lf_next moves on to the next batch
         self._thread = threading.get_ident()
         self._give_back_later()
         self._state_ahead = self._save()
@@ -522,11 +526,30 @@ class Loader:
         if slot is not None:
             slot.close()
 
-    def report_step(self, compute_seconds):
-        """Tells the server how long the trainer computed on the last batch;
-        lf-stat shows it next to the time this rank waited for data."""
-        check(lib.lf_report_step(self._live(), int(max(0.0, compute_seconds) * 1e9)),
+    _clock = None    # levelfeed.torch.instrument's: told where each step starts and ends
+
+    def report_step(self, compute, sync=None):
+        """Tells the server how long the trainer computed on the last batch
+        and, where given, how long it then waited for the other ranks (sync:
+        DDP's all-reduce), in seconds; lf-stat shows them next to the time
+        this rank waited for data. levelfeed.torch.instrument measures and
+        reports both for a DDP model."""
+        c = self._live()
+        compute_ns = int(max(0.0, compute) * 1e9)
+        if sync is None:
+            check(lib.lf_report_step(c, compute_ns), c)
+        else:
+            check(lib.lf_report_step_sync(c, compute_ns, int(max(0.0, sync) * 1e9)), c)
+
+    def report(self, timeout=10.0):
+        """This rank's end-of-run report as text, what lf-server prints for
+        it at exit: its shares of data wait, compute and sync wait, how far
+        its compute followed the planned cost, its slowest steps and why.
+        Once the loader is finished (the last epoch iterated)."""
+        buf = ctypes.create_string_buffer(8192)
+        check(lib.lf_client_report(self._live(), buf, len(buf), _timeout_ms(timeout)),
               self._client)
+        return buf.value.decode("utf-8", "replace")
 
     def _save(self):
         """The client's position as lf_state_save's bytes: after the last

@@ -3,7 +3,9 @@
 #  - 2 ranks, pad layout, a few hundred steps: the loss falls (first vs
 #    last 10% of steps); each rank's batches equal the server's plan
 #    (lf-server --print-plan); the report has exactly the documented keys;
-#    the trace and chart are well formed; the report has the noise floor
+#    the trace and chart are well formed (a process a rank, pids from 1,
+#    slices that do not overlap; the chart an SVG document with a panel a
+#    rank, rendered where rsvg-convert is); the report has the noise floor
 #    (identical work on every rank) and --compare's table and lines set
 #    balanced and naive against it;
 #  - --calibrate (alone) fits with standard errors and R^2, writes a cost
@@ -35,7 +37,7 @@ train pad 2 --batches "$WORK/pad" --report "$WORK/report.json" --trace "$WORK/tr
 check_plan pad 2 balanced --samples-per-rank 1
 check_loss pad balanced 200
 check_report "$WORK/report.json" "$WORK/trace.json" 2 cpu
-grep -q '^<svg' "$WORK/chart.svg" && grep -q '</svg>' "$WORK/chart.svg" || fail "chart.svg"
+check_chart "$WORK/chart.svg" 2
 echo "2 ranks, pad: batches == plan, report, trace, chart ok"
 
 # 1a. --calibrate alone: a fit with its confidence, and a cost file lf-plan reads

@@ -311,3 +311,37 @@ kill_client_until_gone() {   # PID RANK [BOUND_MS]
   GONE_MS=$((($(date +%s%N) - t0) / 1000000))
   [[ $GONE_MS -le $bound ]] || fail "rank $rank gone after $GONE_MS ms, over $bound ms"
 }
+
+# lf-stat's reading of two ranks where rank 1 is the slower (e2e/server_observe,
+# python_observe), once both have 30 steps reported: "ok" and what it showed,
+# in SEEN, or what is wrong. lockstep: rank 0 is held back by rank 1 through
+# the plan's lock-step; sync: rank 0 waits for rank 1 in its all-reduce.
+observe_reading() {  # lockstep|sync
+  "$LF_BIN/lf-stat" "$EP" --json 2>/dev/null >"$WORK/stat.json" || { SEEN="no answer"; return 1; }
+  SEEN=$("$PY" - "$WORK/stat.json" "$1" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = {x["rank"]: x for x in d["ranks"]}
+if min(x["steps_reported"] for x in r.values()) < 30:
+    print("fewer than 30 steps"); sys.exit()
+f0, f1 = r[0]["per_step_ms"], r[1]["per_step_ms"]
+bad = []
+if d["slowest"] != {"rank": 1, "stage": "compute"}: bad.append("slowest %s" % d["slowest"])
+if r[1]["cause"] != "compute": bad.append("rank 1: %s" % r[1]["cause"])
+if sys.argv[2] == "sync":
+    if r[0]["cause"] != "sync wait": bad.append("rank 0: %s" % r[0]["cause"])
+    if f0["sync"] is None or not f0["sync"] > 2 * max(f0["data_wait"], f0["compute"]): bad.append("rank 0 %s" % f0)
+    if f1["sync"] is not None and f1["sync"] > f0["sync"] / 2: bad.append("rank 1 %s" % f1)
+    print("; ".join(bad) if bad else "ok: rank 0 sync wait %.1f ms a step, compute %.1f ms, data wait %.1f ms; rank 1 compute %.1f ms"
+          % (f0["sync"], f0["compute"], f0["data_wait"], f1["compute"]))
+    sys.exit()
+if r[0]["cause"] != "held back by rank 1": bad.append("rank 0: %s" % r[0]["cause"])
+if not f0["held_back"] > 2 * f0["data_path"]: bad.append("rank 0 %s" % f0)
+server = f0["held_back"] + f0["data_path"]
+if abs(server - f0["data_wait"]) > max(5, 0.15 * f0["data_wait"]): bad.append("rank 0: client %.2f ms, server %.2f ms" % (f0["data_wait"], server))
+print("; ".join(bad) if bad else "ok: rank 0 data wait %.1f ms a step (lf_next), held back %.1f ms, data path %.1f ms; rank 1 compute %.1f ms"
+      % (f0["data_wait"], f0["held_back"], f0["data_path"], f1["compute"]))
+PYEOF
+)
+  [[ $SEEN == ok* ]]
+}

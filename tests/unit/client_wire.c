@@ -25,11 +25,12 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
     case LF_MSG_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
-    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000}; break;
+    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000, 5000}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
     case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
     case LF_MSG_ERROR:
-    case LF_MSG_STATS: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
+    case LF_MSG_STATS:
+    case LF_MSG_REPORT: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
     default: break;
     }
     return m;
@@ -38,7 +39,7 @@ static lf_msg sample_msg(unsigned type)
 static void check_same(const lf_msg *a, const lf_msg *b)
 {
     ASSERT_EQ(a->type, b->type);
-    if (a->type == LF_MSG_ERROR || a->type == LF_MSG_STATS) {
+    if (a->type == LF_MSG_ERROR || a->type == LF_MSG_STATS || a->type == LF_MSG_REPORT) {
         ASSERT_EQ(a->u.text.code, b->u.text.code);
         ASSERT_EQ(a->u.text.len, b->u.text.len);
         ASSERT_MEM_EQ(a->u.text.text, b->u.text.text, a->u.text.len);
@@ -61,7 +62,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_PLANNING; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_REPORT; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);

@@ -1,10 +1,11 @@
 /*
  * report.c — what rank 0 makes of the gathered per-step records: the
- * summary and report JSON, a Chrome trace (one track per rank, opens in
- * Perfetto or chrome://tracing) and an SVG chart.
+ * summary and report JSON, the step timeline handed to common/timeline.c
+ * (a Chrome trace, a track per rank, and an SVG chart).
  */
 #include "harness.h"
 #include "lf_plan.h"
+#include "timeline.h"
 
 #include <jansson.h>
 
@@ -31,21 +32,6 @@ double lt_work_ns(const lt_record *x)
     return (double)(x->compute_cpu_ns ? x->compute_cpu_ns : x->compute_ns);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of v[0..n) (sorts v). */
-static double percentile(double *v, size_t n, double p)
-{
-    if (n == 0) return 0;
-    qsort(v, n, sizeof *v, cmp_double);
-    size_t k = (size_t)ceil(p / 100.0 * (double)n);
-    return v[k ? k - 1 : 0];
-}
-
 static double mean_loss(const lt_run *run, uint64_t from, uint64_t to)
 {
     double s = 0;
@@ -67,8 +53,8 @@ static void noise_floor(const lt_run *run, lt_summary *s)
         }
         if (csum > 0) imb[n++] = cmax / (csum / run->ranks);
     }
-    s->floor_p50 = percentile(imb, n, 50);
-    s->floor_p99 = percentile(imb, n, 99);
+    s->floor_p50 = tl_percentile(imb, n, 50);
+    s->floor_p99 = tl_percentile(imb, n, 99);
     free(imb);
 }
 
@@ -115,19 +101,19 @@ int lt_summarize(const lt_run *run, lt_summary *s)
     }
     double start = (double)at(run, 0, 0)->t_start;
     s->tokens_per_s = end > start ? tokens / ((end - start) / 1e9) : 0;
-    s->step_p50_ms = percentile(step, run->steps, 50);
-    s->step_p99_ms = percentile(step, run->steps, 99);
+    s->step_p50_ms = tl_percentile(step, run->steps, 50);
+    s->step_p99_ms = tl_percentile(step, run->steps, 99);
     s->sync_wait_fraction = total > 0 ? sync / total : 0;
     s->data_wait_fraction = total > 0 ? data / total : 0;
-    s->imbalance_p50 = percentile(imb, nimb, 50);
-    s->imbalance_p99 = percentile(imb, nimb, 99);
-    s->work_imbalance_p50 = percentile(work, nimb, 50);
+    s->imbalance_p50 = tl_percentile(imb, nimb, 50);
+    s->imbalance_p99 = tl_percentile(imb, nimb, 99);
+    s->work_imbalance_p50 = tl_percentile(work, nimb, 50);
     s->epoch_imbalance = sum_mean > 0 ? sum_max / sum_mean : 0;
     noise_floor(run, s);
-    double median = percentile(stok, run->steps, 50);   /* sorts stok */
+    double median = tl_percentile(stok, run->steps, 50);   /* sorts stok */
     if (median > 0) {
         s->tokens_min = stok[0] / median;
-        s->tokens_p99 = percentile(stok, run->steps, 99) / median;
+        s->tokens_p99 = tl_percentile(stok, run->steps, 99) / median;
         s->tokens_max = stok[run->steps - 1] / median;
     }
     uint64_t w = run->steps / 10 ? run->steps / 10 : 1;
@@ -176,146 +162,49 @@ int lt_write_report(const lt_run *run, const lt_summary *s, const char *path)
     return rc;
 }
 
-/* ---- Chrome trace ------------------------------------------------------- */
+/* ---- trace and chart (common/timeline.c) ------------------------------- */
 
-/* One slice; args (a JSON object's members, or "") show in the viewer. */
-static void trace_event(FILE *f, int *first, const char *name, int rank, uint64_t ts,
-                        uint64_t dur, const char *args)
-{
-    if (dur == 0) return;
-    fprintf(f, "%s\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,"
-               "\"dur\":%.3f,\"args\":{%s}}", *first ? "" : ",", name, rank, (double)ts / 1e3,
-            (double)dur / 1e3, args);
-    *first = 0;
-}
-
-/* Per rank and step: data wait, compute, sync wait, all-reduce (the rest of
- * the reduce), update (what remains of the step). */
-int lt_write_trace(const lt_run *run, const char *path)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    int first = 1;
-    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
-    fprintf(f, "\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":"
-               "\"lf-train %s (%s)\"}}", run->sampler, run->device);
-    for (int r = 0; r < run->ranks; r++)
-        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                   "\"args\":{\"name\":\"rank %d\"}}", r, r);
-    first = 0;
-    for (uint64_t i = 0; i < run->steps; i++) {
-        for (int r = 0; r < run->ranks; r++) {
-            const lt_record *x = at(run, i, r);
-            uint64_t t = x->t_start, sw = lt_sync_wait(run, i, r);
-            uint64_t used = x->data_ns + x->prep_ns + x->compute_ns + x->reduce_ns;
-            char args[200];
-            snprintf(args, sizeof args, "\"step\":%llu,\"epoch\":%u,\"plan_step\":%llu,"
-                     "\"samples\":%u,\"tokens\":%llu,\"planned_cost\":%llu",
-                     (unsigned long long)i, x->epoch, (unsigned long long)x->step, x->nsamples,
-                     (unsigned long long)x->tokens, (unsigned long long)x->planned_cost);
-            trace_event(f, &first, "data wait", r, t, x->data_ns, "");
-            trace_event(f, &first, "prepare", r, t += x->data_ns, x->prep_ns, "");
-            trace_event(f, &first, "compute", r, t += x->prep_ns, x->compute_ns, args);
-            trace_event(f, &first, "sync wait", r, t += x->compute_ns, sw, "");
-            trace_event(f, &first, "all-reduce", r, t += sw, x->reduce_ns - sw, "");
-            trace_event(f, &first, "update", r, t + x->reduce_ns - sw,
-                        x->step_ns > used ? x->step_ns - used : 0, "");
-        }
-    }
-    fprintf(f, "\n]}\n");
-    return fclose(f) == 0 ? 0 : -1;
-}
-
-/* ---- SVG chart ---------------------------------------------------------- */
-
-enum { CH_W = 960, CH_LEFT = 70, CH_RIGHT = 20, CH_TOP = 60, CH_PANEL = 110, CH_GAP = 22 };
-
-static void svg_text(FILE *f, double x, double y, const char *anchor, int size, const char *s)
-{
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\">%s</text>\n",
-            x, y, anchor, size, s);
-}
-
-/* One rank's panel: per step, stacked compute, sync wait, data wait. */
-static void svg_panel(FILE *f, const lt_run *run, int r, double top, double ymax_ms)
-{
-    double pw = CH_W - CH_LEFT - CH_RIGHT, bw = pw / (double)run->steps;
-    char label[64];
-    fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"#fafafa\" "
-               "stroke=\"#bbb\"/>\n", CH_LEFT, top, pw, CH_PANEL);
-    for (uint64_t i = 0; i < run->steps; i++) {
-        const lt_record *x = at(run, i, r);
-        double parts[3] = {(double)x->compute_ns / 1e6,
-                           (double)lt_sync_wait(run, i, r) / 1e6, (double)x->data_ns / 1e6};
-        static const char *const colors[3] = {"#3b6fb6", "#e8772e", "#8c8c8c"};
-        double y = top + CH_PANEL;
-        for (int k = 0; k < 3; k++) {
-            double h = fmin(parts[k], ymax_ms) / ymax_ms * CH_PANEL;
-            if (y - h < top) h = y - top;
-            if (h <= 0) continue;
-            y -= h;
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
-                       "fill=\"%s\"/>\n", CH_LEFT + bw * (double)i, y, bw, h, colors[k]);
-        }
-    }
-    snprintf(label, sizeof label, "rank %d", r);
-    svg_text(f, CH_LEFT - 8, top + CH_PANEL / 2.0 + 4, "end", 13, label);
-    snprintf(label, sizeof label, "%.1f ms", ymax_ms);
-    svg_text(f, CH_LEFT - 8, top + 10, "end", 10, label);
-    svg_text(f, CH_LEFT - 8, top + CH_PANEL, "end", 10, "0");
-}
-
-/* The y scale: the 99th percentile of per-rank step totals, so one slow
- * outlier step does not flatten every other bar (taller bars are clipped). */
-static double chart_scale(const lt_run *run)
+/* The run as timeline.h's steps: the sync wait is the all-reduce beyond the
+ * fastest rank's, the update what remains of the step. NULL: no memory. */
+static tl_step *timeline(const lt_run *run)
 {
     size_t n = run->steps * (size_t)run->ranks;
-    double *v = malloc(n * sizeof *v);
-    if (!v) return 1;
+    tl_step *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return NULL;
     for (uint64_t i = 0; i < run->steps; i++)
         for (int r = 0; r < run->ranks; r++) {
             const lt_record *x = at(run, i, r);
-            v[i * (size_t)run->ranks + (size_t)r] =
-                (double)(x->compute_ns + x->data_ns + lt_sync_wait(run, i, r)) / 1e6;
+            uint64_t sw = lt_sync_wait(run, i, r);
+            uint64_t used = x->data_ns + x->prep_ns + x->compute_ns + x->reduce_ns;
+            v[i * (size_t)run->ranks + (size_t)r] = (tl_step){
+                .t_start = x->t_start, .data_ns = x->data_ns, .prep_ns = x->prep_ns,
+                .compute_ns = x->compute_ns, .sync_ns = sw, .reduce_ns = x->reduce_ns - sw,
+                .update_ns = x->step_ns > used ? x->step_ns - used : 0, .epoch = x->epoch,
+                .nsamples = x->nsamples, .step = x->step, .tokens = x->tokens,
+                .planned_cost = x->planned_cost};
         }
-    double p = percentile(v, n, 99);
-    free(v);
-    return p > 0 ? p : 1;
+    return v;
 }
 
-static void svg_legend(FILE *f, double y)
+/* Writes the trace (chart 0) or the chart (chart 1) of run to path. */
+static int write_timeline(const lt_run *run, const char *path, int chart)
 {
-    static const char *const names[3] = {"compute", "sync wait", "data wait"};
-    static const char *const colors[3] = {"#3b6fb6", "#e8772e", "#8c8c8c"};
-    for (int k = 0; k < 3; k++) {
-        double x = CH_LEFT + 130.0 * k;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n",
-                x, y - 11, colors[k]);
-        svg_text(f, x + 20, y, "start", 13, names[k]);
-    }
+    tl_step *v = timeline(run);
+    if (!v) return -1;
+    char title[128];
+    snprintf(title, sizeof title, "lf-train %s (%s)", run->sampler, run->device);
+    tl_run t = {.title = title, .ranks = run->ranks, .steps = run->steps, .rec = v};
+    int rc = chart ? tl_write_chart(&t, path) : tl_write_trace(&t, path);
+    free(v);
+    return rc;
+}
+
+int lt_write_trace(const lt_run *run, const char *path)
+{
+    return write_timeline(run, path, 0);
 }
 
 int lt_write_chart(const lt_run *run, const char *path)
 {
-    if (run->steps == 0) return -1;
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    int height = CH_TOP + run->ranks * (CH_PANEL + CH_GAP) + 30;
-    double ymax = chart_scale(run);
-    char title[256];
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
-               "fill=\"white\"/>\n", CH_W, height);
-    snprintf(title, sizeof title, "lf-train: sampler %s, %d ranks, %s: per-step time per rank",
-             run->sampler, run->ranks, run->device);
-    svg_text(f, CH_LEFT, 22, "start", 16, title);
-    svg_legend(f, 46);
-    for (int r = 0; r < run->ranks; r++)
-        svg_panel(f, run, r, CH_TOP + r * (CH_PANEL + CH_GAP), ymax);
-    double base = CH_TOP + run->ranks * (CH_PANEL + CH_GAP) - CH_GAP + 16;
-    snprintf(title, sizeof title, "step %llu", (unsigned long long)(run->steps - 1));
-    svg_text(f, CH_LEFT, base, "start", 11, "step 0");
-    svg_text(f, CH_W - CH_RIGHT, base, "end", 11, title);
-    fprintf(f, "</svg>\n");
-    return fclose(f) == 0 ? 0 : -1;
+    return write_timeline(run, path, 1);
 }

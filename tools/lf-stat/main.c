@@ -76,18 +76,21 @@ static void rank_figures(json_t *r, figures *f)
     json_t *holder = json_object_get(r, "held_back_by");
     f->data_wait = per(num(r, "data_wait_ns"), steps);
     f->compute = per(num(r, "compute_ns"), steps);
-    f->sync = json_is_number(sync) ? per(json_number_value(sync), steps) : -1;
+    f->sync = json_is_number(sync) ? per(json_number_value(sync), num(r, "sync_steps")) : -1;
     f->held_back = per(num(empty, "held_back"), batches);
     f->data_path = per(num(empty, "data_path"), batches);
     f->ratio = json_is_number(ratio) ? json_number_value(ratio) : -1;
     f->holder = json_is_integer(holder) ? (int)json_integer_value(holder) : -1;
 }
 
-/* What most of a rank's step goes to: its compute, its wait for another
- * rank (held back: the planner waited for that rank's free slot), or its
- * wait for the data path. */
+/* What most of a rank's step goes to: its compute, its wait for other
+ * ranks in the trainer's all-reduce (sync wait), its wait for another rank
+ * before its batch (held back: the planner waited for that rank's free
+ * slot), or its wait for the data path. */
 static const char *cause(const figures *f, char *buf, size_t cap)
 {
+    if (f->sync > f->compute && f->sync >= f->held_back && f->sync >= f->data_path)
+        return "sync wait";
     if (f->held_back > f->compute && f->held_back >= f->data_path && f->held_back > 0) {
         if (f->holder >= 0) snprintf(buf, cap, "held back by rank %d", f->holder);
         else snprintf(buf, cap, "held back");
@@ -131,7 +134,8 @@ static const char legend[] =
     "held-back, data-path = the server's time with no batch out to the rank, a batch, "
     "split by cause: the planner waiting for another rank's free slot (lock-step "
     "backpressure) or the data path (read, decode, assemble); compute, sync = as the "
-    "trainer reports them (- : not reported); cost-ratio = measured compute per planned "
+    "trainer reports them, sync being its wait for the other ranks (all-reduce) "
+    "(- : not reported); cost-ratio = measured compute per planned "
     "cost, against the node's mean; slots = held by the client / in the ring\n";
 
 /* A table: rates over the interval since prev (since the server started

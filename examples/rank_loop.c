@@ -40,7 +40,11 @@
  * batch a client dies at.
  * --sync-us S stands in for the all-reduce of a synchronous job: the last S
  * µs of each --compute-us step are the wait for slower ranks, reported as
- * the step's sync wait (lf_report_step_sync), the rest as its compute.
+ * the step's sync wait (lf_report_step_sync), the rest as its compute. Such
+ * a step is timed from its batch's arrival, with no cadence to make up: a
+ * rank whose batch came late enters its all-reduce late, as in a real job,
+ * instead of carrying the lateness as a phase it pays as data wait every
+ * step after (the peer it waits for keeps the cadence).
  */
 #include "levelfeed.h"
 #include "lf_shard.h"
@@ -689,7 +693,8 @@ int main(int argc, char **argv)
         uint64_t t1 = now_ns();
         if (a.compute_us > 0) {
             uint64_t step_ns = (uint64_t)a.compute_us * 1000u;
-            if (batches == 1 || continued) pace_ns = now_ns() - (uint64_t)(batches - 1) * step_ns;
+            if (batches == 1 || continued || a.sync_us > 0)
+                pace_ns = t0 - (uint64_t)(batches - 1) * step_ns; /* from here, nothing to make up */
             continued = 0;
             uint64_t end = pace_ns + (uint64_t)batches * step_ns;
             sleep_until(end - (uint64_t)a.sync_us * 1000u); /* parse: sync < compute */

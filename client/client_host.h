@@ -44,6 +44,8 @@ struct lf_client {
     int got;                     /* lf_next has returned a batch */
     lf_msg_welcome welcome;
     int planning_pct;            /* the server's last PLANNING while connecting; -1: none */
+    uint32_t *epoch_steps;       /* WELCOME's step counts (welcome.nsteps): each rank's
+                                    batches per epoch, from welcome.first_epoch */
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
     held_slot *slots;            /* welcome.nslots entries */

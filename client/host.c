@@ -119,6 +119,25 @@ uint64_t lf_client_plan_id(const lf_client *c)
     return c->welcome.fingerprint; /* written once, by lf_client_open */
 }
 
+/* The counts of WELCOME, written once by lf_client_open; the position is
+ * the trainer's (client.c). */
+int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch)
+{
+    const lf_msg_welcome *w = &c->welcome;
+    int64_t first = w->first_epoch, end = first + w->epochs;
+    if (epoch == LF_EPOCH_NEXT) {
+        int64_t e = c->pos_epoch, n;
+        if (e < first) return lf_client_epoch_batches(c, first);
+        if (e >= end) return LF_E_END;
+        if ((n = lf_client_epoch_batches(c, e)) < 0 || c->pos_step < (uint64_t)n) return n;
+        /* the position is at the epoch's end: the next batch is the next epoch's */
+        return e + 1 < end ? lf_client_epoch_batches(c, e + 1) : LF_E_END;
+    }
+    if (epoch < first || epoch >= end) return -ERANGE;
+    if (epoch - first >= w->nsteps) return -ENODATA;
+    return c->epoch_steps[epoch - first];
+}
+
 /* Records why a call fails and returns code, for `return fail(...)`; under
  * err_mu, as the trainer's thread and the prefetch thread both fail. */
 static int fail(lf_client *c, int code, const char *fmt, ...)
@@ -191,6 +210,7 @@ static int handle_msg(lf_client *c, const lf_msg *m)
     case LF_MSG_END:
         c->ended = 1;
         return 0;
+
     case LF_MSG_ERROR:
         return fail(c, LF_E_SERVER, "server: %.*s", (int)m->u.text.len, m->u.text.text);
     case LF_MSG_HEARTBEAT:
@@ -268,6 +288,10 @@ static int await_welcome(lf_client *c, uint64_t timeout_ns, uint64_t *deadline)
                 if (m.u.welcome.rank != (uint32_t)c->rank)
                     return fail(c, LF_E_PROTOCOL, "WELCOME for another rank");
                 c->welcome = m.u.welcome;
+                c->welcome.steps_le = NULL; /* into buf: copied out here */
+                c->epoch_steps = malloc((m.u.welcome.nsteps + 1) * sizeof *c->epoch_steps);
+                if (!c->epoch_steps) return -ENOMEM;
+                lf_wire_steps(&m.u.welcome, c->epoch_steps);
                 return 0;
             }
             if (m.type == LF_MSG_ERROR) return handle_msg(c, &m);
@@ -536,6 +560,7 @@ void lf_client_set_error(lf_client *c, const char *text)
     fail(c, 0, "%s", text);
 }
 
+
 int lf_client_host_release(lf_client *c, const lf_batch *b)
 {
     if (b->slot >= c->welcome.nslots) return -EINVAL;
@@ -609,6 +634,7 @@ void lf_client_host_close(lf_client *c)
     if (c->fdsock >= 0) close(c->fdsock);
     free(c->fifo);
     free(c->slots);
+    free(c->epoch_steps);
     pthread_mutex_destroy(&c->err_mu);
     free(c);
 }

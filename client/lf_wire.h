@@ -21,7 +21,8 @@
  *                                            client asks again a moment later
  *   HELLO(rank, world, pid)        ───────►
  *                                  ◄───────  WELCOME(slots, sizes, token, fd socket,
- *                                            plan id, plan fingerprint)
+ *                                            plan id, plan fingerprint, each
+ *                                            epoch's batches per rank)
  *   (connects to the fd socket, sends the token, receives the ring's memfd)
  *   START(epoch, step)             ───────►  (once every local rank started)
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
@@ -39,10 +40,13 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 2         /* 2: PLANNING, WELCOME's fingerprint */
+#define LF_WIRE_VERSION 3         /* 2: PLANNING, WELCOME's fingerprint; 3: WELCOME's
+                                     epoch step counts */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
+#define LF_WIRE_EPOCHS_MAX 8192   /* epochs whose step count WELCOME carries (4 bytes
+                                     each, so it stays well inside LF_WIRE_MAX) */
 
 typedef enum lf_wire_type {
     LF_MSG_HELLO = 1,
@@ -77,6 +81,14 @@ typedef struct lf_msg_welcome {
     uint64_t plan_id;            /* hash of dataset + plan parameters; in saved states */
     uint64_t fingerprint;        /* plan_id + the blocks + the epochs served: equal on
                                     every node of a job exactly when they agree */
+    uint32_t first_epoch;        /* the first epoch served (lf-server --epoch) */
+    uint32_t epochs;             /* epochs served from it (--epochs) */
+    uint32_t nsteps;             /* epochs whose step count follows, from the first:
+                                    min(epochs, LF_WIRE_EPOCHS_MAX) */
+    const uint32_t *steps;       /* encode: the nsteps counts (steps of the epoch = each
+                                    rank's batches in it); decode: NULL */
+    const unsigned char *steps_le; /* decode: the same counts as received (little-endian
+                                    u32), pointing into the buffer: lf_wire_steps */
     char fd_path[LF_WIRE_PATH_MAX]; /* Unix socket that hands out the memfd */
 } lf_msg_welcome;
 
@@ -134,6 +146,9 @@ int lf_wire_encode(const lf_msg *msg, void *buf, size_t cap);
  * type/field, -EMSGSIZE for len > LF_WIRE_MAX. Text fields of *msg point
  * into buf, which must outlive their use. *msg is untouched on failure. */
 int lf_wire_decode(const void *buf, size_t len, lf_msg *msg);
+
+/* Copies a decoded WELCOME's nsteps step counts into out. */
+void lf_wire_steps(const lf_msg_welcome *w, uint32_t *out);
 
 /* "HELLO", "READY", ...; "?" for an unknown type. */
 const char *lf_wire_type_name(unsigned type);

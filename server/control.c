@@ -187,7 +187,10 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
         .segment_size = s->ranks[li].seg_size, .token = ss->token,
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
-        .plan_id = s->plan_id, .fingerprint = s->fingerprint};
+        .plan_id = s->plan_id, .fingerprint = s->fingerprint,
+        .first_epoch = s->cfg.plan.epoch, .epochs = s->cfg.epochs,
+        .nsteps = s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
+        .steps = s->epoch_steps};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     send_to(c, id, idlen, &w);
 }

@@ -29,6 +29,7 @@ E_GONE = -20004
 E_PROTOCOL = -20005
 E_STATE = -20006
 E_ORDER = -20007
+EPOCH_NEXT = -1     # lf_client_epoch_batches: the epoch of the next batch
 
 
 class LevelfeedError(RuntimeError):
@@ -143,6 +144,7 @@ def _declare(lib):
         "lf_client_close": (None, [p]),
         "lf_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "lf_client_plan_id": (ctypes.c_uint64, [p]),
+        "lf_client_epoch_batches": (ctypes.c_int64, [p, ctypes.c_int64]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

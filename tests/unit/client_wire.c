@@ -1,12 +1,14 @@
 /*
  * client_wire.c — the control protocol: every message type round-trips, and
  * the decoder refuses every truncation, trailing byte, bad header, unknown
- * type and out-of-range length.
+ * type and out-of-range length (WELCOME's epoch step counts included).
  */
 #include "lf_wire.h"
 #include "test.h"
 
 #include <errno.h>
+
+static const uint32_t sample_steps[3] = {17, 16, 0x01020304};
 
 static lf_msg sample_msg(unsigned type)
 {
@@ -19,7 +21,9 @@ static lf_msg sample_msg(unsigned type)
         m.u.welcome = (lf_msg_welcome){.rank = 3, .nslots = 4, .slot_size = 1 << 20,
                                        .segment_size = 4096 + (4 << 20), .token = 0x1122334455667788ull,
                                        .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99,
-                                       .fingerprint = 0xfeedfacecafebeefull};
+                                       .fingerprint = 0xfeedfacecafebeefull,
+                                       .first_epoch = 5, .epochs = 9, .nsteps = 3,
+                                       .steps = sample_steps};
         strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
         break;
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
@@ -53,6 +57,12 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.welcome.fingerprint, b->u.welcome.fingerprint);
         ASSERT_EQ(a->u.welcome.segment_size, b->u.welcome.segment_size);
         ASSERT_STR_EQ(a->u.welcome.fd_path, b->u.welcome.fd_path);
+        ASSERT_EQ(a->u.welcome.first_epoch, b->u.welcome.first_epoch);
+        ASSERT_EQ(a->u.welcome.epochs, b->u.welcome.epochs);
+        ASSERT_EQ(a->u.welcome.nsteps, b->u.welcome.nsteps);
+        uint32_t steps[3];
+        lf_wire_steps(&b->u.welcome, steps);
+        ASSERT_MEM_EQ(steps, a->u.welcome.steps, sizeof steps);
     } else {
         ASSERT_MEM_EQ(&a->u, &b->u, sizeof a->u);
     }
@@ -129,6 +139,24 @@ int main(void)
     n = lf_wire_encode(&m, buf, sizeof buf);
     buf[n - 3] = 0;
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    /* WELCOME's step counts: more than the epochs served, or than
+     * LF_WIRE_EPOCHS_MAX, are refused both ways. */
+    m = sample_msg(LF_MSG_WELCOME);
+    m.u.welcome.epochs = 2;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    static uint32_t many[LF_WIRE_EPOCHS_MAX + 1];
+    m.u.welcome.steps = many;
+    m.u.welcome.epochs = m.u.welcome.nsteps = LF_WIRE_EPOCHS_MAX;
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), 0);
+    m.u.welcome.epochs = m.u.welcome.nsteps = LF_WIRE_EPOCHS_MAX + 1;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m = sample_msg(LF_MSG_WELCOME);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[8 + 56 + 8] = 10; /* nsteps, after 56 bytes of fields, first_epoch, epochs: > 9 */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+
     printf("wire ok\n");
     return 0;
 }

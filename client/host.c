@@ -206,11 +206,21 @@ static int handle_msg(lf_client *c, const lf_msg *m)
         if (c->ended || c->fifo_len >= c->welcome.nslots)
             return fail(c, LF_E_PROTOCOL, "READY beyond the ring's slots");
         c->fifo[(c->fifo_head + c->fifo_len++) % c->welcome.nslots] = m->u.ready;
+        if (c->waiting_ns) { /* batches come: whatever the server waited for is there */
+            pthread_mutex_lock(&c->err_mu);
+            c->waiting_ns = 0;
+            pthread_mutex_unlock(&c->err_mu);
+        }
         return 0;
     case LF_MSG_END:
         c->ended = 1;
         return 0;
-
+    case LF_MSG_WAITING:
+        pthread_mutex_lock(&c->err_mu);
+        c->waiting = m->u.waiting;
+        c->waiting_ns = now_ns();
+        pthread_mutex_unlock(&c->err_mu);
+        return 0;
     case LF_MSG_ERROR:
         return fail(c, LF_E_SERVER, "server: %.*s", (int)m->u.text.len, m->u.text.text);
     case LF_MSG_HEARTBEAT:
@@ -560,6 +570,35 @@ void lf_client_set_error(lf_client *c, const char *text)
     fail(c, 0, "%s", text);
 }
 
+/* A WAITING older than this many heartbeats is not trusted: the server
+ * sends one each heartbeat for as long as it waits. */
+#define WAITING_FRESH_HEARTBEATS 3
+
+void lf_client_set_timeout_error(lf_client *c, int timeout_ms)
+{
+    uint64_t now = now_ns(), hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
+    pthread_mutex_lock(&c->err_mu);
+    const lf_msg_waiting *w = &c->waiting;
+    char others[48] = "";
+    if (w->others)
+        snprintf(others, sizeof others, " (nor have %u other rank(s))", w->others);
+    double secs = c->waiting_ns ? (double)w->waited_ms / 1e3 + (double)(now - c->waiting_ns) / 1e9
+                                : 0;
+    if (!c->waiting_ns || now - c->waiting_ns > WAITING_FRESH_HEARTBEATS * hb_ns)
+        snprintf(c->err, sizeof c->err, "no batch from the server at %s within %d ms; it is "
+                 "alive but had none ready (lf-stat %s shows where its time goes)",
+                 c->path, timeout_ms, c->path);
+    else if (!w->connected)
+        snprintf(c->err, sizeof c->err, "rank %u has not connected to the server at %s for "
+                 "%.0f s%s: start it, or check its launcher; no rank gets a batch until every "
+                 "rank the server serves asks for one", w->rank, c->path, secs, others);
+    else
+        snprintf(c->err, sizeof c->err, "rank %u connected to the server at %s %.0f s ago but "
+                 "has not asked for a batch%s: check that rank's trainer; no rank gets a batch "
+                 "until every rank the server serves asks for one", w->rank, c->path, secs,
+                 others);
+    pthread_mutex_unlock(&c->err_mu);
+}
 
 int lf_client_host_release(lf_client *c, const lf_batch *b)
 {

@@ -42,7 +42,7 @@ extern "C" {
 
 enum {
     LF_E_END = -20001,           /* every epoch has been delivered */
-    LF_E_TIMEOUT = -20002,       /* lf_next: no batch within the timeout */
+    LF_E_TIMEOUT = -20002,       /* no batch within the timeout (lf_client_error: why) */
     LF_E_SERVER = -20003,        /* the server reported an error (lf_client_error) */
     LF_E_GONE = -20004,          /* the server went away (or missed 10 heartbeats) */
     LF_E_PROTOCOL = -20005,      /* the server sent something malformed */
@@ -148,7 +148,9 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap);
  * Returns 0, LF_E_STATE (bad bytes, other rank or plan), LF_E_ORDER. */
 int lf_state_restore(lf_client *c, const void *buf, size_t len);
 
-/* The message of the last LF_E_SERVER / LF_E_PROTOCOL (never NULL), as the
+/* The message of the last LF_E_SERVER / LF_E_PROTOCOL / LF_E_TIMEOUT of
+ * lf_next (never NULL; a timeout names the rank the server waits for when
+ * one has not connected or not asked for a batch yet), as the
  * last lf_next, lf_release or lf_client_use_device left it: valid and
  * unchanged until the next of those calls or lf_client_close, whatever a
  * device's prefetch thread meets meanwhile. */

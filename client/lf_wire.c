@@ -55,7 +55,7 @@ static const char *const type_names[] = {
     [LF_MSG_END] = "END",         [LF_MSG_BYE] = "BYE",
     [LF_MSG_HEARTBEAT] = "HEARTBEAT", [LF_MSG_ERROR] = "ERROR",
     [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
-    [LF_MSG_PLANNING] = "PLANNING",
+    [LF_MSG_PLANNING] = "PLANNING", [LF_MSG_WAITING] = "WAITING",
 };
 
 const char *lf_wire_type_name(unsigned type)
@@ -126,6 +126,13 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
     case LF_MSG_PLANNING:
         if (m->u.planning_pct > 100) return -EINVAL;
         put_le(&c, m->u.planning_pct, 4);
+        break;
+    case LF_MSG_WAITING:
+        if (m->u.waiting.connected > 1) return -EINVAL;
+        put_le(&c, m->u.waiting.rank, 4);
+        put_le(&c, m->u.waiting.connected, 4);
+        put_le(&c, m->u.waiting.others, 4);
+        put_le(&c, m->u.waiting.waited_ms, 8);
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
@@ -219,6 +226,13 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
     case LF_MSG_PLANNING:
         m.u.planning_pct = (uint32_t)get_le(&c, 4);
         if (m.u.planning_pct > 100) return -EPROTO;
+        break;
+    case LF_MSG_WAITING:
+        m.u.waiting.rank = (uint32_t)get_le(&c, 4);
+        m.u.waiting.connected = (uint32_t)get_le(&c, 4);
+        m.u.waiting.others = (uint32_t)get_le(&c, 4);
+        m.u.waiting.waited_ms = get_le(&c, 8);
+        if (m.u.waiting.connected > 1) return -EPROTO;
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:

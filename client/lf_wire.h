@@ -25,6 +25,9 @@
  *                                            epoch's batches per rank)
  *   (connects to the fd socket, sends the token, receives the ring's memfd)
  *   START(epoch, step)             ───────►  (once every local rank started)
+ *                                  ◄───────  WAITING(rank, ...) each heartbeat
+ *                                            while a local rank has not
+ *                                            connected or not sent START
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
  *   RELEASE(slot, seq)             ───────►
  *   STEP(epoch, step, compute, wait) ─────►
@@ -41,7 +44,7 @@
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
 #define LF_WIRE_VERSION 3         /* 2: PLANNING, WELCOME's fingerprint; 3: WELCOME's
-                                     epoch step counts */
+                                     epoch step counts, WAITING */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
@@ -62,6 +65,7 @@ typedef enum lf_wire_type {
     LF_MSG_STATS_REQ = 11,
     LF_MSG_STATS = 12,
     LF_MSG_PLANNING = 13,
+    LF_MSG_WAITING = 14,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -117,6 +121,15 @@ typedef struct lf_msg_step {
     uint64_t wait_ns;            /* time the client waited in lf_next for this batch */
 } lf_msg_step;
 
+typedef struct lf_msg_waiting {  /* WAITING */
+    uint32_t rank;               /* the first local rank the server waits for */
+    uint32_t connected;          /* 0: no client has said HELLO for it; 1: its client
+                                    connected but has not sent START (asked for a batch) */
+    uint32_t others;             /* further local ranks the server waits for */
+    uint64_t waited_ms;          /* how long: since the server began serving (0) or
+                                    since that client's WELCOME (1) */
+} lf_msg_waiting;
+
 typedef struct lf_msg_text {      /* ERROR and STATS */
     int32_t code;                /* ERROR: a negative lf_status; STATS: 0 */
     uint32_t len;                /* bytes in text, <= LF_WIRE_TEXT_MAX */
@@ -135,6 +148,7 @@ typedef struct lf_msg {
         lf_msg_text text;
         uint64_t heartbeat_ns;   /* HEARTBEAT: sender's monotonic clock */
         uint32_t planning_pct;   /* PLANNING: start-up planning done, 0..100 */
+        lf_msg_waiting waiting;
     } u;
 } lf_msg;
 

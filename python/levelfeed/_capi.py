@@ -166,7 +166,7 @@ def error(code, client=None, detail=None):
     msg = strerror(code)
     if detail and detail != msg:
         msg += ": " + detail
-    elif client and code in (E_SERVER, E_PROTOCOL):
+    elif client and code in (E_SERVER, E_PROTOCOL, E_TIMEOUT):
         msg += ": " + lib.lf_client_error(client).decode("utf-8", "replace")
     cls = LevelfeedTimeout if code == E_TIMEOUT else LevelfeedError
     return cls(code, msg)

@@ -32,6 +32,7 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
     case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
+    case LF_MSG_WAITING: m.u.waiting = (lf_msg_waiting){3, 1, 2, 30000}; break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
     default: break;
@@ -63,6 +64,11 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         uint32_t steps[3];
         lf_wire_steps(&b->u.welcome, steps);
         ASSERT_MEM_EQ(steps, a->u.welcome.steps, sizeof steps);
+    } else if (a->type == LF_MSG_WAITING) { /* field by field: the struct has padding */
+        ASSERT_EQ(a->u.waiting.rank, b->u.waiting.rank);
+        ASSERT_EQ(a->u.waiting.connected, b->u.waiting.connected);
+        ASSERT_EQ(a->u.waiting.others, b->u.waiting.others);
+        ASSERT_EQ(a->u.waiting.waited_ms, b->u.waiting.waited_ms);
     } else {
         ASSERT_MEM_EQ(&a->u, &b->u, sizeof a->u);
     }
@@ -71,7 +77,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_PLANNING; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_WAITING; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);
@@ -156,7 +162,13 @@ int main(void)
     n = lf_wire_encode(&m, buf, sizeof buf);
     buf[8 + 56 + 8] = 10; /* nsteps, after 56 bytes of fields, first_epoch, epochs: > 9 */
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
-
+    /* WAITING: connected is 0 or 1. */
+    m = sample_msg(LF_MSG_WAITING);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[12] = 2;
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    m.u.waiting.connected = 2;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
     printf("wire ok\n");
     return 0;
 }

@@ -47,6 +47,7 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
     int rc = c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
     if (rc == LF_E_ORDER)
         lf_client_set_error(c, "every slot holds a batch not released yet: lf_release one first");
+    if (rc == LF_E_TIMEOUT) lf_client_set_timeout_error(c, timeout_ms);
     if (rc == 0) trainer_got(c, b);
     if (rc == LF_E_END) c->saw_end = 1;
     return to_trainer(c, rc);

@@ -46,6 +46,8 @@ struct lf_client {
                                     thread alone uses the socket (lf_client_report) */
     lf_msg_welcome welcome;
     int planning_pct;            /* the server's last PLANNING while connecting; -1: none */
+    uint32_t *epoch_steps;       /* WELCOME's step counts (welcome.nsteps): each rank's
+                                    batches per epoch, from welcome.first_epoch */
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
     held_slot *slots;            /* welcome.nslots entries */
@@ -65,6 +67,8 @@ struct lf_client {
     pthread_mutex_t err_mu;      /* guards err: the prefetch thread fails too */
     char err[512];               /* the latest failure's text, from either thread */
     char err_seen[512];          /* lf_client_error's: err as the trainer's last call returned */
+    lf_msg_waiting waiting;      /* the server's last WAITING (under err_mu) */
+    uint64_t waiting_ns;         /* when it came; 0: none since the last READY */
 };
 
 /* The host path, as lf_next / lf_release / lf_report_step are without a
@@ -83,6 +87,9 @@ int lf_client_host_report(lf_client *c, const lf_step_report *r);
 int lf_client_host_ask_report(lf_client *c, char *buf, size_t cap, int timeout_ms);
 /* The mapped ring and its slot size. */
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
+/* Records why lf_next found no batch within timeout_ms: the rank the
+ * server waits for, when it said so lately, else the server's silence. */
+void lf_client_set_timeout_error(lf_client *c, int timeout_ms);
 /* Records a failure's text, from either thread; lf_client_error shows it
  * once the trainer's current or next call returns. */
 void lf_client_set_error(lf_client *c, const char *text);

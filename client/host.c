@@ -119,6 +119,25 @@ uint64_t lf_client_plan_id(const lf_client *c)
     return c->welcome.fingerprint; /* written once, by lf_client_open */
 }
 
+/* The counts of WELCOME, written once by lf_client_open; the position is
+ * the trainer's (client.c). */
+int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch)
+{
+    const lf_msg_welcome *w = &c->welcome;
+    int64_t first = w->first_epoch, end = first + w->epochs;
+    if (epoch == LF_EPOCH_NEXT) {
+        int64_t e = c->pos_epoch, n;
+        if (e < first) return lf_client_epoch_batches(c, first);
+        if (e >= end) return LF_E_END;
+        if ((n = lf_client_epoch_batches(c, e)) < 0 || c->pos_step < (uint64_t)n) return n;
+        /* the position is at the epoch's end: the next batch is the next epoch's */
+        return e + 1 < end ? lf_client_epoch_batches(c, e + 1) : LF_E_END;
+    }
+    if (epoch < first || epoch >= end) return -ERANGE;
+    if (epoch - first >= w->nsteps) return -ENODATA;
+    return c->epoch_steps[epoch - first];
+}
+
 /* Records why a call fails and returns code, for `return fail(...)`; under
  * err_mu, as the trainer's thread and the prefetch thread both fail. */
 static int fail(lf_client *c, int code, const char *fmt, ...)
@@ -187,9 +206,20 @@ static int handle_msg(lf_client *c, const lf_msg *m)
         if (c->ended || c->fifo_len >= c->welcome.nslots)
             return fail(c, LF_E_PROTOCOL, "READY beyond the ring's slots");
         c->fifo[(c->fifo_head + c->fifo_len++) % c->welcome.nslots] = m->u.ready;
+        if (c->waiting_ns) { /* batches come: whatever the server waited for is there */
+            pthread_mutex_lock(&c->err_mu);
+            c->waiting_ns = 0;
+            pthread_mutex_unlock(&c->err_mu);
+        }
         return 0;
     case LF_MSG_END:
         c->ended = 1;
+        return 0;
+    case LF_MSG_WAITING:
+        pthread_mutex_lock(&c->err_mu);
+        c->waiting = m->u.waiting;
+        c->waiting_ns = now_ns();
+        pthread_mutex_unlock(&c->err_mu);
         return 0;
     case LF_MSG_ERROR:
         return fail(c, LF_E_SERVER, "server: %.*s", (int)m->u.text.len, m->u.text.text);
@@ -268,6 +298,10 @@ static int await_welcome(lf_client *c, uint64_t timeout_ns, uint64_t *deadline)
                 if (m.u.welcome.rank != (uint32_t)c->rank)
                     return fail(c, LF_E_PROTOCOL, "WELCOME for another rank");
                 c->welcome = m.u.welcome;
+                c->welcome.steps_le = NULL; /* into buf: copied out here */
+                c->epoch_steps = malloc((m.u.welcome.nsteps + 1) * sizeof *c->epoch_steps);
+                if (!c->epoch_steps) return -ENOMEM;
+                lf_wire_steps(&m.u.welcome, c->epoch_steps);
                 return 0;
             }
             if (m.type == LF_MSG_ERROR) return handle_msg(c, &m);
@@ -539,6 +573,36 @@ void lf_client_set_error(lf_client *c, const char *text)
     fail(c, 0, "%s", text);
 }
 
+/* A WAITING older than this many heartbeats is not trusted: the server
+ * sends one each heartbeat for as long as it waits. */
+#define WAITING_FRESH_HEARTBEATS 3
+
+void lf_client_set_timeout_error(lf_client *c, int timeout_ms)
+{
+    uint64_t now = now_ns(), hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
+    pthread_mutex_lock(&c->err_mu);
+    const lf_msg_waiting *w = &c->waiting;
+    char others[48] = "";
+    if (w->others)
+        snprintf(others, sizeof others, " (nor have %u other rank(s))", w->others);
+    double secs = c->waiting_ns ? (double)w->waited_ms / 1e3 + (double)(now - c->waiting_ns) / 1e9
+                                : 0;
+    if (!c->waiting_ns || now - c->waiting_ns > WAITING_FRESH_HEARTBEATS * hb_ns)
+        snprintf(c->err, sizeof c->err, "no batch from the server at %s within %d ms; it is "
+                 "alive but had none ready (lf-stat %s shows where its time goes)",
+                 c->path, timeout_ms, c->path);
+    else if (!w->connected)
+        snprintf(c->err, sizeof c->err, "rank %u has not connected to the server at %s for "
+                 "%.0f s%s: start it, or check its launcher; no rank gets a batch until every "
+                 "rank the server serves asks for one", w->rank, c->path, secs, others);
+    else
+        snprintf(c->err, sizeof c->err, "rank %u connected to the server at %s %.0f s ago but "
+                 "has not asked for a batch%s: check that rank's trainer; no rank gets a batch "
+                 "until every rank the server serves asks for one", w->rank, c->path, secs,
+                 others);
+    pthread_mutex_unlock(&c->err_mu);
+}
+
 int lf_client_host_release(lf_client *c, const lf_batch *b)
 {
     if (b->slot >= c->welcome.nslots) return -EINVAL;
@@ -635,6 +699,7 @@ void lf_client_host_close(lf_client *c)
     if (c->fdsock >= 0) close(c->fdsock);
     free(c->fifo);
     free(c->slots);
+    free(c->epoch_steps);
     pthread_mutex_destroy(&c->err_mu);
     free(c);
 }

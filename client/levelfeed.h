@@ -42,7 +42,7 @@ extern "C" {
 
 enum {
     LF_E_END = -20001,           /* every epoch has been delivered */
-    LF_E_TIMEOUT = -20002,       /* lf_next: no batch within the timeout */
+    LF_E_TIMEOUT = -20002,       /* no batch within the timeout (lf_client_error: why) */
     LF_E_SERVER = -20003,        /* the server reported an error (lf_client_error) */
     LF_E_GONE = -20004,          /* the server went away (or missed 10 heartbeats) */
     LF_E_PROTOCOL = -20005,      /* the server sent something malformed */
@@ -168,7 +168,9 @@ long lf_state_save(const lf_client *c, void *buf, size_t cap);
  * Returns 0, LF_E_STATE (bad bytes, other rank or plan), LF_E_ORDER. */
 int lf_state_restore(lf_client *c, const void *buf, size_t len);
 
-/* The message of the last LF_E_SERVER / LF_E_PROTOCOL (never NULL), as the
+/* The message of the last LF_E_SERVER / LF_E_PROTOCOL / LF_E_TIMEOUT of
+ * lf_next (never NULL; a timeout names the rank the server waits for when
+ * one has not connected or not asked for a batch yet), as the
  * last lf_next, lf_release or lf_client_use_device left it: valid and
  * unchanged until the next of those calls or lf_client_close, whatever a
  * device's prefetch thread meets meanwhile. */
@@ -181,6 +183,21 @@ const char *lf_client_error(const lf_client *c);
  * same sequence. Trainers compare it across ranks at start (an all-gather:
  * docs/MULTINODE.md); lf-server prints it, lf-stat --json shows it. */
 uint64_t lf_client_plan_id(const lf_client *c);
+
+/* The number of batches this rank gets in `epoch` (every rank of the job
+ * gets the same number, none empty), as the server planned it at start-up
+ * and told in WELCOME. LF_EPOCH_NEXT: the epoch of the batch the next
+ * lf_next returns, from the position (after the last batch lf_next
+ * returned, or the restored one; an epoch's end is the next epoch's start).
+ * A stream restored mid-epoch delivers only the rest of that epoch.
+ * Returns the count, LF_E_END when the next batch would come after the
+ * server's last epoch (the plan is over), -ERANGE for an epoch the server
+ * does not serve (before its --epoch or past its last), -ENODATA for an
+ * epoch past the first 8192 of the server's run, whose counts WELCOME
+ * does not carry (a longer schedule runs as consecutive servers started
+ * at --epoch E, each telling its own). */
+#define LF_EPOCH_NEXT (-1)
+int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch);
 
 /* Says goodbye and unmaps the ring. Accepts NULL. */
 void lf_client_close(lf_client *c);

@@ -56,7 +56,7 @@ static const char *const type_names[] = {
     [LF_MSG_HEARTBEAT] = "HEARTBEAT", [LF_MSG_ERROR] = "ERROR",
     [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
     [LF_MSG_PLANNING] = "PLANNING", [LF_MSG_REPORT_REQ] = "REPORT_REQ",
-    [LF_MSG_REPORT] = "REPORT",
+    [LF_MSG_REPORT] = "REPORT", [LF_MSG_WAITING] = "WAITING",
 };
 
 const char *lf_wire_type_name(unsigned type)
@@ -89,6 +89,13 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.welcome.server_pid, 4);
         put_le(&c, m->u.welcome.plan_id, 8);
         put_le(&c, m->u.welcome.fingerprint, 8);
+        if (m->u.welcome.nsteps > m->u.welcome.epochs ||
+            m->u.welcome.nsteps > LF_WIRE_EPOCHS_MAX || (m->u.welcome.nsteps && !m->u.welcome.steps))
+            return -EINVAL;
+        put_le(&c, m->u.welcome.first_epoch, 4);
+        put_le(&c, m->u.welcome.epochs, 4);
+        put_le(&c, m->u.welcome.nsteps, 4);
+        for (uint32_t i = 0; i < m->u.welcome.nsteps; i++) put_le(&c, m->u.welcome.steps[i], 4);
         put_le(&c, n, 2);
         put_bytes(&c, m->u.welcome.fd_path, n);
         break;
@@ -122,6 +129,13 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         if (m->u.planning_pct > 100) return -EINVAL;
         put_le(&c, m->u.planning_pct, 4);
         break;
+    case LF_MSG_WAITING:
+        if (m->u.waiting.connected > 1) return -EINVAL;
+        put_le(&c, m->u.waiting.rank, 4);
+        put_le(&c, m->u.waiting.connected, 4);
+        put_le(&c, m->u.waiting.others, 4);
+        put_le(&c, m->u.waiting.waited_ms, 8);
+        break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
     case LF_MSG_REPORT:
@@ -152,12 +166,24 @@ static void decode_welcome(cursor *c, lf_msg_welcome *w)
     w->server_pid = (uint32_t)get_le(c, 4);
     w->plan_id = get_le(c, 8);
     w->fingerprint = get_le(c, 8);
+    w->first_epoch = (uint32_t)get_le(c, 4);
+    w->epochs = (uint32_t)get_le(c, 4);
+    w->nsteps = (uint32_t)get_le(c, 4);
+    if (w->nsteps > w->epochs || w->nsteps > LF_WIRE_EPOCHS_MAX) { c->bad = 1; return; }
+    w->steps = NULL;
+    w->steps_le = (const unsigned char *)get_bytes(c, (size_t)w->nsteps * 4);
     size_t n = (size_t)get_le(c, 2);
     const char *s = get_bytes(c, n);
     /* The path must be non-empty, fit with its NUL and hold no NUL inside. */
     if (!s || n == 0 || n >= LF_WIRE_PATH_MAX || memchr(s, 0, n)) { c->bad = 1; return; }
     memcpy(w->fd_path, s, n);
     w->fd_path[n] = 0;
+}
+
+void lf_wire_steps(const lf_msg_welcome *w, uint32_t *out)
+{
+    cursor c = {.in = w->steps_le, .len = (size_t)w->nsteps * 4};
+    for (uint32_t i = 0; i < w->nsteps; i++) out[i] = (uint32_t)get_le(&c, 4);
 }
 
 int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
@@ -205,6 +231,13 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
     case LF_MSG_PLANNING:
         m.u.planning_pct = (uint32_t)get_le(&c, 4);
         if (m.u.planning_pct > 100) return -EPROTO;
+        break;
+    case LF_MSG_WAITING:
+        m.u.waiting.rank = (uint32_t)get_le(&c, 4);
+        m.u.waiting.connected = (uint32_t)get_le(&c, 4);
+        m.u.waiting.others = (uint32_t)get_le(&c, 4);
+        m.u.waiting.waited_ms = get_le(&c, 8);
+        if (m.u.waiting.connected > 1) return -EPROTO;
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:

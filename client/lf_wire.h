@@ -21,9 +21,13 @@
  *                                            client asks again a moment later
  *   HELLO(rank, world, pid)        ───────►
  *                                  ◄───────  WELCOME(slots, sizes, token, fd socket,
- *                                            plan id, plan fingerprint)
+ *                                            plan id, plan fingerprint, each
+ *                                            epoch's batches per rank)
  *   (connects to the fd socket, sends the token, receives the ring's memfd)
  *   START(epoch, step)             ───────►  (once every local rank started)
+ *                                  ◄───────  WAITING(rank, ...) each heartbeat
+ *                                            while a local rank has not
+ *                                            connected or not sent START
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
  *   RELEASE(slot, seq)             ───────►
  *   STEP(epoch, step, compute, wait, sync) ─►
@@ -42,11 +46,14 @@
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
 #define LF_WIRE_VERSION 3         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
-                                     sync, REPORT_REQ and REPORT */
+                                     sync, REPORT_REQ and REPORT, WELCOME's epoch step
+                                     counts, WAITING */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
 #define LF_WIRE_UNKNOWN UINT64_MAX /* a figure the sender does not know */
+#define LF_WIRE_EPOCHS_MAX 8192   /* epochs whose step count WELCOME carries (4 bytes
+                                     each, so it stays well inside LF_WIRE_MAX) */
 
 typedef enum lf_wire_type {
     LF_MSG_HELLO = 1,
@@ -64,6 +71,7 @@ typedef enum lf_wire_type {
     LF_MSG_PLANNING = 13,
     LF_MSG_REPORT_REQ = 14,
     LF_MSG_REPORT = 15,
+    LF_MSG_WAITING = 16,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -83,6 +91,14 @@ typedef struct lf_msg_welcome {
     uint64_t plan_id;            /* hash of dataset + plan parameters; in saved states */
     uint64_t fingerprint;        /* plan_id + the blocks + the epochs served: equal on
                                     every node of a job exactly when they agree */
+    uint32_t first_epoch;        /* the first epoch served (lf-server --epoch) */
+    uint32_t epochs;             /* epochs served from it (--epochs) */
+    uint32_t nsteps;             /* epochs whose step count follows, from the first:
+                                    min(epochs, LF_WIRE_EPOCHS_MAX) */
+    const uint32_t *steps;       /* encode: the nsteps counts (steps of the epoch = each
+                                    rank's batches in it); decode: NULL */
+    const unsigned char *steps_le; /* decode: the same counts as received (little-endian
+                                    u32), pointing into the buffer: lf_wire_steps */
     char fd_path[LF_WIRE_PATH_MAX]; /* Unix socket that hands out the memfd */
 } lf_msg_welcome;
 
@@ -113,6 +129,15 @@ typedef struct lf_msg_step {
                                     reported by the trainer; LF_WIRE_UNKNOWN: not reported */
 } lf_msg_step;
 
+typedef struct lf_msg_waiting {  /* WAITING */
+    uint32_t rank;               /* the first local rank the server waits for */
+    uint32_t connected;          /* 0: no client has said HELLO for it; 1: its client
+                                    connected but has not sent START (asked for a batch) */
+    uint32_t others;             /* further local ranks the server waits for */
+    uint64_t waited_ms;          /* how long: since the server began serving (0) or
+                                    since that client's WELCOME (1) */
+} lf_msg_waiting;
+
 typedef struct lf_msg_text {      /* ERROR, STATS and REPORT */
     int32_t code;                /* ERROR: a negative lf_status; STATS, REPORT: 0 */
     uint32_t len;                /* bytes in text, <= LF_WIRE_TEXT_MAX */
@@ -131,6 +156,7 @@ typedef struct lf_msg {
         lf_msg_text text;
         uint64_t heartbeat_ns;   /* HEARTBEAT: sender's monotonic clock */
         uint32_t planning_pct;   /* PLANNING: start-up planning done, 0..100 */
+        lf_msg_waiting waiting;
     } u;
 } lf_msg;
 
@@ -142,6 +168,9 @@ int lf_wire_encode(const lf_msg *msg, void *buf, size_t cap);
  * type/field, -EMSGSIZE for len > LF_WIRE_MAX. Text fields of *msg point
  * into buf, which must outlive their use. *msg is untouched on failure. */
 int lf_wire_decode(const void *buf, size_t len, lf_msg *msg);
+
+/* Copies a decoded WELCOME's nsteps step counts into out. */
+void lf_wire_steps(const lf_msg_welcome *w, uint32_t *out);
 
 /* "HELLO", "READY", ...; "?" for an unknown type. */
 const char *lf_wire_type_name(unsigned type);

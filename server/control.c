@@ -187,7 +187,10 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
         .segment_size = s->ranks[li].seg_size, .token = ss->token,
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
-        .plan_id = s->plan_id, .fingerprint = s->fingerprint};
+        .plan_id = s->plan_id, .fingerprint = s->fingerprint,
+        .first_epoch = s->cfg.plan.epoch, .epochs = s->cfg.epochs,
+        .nsteps = s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
+        .steps = s->epoch_steps};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     send_to(c, id, idlen, &w);
 }
@@ -226,6 +229,33 @@ static void maybe_start_all(control *c)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Until every local rank has sent START, the planner does not begin and
+ * the ranks that did wait: each of them is told, each heartbeat and at its
+ * START, which rank it waits for, so its trainer's timeout names that rank
+ * rather than a slow server. The first rank no client has said HELLO for,
+ * else the first whose client has not sent START. */
+static void tell_waiting(control *c)
+{
+    srv *s = c->s;
+    lf_msg m = {.type = LF_MSG_WAITING};
+    uint32_t missing = 0;
+    int first = -1, first_connected = -1;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        if (s->ranks[li].started || s->ranks[li].gone) continue;
+        missing++;
+        if (c->sess[li].idlen == 0 && first < 0) first = (int)li;
+        if (c->sess[li].idlen > 0 && first_connected < 0) first_connected = (int)li;
+    }
+    if (s->all_started || missing == 0) return;
+    uint32_t li = (uint32_t)(first >= 0 ? first : first_connected);
+    uint64_t since = first >= 0 ? c->start_ns : c->sess[li].welcomed_ns;
+    m.u.waiting = (lf_msg_waiting){.rank = s->cfg.local[li], .connected = first < 0,
+                                   .others = missing - 1,
+                                   .waited_ms = (srv_now_ns() - since) / 1000000u};
+    for (uint32_t k = 0; k < s->cfg.nlocal; k++)
+        if (live(c, k) && s->ranks[k].started) send_to(c, c->sess[k].id, c->sess[k].idlen, &m);
+}
+
 static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
                      const lf_msg_position *p)
 {
@@ -248,6 +278,7 @@ static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
     pthread_mutex_unlock(&s->mu);
     if (!s->all_started) {
         maybe_start_all(c);
+        tell_waiting(c);
         return;
     }
     int rc = srv_rank_catch_up(s, (uint32_t)li); /* a rejoin */
@@ -494,6 +525,7 @@ static void heartbeat(control *c)
     lf_msg m = {.type = LF_MSG_HEARTBEAT, .u.heartbeat_ns = now};
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++)
         if (live(c, li)) send_to(c, c->sess[li].id, c->sess[li].idlen, &m);
+    tell_waiting(c);
 }
 
 /* ---- the loop ----------------------------------------------------------- */

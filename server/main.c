@@ -669,6 +669,7 @@ int main(int argc, char **argv)
     if (s.serving && !s.cfg.quiet) print_summary(&s, srv_now_ns() - t0);
     destroy_rings(&s);
     free(s.epoch_uses);
+    free(s.epoch_steps);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);
     return rc == 0 && !s.failed ? 0 : 1; /* a thread may fail after the last rank left */

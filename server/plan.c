@@ -316,12 +316,17 @@ static void tally_balance(step_tally *b, const lf_plan_step *st)
     b->steps++;
 }
 
-/* Counts a step's released outliers and what they waited (the first
- * noutliers ids; their delay is the steps each waited for its group). */
+/* Counts a step in its epoch's steps (each rank's batch count, which
+ * WELCOME tells the clients; the entry is the one walking thread's), and
+ * its released outliers and what they waited (the first noutliers ids;
+ * their delay is the steps each waited for its group). */
 static void count_outliers(void *arg, const lf_plan_step *st)
 {
     prepass_part *part = arg;
-    if (st->epoch == part->s->cfg.plan.epoch + part->e0) tally_balance(&part->balance, st);
+    srv *s = part->s;
+    uint32_t e = st->epoch - s->cfg.plan.epoch;
+    if (e == part->e0) tally_balance(&part->balance, st);
+    if (e < LF_WIRE_EPOCHS_MAX) s->epoch_steps[e]++;
     outlier_tally *o = &part->cur;
     o->epoch = st->epoch;
     o->steps++;
@@ -575,7 +580,9 @@ int srv_plan_prepass(srv *s)
     uint64_t fit = EPOCH_USES_MAX / per_epoch;
     s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
-    if (!s->epoch_uses) return -ENOMEM;
+    s->epoch_steps = calloc(s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
+                            sizeof *s->epoch_steps);
+    if (!s->epoch_uses || !s->epoch_steps) return -ENOMEM;
     atomic_store(&s->plan_total, s->plan_samples * s->cfg.epochs);
     return walk_epochs_parallel(s);
 }

@@ -252,6 +252,8 @@ struct srv {
     uint32_t *epoch_uses;        /* prepass: per epoch and block, the local
                                     ranks' samples, for the first counted_epochs */
     uint32_t counted_epochs;
+    uint32_t *epoch_steps;       /* prepass: the steps (each rank's batches) of the run's
+                                    first min(epochs, LF_WIRE_EPOCHS_MAX) epochs, for WELCOME */
     srv_rank ranks[SRV_MAX_RANKS];
 
     pthread_mutex_t mu;

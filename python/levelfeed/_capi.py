@@ -29,6 +29,7 @@ E_GONE = -20004
 E_PROTOCOL = -20005
 E_STATE = -20006
 E_ORDER = -20007
+EPOCH_NEXT = -1     # lf_client_epoch_batches: the epoch of the next batch
 
 
 class LevelfeedError(RuntimeError):
@@ -145,6 +146,7 @@ def _declare(lib):
         "lf_client_close": (None, [p]),
         "lf_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "lf_client_plan_id": (ctypes.c_uint64, [p]),
+        "lf_client_epoch_batches": (ctypes.c_int64, [p, ctypes.c_int64]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -166,7 +168,7 @@ def error(code, client=None, detail=None):
     msg = strerror(code)
     if detail and detail != msg:
         msg += ": " + detail
-    elif client and code in (E_SERVER, E_PROTOCOL):
+    elif client and code in (E_SERVER, E_PROTOCOL, E_TIMEOUT):
         msg += ": " + lib.lf_client_error(client).decode("utf-8", "replace")
     cls = LevelfeedTimeout if code == E_TIMEOUT else LevelfeedError
     return cls(code, msg)

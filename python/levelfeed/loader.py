@@ -13,7 +13,9 @@ one likes, the slot given back at once.
 
 Iteration goes as with a DataLoader: a `for` over the loader yields one
 epoch's batches, the next `for` the next epoch's, and a `for` after the
-last epoch raises a LevelfeedError saying the plan is over.
+last epoch raises a LevelfeedError saying the plan is over. len(loader) is
+the batch count of the epoch that the current `for` (or else the next
+one) yields: every rank gets the same number, as the server planned it.
 
 Device tensors: with device="cuda[:N]" the client copies each batch into a
 ring of device slots before it is asked for (lf_client_use_device: the host
@@ -424,6 +426,37 @@ class Loader:
         if self._clock is not None:
             self._clock.step_start()
         return out
+
+    def __len__(self):
+        """This rank's batches in the epoch the current `for` yields (between
+        `for`s: the one the next yields), the same on every rank: the
+        server's plan, told at connection. A `for` resumed mid-epoch
+        (load_state_dict) yields the rest of it. Raises TypeError, as
+        len() of a DataLoader over an IterableDataset does, where the count
+        is not known: after the last epoch, on a closed loader, and past
+        the first 8192 epochs of a server's run."""
+        if self._client is None:
+            raise TypeError("levelfeed: len() of a closed Loader")
+        if self._ahead is not None:
+            epoch = self._ahead.epoch
+        elif self._pass is not None and not self._finished:
+            epoch = self._pass
+        else:
+            epoch = _capi.EPOCH_NEXT
+        n = lib.lf_client_epoch_batches(self._client, epoch)
+        if n >= 0:
+            return n
+        if n == _capi.E_END:
+            raise TypeError("levelfeed: len(): the plan is over, every epoch the server "
+                            "planned has been served (lf-server --epochs sets how many)")
+        raise TypeError("levelfeed: len(): the server did not tell this epoch's batch count "
+                        "(%s): it tells the first 8192 epochs of a run; run longer schedules "
+                        "as consecutive servers started at --epoch E" % _capi.strerror(n))
+
+    def __bool__(self):
+        # Always true, as before __len__: `if loader:` must not ask the
+        # server's count (nor raise once the plan is over).
+        return True
 
     def set_epoch(self, epoch):
         """The epoch the next `for` should yield, as DistributedSampler's

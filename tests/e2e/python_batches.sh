@@ -8,7 +8,10 @@
 # Loader(copy=True) hands out owned copies (kept beyond the slot count);
 # a batch pickles as its values; each `for` yields one epoch, the next
 # `for` the next, set_epoch checks the server's epoch, a `for` after the
-# last epoch says the plan is over; a state_dict saved at an epoch's end
+# last epoch says the plan is over; len(loader) is the number of batches
+# each `for` yields, on both ranks of a balanced plan, in the pad,
+# micro-batch and pack layouts, and a TypeError once the plan is over (or
+# the loader closed); a state_dict saved at an epoch's end
 # resumes at the next epoch's first batch; a refused restore names the
 # field that differs; a connect timeout names the endpoint and what to start.
 # Exit 77 without torch.
@@ -118,6 +121,71 @@ assert ids1 == saved["ids1"], "resumed at the epoch's end: %s vs %s" % (ids1[:2]
 print("copy=True: %d batches kept past 3 slots; the epoch-end state resumed at epoch 1" % len(kept))
 PYEOF
 wait_server
+
+# len(loader) against what each `for` yields: two ranks, two epochs of a
+# balanced plan (steps differ by epoch), each layout; a rank's thread each,
+# as the planner serves the ranks in lock-step.
+for layout in pad micro pack; do
+  case $layout in
+    pad) extra=() ;;
+    micro) extra=(--micro-batches) ;;
+    pack) extra=(--layout pack --seq-len 64) ;;
+  esac
+  start_server --data "$WORK/ds" --world 2 --samples-per-rank 3 --slots 3 --epochs 2 \
+    --seed 4 "${extra[@]}"
+  "$PY" - "$EP" "$layout" <<'PYEOF' || fail "len(loader) in the $layout layout"
+import sys
+import threading
+import levelfeed
+
+ep, layout = sys.argv[1], sys.argv[2]
+seen, errors = {}, []
+
+
+def rank(r):
+    try:
+        with levelfeed.Loader(endpoint=ep, rank=r, world_size=2, copy=True) as lo:
+            got = []
+            for _ in range(2):
+                n = len(lo)
+                k = 0
+                for b in lo:
+                    k += 1
+                    assert len(lo) == n, "len() changed inside epoch %d" % b.epoch
+                got.append((b.epoch, n, k))
+            assert lo, "a Loader is false once its plan is over"
+            try:
+                len(lo)
+                raise AssertionError("len() after the last epoch")
+            except TypeError as e:
+                assert "plan is over" in str(e), str(e)
+        try:
+            len(lo)
+            raise AssertionError("len() of a closed loader")
+        except TypeError as e:
+            assert "closed" in str(e), str(e)
+        seen[r] = got
+    except BaseException as e:  # noqa: BLE001  reported by the main thread
+        errors.append("rank %d: %r" % (r, e))
+
+
+threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not errors, errors
+for r in range(2):
+    for epoch, n, k in seen[r]:
+        assert n == k, "%s, rank %d, epoch %d: len() %d, the `for` yielded %d" % (
+            layout, r, epoch, n, k)
+assert seen[0] == seen[1], "ranks differ: %s" % seen
+assert [e for e, _, _ in seen[0]] == [0, 1], seen[0]
+print("%s: len() = batches yielded, epochs (epoch, len, yielded) %s on both ranks"
+      % (layout, seen[0]))
+PYEOF
+  wait_server
+done
 
 # A refused restore names the field; a connect timeout the endpoint.
 start_server "${SRV[@]}" --seed 2

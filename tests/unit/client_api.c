@@ -11,8 +11,10 @@
  * ring connection is reported gone; a server whose runtime directory
  * another user takes over between HELLO and WELCOME, one whose fd socket
  * another uid listens on, and one that hands over another uid's memfd are
- * each refused, naming the cause (run as root; skipped otherwise); and the
- * argument and order checks of open, release and state restore hold.
+ * each refused, naming the cause (run as root; skipped otherwise); the
+ * argument and order checks of open, release and state restore hold; and
+ * lf_client_epoch_batches gives WELCOME's counts, for the next batch's
+ * epoch too, the end of the plan and the epochs not told apart.
  */
 #include "levelfeed.h"
 #include "lf_ipc.h"
@@ -34,7 +36,13 @@
 #define SLOT 8192u
 
 enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SILENT, NO_RING,
-       RING_REFUSED, UNSEALED, GONE_AFTER_START, DIR_TAKEN, FOREIGN_PEER, FOREIGN_MEMFD };
+       RING_REFUSED, UNSEALED, GONE_AFTER_START, DIR_TAKEN, FOREIGN_PEER, FOREIGN_MEMFD,
+       ONE_EPOCH, EPOCHS_PARTLY_TOLD };
+
+/* The step counts the epoch modes' WELCOME tells, from epoch 2 (--epoch 2):
+ * ONE_EPOCH serves epoch 2 alone, EPOCHS_PARTLY_TOLD epochs 2..4 but tells
+ * two (as a server past LF_WIRE_EPOCHS_MAX would). */
+static const uint32_t epoch_steps[2] = {1, 4};
 
 #define OTHER_UID 65534          /* "nobody": the other local user of the foreign cases */
 
@@ -136,6 +144,13 @@ static void *fake_main(void *arg)
     w.u.welcome = (lf_msg_welcome){.rank = 0, .nslots = NSLOTS, .slot_size = SLOT,
                                    .segment_size = lf_ring_segment_size(NSLOTS, SLOT),
                                    .token = 1, .heartbeat_ms = 50, .plan_id = 77};
+    int epochs = f->mode == ONE_EPOCH || f->mode == EPOCHS_PARTLY_TOLD;
+    if (epochs) {
+        w.u.welcome.first_epoch = 2;
+        w.u.welcome.epochs = f->mode == ONE_EPOCH ? 1 : 3;
+        w.u.welcome.nsteps = f->mode == ONE_EPOCH ? 1 : 2;
+        w.u.welcome.steps = epoch_steps;
+    }
     strcpy(w.u.welcome.fd_path, f->fd_path);
     if (f->mode == DIR_TAKEN && chown(f->dir, OTHER_UID, OTHER_UID) != 0) TEST_FAIL_("chown");
     pid_t other = f->mode == FOREIGN_PEER ? listen_as_other(f) : 0;
@@ -162,7 +177,8 @@ static void *fake_main(void *arg)
         close(f->ringfd);
         return NULL;
     }
-    lf_msg r = {.type = LF_MSG_READY, .u.ready = {.slot = 0, .epoch = 0, .step = 0, .seq = 0}};
+    lf_msg r = {.type = LF_MSG_READY,
+                .u.ready = {.slot = 0, .epoch = epochs ? 2 : 0, .step = 0, .seq = 0}};
     write_batch(f, &r.u.ready, 3);
     if (f->mode == SLOT_OUT_OF_RANGE) r.u.ready.slot = NSLOTS;
     if (f->mode == OUT_OF_SEQUENCE) r.u.ready.seq = 1;
@@ -173,7 +189,7 @@ static void *fake_main(void *arg)
         f->seg[lf_ring_slot_offset(1, SLOT) + LF_SLOT_HEADER_SIZE + 40] ^= 1; /* layout byte */
         fsend(f, &r2);
     }
-    if (f->mode == GOOD_THEN_END) {
+    if (f->mode == GOOD_THEN_END || epochs) {
         lf_msg e = {.type = LF_MSG_END};
         fsend(f, &e);
     }
@@ -417,6 +433,32 @@ int main(void)
     ASSERT_TRUE(strstr(lf_client_error(c), "ring socket") != NULL);
     lf_client_close(c);
     check_foreign();
+
+    /* Each epoch's batch count, as WELCOME told it: before any batch the
+     * first epoch's (the fresh position, epoch 0, lies before --epoch 2);
+     * after epoch 2's one batch, the next epoch's, or the end of the plan. */
+    fake_start(&f, ONE_EPOCH, &th);
+    c = open_client(&f);
+    ASSERT_EQ(lf_client_epoch_batches(c, LF_EPOCH_NEXT), 1);
+    ASSERT_EQ(lf_client_epoch_batches(c, 2), 1);
+    ASSERT_EQ(lf_client_epoch_batches(c, 1), -ERANGE);
+    ASSERT_EQ(lf_client_epoch_batches(c, 3), -ERANGE);
+    check_good_batch(c, &b);
+    ASSERT_EQ(b.epoch, 2);
+    ASSERT_EQ(lf_client_epoch_batches(c, LF_EPOCH_NEXT), LF_E_END);
+    ASSERT_EQ(lf_release(c, &b), 0);
+    ASSERT_EQ(lf_next(c, &b, 5000), LF_E_END);
+    pthread_join(th, NULL);
+    lf_client_close(c);
+    fake_start(&f, EPOCHS_PARTLY_TOLD, &th);
+    c = open_client(&f);
+    ASSERT_EQ(lf_client_epoch_batches(c, 3), 4);
+    ASSERT_EQ(lf_client_epoch_batches(c, 4), -ENODATA);
+    ASSERT_EQ(lf_client_epoch_batches(c, 5), -ERANGE);
+    check_good_batch(c, &b);
+    ASSERT_EQ(lf_client_epoch_batches(c, LF_EPOCH_NEXT), 4); /* epoch 2 is over */
+    pthread_join(th, NULL);
+    lf_client_close(c);
     printf("client api ok\n");
     return 0;
 }

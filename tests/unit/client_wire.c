@@ -1,12 +1,14 @@
 /*
  * client_wire.c — the control protocol: every message type round-trips, and
  * the decoder refuses every truncation, trailing byte, bad header, unknown
- * type and out-of-range length.
+ * type and out-of-range length (WELCOME's epoch step counts included).
  */
 #include "lf_wire.h"
 #include "test.h"
 
 #include <errno.h>
+
+static const uint32_t sample_steps[3] = {17, 16, 0x01020304};
 
 static lf_msg sample_msg(unsigned type)
 {
@@ -19,7 +21,9 @@ static lf_msg sample_msg(unsigned type)
         m.u.welcome = (lf_msg_welcome){.rank = 3, .nslots = 4, .slot_size = 1 << 20,
                                        .segment_size = 4096 + (4 << 20), .token = 0x1122334455667788ull,
                                        .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99,
-                                       .fingerprint = 0xfeedfacecafebeefull};
+                                       .fingerprint = 0xfeedfacecafebeefull,
+                                       .first_epoch = 5, .epochs = 9, .nsteps = 3,
+                                       .steps = sample_steps};
         strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
         break;
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
@@ -28,6 +32,7 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000, 5000}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
     case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
+    case LF_MSG_WAITING: m.u.waiting = (lf_msg_waiting){3, 1, 2, 30000}; break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
     case LF_MSG_REPORT: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
@@ -54,6 +59,17 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.welcome.fingerprint, b->u.welcome.fingerprint);
         ASSERT_EQ(a->u.welcome.segment_size, b->u.welcome.segment_size);
         ASSERT_STR_EQ(a->u.welcome.fd_path, b->u.welcome.fd_path);
+        ASSERT_EQ(a->u.welcome.first_epoch, b->u.welcome.first_epoch);
+        ASSERT_EQ(a->u.welcome.epochs, b->u.welcome.epochs);
+        ASSERT_EQ(a->u.welcome.nsteps, b->u.welcome.nsteps);
+        uint32_t steps[3];
+        lf_wire_steps(&b->u.welcome, steps);
+        ASSERT_MEM_EQ(steps, a->u.welcome.steps, sizeof steps);
+    } else if (a->type == LF_MSG_WAITING) { /* field by field: the struct has padding */
+        ASSERT_EQ(a->u.waiting.rank, b->u.waiting.rank);
+        ASSERT_EQ(a->u.waiting.connected, b->u.waiting.connected);
+        ASSERT_EQ(a->u.waiting.others, b->u.waiting.others);
+        ASSERT_EQ(a->u.waiting.waited_ms, b->u.waiting.waited_ms);
     } else {
         ASSERT_MEM_EQ(&a->u, &b->u, sizeof a->u);
     }
@@ -62,7 +78,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_REPORT; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_WAITING; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);
@@ -130,6 +146,30 @@ int main(void)
     n = lf_wire_encode(&m, buf, sizeof buf);
     buf[n - 3] = 0;
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    /* WELCOME's step counts: more than the epochs served, or than
+     * LF_WIRE_EPOCHS_MAX, are refused both ways. */
+    m = sample_msg(LF_MSG_WELCOME);
+    m.u.welcome.epochs = 2;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    static uint32_t many[LF_WIRE_EPOCHS_MAX + 1];
+    m.u.welcome.steps = many;
+    m.u.welcome.epochs = m.u.welcome.nsteps = LF_WIRE_EPOCHS_MAX;
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), 0);
+    m.u.welcome.epochs = m.u.welcome.nsteps = LF_WIRE_EPOCHS_MAX + 1;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m = sample_msg(LF_MSG_WELCOME);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[8 + 56 + 8] = 10; /* nsteps, after 56 bytes of fields, first_epoch, epochs: > 9 */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    /* WAITING: connected is 0 or 1. */
+    m = sample_msg(LF_MSG_WAITING);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[12] = 2;
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    m.u.waiting.connected = 2;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
     printf("wire ok\n");
     return 0;
 }

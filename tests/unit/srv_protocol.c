@@ -50,7 +50,8 @@ static void raw_send(raw *r, const lf_msg *m)
     ASSERT_EQ(zmq_send(r->sock, buf, (size_t)n, 0), n);
 }
 
-/* Waits for the next message that is not a HEARTBEAT; returns its type. */
+/* Waits for the next message that is not a HEARTBEAT or a WAITING (which
+ * a started rank gets while a peer has not started); returns its type. */
 static int raw_recv(raw *r, lf_msg *m, unsigned char *buf)
 {
     for (;;) {
@@ -59,7 +60,7 @@ static int raw_recv(raw *r, lf_msg *m, unsigned char *buf)
         int n = zmq_recv(r->sock, buf, LF_WIRE_MAX, 0);
         ASSERT_GT(n, 0);
         ASSERT_EQ(lf_wire_decode(buf, (size_t)n, m), 0);
-        if (m->type != LF_MSG_HEARTBEAT) return m->type;
+        if (m->type != LF_MSG_HEARTBEAT && m->type != LF_MSG_WAITING) return m->type;
     }
 }
 

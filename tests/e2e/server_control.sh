@@ -15,6 +15,10 @@ server_refuses "a second server on $EP" "another server" \
 for k in bytes_read blocks_decoded cache_hits queue_depth busy_ns ranks data_wait_ns; do
   grep -q "\"$k\"" "$WORK/stat.json" || fail "lf-stat --json lacks $k"
 done
+# Without an argument it asks where a trainer would: $LEVELFEED_ENDPOINT.
+LEVELFEED_ENDPOINT="$EP" "$LF_BIN/lf-stat" --json >"$WORK/stat-env.json" ||
+  fail "lf-stat with LEVELFEED_ENDPOINT=$EP and no argument: exit $?"
+grep -q '"state"' "$WORK/stat-env.json" || fail "lf-stat via LEVELFEED_ENDPOINT: $(cat "$WORK/stat-env.json")"
 live=$("$LF_BIN/lf-stat" "$EP" --count 2 --interval-ms 100) || fail "lf-stat live: exit $?"
 [[ $(grep -c "samples/s" <<<"$live") == 2 ]] || fail "lf-stat live: want 2 lines, got: $live"
 # A rank this server does not serve is refused with the server's reason.

@@ -252,9 +252,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "lf-stat: one endpoint, not '%s' as well\n", argv[optind + 1]);
         return 2;
     }
+    /* Where the trainer looks: the argument, else LEVELFEED_ENDPOINT (what
+     * lf-launch sets), else the job's default. */
+    const char *given = optind < argc ? argv[optind] : getenv("LEVELFEED_ENDPOINT");
     char path[LF_IPC_PATH_MAX + 1], url[LF_IPC_PATH_MAX + 8];
-    if (lf_ipc_endpoint(optind < argc ? argv[optind] : NULL, NULL, path, sizeof path) < 0) {
-        fprintf(stderr, "lf-stat: bad endpoint\n");
+    if (lf_ipc_endpoint(given, NULL, path, sizeof path) < 0) {
+        fprintf(stderr, "lf-stat: bad endpoint '%s'%s\n", given ? given : "(default)",
+                optind < argc ? "" : " (LEVELFEED_ENDPOINT)");
         return 2;
     }
     snprintf(url, sizeof url, "ipc://%s", path);

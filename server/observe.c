@@ -18,6 +18,10 @@
  * the part of a stretch spent held back is their growth over the stretch,
  * less the waits for this rank's own ring (a full ring of this rank while
  * it holds nothing means its slots are still being filled: data path).
+ * Likewise a wait for another rank's ring counts as held back only where
+ * that rank's trainer held a batch as the wait began (planner.c): a ring
+ * whose every slot is still being filled holds everyone up on the data
+ * path, not on its rank (e2e/server_observe_data: one worker, large JPEGs).
  * A trainer that releases its batch right before lf_next (lf-rank-loop,
  * the Python loader) holds nothing exactly while it waits there, so the
  * stretches add up to its own data wait; one that releases earlier holds

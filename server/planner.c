@@ -175,8 +175,12 @@ int srv_wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key)
         s->pl->plan_wait = r->nfree > 0 ? PLAN_WAITS_ROOM : PLAN_WAITS_SLOT;
         s->pl->plan_wait_li = li;
         s->pl->plan_wait_since = srv_now_ns();
+        /* A full ring whose trainer holds none of it is a ring still being
+         * filled: the other ranks then wait on the data path, not on this
+         * rank (observe.c), and the wait does not count as this rank's. */
+        s->pl->plan_wait_held = r->obs.held > 0;
         pthread_cond_wait(&s->cv_plan, &s->mu);
-        if (s->pl->plan_wait == PLAN_WAITS_SLOT) {
+        if (s->pl->plan_wait == PLAN_WAITS_SLOT && s->pl->plan_wait_held) {
             uint64_t waited = srv_now_ns() - s->pl->plan_wait_since;
             r->m.planner_wait_ns += waited;
             s->m.planner_slot_wait_ns += waited;
@@ -388,7 +392,8 @@ void *srv_planner_main(void *arg)
 void srv_planner_waits(const srv *s, uint32_t li, uint64_t now, uint64_t *all, uint64_t *own)
 {
     const srv_pipeline *p = s->pl;
-    uint64_t now_waiting = p && p->plan_wait == PLAN_WAITS_SLOT && now > p->plan_wait_since
+    uint64_t now_waiting = p && p->plan_wait == PLAN_WAITS_SLOT && p->plan_wait_held &&
+                                   now > p->plan_wait_since
                                ? now - p->plan_wait_since : 0;
     *all = s->m.planner_slot_wait_ns + now_waiting;
     *own = s->ranks[li].m.planner_wait_ns + (p && p->plan_wait_li == li ? now_waiting : 0);

@@ -78,6 +78,9 @@ typedef struct srv_pipeline {
     int plan_wait;               /* PLAN_*: what the planner sleeps on */
     uint32_t plan_wait_li;       /* PLAN_WAITS_SLOT: in this rank's ring */
     uint64_t plan_wait_since;    /* PLAN_WAITS_SLOT: since when (srv_planner_waits) */
+    int plan_wait_held;          /* PLAN_WAITS_SLOT: that rank's trainer held a batch as
+                                    the wait began (backpressure), else every slot of it
+                                    was still being filled (the data path) */
     uint32_t catchup_waits;      /* catch-up threads waiting for cache room */
     uint32_t catchups_running;   /* catch-up threads not finished yet */
     uint32_t last_gen;           /* the last catch-up generation handed out */

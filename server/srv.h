@@ -118,12 +118,6 @@ typedef struct srv_rank_metrics {
     uint64_t planner_wait_ns;    /* the planner waited for a free slot of this ring */
 } srv_rank_metrics;
 
-/* Where a rank's time goes as the server sees it (observe.c; control
- * thread, under mu). "Held" is a batch handed out by READY and not released
- * yet. While a rank holds none, its trainer waits for data or is about to:
- * that time is split by what the planner was doing, waiting for another
- * rank's free slot (held back: lock-step backpressure) or not (the data
- * path: read, decode, assembly, cache room). */
 /* One step of a rank as its trainer reported it (observe.c). */
 typedef struct srv_step_fig {
     uint32_t epoch;
@@ -146,6 +140,13 @@ typedef struct srv_step_stats {
 
 #define SRV_OBS_RECENT 64        /* READYs a STEP report may lag behind (ring and
                                     device slots together stay far below) */
+
+/* Where a rank's time goes as the server sees it (observe.c; control
+ * thread, under mu). "Held" is a batch handed out by READY and not released
+ * yet. While a rank holds none, its trainer waits for data or is about to:
+ * that time is split by what the planner was doing, waiting for another
+ * rank's free slot (held back: lock-step backpressure) or not (the data
+ * path: read, decode, assembly, cache room). */
 typedef struct srv_rank_obs {
     uint32_t held;
     uint64_t empty_since_ns;     /* holding none since (0: holds some, or not yet) */

@@ -93,7 +93,9 @@ for s in naive sorted; do
   grep -q "^lf-train: $s runs without --max-tokens" "$WORK/compare.out" ||
     fail "no word that $s runs without the cap: $(cat "$WORK/compare.out")"
 done
-grep -q "^balanced tokens/s vs naive: " "$WORK/compare.out" || fail "no comparison table"
+grep -Eq "^balance against the noise floor \(compute max/mean p50 / floor p50\): balanced ([0-9.]+x|not measured) naive" \
+  "$WORK/compare.out" || fail "no comparison headline: $(cat "$WORK/compare.out")"
+grep -q "^tokens/s, this run only: balanced vs naive " "$WORK/compare.out" || fail "no tokens/s line"
 for row in "noise floor p50" "noise floor p99" "p50 / floor" "p99 / floor"; do
   grep -q "^$row  " "$WORK/compare.out" || fail "the table has no '$row' row: $(cat "$WORK/compare.out")"
 done

@@ -495,6 +495,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
         p->cost[i] = lf_plan_cost(&prm.cost, samples[i].length);
         p->capfail[i] = !fits_alone(&prm, samples[i].length);
         p->ncapfail += p->capfail[i];
+        p->capfail_tokens += p->capfail[i] ? samples[i].length : 0;
     }
     p->norder = n - p->ncapfail;
     if ((rc = check_outlier_steps(p))) goto fail;
@@ -1290,10 +1291,8 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->rejected = p->nrej;
     c->rejected_cap = p->ncapfail;
     c->pending = p->norder - p->cursor + p->np + p->no;
-    c->rejected_tokens = 0;   /* O(n): asked for once an epoch at most */
+    c->rejected_tokens = p->capfail_tokens;
     for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += p->len[p->rej[i]];
-    for (size_t s = 0; s < p->n; s++)
-        if (p->capfail[s]) c->rejected_tokens += p->len[s];
 }
 
 size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)

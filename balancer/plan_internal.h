@@ -163,6 +163,7 @@ struct lf_plan {
     uint8_t *capfail;            /* per sample: fits no cap or row, never placed */
     uint8_t *mark;               /* per sample scratch (state checks) */
     size_t ncapfail;
+    uint64_t capfail_tokens;     /* their tokens: left out every epoch */
     uint32_t *group_of;          /* per sample: block group */
     uint32_t ngroups;
     uint32_t *group_start;       /* ngroups + 1 offsets into group_members */

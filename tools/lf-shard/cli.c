@@ -378,6 +378,12 @@ void cli_out_abandon(cli_out *o)
     o->w = NULL;
     if (o->made_dir)
         rmdir(o->dir);           /* fails, harmlessly, if anything else is in it */
+    cli_out *peer = o->peer;
+    o->peer = NULL;
+    if (peer && peer->peer == o) {
+        peer->peer = NULL;       /* one step: the peer does not come back here */
+        cli_out_abandon(peer);
+    }
 }
 
 void cli_out_fail(cli_out *o, int code)

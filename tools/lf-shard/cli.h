@@ -74,24 +74,28 @@ enum {
     CLI_OPT_LEVEL,
     CLI_OPT_THREADS,
 };
-#define CLI_WRITER_OPTIONS                                                     \
-    {"out", required_argument, NULL, CLI_OPT_OUT},                             \
+/* Everything but --out, for commands that name their outputs otherwise. */
+#define CLI_WRITER_TUNING_OPTIONS                                              \
     {"shard-size", required_argument, NULL, CLI_OPT_SHARD_SIZE},               \
     {"block-size", required_argument, NULL, CLI_OPT_BLOCK_SIZE},               \
     {"level", required_argument, NULL, CLI_OPT_LEVEL},                         \
     {"threads", required_argument, NULL, CLI_OPT_THREADS}
+#define CLI_WRITER_OPTIONS                                                     \
+    {"out", required_argument, NULL, CLI_OPT_OUT}, CLI_WRITER_TUNING_OPTIONS
 
 /* The same options' help lines, for the subcommands' help texts, with the
  * command's default block size (a string literal). */
-#define CLI_WRITER_HELP(block_default)                                         \
-    "  --out DIR          output dataset directory (required): new or empty; only\n" \
-    "                     temporary files of an interrupted conversion are removed\n" \
+#define CLI_WRITER_TUNING_HELP(block_default)                                  \
     "  --shard-size SIZE  start a new shard past SIZE stored bytes (default 1G)\n" \
     "  --block-size SIZE  raw bytes per compressed block, 0 = one record per block\n" \
     "                     (default " block_default ")\n"                       \
     "  --level N          zstd level 1..19 (default 3)\n"                       \
     "  --threads N        worker threads: compression, and parsing or generating\n" \
     "                     input (default: online CPUs)\n"
+#define CLI_WRITER_HELP(block_default)                                         \
+    "  --out DIR          output dataset directory (required): new or empty; only\n" \
+    "                     temporary files of an interrupted conversion are removed\n" \
+    CLI_WRITER_TUNING_HELP(block_default)
 
 typedef struct cli_writer_args {
     const char *out;             /* --out */
@@ -162,6 +166,7 @@ typedef struct cli_out {
     uint64_t samples;            /* added so far */
     uint64_t in_bytes;           /* input bytes consumed so far */
     int made_dir;                /* the output directory did not exist before */
+    struct cli_out *peer;        /* written alongside (split): abandoned with this one */
 } cli_out;
 
 void cli_out_open(cli_out *o, const cli_writer_args *wa, const lf_schema *schema,
@@ -172,7 +177,7 @@ void cli_out_add(cli_out *o, const lf_field_input *fields, uint64_t in_bytes,
 /* Finishes and prints the summary line. Dies on failure. */
 void cli_out_finish(cli_out *o, const char *verb);
 /* Aborts the writer (temporary files removed) and removes the output
- * directory if this run made it (and it is empty). */
+ * directory if this run made it (and it is empty); the same for its peer. */
 void cli_out_abandon(cli_out *o);
 /* cli_out_abandon, then exit with `code`. */
 _Noreturn void cli_out_fail(cli_out *o, int code);
@@ -220,5 +225,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_digest(int argc, char **argv);
+int cmd_split(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static const char usage[] =
     "  stats DIR [--json]           cost-input percentiles and a histogram\n"
     "  verify DIR                   check every checksum; non-zero exit names the place\n"
     "  cat DIR INDEX                print one sample's fields\n"
+    "  split DIR --fraction F ...   hold out a share of the samples, deterministically\n"
     "\n"
     "Run 'lf-shard COMMAND --help' for a command's options; 'lf-shard --version'\n"
     "prints the version.\n"
@@ -42,7 +43,7 @@ static const struct {
 } commands[] = {
     {"create", cmd_create}, {"synth", cmd_synth}, {"inspect", cmd_inspect},
     {"stats", cmd_stats},   {"verify", cmd_verify}, {"cat", cmd_cat},
-    {"digest", cmd_digest},
+    {"digest", cmd_digest}, {"split", cmd_split},
 };
 
 int main(int argc, char **argv)

@@ -12,10 +12,14 @@
 #     assembled every batch; the chart is an SVG with a panel a rank
 #     (rendered by rsvg-convert where present). Both ranks get the answer
 #     only once both asked: the files exist when lf-rank-loop returns.
+#  2. Two Python ranks with Loader(trace=, chart=) given relative paths
+#     (resolved in the trainer's directory), no report_step of their own:
+#     the loader reports each step, and the files exist as the last
+#     epoch's `for` ends, with the same checks.
 #  3. A server that serves ranks 2-3 of a world of 4 (one node of two)
 #     writes its files with ".ranks2-3" in their names, its tracks named
 #     for ranks 2 and 3.
-# Before, lf-rank-loop had no --trace, lf_client_trace
+# Before, lf-rank-loop had no --trace, Loader no trace=, lf_client_trace
 # did not exist, and the server kept no stage intervals.
 source "$(dirname "$0")/server_lib.sh"
 source "$(dirname "$0")/python_lib.sh"
@@ -56,6 +60,42 @@ assert assembled == batches, (assembled, batches)
 print("c: a step a batch on each rank, each with its planned cost; %d batches assembled" % batches)
 PY
   fail "the trace's steps do not match the batches"
+
+# 2. two Python ranks, Loader(trace=, chart=)
+need_python_module numpy
+start_server --data "$WORK/ds" --world 2 --seed 4 --slots 2 --epochs 2
+cat >"$WORK/rank.py" <<'PYEOF'
+import os, sys, time
+import levelfeed
+rank = int(sys.argv[2])
+loader = levelfeed.Loader(endpoint=sys.argv[1], rank=rank, world_size=2, tensors="numpy",
+                          trace="py.json", chart="py.svg")
+steps = 0
+while not loader.finished:
+    for batch in loader:
+        time.sleep(0.005 * (rank + 1))
+        steps += 1
+assert os.path.exists("py.json") and os.path.exists("py.svg"), "not written at the end"
+loader.close()
+print("rank %d: %d steps" % (rank, steps))
+PYEOF
+for r in 0 1; do
+  (cd "$WORK" && "$PY" "$WORK/rank.py" "$EP" "$r") >"$WORK/py$r.log" 2>&1 &
+  PIDS+=($!)
+  cpid[r]=$!
+done
+for r in 0 1; do wait_ok 240 "python rank $r" "${cpid[r]}" "$WORK/py$r.log"; done
+wait_server
+check_trace "$WORK/py.json" 2 server
+check_chart "$WORK/py.svg" 2
+"$PY" - "$WORK/py.json" "$WORK/py0.log" <<'PY' || fail "the Python trace lacks a rank's steps"
+import json, sys
+steps = int(open(sys.argv[2]).read().split()[2])
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+n = sum(e["ph"] == "X" and e["pid"] == 1 and e["name"] == "compute" for e in ev)
+assert n == steps, (n, steps)
+print("py: rank 0's %d steps on its track" % n)
+PY
 
 # 3. one node of two: the files named for its ranks
 start_server --data "$WORK/ds" --world 4 --ranks 2-3 --seed 4 --epochs 1

@@ -141,7 +141,7 @@ typedef struct srv_step_stats {
 
 /* What the trace keeps (trace.c): each rank's newest reported steps and
  * each stage thread's newest spans, in rings allocated at start-up and
- * touched only as they fill (at most ~1.3 MiB a rank, 0.5 MiB a thread). */
+ * touched only as they fill (at most ~1.4 MiB a rank, 0.5 MiB a thread). */
 #define SRV_TRACE_STEPS 16384
 #define SRV_TRACE_SPANS 16384
 enum { SRV_STAGE_READ, SRV_STAGE_DECODE, SRV_STAGE_ASSEMBLE, SRV_STAGE_RING_WAIT, SRV_STAGES };

@@ -114,7 +114,8 @@ static void unroll(void *out, const void *ring, uint64_t n, uint64_t cap, size_t
 }
 
 /* The ranks' steps as rows of tl_run: row i holds each rank's report
- * number first + i (every rank reports its steps in order, one a batch). */
+ * number first + i (every rank reports its steps in order, one a batch),
+ * for at most the newest SRV_TRACE_STEPS report numbers of any rank. */
 static int snap_steps(const srv *s, snapshot *z)
 {
     uint32_t nl = s->cfg.nlocal;
@@ -122,11 +123,13 @@ static int snap_steps(const srv *s, snapshot *z)
     for (uint32_t li = 0; li < nl; li++) {
         uint64_t n = s->ranks[li].obs.ntrace;
         uint64_t lo = n > SRV_TRACE_STEPS ? n - SRV_TRACE_STEPS : 0;
-        if (lo < first) first = lo;
+        if (n && lo < first) first = lo;
         if (n > last) last = n;
         z->rank_ids[li] = s->cfg.local[li];
     }
-    uint64_t rows = last > first ? last - first : 0;
+    if (last == 0) first = 0;
+    if (last - first > SRV_TRACE_STEPS) first = last - SRV_TRACE_STEPS;
+    uint64_t rows = last - first;
     z->rec = calloc(rows * nl + 1, sizeof *z->rec);
     tl_step *one = malloc(SRV_TRACE_STEPS * sizeof *one);
     if (!z->rec || !one) {
@@ -138,7 +141,8 @@ static int snap_steps(const srv *s, snapshot *z)
         uint64_t keep = o->ntrace < SRV_TRACE_STEPS ? o->ntrace : SRV_TRACE_STEPS;
         unroll(one, o->trace, o->ntrace, SRV_TRACE_STEPS, sizeof *one);
         for (uint64_t i = 0; i < keep; i++)
-            z->rec[(o->ntrace - keep + i - first) * nl + li] = one[i];
+            if (o->ntrace - keep + i >= first)
+                z->rec[(o->ntrace - keep + i - first) * nl + li] = one[i];
     }
     free(one);
     z->run = (tl_run){.title = "levelfeed", .ranks = (int)nl, .steps = rows, .rec = z->rec,

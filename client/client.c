@@ -14,8 +14,11 @@
 #include "client_gpu.h"
 #include "client_host.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Returns rc to the trainer with the failure text as it stands now: the
  * prefetch thread may record one at any time, and the copy lf_client_error
@@ -31,9 +34,10 @@ static int to_trainer(lf_client *c, int rc)
 /* The trainer's side of the stream (with a device, the prefetch thread
  * runs ahead of it): where a saved state resumes, what a step report is
  * about. Only the trainer's thread touches these. */
-static void trainer_got(lf_client *c, const lf_batch *b)
+static void trainer_got(lf_client *c, const lf_batch *b, uint64_t start_ns)
 {
     c->got = 1;
+    c->last_start_ns = start_ns;
     c->last_epoch = b->epoch;
     c->last_step = b->step;
     c->last_wait_ns = b->wait_ns;
@@ -44,11 +48,12 @@ static void trainer_got(lf_client *c, const lf_batch *b)
 int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
 {
     c->asked = 1;
+    uint64_t start = lf_client_now_ns();
     int rc = c->gpu ? lf_gpu_next(c->gpu, b, timeout_ms) : lf_client_host_next(c, b, timeout_ms);
     if (rc == LF_E_ORDER)
         lf_client_set_error(c, "every slot holds a batch not released yet: lf_release one first");
     if (rc == LF_E_TIMEOUT) lf_client_set_timeout_error(c, timeout_ms);
-    if (rc == 0) trainer_got(c, b);
+    if (rc == 0) trainer_got(c, b, start);
     if (rc == LF_E_END) c->saw_end = 1;
     return to_trainer(c, rc);
 }
@@ -78,7 +83,8 @@ int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns)
 {
     if (!c->got) return LF_E_ORDER; /* no step to report on yet */
     lf_step_report r = {.epoch = c->last_epoch, .step = c->last_step, .compute_ns = compute_ns,
-                        .sync_ns = sync_ns, .wait_ns = c->last_wait_ns};
+                        .sync_ns = sync_ns, .wait_ns = c->last_wait_ns,
+                        .start_ns = c->last_start_ns};
     return c->gpu ? lf_gpu_report(c->gpu, &r) : lf_client_host_report(c, &r);
 }
 
@@ -91,6 +97,30 @@ int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
 {
     if (!c->saw_end) return LF_E_ORDER; /* a device's thread may still use the socket */
     return to_trainer(c, lf_client_host_ask_report(c, buf, cap, timeout_ms));
+}
+
+/* path made absolute (relative to the working directory: the server
+ * writes it, from its own) into out; "" for NULL. 0 or -errno. */
+static int absolute(const char *path, char out[LF_WIRE_TRACE_PATH_MAX])
+{
+    out[0] = 0;
+    if (!path) return 0;
+    if (!path[0]) return -EINVAL;
+    char cwd[LF_WIRE_TRACE_PATH_MAX] = "";
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return -errno;
+    int n = snprintf(out, LF_WIRE_TRACE_PATH_MAX, "%s%s%s", cwd, cwd[0] ? "/" : "", path);
+    return n < LF_WIRE_TRACE_PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
+int lf_client_trace(lf_client *c, const char *trace_path, const char *chart_path,
+                    int timeout_ms)
+{
+    if (c->gpu && !c->saw_end) return LF_E_ORDER; /* the device's thread has the socket */
+    char trace[LF_WIRE_TRACE_PATH_MAX], chart[LF_WIRE_TRACE_PATH_MAX];
+    int rc = !trace_path && !chart_path ? -EINVAL : absolute(trace_path, trace);
+    if (rc == 0) rc = absolute(chart_path, chart);
+    if (rc < 0) return rc;
+    return to_trainer(c, lf_client_host_ask_trace(c, trace, chart, timeout_ms));
 }
 
 void lf_client_close(lf_client *c)

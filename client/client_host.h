@@ -62,6 +62,7 @@ struct lf_client {
     int gone;                    /* the ring socket closed: every wait ends at once */
     uint32_t last_epoch;         /* the trainer's last batch, for lf_report_step */
     uint64_t last_step, last_wait_ns;
+    uint64_t last_start_ns;      /* when the lf_next that gave it began */
     uint64_t last_sent_ns;       /* for heartbeats */
     uint64_t last_heard_ns;      /* last message from the server */
     pthread_mutex_t err_mu;      /* guards err: the prefetch thread fails too */
@@ -81,10 +82,18 @@ int lf_client_host_release(lf_client *c, const lf_batch *b);
 typedef struct lf_step_report {
     uint32_t epoch;
     uint64_t step, compute_ns, sync_ns, wait_ns;
+    uint64_t start_ns;           /* the lf_next that gave the batch began (lf_client_now_ns) */
 } lf_step_report;
 int lf_client_host_report(lf_client *c, const lf_step_report *r);
 /* Asks the server for the rank's end-of-run report (lf_client_report). */
 int lf_client_host_ask_report(lf_client *c, char *buf, size_t cap, int timeout_ms);
+/* Asks the server to write the trace and the chart at these absolute
+ * paths ("": not wanted) once every local rank has asked or left
+ * (lf_client_trace): 0, LF_E_SERVER with the server's reason recorded,
+ * LF_E_TIMEOUT, ... */
+int lf_client_host_ask_trace(lf_client *c, const char *trace, const char *chart, int timeout_ms);
+/* CLOCK_MONOTONIC in ns: the server's clock too (the same node). */
+uint64_t lf_client_now_ns(void);
 /* The mapped ring and its slot size. */
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size);
 /* Records why lf_next found no batch within timeout_ms: the rank the

@@ -55,7 +55,7 @@
 #define LAST_WORD_MS 200         /* after the ring socket closes, wait this long for
                                     the server's last message (its error) */
 
-static uint64_t now_ns(void)
+uint64_t lf_client_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -159,7 +159,7 @@ static int send_msg(lf_client *c, const lf_msg *m)
     int n = lf_wire_encode(m, buf, sizeof buf);
     if (n < 0) return n;
     if (zmq_send(c->zsock, buf, (size_t)n, ZMQ_DONTWAIT) != n) return -zmq_errno();
-    c->last_sent_ns = now_ns();
+    c->last_sent_ns = lf_client_now_ns();
     return 0;
 }
 
@@ -171,7 +171,7 @@ static int recv_msg(lf_client *c, unsigned char *buf, size_t cap, lf_msg *m)
     if (n < 0) return zmq_errno() == EAGAIN ? 0 : -zmq_errno();
     if ((size_t)n > cap || lf_wire_decode(buf, (size_t)n, m) != 0)
         return fail(c, LF_E_PROTOCOL, "undecodable control message");
-    c->last_heard_ns = now_ns();
+    c->last_heard_ns = lf_client_now_ns();
     return 1;
 }
 
@@ -218,7 +218,7 @@ static int handle_msg(lf_client *c, const lf_msg *m)
     case LF_MSG_WAITING:
         pthread_mutex_lock(&c->err_mu);
         c->waiting = m->u.waiting;
-        c->waiting_ns = now_ns();
+        c->waiting_ns = lf_client_now_ns();
         pthread_mutex_unlock(&c->err_mu);
         return 0;
     case LF_MSG_ERROR:
@@ -235,7 +235,7 @@ static int handle_msg(lf_client *c, const lf_msg *m)
  * when `want` says nothing usable is queued yet. */
 static int pump(lf_client *c, int timeout_ms)
 {
-    uint64_t start = now_ns();
+    uint64_t start = lf_client_now_ns();
     uint64_t hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
     for (;;) {
         unsigned char buf[LF_WIRE_MAX];
@@ -245,7 +245,7 @@ static int pump(lf_client *c, int timeout_ms)
             if ((rc = handle_msg(c, &m)) < 0) return rc;
         if (rc < 0) return rc;
         if (c->fifo_len > 0 || c->ended) return 0;
-        uint64_t now = now_ns();
+        uint64_t now = lf_client_now_ns();
         /* The server heartbeats every hb_ns: long silence means it hangs. */
         if (hb_ns && now - c->last_heard_ns > SILENT_HEARTBEATS * hb_ns)
             return fail(c, LF_E_GONE, "no heartbeat from the server");
@@ -292,7 +292,7 @@ static int await_welcome(lf_client *c, uint64_t timeout_ns, uint64_t *deadline)
         lf_msg m;
         int rc = recv_msg(c, buf, sizeof buf, &m);
         if (rc < 0) return rc;
-        uint64_t now = now_ns();
+        uint64_t now = lf_client_now_ns();
         if (rc == 1) {
             if (m.type == LF_MSG_WELCOME) {
                 if (m.u.welcome.rank != (uint32_t)c->rank)
@@ -335,7 +335,7 @@ static int await_welcome(lf_client *c, uint64_t timeout_ns, uint64_t *deadline)
  * descriptor's arrival) by the time left until the open's deadline. */
 static void fd_socket_deadline(int sock, uint64_t deadline)
 {
-    uint64_t now = now_ns(), left = deadline > now ? deadline - now : 1000000u;
+    uint64_t now = lf_client_now_ns(), left = deadline > now ? deadline - now : 1000000u;
     struct timeval tv = {.tv_sec = (time_t)(left / 1000000000u),
                          .tv_usec = (suseconds_t)(left % 1000000000u / 1000u)};
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -471,7 +471,7 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
      * the server binds before it plans and then answers "planning". */
     uint64_t timeout_ns =
         (uint64_t)(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 60000) * 1000000u;
-    uint64_t deadline = now_ns() + timeout_ns;
+    uint64_t deadline = lf_client_now_ns() + timeout_ns;
     if (rc == 0) rc = await_welcome(c, timeout_ns, &deadline);
     if (rc == 0) rc = map_ring(c, deadline);
     if (rc == 0) {
@@ -538,10 +538,10 @@ static int take_ready(lf_client *c, lf_batch *b)
 
 int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
 {
-    uint64_t start = now_ns();
+    uint64_t start = lf_client_now_ns();
     int rc;
     if (!c->started) {
-        c->last_heard_ns = now_ns();
+        c->last_heard_ns = lf_client_now_ns();
         lf_msg m = {.type = LF_MSG_START,
                     .u.start = {.epoch = c->pos_epoch, .step = c->pos_step,
                                 .plan_id = c->restore_plan}};
@@ -557,7 +557,7 @@ int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
     if (c->fifo_len == 0 && !c->ended && (rc = pump(c, timeout_ms)) < 0) return rc;
     if (c->fifo_len == 0) return LF_E_END;
     if ((rc = take_ready(c, b)) < 0) return rc;
-    b->wait_ns = now_ns() - start;
+    b->wait_ns = lf_client_now_ns() - start;
     return 0;
 }
 
@@ -579,7 +579,7 @@ void lf_client_set_error(lf_client *c, const char *text)
 
 void lf_client_set_timeout_error(lf_client *c, int timeout_ms)
 {
-    uint64_t now = now_ns(), hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
+    uint64_t now = lf_client_now_ns(), hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
     pthread_mutex_lock(&c->err_mu);
     const lf_msg_waiting *w = &c->waiting;
     char others[48] = "";
@@ -618,31 +618,59 @@ int lf_client_host_report(lf_client *c, const lf_step_report *r)
 {
     lf_msg m = {.type = LF_MSG_STEP,
                 .u.step = {.epoch = r->epoch, .step = r->step, .compute_ns = r->compute_ns,
-                           .wait_ns = r->wait_ns, .sync_ns = r->sync_ns}};
+                           .wait_ns = r->wait_ns, .sync_ns = r->sync_ns,
+                           .start_ns = r->start_ns}};
     return send_msg(c, &m);
 }
 
-int lf_client_host_ask_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
+/* Sends req and waits for the server's text answer of type `answer`
+ * (REPORT, TRACE), handling whatever comes first: copies its text into buf
+ * (NUL-terminated, cut to cap) and returns its full length, its code in
+ * *code. */
+static int ask_text(lf_client *c, const lf_msg *req, unsigned answer, char *buf, size_t cap,
+                    int timeout_ms, int32_t *code)
 {
-    lf_msg m = {.type = LF_MSG_REPORT_REQ};
-    int rc = send_msg(c, &m);
-    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int rc = send_msg(c, req);
+    uint64_t deadline = lf_client_now_ns() + (uint64_t)timeout_ms * 1000000u;
     while (rc >= 0) {
         unsigned char in[LF_WIRE_MAX];
-        while ((rc = recv_msg(c, in, sizeof in, &m)) == 1 && m.type != LF_MSG_REPORT)
+        lf_msg m;
+        while ((rc = recv_msg(c, in, sizeof in, &m)) == 1 && m.type != answer)
             if ((rc = handle_msg(c, &m)) < 0) return rc;
         if (rc == 1) {
             size_t n = m.u.text.len < cap ? m.u.text.len : cap ? cap - 1 : 0;
             memcpy(buf, m.u.text.text, n);
             if (cap) buf[n] = 0;
+            *code = m.u.text.code;
             return (int)m.u.text.len;
         }
         if (rc < 0) break;
-        uint64_t now = now_ns();
+        uint64_t now = lf_client_now_ns();
         if (timeout_ms >= 0 && now >= deadline) return LF_E_TIMEOUT;
         rc = wait_readable(c, timeout_ms < 0 ? -1 : (int)((deadline - now) / 1000000u) + 1);
     }
     return rc;
+}
+
+int lf_client_host_ask_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
+{
+    lf_msg m = {.type = LF_MSG_REPORT_REQ};
+    int32_t code;
+    return ask_text(c, &m, LF_MSG_REPORT, buf, cap, timeout_ms, &code);
+}
+
+int lf_client_host_ask_trace(lf_client *c, const char *trace, const char *chart, int timeout_ms)
+{
+    lf_msg m = {.type = LF_MSG_TRACE_REQ,
+                .u.trace_req = {.trace_len = (uint32_t)strlen(trace),
+                                .chart_len = (uint32_t)strlen(chart), .trace = trace,
+                                .chart = chart}};
+    char text[512];
+    int32_t code = 0;
+    int rc = ask_text(c, &m, LF_MSG_TRACE, text, sizeof text, timeout_ms, &code);
+    if (rc < 0 || code == 0) return rc < 0 ? rc : 0;
+    fail(c, 0, "%s", text);
+    return LF_E_SERVER;
 }
 
 /* State bytes: magic, rank, epoch, (pad), step, plan_id, xxh3 of the rest. */

@@ -158,6 +158,30 @@ int lf_report_step_sync(lf_client *c, uint64_t compute_ns, uint64_t sync_ns);
  * (LEVELFEED_1.3) */
 int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms);
 
+/* The run as lf-train draws it, for this trainer's own job: asks the
+ * node's lf-server to write a Chrome trace (opens in Perfetto) at
+ * trace_path and an SVG chart at chart_path (either may be NULL, not
+ * both; relative paths are taken from this process's working directory).
+ * The server writes them, from what it has: a track per local rank (pid
+ * 1, 2, ...) with each reported step's data wait, compute and sync wait
+ * (lf_report_step / lf_report_step_sync: a rank that reports no step has
+ * an empty track), and one more process with the server's stages, read,
+ * decode, assemble and ring wait, a track per stage and thread; the chart
+ * stacks each rank's steps. It waits until every rank the server serves
+ * has asked too (each rank calls it with the same paths) or has left, so
+ * that one trace holds them all; on a server that serves only some ranks
+ * of the job (several nodes) the file names get ".ranksA-B" before their
+ * extension. The newest 16384 steps of each rank and spans of each stage
+ * thread are kept. Call it after the last step is reported: after
+ * lf_next returned LF_E_END, or earlier when stopping early (with a device
+ * only after LF_E_END: LF_E_ORDER before). Returns 0 once both are
+ * written, LF_E_SERVER (the server could not: lf_client_error says which
+ * file and why), LF_E_TIMEOUT (some rank neither asked nor left within
+ * timeout_ms; -1: wait), -EINVAL, -ENAMETOOLONG, LF_E_GONE, ...
+ * (LEVELFEED_1.4) */
+int lf_client_trace(lf_client *c, const char *trace_path, const char *chart_path,
+                    int timeout_ms);
+
 /* Writes this rank's position (the batch after the last one lf_next
  * returned; before any, the restored one) into buf. Returns the byte count
  * (LF_STATE_SIZE) or -ENOBUFS. */

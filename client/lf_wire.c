@@ -57,7 +57,15 @@ static const char *const type_names[] = {
     [LF_MSG_STATS_REQ] = "STATS_REQ", [LF_MSG_STATS] = "STATS",
     [LF_MSG_PLANNING] = "PLANNING", [LF_MSG_REPORT_REQ] = "REPORT_REQ",
     [LF_MSG_REPORT] = "REPORT", [LF_MSG_WAITING] = "WAITING",
+    [LF_MSG_TRACE_REQ] = "TRACE_REQ", [LF_MSG_TRACE] = "TRACE",
 };
+
+/* A TRACE_REQ path's length: at most LF_WIRE_TRACE_PATH_MAX - 1 bytes (so
+ * it fits with its NUL), with no NUL inside. */
+static int path_ok(const char *p, uint32_t n)
+{
+    return n < LF_WIRE_TRACE_PATH_MAX && (n == 0 || (p && !memchr(p, 0, n)));
+}
 
 const char *lf_wire_type_name(unsigned type)
 {
@@ -121,7 +129,19 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.step.compute_ns, 8);
         put_le(&c, m->u.step.wait_ns, 8);
         put_le(&c, m->u.step.sync_ns, 8);
+        put_le(&c, m->u.step.start_ns, 8);
         break;
+    case LF_MSG_TRACE_REQ: {
+        const lf_msg_trace_req *t = &m->u.trace_req;
+        if (!path_ok(t->trace, t->trace_len) || !path_ok(t->chart, t->chart_len) ||
+            t->trace_len + t->chart_len == 0)
+            return -EINVAL;
+        put_le(&c, t->trace_len, 2);
+        put_bytes(&c, t->trace, t->trace_len);
+        put_le(&c, t->chart_len, 2);
+        put_bytes(&c, t->chart, t->chart_len);
+        break;
+    }
     case LF_MSG_HEARTBEAT:
         put_le(&c, m->u.heartbeat_ns, 8);
         break;
@@ -139,6 +159,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
     case LF_MSG_REPORT:
+    case LF_MSG_TRACE:
         if (m->u.text.len > LF_WIRE_TEXT_MAX) return -EINVAL;
         put_le(&c, (uint32_t)m->u.text.code, 4);
         put_le(&c, m->u.text.len, 4);
@@ -224,7 +245,19 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         m.u.step.compute_ns = get_le(&c, 8);
         m.u.step.wait_ns = get_le(&c, 8);
         m.u.step.sync_ns = get_le(&c, 8);
+        m.u.step.start_ns = get_le(&c, 8);
         break;
+    case LF_MSG_TRACE_REQ: {
+        lf_msg_trace_req *t = &m.u.trace_req;
+        t->trace_len = (uint32_t)get_le(&c, 2);
+        t->trace = get_bytes(&c, t->trace_len);
+        t->chart_len = (uint32_t)get_le(&c, 2);
+        t->chart = get_bytes(&c, t->chart_len);
+        if (!c.bad && (!path_ok(t->trace, t->trace_len) || !path_ok(t->chart, t->chart_len) ||
+                       t->trace_len + t->chart_len == 0))
+            return -EPROTO;
+        break;
+    }
     case LF_MSG_HEARTBEAT:
         m.u.heartbeat_ns = get_le(&c, 8);
         break;
@@ -242,6 +275,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
     case LF_MSG_REPORT:
+    case LF_MSG_TRACE:
         m.u.text.code = (int32_t)(uint32_t)get_le(&c, 4);
         m.u.text.len = (uint32_t)get_le(&c, 4);
         if (m.u.text.len > LF_WIRE_TEXT_MAX) return -EPROTO;

@@ -30,10 +30,13 @@
  *                                            connected or not sent START
  *                                  ◄───────  READY(slot, epoch, step, seq) ...
  *   RELEASE(slot, seq)             ───────►
- *   STEP(epoch, step, compute, wait, sync) ─►
+ *   STEP(epoch, step, compute, wait, sync, start) ─►
  *                                  ◄───────  END (all epochs delivered)
  *   REPORT_REQ (after END)         ───────►
  *                                  ◄───────  REPORT(text): the rank's end-of-run report
+ *   TRACE_REQ(trace path, chart path) ───►  (held until every local rank has
+ *                                            asked too or left)
+ *                                  ◄───────  TRACE(code, text): written, or why not
  *   BYE                            ───────►
  *   HEARTBEAT either way when idle; ERROR(code, text) from the server.
  *   STATS_REQ from anyone (lf-stat) ─────►  ◄─── STATS(JSON text)
@@ -45,13 +48,15 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 3         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
+#define LF_WIRE_VERSION 4         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
                                      sync, REPORT_REQ and REPORT, WELCOME's epoch step
-                                     counts, WAITING */
+                                     counts, WAITING; 4: STEP's start, TRACE_REQ and
+                                     TRACE */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
 #define LF_WIRE_UNKNOWN UINT64_MAX /* a figure the sender does not know */
+#define LF_WIRE_TRACE_PATH_MAX 4096 /* TRACE_REQ's paths, bytes (no NUL on the wire) */
 #define LF_WIRE_EPOCHS_MAX 8192   /* epochs whose step count WELCOME carries (4 bytes
                                      each, so it stays well inside LF_WIRE_MAX) */
 
@@ -72,6 +77,8 @@ typedef enum lf_wire_type {
     LF_MSG_REPORT_REQ = 14,
     LF_MSG_REPORT = 15,
     LF_MSG_WAITING = 16,
+    LF_MSG_TRACE_REQ = 17,
+    LF_MSG_TRACE = 18,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -127,7 +134,16 @@ typedef struct lf_msg_step {
     uint64_t wait_ns;            /* time the client waited in lf_next for this batch */
     uint64_t sync_ns;            /* trainer's wait for the other ranks (its all-reduce),
                                     reported by the trainer; LF_WIRE_UNKNOWN: not reported */
+    uint64_t start_ns;           /* CLOCK_MONOTONIC as the trainer's lf_next for this batch
+                                    began (client and server share the node's clock);
+                                    LF_WIRE_UNKNOWN: not known */
 } lf_msg_step;
+
+typedef struct lf_msg_trace_req { /* TRACE_REQ: where the server writes the node's trace */
+    uint32_t trace_len, chart_len; /* bytes of each absolute path; 0: not wanted (not both),
+                                    at most LF_WIRE_TRACE_PATH_MAX - 1 */
+    const char *trace, *chart;   /* decode: pointing into the buffer, no NUL */
+} lf_msg_trace_req;
 
 typedef struct lf_msg_waiting {  /* WAITING */
     uint32_t rank;               /* the first local rank the server waits for */
@@ -138,8 +154,9 @@ typedef struct lf_msg_waiting {  /* WAITING */
                                     since that client's WELCOME (1) */
 } lf_msg_waiting;
 
-typedef struct lf_msg_text {      /* ERROR, STATS and REPORT */
-    int32_t code;                /* ERROR: a negative lf_status; STATS, REPORT: 0 */
+typedef struct lf_msg_text {      /* ERROR, STATS, REPORT and TRACE */
+    int32_t code;                /* ERROR: a negative lf_status; STATS, REPORT: 0; TRACE:
+                                    0 written, else -errno of the failed write */
     uint32_t len;                /* bytes in text, <= LF_WIRE_TEXT_MAX */
     const char *text;            /* points into the decoded buffer; not NUL-terminated */
 } lf_msg_text;
@@ -157,6 +174,7 @@ typedef struct lf_msg {
         uint64_t heartbeat_ns;   /* HEARTBEAT: sender's monotonic clock */
         uint32_t planning_pct;   /* PLANNING: start-up planning done, 0..100 */
         lf_msg_waiting waiting;
+        lf_msg_trace_req trace_req;
     } u;
 } lf_msg;
 

@@ -29,44 +29,91 @@ double tl_percentile(double *v, size_t n, double p)
 
 /* ---- Chrome trace ------------------------------------------------------- */
 
-/* One slice on rank's track; args (a JSON object's members, or "") show in
- * the viewer. Returns its end. */
-static uint64_t slice(FILE *f, const char *name, int rank, uint64_t ts, uint64_t dur,
-                      const char *args)
+static uint32_t rank_id(const tl_run *t, int r)
 {
+    return t->rank_ids ? t->rank_ids[r] : (uint32_t)r;
+}
+
+/* One slice on track (pid, tid) at ts, or at *end, the end of the
+ * track's previous slice, if that is later; args (a JSON object's members,
+ * or "") show in the viewer. Returns its end (or its start, if empty),
+ * where *end now is. */
+static uint64_t slice(FILE *f, const char *name, int pid, int tid, uint64_t ts, uint64_t dur,
+                      const char *args, uint64_t *end)
+{
+    if (ts < *end) ts = *end;
     if (dur == 0) return ts;
-    fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,"
-               "\"dur\":%.3f,\"args\":{%s}}", name, rank + 1, (double)ts / 1e3,
+    fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
+               "\"dur\":%.3f,\"args\":{%s}}", name, pid, tid, (double)ts / 1e3,
             (double)dur / 1e3, args);
-    return ts + dur;
+    return *end = ts + dur;
+}
+
+/* Names track tid of process pid; the process too (its first track),
+ * given a name. The trace's first event has no comma before it. */
+static void name_track(FILE *f, int pid, const char *process, int tid, const char *thread)
+{
+    if (process)
+        fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":"
+                   "{\"name\":\"%s\"}}", pid > 1 ? "," : "", pid, process);
+    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":"
+               "{\"name\":\"%s\"}}", pid, tid, thread);
+}
+
+static void rank_steps(FILE *f, const tl_run *t, int r, uint64_t *end)
+{
+    for (uint64_t i = 0; i < t->steps; i++) {
+        const tl_step *x = at(t, i, r);
+        char args[200];
+        snprintf(args, sizeof args, "\"step\":%llu,\"epoch\":%u,\"plan_step\":%llu,"
+                 "\"samples\":%u,\"tokens\":%llu,\"planned_cost\":%llu",
+                 (unsigned long long)i, x->epoch, (unsigned long long)x->step, x->nsamples,
+                 (unsigned long long)x->tokens, (unsigned long long)x->planned_cost);
+        uint64_t ts = slice(f, "data wait", r + 1, 1, x->t_start, x->data_ns, "", end);
+        ts = slice(f, "prepare", r + 1, 1, ts, x->prep_ns, "", end);
+        ts = slice(f, "compute", r + 1, 1, ts, x->compute_ns, args, end);
+        ts = slice(f, "sync wait", r + 1, 1, ts, x->sync_ns, "", end);
+        ts = slice(f, "all-reduce", r + 1, 1, ts, x->reduce_ns, "", end);
+        slice(f, "update", r + 1, 1, ts, x->update_ns, "", end);
+    }
+}
+
+static void track_spans(FILE *f, const tl_track *k, int pid, int tid)
+{
+    uint64_t end = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        char args[160] = "";
+        size_t at = 0;
+        for (int a = 0; a < 2; a++)
+            if (k->arg_names[a] && at < sizeof args)
+                at += (size_t)snprintf(args + at, sizeof args - at, "%s\"%s\":%llu",
+                                       at ? "," : "", k->arg_names[a],
+                                       (unsigned long long)k->spans[i].arg[a]);
+        slice(f, k->name, pid, tid, k->spans[i].t_start, k->spans[i].dur, args, &end);
+    }
 }
 
 int tl_write_trace(const tl_run *t, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
+    char process[200];
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
-    for (int r = 0; r < t->ranks; r++)
-        fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":"
-                   "\"%s: rank %d\"}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
-                   "\"tid\":1,\"args\":{\"name\":\"steps\"}}", r ? "," : "", r + 1, t->title,
-                r, r + 1);
-    for (uint64_t i = 0; i < t->steps; i++) {
-        for (int r = 0; r < t->ranks; r++) {
-            const tl_step *x = at(t, i, r);
-            char args[200];
-            snprintf(args, sizeof args, "\"step\":%llu,\"epoch\":%u,\"plan_step\":%llu,"
-                     "\"samples\":%u,\"tokens\":%llu,\"planned_cost\":%llu",
-                     (unsigned long long)i, x->epoch, (unsigned long long)x->step, x->nsamples,
-                     (unsigned long long)x->tokens, (unsigned long long)x->planned_cost);
-            uint64_t ts = slice(f, "data wait", r, x->t_start, x->data_ns, "");
-            ts = slice(f, "prepare", r, ts, x->prep_ns, "");
-            ts = slice(f, "compute", r, ts, x->compute_ns, args);
-            ts = slice(f, "sync wait", r, ts, x->sync_ns, "");
-            ts = slice(f, "all-reduce", r, ts, x->reduce_ns, "");
-            slice(f, "update", r, ts, x->update_ns, "");
-        }
+    for (int r = 0; r < t->ranks; r++) {
+        snprintf(process, sizeof process, "%s: rank %u", t->title, rank_id(t, r));
+        name_track(f, r + 1, process, 1, "steps");
     }
+    snprintf(process, sizeof process, "%s: server", t->title);
+    for (int k = 0; k < t->ntracks; k++) {
+        char thread[128];
+        snprintf(thread, sizeof thread, "%s (%s)", t->tracks[k].name, t->tracks[k].thread);
+        name_track(f, t->ranks + 1, k ? NULL : process, k + 1, thread);
+    }
+    for (int r = 0; r < t->ranks; r++) {
+        uint64_t end = 0;
+        rank_steps(f, t, r, &end);
+    }
+    for (int k = 0; k < t->ntracks; k++) track_spans(f, &t->tracks[k], t->ranks + 1, k + 1);
     fprintf(f, "\n]}\n");
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -105,7 +152,7 @@ static void svg_panel(FILE *f, const tl_run *t, int r, double top, double ymax_m
                        "fill=\"%s\"/>\n", CH_LEFT + bw * (double)i, y, bw, h, part_colors[k]);
         }
     }
-    snprintf(label, sizeof label, "rank %d", r);
+    snprintf(label, sizeof label, "rank %u", rank_id(t, r));
     svg_text(f, CH_LEFT - 8, top + CH_PANEL / 2.0 + 4, "end", 13, label);
     snprintf(label, sizeof label, "%.1f ms", ymax_ms);
     svg_text(f, CH_LEFT - 8, top + 10, "end", 10, label);

@@ -7,7 +7,7 @@
  *                [--restore FILE] [--compute-us N [--sync-us S]] [--timeout-ms N]
  *                [--digests FILE]
  *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
- *                [--hang-after K] [--plan-peers DIR]
+ *                [--hang-after K] [--plan-peers DIR] [--trace FILE] [--chart FILE]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *                [--no-digest]   (benchmarks: do not read the tensor bytes)
  *                [--device N]    (benchmarks: the client copies each batch to
@@ -38,6 +38,9 @@
  * --hang-after K stops after the K-th batch without releasing it, as a stuck
  * trainer would, until the process is killed: fault tests pick the exact
  * batch a client dies at.
+ * --trace FILE and --chart FILE ask the server, at the end, for the run's
+ * Perfetto trace and SVG chart (lf_client_trace): written once every rank
+ * of the server has asked or left, with every rank's steps.
  * --sync-us S stands in for the all-reduce of a synchronous job: the last S
  * µs of each --compute-us step are the wait for slower ranks, reported as
  * the step's sync wait (lf_report_step_sync), the rest as its compute. Such
@@ -459,7 +462,7 @@ static int check_plan_peers(const char *dir, const lf_client *c, int rank, int w
 typedef struct args {
     lf_client_options o;
     const char *out, *verify, *save, *restore, *digests, *state_file, *plan_peers,
-               *tokens;
+               *tokens, *trace, *chart;
     lf_tf_image_params image;
     int64_t max_batches, compute_us, sync_us, save_every, hang_after;
     int no_digest;
@@ -477,6 +480,7 @@ static const char usage_text[] =
     "  [--hang-after K]\n"
     "  [--device N]   (batches copied to CUDA device N; lf_next timed, bytes not read)\n"
     "  [--plan-peers DIR]  (the ranks' plan fingerprints compared through DIR first)\n"
+    "  [--trace FILE] [--chart FILE]  (the run's trace and chart, from the server, at the end)\n"
     "  [--help] [--version]\n"
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
@@ -495,6 +499,8 @@ static int set_option(args *a, int c, const char *v)
     case 'd': a->digests = v; return 0;
     case 'f': a->state_file = v; return 0;
     case 'P': a->plan_peers = v; return 0;
+    case 'x': a->trace = v; return 0;
+    case 'X': a->chart = v; return 0;
     case 'N': a->no_digest = 1; return 0;
     case 'r': return parse_i64(v, 0, INT32_MAX, &n) ? -1 : (a->o.rank = (int)n, 0);
     case 'w': return parse_i64(v, 1, INT32_MAX, &n) ? -1 : (a->o.world_size = (int)n, 0);
@@ -529,7 +535,8 @@ static int parse(int argc, char **argv, args *a)
         {"image-size", 1, 0, 'I'}, {"crop", 1, 0, 'C'}, {"image-dtype", 1, 0, 'D'},
         {"flip", 1, 0, 'F'}, {"seed", 1, 0, 'S'}, {"resize", 1, 0, 'Z'}, {"no-digest", 0, 0, 'N'},
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
-        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"device", 1, 0, 'G'}, {"plan-peers", 1, 0, 'P'}, {"help", 0, 0, 'h'},
+        {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"device", 1, 0, 'G'}, {"plan-peers", 1, 0, 'P'},
+        {"trace", 1, 0, 'x'}, {"chart", 1, 0, 'X'}, {"help", 0, 0, 'h'},
         {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
@@ -714,6 +721,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank-loop %d: cannot write %s: %s\n", a.o.rank, a.save, strerror(errno));
         rc = -EIO;
     }
+    if (rc == 0 && (a.trace || a.chart) &&
+        (rc = lf_client_trace(c, a.trace, a.chart, a.timeout_ms)) < 0)
+        fprintf(stderr, "rank-loop %d: trace: %s (%s)\n", a.o.rank, lf_strerror(rc),
+                lf_client_error(c));
     lf_client_close(c);
     if (out) fclose(out);
     if (dig) fclose(dig);

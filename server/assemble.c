@@ -415,18 +415,20 @@ void srv_drop_quarantined(srv *s, srv_job *j)
  * `discard` (set under mu when the job's rank has gone away). */
 void srv_run_assembly(srv *s, worker_ctx *w, srv_job *j, int discard)
 {
-    uint64_t busy = 0;
+    uint64_t t0 = 0, t1 = 0;
     int rc = 0;
     if (!discard) {
-        uint64_t t0 = srv_now_ns();
+        t0 = srv_now_ns();
         rc = assemble(s, w, j);
         if (rc < 0) srv_fail(s, "assembly: %s", strerror(-rc)); /* the first reason stays */
-        busy = srv_now_ns() - t0;
+        t1 = srv_now_ns();
     }
     pthread_mutex_lock(&s->mu);
     /* A half-written slot is never announced: its rank gets the error. */
     if (rc < 0) j->discard = 1;
-    s->m.assemble_busy_ns += busy;
+    s->m.assemble_busy_ns += t1 - t0;
+    if (!discard)
+        srv_trace_span(s, SRV_STAGE_ASSEMBLE, w->index, t0, t1, s->cfg.local[j->li], j->step);
     finish_job(s, j);
     pthread_mutex_unlock(&s->mu);
     srv_notify_control(s);

@@ -61,6 +61,8 @@ typedef struct session {
     uint32_t pid;
     uint64_t welcomed_ns;        /* when WELCOME went out */
     held_slot *held;             /* per slot */
+    char *trace, *chart;         /* its TRACE_REQ's paths ("": not wanted), held until every
+                                    local rank has asked or left; NULL: none asked */
 } session;
 
 typedef struct control {
@@ -112,6 +114,7 @@ static int local_index(const srv *s, uint32_t rank)
 }
 
 static void maybe_start_all(control *c);
+static void maybe_trace(control *c);
 
 /* The client of rank li left or died: the slots it held are free again
  * (nobody reads them now), its jobs are dropped. */
@@ -131,6 +134,7 @@ static void rank_gone(control *c, uint32_t li)
     }
     pthread_mutex_unlock(&s->mu);
     maybe_start_all(c);
+    maybe_trace(c);
 }
 
 static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf_msg_hello *h)
@@ -317,10 +321,66 @@ static void on_report(control *c, int li, const unsigned char *id, size_t idlen)
     send_to(c, id, idlen, &r);
 }
 
+/* ---- the trace (trace.c) ----------------------------------------------- */
+
+static void forget_trace(session *ss)
+{
+    free(ss->trace);
+    free(ss->chart);
+    ss->trace = ss->chart = NULL;
+}
+
+/* Once every local rank has asked for the trace or left, writes it for
+ * each asker (once for the same paths: every rank of a job names the
+ * same) and answers each with what was written or why not. A rank still
+ * training holds the answer back: the trace is to have every rank's
+ * steps. */
+static void maybe_trace(control *c)
+{
+    srv *s = c->s;
+    int asked = 0;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        if (!live(c, li)) forget_trace(&c->sess[li]);
+        else if (!c->sess[li].trace) return;
+        else asked = 1;
+    }
+    if (!asked) return;
+    char text[LF_WIRE_TRACE_PATH_MAX + 400];
+    int rc = 0, done = -1;
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
+        session *ss = &c->sess[li];
+        if (!ss->trace) continue;
+        if (done < 0 || strcmp(ss->trace, c->sess[done].trace) != 0 ||
+            strcmp(ss->chart, c->sess[done].chart) != 0) {
+            rc = srv_trace_write(s, ss->trace, ss->chart, text, sizeof text);
+            done = (int)li;
+            if (!s->cfg.quiet) fprintf(stderr, "lf-server: %s\n", text);
+        }
+        lf_msg r = {.type = LF_MSG_TRACE,
+                    .u.text = {.code = rc, .len = (uint32_t)strlen(text), .text = text}};
+        send_to(c, ss->id, ss->idlen, &r);
+    }
+    for (uint32_t li = 0; li < s->cfg.nlocal; li++) forget_trace(&c->sess[li]);
+}
+
+static void on_trace(control *c, int li, const lf_msg_trace_req *m)
+{
+    session *ss = &c->sess[li];
+    forget_trace(ss);
+    ss->trace = strndup(m->trace ? m->trace : "", m->trace_len);
+    ss->chart = strndup(m->chart ? m->chart : "", m->chart_len);
+    if (!ss->trace || !ss->chart) {
+        forget_trace(ss);
+        send_error(c, ss->id, ss->idlen, -ENOMEM, "trace: out of memory");
+        return;
+    }
+    maybe_trace(c);
+}
+
 static void on_step(control *c, int li, const lf_msg_step *m)
 {
     pthread_mutex_lock(&c->s->mu);
-    srv_obs_step(c->s, (uint32_t)li, m);
+    srv_obs_step(c->s, (uint32_t)li, m, srv_now_ns());
     pthread_mutex_unlock(&c->s->mu);
 }
 
@@ -374,6 +434,7 @@ static void on_message(control *c, const unsigned char *id, size_t idlen, const 
     case LF_MSG_RELEASE: on_release(c, li, id, idlen, &m->u.release); break;
     case LF_MSG_STEP: on_step(c, li, &m->u.step); break;
     case LF_MSG_REPORT_REQ: on_report(c, li, id, idlen); break;
+    case LF_MSG_TRACE_REQ: on_trace(c, li, &m->u.trace_req); break;
     case LF_MSG_BYE: rank_gone(c, (uint32_t)li); break;
     case LF_MSG_HEARTBEAT: break;
     default: send_error(c, id, idlen, -EPROTO, "unexpected message type");
@@ -455,7 +516,7 @@ static void announce_rank(control *c, uint32_t li)
             uint64_t now = srv_now_ns();
             ss->held[j->slot] = (held_slot){.on = 1, .ready = m.u.ready, .since_ns = now,
                                             .cost = (double)j->cost};
-            srv_obs_ready(s, li, j->epoch, j->step, (double)j->cost, now);
+            srv_obs_ready(s, li, j, now);
             send_to(c, ss->id, ss->idlen, &m);
             r->m.batches++;
             r->m.samples += j->n;
@@ -642,6 +703,7 @@ static void control_close(control *c)
     for (uint32_t li = 0; li < c->s->cfg.nlocal; li++) {
         if (c->sess[li].fdconn >= 0) close(c->sess[li].fdconn);
         free(c->sess[li].held);
+        forget_trace(&c->sess[li]);
     }
 }
 

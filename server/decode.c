@@ -67,8 +67,10 @@ void srv_run_decode(srv *s, worker_ctx *w, cache_entry *e)
 {
     uint64_t t0 = srv_now_ns();
     int rc = decode_entry(s, w, e);
+    uint64_t t1 = srv_now_ns();
     pthread_mutex_lock(&s->mu);
-    s->m.decode_busy_ns += srv_now_ns() - t0;
+    s->m.decode_busy_ns += t1 - t0;
+    srv_trace_span(s, SRV_STAGE_DECODE, w->index, t0, t1, e->block, 0);
     reader *rd = e->owner;
     rd->free_bufs[rd->nfree++] = e->buf;
     if (s->pl->read_q.len > 0) pthread_cond_broadcast(&s->cv_read); /* else nothing to read */

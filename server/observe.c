@@ -32,7 +32,9 @@
  * the trainer's compute and sync wait (its wait for the other ranks in the
  * all-reduce, where it reports one). Each report names its step; the
  * server looks the step's planned cost up among the rank's latest READYs,
- * so measured compute is compared with planned cost step for step.
+ * so measured compute is compared with planned cost step for step; the
+ * step, with the start its client measured, also goes to the rank's track
+ * in the trace (trace.c).
  *
  * At the end of the run each rank gets a short report from the same
  * reports: its shares of data wait, compute and sync wait; how far its
@@ -58,28 +60,29 @@ static void close_empty(srv *s, uint32_t li, uint64_t now)
     o->empty_since_ns = 0;
 }
 
-void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, double cost,
-                   uint64_t now)
+void srv_obs_ready(srv *s, uint32_t li, const srv_job *j, uint64_t now)
 {
     srv_rank_obs *o = &s->ranks[li].obs;
     close_empty(s, li, now);
     o->held++;
-    o->epoch = epoch;
-    o->step = step;
+    o->epoch = j->epoch;
+    o->step = j->step;
     uint64_t at = o->nrecent++ % SRV_OBS_RECENT;
-    o->recent[at].epoch = epoch;
-    o->recent[at].step = step;
-    o->recent[at].cost = cost;
+    o->recent[at].epoch = j->epoch;
+    o->recent[at].step = j->step;
+    o->recent[at].cost = (double)j->cost;
+    o->recent[at].samples = j->n;
+    o->recent[at].tokens = j->tokens;
 }
 
-/* The planned cost of the rank's batch of (epoch, step), newest READY
- * first; -1 when it is not among the latest (a report that lags too far). */
-static double step_cost(const srv_rank_obs *o, uint32_t epoch, uint64_t step)
+/* Where the rank's READY of (epoch, step) is in recent[], newest first;
+ * -1 when it is not among the latest (a report that lags too far). */
+static int step_ready(const srv_rank_obs *o, uint32_t epoch, uint64_t step)
 {
     uint64_t n = o->nrecent < SRV_OBS_RECENT ? o->nrecent : SRV_OBS_RECENT;
     for (uint64_t k = 1; k <= n; k++) {
         uint64_t at = (o->nrecent - k) % SRV_OBS_RECENT;
-        if (o->recent[at].epoch == epoch && o->recent[at].step == step) return o->recent[at].cost;
+        if (o->recent[at].epoch == epoch && o->recent[at].step == step) return (int)at;
     }
     return -1;
 }
@@ -116,7 +119,7 @@ static void add_step(srv_step_stats *st, const srv_step_fig *f)
     st->late[at] = *f;
 }
 
-void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m)
+void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m, uint64_t now)
 {
     srv_rank_metrics *rm = &s->ranks[li].m;
     rm->wait_ns += m->wait_ns;
@@ -126,7 +129,11 @@ void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m)
         rm->sync_ns += m->sync_ns;
         rm->sync_steps++;
     }
-    double cost = step_cost(&s->ranks[li].obs, m->epoch, m->step);
+    const srv_rank_obs *o = &s->ranks[li].obs;
+    int at = step_ready(o, m->epoch, m->step);
+    double cost = at >= 0 ? o->recent[at].cost : -1;
+    srv_trace_step(s, li, m, cost, at >= 0 ? o->recent[at].samples : 0,
+                   at >= 0 ? o->recent[at].tokens : 0, now);
     if (cost > 0 && m->compute_ns > 0) {
         rm->compute_costed_ns += m->compute_ns;
         rm->cost_reported += cost;

@@ -32,9 +32,10 @@
 
 static void *worker_main(void *arg)
 {
-    srv *s = arg;
+    const worker *me = arg;
+    srv *s = me->s;
     srv_pipeline *p = s->pl;
-    worker_ctx w = {0};
+    worker_ctx w = {.index = me->index};
     if (lf_block_decoder_create(&w.dec) < 0) {
         srv_fail(s, "worker: cannot create a block decoder");
         return NULL;
@@ -102,7 +103,11 @@ int srv_pipeline_init(srv *s)
     for (uint32_t i = 0; i < s->cfg.readers; i++) {
         int rc = srv_reader_init(s, &p->readers[i], s->cfg.read_depth, buf_size ? buf_size : 4096);
         if (rc < 0) return rc;
+        p->readers[i].index = i;
     }
+    for (uint32_t i = 0; i < s->cfg.workers; i++) p->workers[i] = (worker){.s = s, .index = i};
+    int rc = srv_trace_init(s);
+    if (rc < 0) return rc;
     srv_decode_budget(s);
     return srv_plan_create(s, &p->plan);
 }
@@ -124,8 +129,9 @@ int srv_pipeline_start(srv *s)
         name_thread(p->readers[i].thread, "reader", i);
     }
     for (uint32_t i = 0; i < s->cfg.workers; i++, p->nworkers_started++) {
-        if (pthread_create(&p->workers[i], NULL, worker_main, s) != 0) return -EAGAIN;
-        name_thread(p->workers[i], "worker", i);
+        if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]) != 0)
+            return -EAGAIN;
+        name_thread(p->workers[i].thread, "worker", i);
     }
     if (pthread_create(&p->planner, NULL, srv_planner_main, s) != 0) return -EAGAIN;
     name_thread(p->planner, "planner", 0);
@@ -147,7 +153,7 @@ void srv_pipeline_stop(srv *s)
     while (p->catchups_running > 0) pthread_cond_wait(&s->cv_catchup, &s->mu);
     pthread_mutex_unlock(&s->mu);
     if (p->planner_started) pthread_join(p->planner, NULL);
-    for (uint32_t i = 0; i < p->nworkers_started; i++) pthread_join(p->workers[i], NULL);
+    for (uint32_t i = 0; i < p->nworkers_started; i++) pthread_join(p->workers[i].thread, NULL);
     for (uint32_t i = 0; i < p->nreaders_started; i++) pthread_join(p->readers[i].thread, NULL);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         srv_job *j = s->ranks[li].jobs_head;
@@ -171,6 +177,7 @@ void srv_pipeline_stop(srv *s)
     free(p->workers);
     free(p);
     s->pl = NULL;
+    srv_trace_free(s);
 }
 
 void srv_pipeline_depths(const srv *s, srv_depths *d)

@@ -180,10 +180,14 @@ int srv_wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key)
          * rank (observe.c), and the wait does not count as this rank's. */
         s->pl->plan_wait_held = r->obs.held > 0;
         pthread_cond_wait(&s->cv_plan, &s->mu);
-        if (s->pl->plan_wait == PLAN_WAITS_SLOT && s->pl->plan_wait_held) {
-            uint64_t waited = srv_now_ns() - s->pl->plan_wait_since;
-            r->m.planner_wait_ns += waited;
-            s->m.planner_slot_wait_ns += waited;
+        if (s->pl->plan_wait == PLAN_WAITS_SLOT) {
+            uint64_t now = srv_now_ns(), waited = now - s->pl->plan_wait_since;
+            srv_trace_span(s, SRV_STAGE_RING_WAIT, 0, s->pl->plan_wait_since, now, r->rank,
+                           (uint64_t)s->pl->plan_wait_held);
+            if (s->pl->plan_wait_held) {
+                r->m.planner_wait_ns += waited;
+                s->m.planner_slot_wait_ns += waited;
+            }
         }
         s->pl->plan_wait = PLAN_RUNS;
     }

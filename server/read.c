@@ -167,8 +167,10 @@ void *srv_reader_main(void *arg)
         uint64_t t0 = srv_now_ns(), bytes = 0;
         int rc = rd->use_uring ? read_batch_uring(rd, v, n) : read_batch_pread(rd, v, n);
         for (uint32_t i = 0; i < n; i++) bytes += lf_dataset_block(s->ds, v[i]->block)->stored_size;
+        uint64_t t1 = srv_now_ns();
         pthread_mutex_lock(&s->mu);
-        s->m.read_busy_ns += srv_now_ns() - t0;
+        s->m.read_busy_ns += t1 - t0;
+        srv_trace_span(s, SRV_STAGE_READ, rd->index, t0, t1, n, bytes);
         s->m.bytes_read += bytes;
         s->m.blocks_read += n;
         s->m.uring_retries += rd->retries;

@@ -43,6 +43,7 @@
 #include "lf_tf.h"
 #include "lf_wire.h"
 #include "plan_cli.h"
+#include "timeline.h"
 
 #define SRV_MAX_RANKS 256
 #define SRV_QUARANTINE_LIST 32   /* quarantined blocks, and images, named in the summary */
@@ -138,6 +139,19 @@ typedef struct srv_step_stats {
     uint32_t nlate;
 } srv_step_stats;
 
+/* What the trace keeps (trace.c): each rank's newest reported steps and
+ * each stage thread's newest spans, in rings allocated at start-up and
+ * touched only as they fill (at most ~1.4 MiB a rank, 0.5 MiB a thread). */
+#define SRV_TRACE_STEPS 16384
+#define SRV_TRACE_SPANS 16384
+enum { SRV_STAGE_READ, SRV_STAGE_DECODE, SRV_STAGE_ASSEMBLE, SRV_STAGE_RING_WAIT, SRV_STAGES };
+
+/* A ring of one stage thread's newest spans (under mu). */
+typedef struct srv_span_log {
+    tl_span *v;                  /* SRV_TRACE_SPANS entries */
+    uint64_t n;                  /* spans so far; the latest at (n - 1) % size */
+} srv_span_log;
+
 #define SRV_OBS_RECENT 64        /* READYs a STEP report may lag behind (ring and
                                     device slots together stay far below) */
 
@@ -159,9 +173,13 @@ typedef struct srv_rank_obs {
         uint32_t epoch;          /* a STEP report names its step, and the */
         uint64_t step;           /* step's planned cost is looked up here */
         double cost;
+        uint32_t samples;        /* (and its samples and tokens, for the trace) */
+        uint64_t tokens;
     } recent[SRV_OBS_RECENT];
     uint64_t nrecent;            /* READYs so far; the latest at (nrecent - 1) % size */
     srv_step_stats steps;
+    tl_step *trace;              /* the newest SRV_TRACE_STEPS reported steps (trace.c), */
+    uint64_t ntrace;             /* t_start on the node's clock; steps reported so far */
 } srv_rank_obs;
 
 typedef struct cache_entry cache_entry;
@@ -282,6 +300,8 @@ struct srv {
     uint64_t quarantine[SRV_QUARANTINE_LIST]; /* the first quarantined blocks */
     uint64_t refused[SRV_QUARANTINE_LIST];    /* the first quarantined images (sample ids) */
     struct srv_pipeline *pl;     /* the pipeline's own state (stages.h) */
+    srv_span_log *spans[SRV_STAGES]; /* trace.c: per stage, a log per thread: readers,
+                                    workers (decode), workers (assemble), the planner */
     srv_metrics m;
 };
 
@@ -407,11 +427,11 @@ int srv_control_run(srv *s, srv_endpoint *ep);
 
 /* observe.c (every function under mu) */
 void srv_obs_start(srv *s, uint32_t li, uint64_t now); /* START: no batch out yet */
-void srv_obs_ready(srv *s, uint32_t li, uint32_t epoch, uint64_t step, double cost,
-                   uint64_t now);
-/* A STEP report of rank li's trainer: its figures, paired with the step's
- * planned cost. */
-void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m);
+/* A batch of rank li handed out by READY: job j's. */
+void srv_obs_ready(srv *s, uint32_t li, const srv_job *j, uint64_t now);
+/* A STEP report of rank li's trainer, come at `now`: its figures, paired
+ * with the step's planned cost, and kept for the trace. */
+void srv_obs_step(srv *s, uint32_t li, const lf_msg_step *m, uint64_t now);
 void srv_obs_release(srv *s, uint32_t li, uint64_t now);
 void srv_obs_gone(srv *s, uint32_t li);
 /* Rank li's time holding no batch so far, now included, split into held
@@ -431,6 +451,22 @@ void srv_obs_report(const srv *s, uint32_t li, char *buf, size_t cap);
 /* The local rank the others wait for: the most time a step in its own
  * work (compute and its data path, *ms); -1 where none reported. */
 int srv_obs_late_rank(const srv *s, double *ms);
+
+/* trace.c: the run's trace and chart for the trainers (lf_client_trace) */
+int srv_trace_init(srv *s);      /* the rings (not under mu); -ENOMEM */
+void srv_trace_free(srv *s);     /* accepts a server whose init failed */
+/* Thread `thread` of a stage spent [t0, t1) on one piece of work; a and b
+ * are its args (trace.c names them per stage). Under mu. */
+void srv_trace_span(srv *s, int stage, uint32_t thread, uint64_t t0, uint64_t t1, uint64_t a,
+                    uint64_t b);
+/* The step a STEP report describes, on the rank's track (under mu). */
+void srv_trace_step(srv *s, uint32_t li, const lf_msg_step *m, double cost, uint32_t samples,
+                    uint64_t tokens, uint64_t now);
+/* Writes the trace and the chart ("" or NULL: not wanted) of what the
+ * rings hold, each path with the ranks' ".ranksA-B" where the server serves
+ * only some ranks of the job. 0, or -errno with the reason in msg; msg
+ * says what was written either way. Takes mu. */
+int srv_trace_write(srv *s, const char *trace, const char *chart, char *msg, size_t cap);
 
 /* stat.c */
 /* What the control thread knows of a rank's client, for STATS. */

@@ -37,6 +37,7 @@ struct cache_entry {
 
 typedef struct reader {
     srv *s;
+    uint32_t index;              /* its number: lf-reader<index> */
     pthread_t thread;
     struct io_uring ring;
     int use_uring;
@@ -60,7 +61,7 @@ typedef struct srv_pipeline {
     int planner_started;
     reader *readers;
     uint32_t nreaders_started;
-    pthread_t *workers;
+    struct worker *workers;
     uint32_t nworkers_started;
     int *shard_fds;              /* per shard: the dataset's descriptor (it closes them) */
     uint32_t nshards;
@@ -93,7 +94,14 @@ typedef struct srv_pipeline {
                                   * transform refused (quarantined_images counts each once) */
 } srv_pipeline;
 
+typedef struct worker {           /* a worker thread, and what it is started with */
+    pthread_t thread;
+    srv *s;
+    uint32_t index;              /* its number: lf-worker<index> */
+} worker;
+
 typedef struct worker_ctx {
+    uint32_t index;              /* the worker's number (its trace tracks) */
     lf_block_decoder *dec;
     lf_tf_ws *ws;                /* image path: JPEG decode workspace */
     lf_tf_seq *seqs;             /* token path: one per sample */

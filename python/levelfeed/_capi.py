@@ -140,6 +140,7 @@ def _declare(lib):
         "lf_report_step": (ctypes.c_int, [p, ctypes.c_uint64]),
         "lf_report_step_sync": (ctypes.c_int, [p, ctypes.c_uint64, ctypes.c_uint64]),
         "lf_client_report": (ctypes.c_int, [p, p, ctypes.c_size_t, ctypes.c_int]),
+        "lf_client_trace": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]),
         "lf_state_save": (ctypes.c_long, [p, p, ctypes.c_size_t]),
         "lf_state_restore": (ctypes.c_int, [p, p, ctypes.c_size_t]),
         "lf_client_error": (ctypes.c_char_p, [p]),

@@ -24,13 +24,24 @@ stream), and the tensors are views of those device slots
 (__cuda_array_interface__), the copy already complete. The same lifetime
 rule holds: a slot is refilled after the next batch is taken, behind the
 work queued so far on torch's current stream for that device.
+
+Trace and chart: Loader(trace="run.json", chart="run.svg") on every rank
+has the node's lf-server write the run as lf-train draws it, a Chrome trace
+(Perfetto: a track per rank with each step's data wait, compute and sync
+wait, and the server's read, decode, assemble and ring wait tracks) and an
+SVG chart, once the last epoch is iterated (or at close()); the loader then
+reports each step itself (as report_step would: its compute is the time
+from the batch yielded to the next one asked for) unless
+levelfeed.torch.instrument or the trainer's own report_step does.
 """
 import collections
 import ctypes
 import errno
 import gc
+import os
 import struct
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -251,6 +262,39 @@ class Batch(dict):
         return out
 
 
+class StepClock:
+    """One rank's step times: told by the loader where each step starts and
+    ends, it reports each step: its compute, the time from the batch
+    yielded to the next one asked for, less its sync wait, which this clock
+    does not measure (None; levelfeed.torch's does, from DDP's all-reduce)."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._lock = threading.Lock()
+        self._start = None
+
+    def _begin(self):
+        """A step begins (under the lock)."""
+
+    def _sync(self):
+        """The step's sync wait in seconds, or None (under the lock)."""
+        return None
+
+    def step_start(self):
+        with self._lock:
+            self._start = time.perf_counter()
+            self._begin()
+
+    def step_end(self):
+        """Reports the step that ends now (nothing before the first one)."""
+        now = time.perf_counter()
+        with self._lock:
+            start, self._start = self._start, None
+            sync = self._sync()
+        if start is not None:
+            self._loader._report(max(0.0, now - start - (sync or 0.0)), sync)
+
+
 _INT_MAX = 2**31 - 1  # the C int the library takes
 
 
@@ -318,11 +362,17 @@ class Loader:
     tensors     "torch" (default when torch imports) or "numpy"
     copy        True: each batch's tensors are owned copies (kept as long
                 as one likes; the slot goes back at once)
+    trace       a path: the run's Chrome trace (Perfetto), written by the
+                node's lf-server once every rank it serves has finished its
+                last epoch (or closed its loader); pass the same on every rank
+    chart       a path: the run's SVG chart, likewise
     """
 
     def __init__(self, endpoint=None, rank=None, world_size=None, device=None,
-                 timeout=60.0, tensors=None, device_depth=2, copy=False):
+                 timeout=60.0, tensors=None, device_depth=2, copy=False, trace=None,
+                 chart=None):
         self._client = None
+        self._trace_paths = None    # (trace, chart) for lf_client_trace, until written
         self._cuda = _cuda_index(device)
         if self._cuda is not None and tensors == "numpy":
             raise ValueError("levelfeed: device tensors are torch tensors, not numpy")
@@ -355,6 +405,10 @@ class Loader:
             raise
         if self._cuda is not None:
             self._use_device(device_depth)
+        if trace is not None or chart is not None:
+            # set once constructed: a failed construction closes without asking
+            self._trace_paths = (trace, chart)
+            self._clock = self._own_clock = StepClock(self)
 
     def _open(self, endpoint, rank, world_size):
         o = _capi.Options()
@@ -499,6 +553,7 @@ class Loader:
                                      "slots (lf-server --slots)")
         if rc == _capi.E_END:
             self._finished = True
+            self._write_trace()
             return None
         check(rc, c)
         slot = _Slot(self, b)
@@ -559,14 +614,21 @@ class Loader:
         if slot is not None:
             slot.close()
 
-    _clock = None    # levelfeed.torch.instrument's: told where each step starts and ends
+    _clock = None    # a StepClock: told where each step starts and ends
+    _own_clock = None   # the loader's own, for trace=/chart= (no sync wait)
 
     def report_step(self, compute, sync=None):
         """Tells the server how long the trainer computed on the last batch
         and, where given, how long it then waited for the other ranks (sync:
         DDP's all-reduce), in seconds; lf-stat shows them next to the time
         this rank waited for data. levelfeed.torch.instrument measures and
-        reports both for a DDP model."""
+        reports both for a DDP model. A trainer that calls it reports every
+        step itself (the loader's own clock for trace= stops)."""
+        if self._clock is not None and self._clock is self._own_clock:
+            self._clock = None
+        self._report(compute, sync)
+
+    def _report(self, compute, sync):
         c = self._live()
         compute_ns = int(max(0.0, compute) * 1e9)
         if sync is None:
@@ -615,9 +677,33 @@ class Loader:
         self._yielded = int(state_dict.get("_num_yielded", 0))
         self._finished = bool(state_dict.get("_iterator_finished", False))
 
+    def _write_trace(self):
+        """Has the server write the trace and chart (once): it answers when
+        every rank it serves has asked too or left."""
+        paths, self._trace_paths = self._trace_paths, None
+        if paths is None:
+            return
+        if self._clock is not None:
+            self._clock.step_end()      # a run stopped early: its last step
+        t, c = (None if p is None else os.fsencode(os.fspath(p)) for p in paths)
+        rc = lib.lf_client_trace(self._live(), t, c, self._timeout_ms)
+        if rc == _capi.E_ORDER:
+            raise LevelfeedError(rc, "levelfeed: trace/chart: with device= the server writes "
+                                 "them at the plan's end only: iterate the last epoch")
+        check(rc, self._client)
+
     def close(self):
         """Says goodbye and unmaps the ring: every batch of this loader not
-        copied is stale afterwards (the slots went with the ring)."""
+        copied is stale afterwards (the slots went with the ring). With
+        trace= or chart= not written yet (a run stopped early), has the
+        server write them first."""
+        try:
+            if self._client is not None:
+                self._write_trace()
+        finally:
+            self._close()
+
+    def _close(self):
         if self._client is not None:
             self._ahead = None
             lib.lf_client_close(self._client)
@@ -630,5 +716,5 @@ class Loader:
         self.close()
 
     def __del__(self):
-        self.close()
+        self._close()       # no trace: it would wait for the other ranks
 

@@ -25,29 +25,31 @@ trainer asking for the next one, less that wait. Measured with gloo on the
 CPU; with NCCL the reductions complete on the GPU stream, so the figures
 are the host's view of them.
 """
-import threading
 import time
 
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+from . import loader as _loader
+
 __all__ = ["instrument"]
 
 
-class StepClock:
-    """One rank's step times: told by the loader where each step starts and
-    ends, and by the hook when buckets are handed over and reduced (on the
-    process group's threads, hence the lock)."""
+class StepClock(_loader.StepClock):
+    """The loader's step clock, told by the hook when buckets are handed
+    over and reduced too (on the process group's threads, hence the lock):
+    the step's sync wait is from the last handed over to the last reduced."""
 
     def __init__(self, loader):
-        self._loader = loader
-        self._lock = threading.Lock()
-        self._start = None
+        super().__init__(loader)
         self._handed = self._reduced = None
 
-    def step_start(self):
-        with self._lock:
-            self._start = time.perf_counter()
-            self._handed = self._reduced = None
+    def _begin(self):
+        self._handed = self._reduced = None
+
+    def _sync(self):
+        if self._handed is None or self._reduced is None:
+            return 0.0
+        return max(0.0, self._reduced - self._handed)
 
     def handed_over(self):
         with self._lock:
@@ -56,16 +58,6 @@ class StepClock:
     def reduced(self):
         with self._lock:
             self._reduced = time.perf_counter()
-
-    def step_end(self):
-        """Reports the step that ends now (nothing before the first one)."""
-        now = time.perf_counter()
-        with self._lock:
-            start, self._start = self._start, None
-            sync = (max(0.0, self._reduced - self._handed)
-                    if self._handed is not None and self._reduced is not None else 0.0)
-        if start is not None:
-            self._loader.report_step(max(0.0, now - start - sync), sync)
 
 
 def _timed(hook):

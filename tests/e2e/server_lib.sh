@@ -345,3 +345,19 @@ PYEOF
 )
   [[ $SEEN == ok* ]]
 }
+
+# The trace and the chart of common/timeline.c (lf-train's, or lf-server's
+# for lf_client_trace): e2e/check_timeline.py says what is checked; the
+# chart is rendered by rsvg-convert where the machine has it.
+check_trace() {    # TRACE RANKS [server]
+  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/check_timeline.py" trace "$@" ||
+    fail "trace $1 malformed"
+}
+check_chart() {    # SVG RANKS
+  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/check_timeline.py" chart "$@" ||
+    fail "chart $1 malformed"
+  if command -v rsvg-convert >/dev/null; then
+    rsvg-convert -o "$1.png" "$1" || fail "rsvg-convert cannot render $1"
+    echo "chart $1: rendered by rsvg-convert"
+  fi
+}

@@ -29,13 +29,15 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
     case LF_MSG_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
-    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000, 5000}; break;
+    case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000, 5000, 6000}; break;
+    case LF_MSG_TRACE_REQ: m.u.trace_req = (lf_msg_trace_req){9, 8, "/t/a.json", "/t/a.svg"}; break;
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
     case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
     case LF_MSG_WAITING: m.u.waiting = (lf_msg_waiting){3, 1, 2, 30000}; break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
-    case LF_MSG_REPORT: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
+    case LF_MSG_REPORT:
+    case LF_MSG_TRACE: m.u.text = (lf_msg_text){-5, 5, "hello"}; break;
     default: break;
     }
     return m;
@@ -44,7 +46,8 @@ static lf_msg sample_msg(unsigned type)
 static void check_same(const lf_msg *a, const lf_msg *b)
 {
     ASSERT_EQ(a->type, b->type);
-    if (a->type == LF_MSG_ERROR || a->type == LF_MSG_STATS || a->type == LF_MSG_REPORT) {
+    if (a->type == LF_MSG_ERROR || a->type == LF_MSG_STATS || a->type == LF_MSG_REPORT ||
+        a->type == LF_MSG_TRACE) {
         ASSERT_EQ(a->u.text.code, b->u.text.code);
         ASSERT_EQ(a->u.text.len, b->u.text.len);
         ASSERT_MEM_EQ(a->u.text.text, b->u.text.text, a->u.text.len);
@@ -65,6 +68,11 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         uint32_t steps[3];
         lf_wire_steps(&b->u.welcome, steps);
         ASSERT_MEM_EQ(steps, a->u.welcome.steps, sizeof steps);
+    } else if (a->type == LF_MSG_TRACE_REQ) { /* the paths point into the buffer */
+        ASSERT_EQ(a->u.trace_req.trace_len, b->u.trace_req.trace_len);
+        ASSERT_EQ(a->u.trace_req.chart_len, b->u.trace_req.chart_len);
+        ASSERT_MEM_EQ(a->u.trace_req.trace, b->u.trace_req.trace, a->u.trace_req.trace_len);
+        ASSERT_MEM_EQ(a->u.trace_req.chart, b->u.trace_req.chart, a->u.trace_req.chart_len);
     } else if (a->type == LF_MSG_WAITING) { /* field by field: the struct has padding */
         ASSERT_EQ(a->u.waiting.rank, b->u.waiting.rank);
         ASSERT_EQ(a->u.waiting.connected, b->u.waiting.connected);
@@ -78,7 +86,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_WAITING; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_TRACE; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);
@@ -170,6 +178,20 @@ int main(void)
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
     m.u.waiting.connected = 2;
     ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    /* TRACE_REQ: a path is wanted, fits with its NUL and holds none. */
+    m = sample_msg(LF_MSG_TRACE_REQ);
+    m.u.trace_req.trace_len = m.u.trace_req.chart_len = 0;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m = sample_msg(LF_MSG_TRACE_REQ);
+    static char long_path[LF_WIRE_TRACE_PATH_MAX];
+    memset(long_path, 'a', sizeof long_path);
+    m.u.trace_req.trace = long_path;
+    m.u.trace_req.trace_len = LF_WIRE_TRACE_PATH_MAX;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m = sample_msg(LF_MSG_TRACE_REQ);
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    buf[8 + 2 + 3] = 0; /* a NUL inside the trace path */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
     printf("wire ok\n");
     return 0;
 }

@@ -132,11 +132,8 @@ typedef struct coef_arena {
 } coef_arena;
 
 /* Skipping the tails of scans (see "scan tails"). */
-typedef boolean (*decode_mcu_fn)(j_decompress_ptr c, JBLOCKROW *blocks);
 typedef struct scan_tails {
     JDIMENSION from;             /* first iMCU row no output reads; UINT_MAX: none */
-    int skipped_scan;            /* input_scan_number whose tail was passed over */
-    decode_mcu_fn decode_mcu;    /* libjpeg's, for the current scan */
 } scan_tails;
 
 /* The resize of one image, compiled per ISA (see "crop + resize"). */
@@ -577,9 +574,11 @@ void lf_tf_ws_trim(lf_tf_ws *ws)
  *
  * The hook is libjpeg's entropy decoder's public method pointer
  * (struct jpeg_entropy_decoder in jpegint.h): each scan's start_pass sets
- * decode_mcu, and the progress monitor, called before every step of the
- * absorption, wraps it again. The wrapper reads only public fields
- * (input_iMCU_row, input_scan_number, unread_marker, src).
+ * decode_mcu, and the progress monitor, called before every iMCU row of
+ * the absorption (jpeg_start_decompress), replaces it at the scan's first
+ * row in the tail. Only public fields are read (input_iMCU_row,
+ * unread_marker, src); a scan that ends in the tail ends at its total
+ * iMCU rows, and the next scan's start_pass restarts from row 0.
  */
 
 /* Moves the source to the next marker that is not a restart: the end of the
@@ -597,28 +596,27 @@ static void seek_marker(struct jpeg_source_mgr *s)
     s->next_input_byte = p;
 }
 
-static boolean decode_or_skip(j_decompress_ptr c, JBLOCKROW *blocks)
+/* The decode_mcu of a scan's tail: no bit read, no block touched. */
+static boolean skip_mcu(j_decompress_ptr c, JBLOCKROW *blocks)
 {
-    scan_tails *t = &ws_of((j_common_ptr)c)->tail;
-    if (c->input_iMCU_row < t->from) return t->decode_mcu(c, blocks);
-    if (t->skipped_scan != c->input_scan_number) {
-        t->skipped_scan = c->input_scan_number;
-        /* The bit reader stops at a marker it meets and keeps it here:
-         * then the source is already past the scan. */
-        if (!c->unread_marker) seek_marker(c->src);
-    }
+    (void)c; (void)blocks;
     return TRUE;
 }
 
+/* From the progress monitor, before the absorption's next step: where that
+ * step is a scan's first iMCU row in the tail, the source moves to the
+ * scan's end and the scan's remaining blocks go to skip_mcu. Per row, not
+ * per block: the blocks above the tail run libjpeg's decoder unwrapped. */
 static void tails_hook(lf_tf_ws *ws)
 {
     j_decompress_ptr c = &ws->cinfo;
-    if (ws->tail.from == UINT_MAX || !c->inputctl ||
-        !c->inputctl->has_multiple_scans || !c->entropy ||
-        c->entropy->decode_mcu == decode_or_skip)
+    if (ws->tail.from == UINT_MAX || c->input_iMCU_row < ws->tail.from || !c->inputctl ||
+        !c->inputctl->has_multiple_scans || !c->entropy || c->entropy->decode_mcu == skip_mcu)
         return;
-    ws->tail.decode_mcu = c->entropy->decode_mcu;
-    c->entropy->decode_mcu = decode_or_skip;
+    /* The bit reader stops at a marker it meets and keeps it in
+     * unread_marker: then the source is already past the scan. */
+    if (!c->unread_marker) seek_marker(c->src);
+    c->entropy->decode_mcu = skip_mcu;
 }
 
 /* Before jpeg_start_decompress, after jpeg_calc_output_dimensions: output
@@ -767,7 +765,7 @@ static int read_header(lf_tf_ws *ws, const void *src, size_t src_size, lf_tf_jpe
     if (!src || src_size == 0) return fail(ws, LF_TF_E_CORRUPT, "empty input");
     if (src_size > (unsigned long)-1) return fail(ws, LF_TF_E_LIMIT, "input too large");
     jpeg_mem_src(c, (const unsigned char *)src, (unsigned long)src_size);
-    ws->tail = (scan_tails){UINT_MAX, 0, NULL};
+    ws->tail = (scan_tails){UINT_MAX};
     if (jpeg_read_header(c, TRUE) != JPEG_HEADER_OK)
         return fail(ws, LF_TF_E_CORRUPT, "no image in the datastream");
     uint64_t pixels = (uint64_t)c->image_width * c->image_height;

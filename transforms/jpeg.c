@@ -131,6 +131,11 @@ typedef struct coef_arena {
     struct jpeg_memory_mgr orig;
 } coef_arena;
 
+/* Skipping the tails of scans (see "scan tails"). */
+typedef struct scan_tails {
+    JDIMENSION from;             /* first iMCU row no output reads; UINT_MAX: none */
+} scan_tails;
+
 /* The resize of one image, compiled per ISA (see "crop + resize"). */
 typedef struct resize_job resize_job;
 typedef void (*resize_rows_fn)(const lf_tf_ws *ws, const resize_job *r);
@@ -154,6 +159,7 @@ struct lf_tf_ws {
     inverse_DCT_method_ptr idct_fn;   /* idct_avx2, or NULL: libjpeg's own */
     resize_rows_fn resize_fn;    /* resize_rows_avx2 or resize_rows_generic */
     coef_arena coef;             /* whole-image coefficient buffers, kept across images */
+    scan_tails tail;             /* multi-scan files: what no output row reads */
 };
 
 /* ---- errors and limits --------------------------------------------------- */
@@ -216,7 +222,10 @@ static void on_emit_message(j_common_ptr c, int level)
 
 static void on_output_message(j_common_ptr c) { (void)c; }
 
-/* Called at least once per scan while a multi-scan file is absorbed. */
+static void tails_hook(lf_tf_ws *ws);
+
+/* Called before every step (an iMCU row, or the markers between scans)
+ * while a multi-scan file is absorbed, and per output row group. */
 static void on_progress(j_common_ptr c)
 {
     j_decompress_ptr d = (j_decompress_ptr)c;
@@ -225,6 +234,7 @@ static void on_progress(j_common_ptr c)
         fail(ws, LF_TF_E_LIMIT, "more than %u scans", ws->lim.max_scans);
         bail(ws);
     }
+    tails_hook(ws);
 }
 
 void lf_tf_limits_default(lf_tf_limits *lim)
@@ -461,6 +471,17 @@ static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows)
     return (b + 63) & ~(uint64_t)63;
 }
 
+/* Block rows of component ci's array that scans will write: not those in
+ * the skipped scan tails (see "scan tails"; the decompressor requests one
+ * array per component, in component order). */
+static JDIMENSION coef_rows_used(const lf_tf_ws *ws, int ci, JDIMENSION numrows)
+{
+    const struct jpeg_decompress_struct *c = &ws->cinfo;
+    if (ws->tail.from == UINT_MAX || ci >= c->num_components) return numrows;
+    uint64_t used = (uint64_t)ws->tail.from * (unsigned)c->comp_info[ci].v_samp_factor;
+    return used < numrows ? (JDIMENSION)used : numrows;
+}
+
 static void coef_realize(j_common_ptr c)
 {
     lf_tf_ws *ws = ws_of(c);
@@ -487,7 +508,7 @@ static void coef_realize(j_common_ptr c)
         coef_array *arr = &a->arr[i];
         size_t row_bytes = (size_t)arr->blocks_per_row * sizeof(JBLOCK);
         size_t blocks = row_bytes * arr->numrows;
-        if (arr->pre_zero) memset(p, 0, blocks);
+        if (arr->pre_zero) memset(p, 0, row_bytes * coef_rows_used(ws, i, arr->numrows));
         arr->rows = (JBLOCKARRAY)(void *)(p + blocks);
         for (JDIMENSION r = 0; r < arr->numrows; r++)
             arr->rows[r] = (JBLOCKROW)(void *)(p + r * row_bytes);
@@ -535,6 +556,80 @@ void lf_tf_ws_trim(lf_tf_ws *ws)
     free(ws->coef.mem);
     ws->coef.mem = NULL;
     ws->coef.cap = 0;
+}
+
+/* ---- scan tails ------------------------------------------------------------ */
+/*
+ * A progressive file is absorbed whole before its first scanline comes out,
+ * and each of its scans (about 10) runs over the whole image. Huffman data
+ * has no restart markers in common files, so every block above the crop's
+ * bottom must be entropy-decoded in every scan; the blocks below it need
+ * not. Once a scan reaches the first iMCU row that no output row reads,
+ * the rest of its data is passed over: the source jumps to the next marker
+ * (in entropy-coded data a 0xFF byte is always followed by 0x00 or a
+ * restart marker, so the first other one ends the scan), and the remaining
+ * blocks are left as they are (not even zeroed: coef_realize). Their
+ * coefficients are never used: decoding stops after the crop's last row. Damage there goes unnoticed for this
+ * crop, as below a baseline crop.
+ *
+ * The hook is libjpeg's entropy decoder's public method pointer
+ * (struct jpeg_entropy_decoder in jpegint.h): each scan's start_pass sets
+ * decode_mcu, and the progress monitor, called before every iMCU row of
+ * the absorption (jpeg_start_decompress), replaces it at the scan's first
+ * row in the tail. Only public fields are read (input_iMCU_row,
+ * unread_marker, src); a scan that ends in the tail ends at its total
+ * iMCU rows, and the next scan's start_pass restarts from row 0.
+ */
+
+/* Moves the source to the next marker that is not a restart: the end of the
+ * current scan's entropy-coded data, or the end of the input. */
+static void seek_marker(struct jpeg_source_mgr *s)
+{
+    const JOCTET *p = s->next_input_byte, *end = p + s->bytes_in_buffer;
+    while ((p = memchr(p, 0xFF, (size_t)(end - p))) != NULL && end - p >= 2) {
+        JOCTET m = p[1];
+        if (m != 0x00 && m != 0xFF && (m < JPEG_RST0 || m > JPEG_RST0 + 7)) break;
+        p++;
+    }
+    if (!p || end - p < 2) p = end;
+    s->bytes_in_buffer -= (size_t)(p - s->next_input_byte);
+    s->next_input_byte = p;
+}
+
+/* The decode_mcu of a scan's tail: no bit read, no block touched. */
+static boolean skip_mcu(j_decompress_ptr c, JBLOCKROW *blocks)
+{
+    (void)c; (void)blocks;
+    return TRUE;
+}
+
+/* From the progress monitor, before the absorption's next step: where that
+ * step is a scan's first iMCU row in the tail, the source moves to the
+ * scan's end and the scan's remaining blocks go to skip_mcu. Per row, not
+ * per block: the blocks above the tail run libjpeg's decoder unwrapped. */
+static void tails_hook(lf_tf_ws *ws)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    if (ws->tail.from == UINT_MAX || c->input_iMCU_row < ws->tail.from || !c->inputctl ||
+        !c->inputctl->has_multiple_scans || !c->entropy || c->entropy->decode_mcu == skip_mcu)
+        return;
+    /* The bit reader stops at a marker it meets and keeps it in
+     * unread_marker: then the source is already past the scan. */
+    if (!c->unread_marker) seek_marker(c->src);
+    c->entropy->decode_mcu = skip_mcu;
+}
+
+/* Before jpeg_start_decompress, after jpeg_calc_output_dimensions: output
+ * rows from y_end on will not be read. A margin of 3 iMCU rows: libjpeg's
+ * upsampler reads the iMCU row after the last one it outputs (context
+ * rows), and block smoothing (files whose scans leave coefficients
+ * unrefined) reads two block rows beyond that. */
+static void tails_set(lf_tf_ws *ws, uint32_t y_end)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    uint32_t imcu_rows = (uint32_t)(c->max_v_samp_factor * c->min_DCT_scaled_size);
+    uint64_t from = (uint64_t)(y_end - 1) / imcu_rows + 1 + 3;
+    ws->tail.from = from < c->total_iMCU_rows ? (JDIMENSION)from : UINT_MAX;
 }
 
 /* ---- workspace ----------------------------------------------------------- */
@@ -670,6 +765,7 @@ static int read_header(lf_tf_ws *ws, const void *src, size_t src_size, lf_tf_jpe
     if (!src || src_size == 0) return fail(ws, LF_TF_E_CORRUPT, "empty input");
     if (src_size > (unsigned long)-1) return fail(ws, LF_TF_E_LIMIT, "input too large");
     jpeg_mem_src(c, (const unsigned char *)src, (unsigned long)src_size);
+    ws->tail = (scan_tails){UINT_MAX};
     if (jpeg_read_header(c, TRUE) != JPEG_HEADER_OK)
         return fail(ws, LF_TF_E_CORRUPT, "no image in the datastream");
     uint64_t pixels = (uint64_t)c->image_width * c->image_height;
@@ -1272,6 +1368,7 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
     coeffs_quantize(&ws->ay, p->out_h);
     uint64_t rows = y1 - y0;
 
+    tails_set(ws, y1);
     jpeg_start_decompress(c);
     /* A column of margin each side where the image has one: libjpeg's
      * chroma upsampling takes the region's edges for the image's and

@@ -30,10 +30,12 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A valid JPEG with one scan per coefficient band per bit (Al 10..0), or
- * (bomb 0) a plain baseline one. */
+enum { BASELINE, BOMB, PROGRESSIVE };
+
+/* A valid JPEG: baseline; (BOMB) one scan per coefficient band per bit
+ * (Al 10..0); or (PROGRESSIVE) libjpeg's default progressive script. */
 static unsigned char *make_jpeg(uint32_t w, uint32_t h, int components, int subsample,
-                                int bomb, size_t *size, int *nscans)
+                                int kind, size_t *size, int *nscans)
 {
     static jpeg_scan_info scans[11 + 3 * 63 * 11];
     int n = 0;
@@ -68,9 +70,12 @@ static unsigned char *make_jpeg(uint32_t w, uint32_t h, int components, int subs
     cc.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&cc);
     if (!subsample && components == 3) cc.comp_info[0].h_samp_factor = cc.comp_info[0].v_samp_factor = 1;
-    if (bomb) {
+    if (kind == BOMB) {
         cc.scan_info = scans;
         cc.num_scans = n;
+    } else if (kind == PROGRESSIVE) {
+        jpeg_simple_progression(&cc);
+        n = cc.num_scans;
     } else {
         n = 1;
     }
@@ -97,6 +102,27 @@ static long find_marker(const unsigned char *b, size_t n, unsigned char code)
     for (size_t i = 2; i + 1 < n; i++)
         if (b[i] == 0xFF && b[i + 1] == code) return (long)i;
     return -1;
+}
+
+/* Overwrites the last 8 bytes of each scan's entropy-coded data that has
+ * at least 64 with 0xFF 0x00 pairs (a run of 1 bits: no Huffman code);
+ * returns the number of scans damaged. */
+static int damage_scan_ends(unsigned char *b, size_t n)
+{
+    int damaged = 0;
+    for (size_t i = 2; i + 4 < n; i++) {
+        if (b[i] != 0xFF || b[i + 1] != 0xDA) continue;
+        size_t start = i + 2 + ((size_t)b[i + 2] << 8 | b[i + 3]), end = start;
+        while (end + 1 < n && !(b[end] == 0xFF && b[end + 1] != 0x00 &&
+                                (b[end + 1] < 0xD0 || b[end + 1] > 0xD7)))
+            end++;
+        if (end - start >= 64) {
+            for (size_t k = end - 8; k < end; k += 2) b[k] = 0xFF, b[k + 1] = 0x00;
+            damaged++;
+        }
+        i = end;
+    }
+    return damaged;
 }
 
 static unsigned char *dup_bytes(const unsigned char *b, size_t n)
@@ -162,7 +188,7 @@ int main(int argc, char **argv)
     default_ws = ws;
     size_t gn;
     int one;
-    unsigned char *good = make_jpeg(173, 131, 3, 1, 0, &gn, &one);
+    unsigned char *good = make_jpeg(173, 131, 3, 1, BASELINE, &gn, &one);
     expect_good(ws, good, gn);
 
     /* Zero bytes, and bytes that are all zero. */
@@ -214,7 +240,7 @@ int main(int argc, char **argv)
     /* The scan bomb: rejected by the scan limit, decodable without it. */
     size_t bn;
     int nscans;
-    unsigned char *bomb = make_jpeg(64, 48, 3, 1, 1, &bn, &nscans);
+    unsigned char *bomb = make_jpeg(64, 48, 3, 1, BOMB, &bn, &nscans);
     printf("scan bomb: %d scans, %zu bytes\n", nscans, bn);
     ASSERT_GE(nscans, 2000);
     expect_rejected(ws, "64x48, 2090 scans", bomb, bn, LF_TF_E_LIMIT);
@@ -230,14 +256,14 @@ int main(int argc, char **argv)
 
     /* The same at 1024x1024: each scan walks 16k blocks, so the limit is
      * what keeps the rejection short. */
-    bomb = make_jpeg(1024, 1024, 3, 1, 1, &bn, &nscans);
+    bomb = make_jpeg(1024, 1024, 3, 1, BOMB, &bn, &nscans);
     printf("large scan bomb: %d scans, %zu bytes\n", nscans, bn);
     expect_rejected(ws, "1024x1024, 2090 scans", bomb, bn, LF_TF_E_LIMIT);
     free(bomb);
 
     /* Memory bound: a progressive 4:4:4 image needs a whole-image
      * coefficient buffer (512*512*3*2 bytes) that a 1 MiB limit refuses. */
-    unsigned char *prog = make_jpeg(512, 512, 3, 0, 1, &bn, &nscans);
+    unsigned char *prog = make_jpeg(512, 512, 3, 0, BOMB, &bn, &nscans);
     lf_tf_limits_default(&lim);
     lim.max_memory = 1u << 20;
     lim.max_scans = 5000;
@@ -274,6 +300,29 @@ int main(int argc, char **argv)
     lf_tf_ws_free(roomy);
     free(prog);
 
+    /* Scan tails: a crop of the top of a progressive image decodes no block
+     * of any scan far below it, so damage at the end of every scan's data
+     * (the image's last rows), which a full decode rejects, leaves that
+     * crop as it was; a crop reaching the bottom sees it. */
+    unsigned char *tall = make_jpeg(64, 1024, 3, 1, PROGRESSIVE, &bn, &nscans);
+    unsigned char *torn = dup_bytes(tall, bn);
+    int damaged = damage_scan_ends(torn, bn);
+    printf("progressive 64x1024: %d scans, the ends of %d damaged\n", nscans, damaged);
+    ASSERT_GE(damaged, 5);
+    ASSERT_EQ(lf_tf_jpeg_decode(ws, out, sizeof out, torn, bn, NULL), LF_TF_E_CORRUPT);
+    lf_tf_image_params tp;
+    lf_tf_image_params_default(&tp, 64, 96);
+    tp.out_dtype = LF_DTYPE_U8;
+    lf_tf_box top = {0, 0, 64, 96, 0}, bottom = {0, 1024 - 96, 64, 96, 0};
+    static unsigned char want[64 * 96 * 3];
+    ASSERT_EQ(lf_tf_jpeg_crop_resize(ws, want, sizeof want, tall, bn, &tp, &top), (long)sizeof want);
+    long trc = lf_tf_jpeg_crop_resize(ws, out, sizeof out, torn, bn, &tp, &top);
+    if (trc < 0) TEST_FAIL_("top crop of the damaged file: %s", lf_tf_reason(ws));
+    ASSERT_TRUE(memcmp(want, out, sizeof want) == 0);
+    ASSERT_EQ(lf_tf_jpeg_crop_resize(ws, out, sizeof out, torn, bn, &tp, &bottom), LF_TF_E_CORRUPT);
+    free(torn);
+    free(tall);
+
     /* A pixel limit below the image. */
     lf_tf_limits_default(&lim);
     lim.max_pixels = 173 * 131 - 1;
@@ -304,7 +353,7 @@ int main(int argc, char **argv)
     static const uint32_t sizes[3][2] = {{1, 1}, {1, 300}, {300, 1}};
     for (int i = 0; i < 3; i++) {
         size_t tn;
-        unsigned char *tiny = make_jpeg(sizes[i][0], sizes[i][1], 3, 1, 0, &tn, &one);
+        unsigned char *tiny = make_jpeg(sizes[i][0], sizes[i][1], 3, 1, BASELINE, &tn, &one);
         lf_tf_image_params_default(&p, 16, 16);
         p.out_dtype = LF_DTYPE_U8;
         ASSERT_EQ(lf_tf_jpeg_augment(ws, out, sizeof out, tiny, tn, &p, 0, 3, NULL), 16 * 16 * 3);

@@ -13,7 +13,7 @@
 # synthetic token set of LF_BENCH_SAMPLES samples (default 2000, lognormal
 # lengths). Two datasets at a context of LF_BENCH_MAX_LEN tokens (default
 # 256, the model's --max-len):
-#   chunked    the first LF_BENCH_DOCS documents (default 24) cut into
+#   chunked    the first LF_BENCH_DOCS documents (default 16) cut into
 #              pieces of the context (lf-shard --max-len --overflow split);
 #              both loaders get the same pieces;
 #   unchunked  as many whole documents as chunked has pieces, each cut to
@@ -104,7 +104,7 @@ compare() {        # NAME: min/median/max of each figure and of the rounds' rati
 where=$([[ $HIDE_GPUS == 1 ]] && echo "CPU, gloo" || echo "GPU, nccl")
 RUNS=${LF_BENCH_RUNS:-3}
 if [[ -f "$real/dev-text.jsonl" ]]; then
-  DOCS=${LF_BENCH_DOCS:-24} SPR=${LF_BENCH_SPR:-4} CTX=${LF_BENCH_MAX_LEN:-256}
+  DOCS=${LF_BENCH_DOCS:-16} SPR=${LF_BENCH_SPR:-4} CTX=${LF_BENCH_MAX_LEN:-256}
   MODEL+=(--max-len "$CTX" --out-vocab "${LF_BENCH_OUT_VOCAB:-512}")
   head -n "$DOCS" "$real/dev-text.jsonl" >"$WORK/docs.jsonl"
   "$LF_BIN/lf-shard" create tokens --in "$WORK/docs.jsonl" --out "$WORK/chunked" \

@@ -313,7 +313,8 @@ def data_vocab(args, rank, device, samples=None):
         return vocab, None, 1.0
     keep, share = torch.zeros(args.out_vocab - 1, dtype=torch.int64, device=device), 0.0
     if rank == 0:
-        full = np.pad(counts[0], (0, vocab - len(counts[0])))
+        full = np.zeros(vocab, dtype=np.int64)     # an id past --vocab is refused later
+        full[:min(vocab, len(counts[0]))] = counts[0][:vocab]
         order = np.argsort(-full, kind="stable")[:len(keep)]
         keep[:] = torch.from_numpy(order)
         share = float(full[order].sum()) / max(int(full.sum()), 1)

@@ -25,7 +25,14 @@ DistributedSampler and a padding collate, batch size fixed. That baseline
 never touches storage during training: it is the DataLoader's best case,
 and what it shows next to levelfeed is the effect of fixed-count batches
 (unequal work per rank, waiting at the all-reduce) and of the per-step cost
-of the loader itself.
+of the loader itself. Its collate pads to the batch's longest sample, each
+cut to --max-len first, as a DataLoader user's would.
+
+--out-vocab K: the output layer predicts the K-1 ids most frequent in
+--data (counted in the pass that finds the vocabulary), one class each, and
+one class for every other id; the embedding keeps a row per id. A model for
+measuring the loaders on a CPU: a full output layer over GPT-2's 50k ids
+builds 400 MB of logits for 4 x 512 tokens and a CPU step takes seconds.
 
 Printed at the end (rank 0): tokens/s over all ranks, step time p50/p99,
 and for each rank the time spent waiting for data and waiting at the
@@ -41,6 +48,7 @@ exits; --resume loads it and continues.
 """
 import argparse
 import contextlib
+import functools
 import gc
 import os
 import shutil
@@ -74,6 +82,10 @@ def parse_args():
     p.add_argument("--vocab", type=int, default=0,
                    help="token ids are below this (default: from the data, --data DIR)")
     p.add_argument("--max-len", type=int, default=2048, help="longer samples are truncated")
+    p.add_argument("--out-vocab", type=int, default=0,
+                   help="the output layer predicts the K-1 ids most frequent in --data, one "
+                   "class each, and one class for every other id (default 0: one class per id; "
+                   "see the note on --out-vocab)")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -90,6 +102,8 @@ def parse_args():
     if not a.vocab and not a.data:
         p.error("the vocabulary comes from the data: pass --data DIR (the dataset lf-server "
                 "serves), or --vocab N")
+    if a.out_vocab and (a.out_vocab < 2 or not a.data):
+        p.error("--out-vocab K needs K >= 2 and --data DIR (the frequencies come from it)")
     if (a.stop_after or a.resume) and not a.checkpoint:
         p.error("--stop-after and --resume need --checkpoint")
     if a.loader == "torch" and (a.stop_after or a.resume):
@@ -120,14 +134,27 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab, dim, heads, max_len):
+    """keep (--out-vocab): the ids the output layer predicts, one class
+    each, with one more class for every other id; None: one class per id.
+    The map from id to class is a buffer that never changes, so DDP need
+    not broadcast it (broadcast_buffers=False below)."""
+
+    def __init__(self, vocab, dim, heads, max_len, keep=None):
         super().__init__()
+        classes = vocab if keep is None else len(keep) + 1
         self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(max_len, dim)
-        self.block, self.ln, self.head = Block(dim, heads), nn.LayerNorm(dim), nn.Linear(dim, vocab)
+        self.block, self.ln = Block(dim, heads), nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+        self.register_buffer("classes", None if keep is None else
+                             torch.full((vocab,), len(keep), dtype=torch.long)
+                             .index_put_((keep,), torch.arange(len(keep))), persistent=False)
 
     def forward(self, tokens):
         pos = torch.arange(tokens.shape[1], device=tokens.device)
         return self.head(self.ln(self.block(self.tok(tokens) + self.pos(pos))))
+
+    def class_of(self, ids):
+        return ids if self.classes is None else self.classes[ids]
 
 
 def next_token_loss(model, tokens, lengths):
@@ -135,7 +162,7 @@ def next_token_loss(model, tokens, lengths):
     sample's length are masked; the causal mask keeps them out of attention).
     The mean is over this rank's tokens: DDP then averages the ranks."""
     logits = model(tokens[:, :-1])
-    targets = tokens[:, 1:]
+    targets = getattr(model, "module", model).class_of(tokens[:, 1:])
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                          reduction="none").view(targets.shape)
     pos = torch.arange(targets.shape[1], device=tokens.device)
@@ -255,24 +282,44 @@ def preload(args):
 
 
 def data_vocab(args, rank, device, samples=None):
-    """The vocabulary the data needs: its largest token id + 1, found by
-    rank 0 (in the preloaded samples, else in one pass over --data) and
-    broadcast, so every rank builds the same model. Neither the manifest
-    nor the server carries the largest id, hence the pass."""
-    top = torch.zeros(1, dtype=torch.int64, device=device)
-    if rank == 0:
-        if samples is not None:
-            top[0] = max((int(s.max()) for s in samples if len(s)), default=0)
-        else:
-            most = [0]
+    """The vocabulary the data needs (its largest token id + 1, or --vocab)
+    and, with --out-vocab K, the K-1 ids most frequent in it (else None):
+    found by rank 0 (in the preloaded samples, else in one pass over --data)
+    and broadcast, so every rank builds the same model; third, the share of
+    the data's tokens those ids are (on rank 0). Neither the manifest nor the
+    server carries the largest id or the frequencies, hence the pass."""
+    counts = [np.zeros(0, dtype=np.int64)]
 
-            def scan(b):           # pads are 0: the padded rows do not raise the max
-                if b["tokens"].size:
-                    most[0] = max(most[0], int(b["tokens"].max()))
+    def count(ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size:
+            old = counts[0]
+            counts[0] = np.bincount(ids, minlength=len(old))
+            counts[0][:len(old)] += old
+
+    def scan(b):               # the tokens within each row's length: not the pads
+        rows = np.arange(b["tokens"].shape[1])[None, :] < b["lengths"][:, None]
+        count(b["tokens"][rows])
+    if rank == 0 and (args.out_vocab or not args.vocab):
+        if samples is not None:
+            for s in samples:
+                count(s)
+        else:
             read_dataset(args, scan)
-            top[0] = most[0]
-    dist.broadcast(top, 0)
-    return int(top[0]) + 1
+    head = torch.tensor([args.vocab or len(counts[0])], dtype=torch.int64, device=device)
+    dist.broadcast(head, 0)
+    vocab = max(int(head[0]), 1)
+    if not args.out_vocab or args.out_vocab >= vocab:
+        return vocab, None, 1.0
+    keep, share = torch.zeros(args.out_vocab - 1, dtype=torch.int64, device=device), 0.0
+    if rank == 0:
+        full = np.zeros(vocab, dtype=np.int64)     # an id past --vocab is refused later
+        full[:min(vocab, len(counts[0]))] = counts[0][:vocab]
+        order = np.argsort(-full, kind="stable")[:len(keep)]
+        keep[:] = torch.from_numpy(order)
+        share = float(full[order].sum()) / max(int(full.sum()), 1)
+    dist.broadcast(keep, 0)
+    return vocab, keep.cpu(), share
 
 
 class InMemoryTokens(torch.utils.data.Dataset):
@@ -286,15 +333,17 @@ class InMemoryTokens(torch.utils.data.Dataset):
         return i, self.samples[i]
 
 
-def pad_collate(items):
+def pad_collate(items, max_len):
     """The batch levelfeed's pad layout gives: tokens [n, longest] padded
-    with 0, lengths, sample_ids."""
-    longest = max(len(s) for _, s in items)
+    with 0, lengths, sample_ids; a sample longer than max_len is cut to its
+    first max_len tokens here, as a DataLoader user's collate would."""
+    cut = [s[:max_len] for _, s in items]
+    longest = max(len(s) for s in cut)
     tokens = torch.zeros(len(items), longest, dtype=torch.int32)
-    for row, (_, s) in enumerate(items):
+    for row, s in enumerate(cut):
         tokens[row, :len(s)] = torch.from_numpy(s)
     return {"tokens": tokens,
-            "lengths": torch.tensor([len(s) for _, s in items], dtype=torch.int32),
+            "lengths": torch.tensor([len(s) for s in cut], dtype=torch.int32),
             "sample_ids": torch.tensor([i for i, _ in items], dtype=torch.int64)}
 
 
@@ -302,7 +351,9 @@ def dataloader_batches(args, ds, rank, world):
     sampler = torch.utils.data.distributed.DistributedSampler(
         ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler,
-                                     collate_fn=pad_collate, num_workers=args.workers)
+                                     collate_fn=functools.partial(pad_collate,
+                                                                  max_len=args.max_len),
+                                     num_workers=args.workers)
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for step, b in enumerate(dl):
@@ -390,14 +441,18 @@ def train(args, rank, world, device):
     # The preload runs before the clock starts (the baseline's steps are
     # timed, not its loading); the vocabulary comes from the data read.
     samples = preload(args) if args.loader == "torch" else None
-    vocab = args.vocab or data_vocab(args, rank, device, samples)
+    vocab, keep, share = data_vocab(args, rank, device, samples)
     if rank == 0:
-        print("vocabulary %d (%s)" % (vocab, "--vocab" if args.vocab else "from the data"),
+        out = "" if keep is None else (
+            ", output %d classes (the %d most frequent ids, %.1f %% of the data's tokens, "
+            "and one for the rest)" % (len(keep) + 1, len(keep), 100 * share))
+        print("vocabulary %d (%s)%s" % (vocab, "--vocab" if args.vocab else "from the data", out),
               flush=True)
     torch.manual_seed(args.seed)
-    model = TinyLM(vocab, args.dim, args.heads, args.max_len).to(device)
+    model = TinyLM(vocab, args.dim, args.heads, args.max_len, keep).to(device)
     ddp = nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None)
+        model, device_ids=[device.index] if device.type == "cuda" else None,
+        broadcast_buffers=False)
     waits = AllreduceWait(world)
     ddp.register_comm_hook(None, waits.hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)

@@ -318,15 +318,20 @@ def _timeout_ms(timeout):
     return -1 if ms > _INT_MAX else ms
 
 
-def _check_same_plan(plan_id):
+def _check_same_plan(plan_id, world_size):
     """Every rank's server must plan the same global sequence (each node's
     lf-server plans it alone, from its own flags and copy of the data): with
     torch.distributed initialised, the ranks all-gather their servers' plan
     fingerprints and node names, and every rank raises, naming the first
     rank that differs from rank 0, before any batch is taken. Collective:
-    every rank of the default group constructs its Loader."""
+    every rank of the default group constructs its Loader. A Loader of
+    another world size is not the job's (one rank reading a dataset through
+    a private server of world 1, as examples/torch_ddp.py does): its peers
+    construct none, so the collective would wait for them forever."""
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    if world_size > 0 and world_size != dist.get_world_size():
         return
     import socket
     seen = [None] * dist.get_world_size()
@@ -399,7 +404,7 @@ class Loader:
         # rank exactly when all the job's servers plan the same sequence
         self.plan_id = lib.lf_client_plan_id(self._client)
         try:
-            _check_same_plan(self.plan_id)
+            _check_same_plan(self.plan_id, self._world_size)
         except BaseException:
             self.close()
             raise
@@ -425,7 +430,7 @@ class Loader:
         why = ctypes.create_string_buffer(512)
         o.error = ctypes.cast(why, ctypes.c_char_p)
         o.error_size = len(why)
-        self.rank = o.rank
+        self.rank, self._world_size = o.rank, o.world_size     # -1: from the environment
         if o.rank < 0:
             raise LevelfeedError(-errno.EINVAL, "levelfeed: no rank: pass rank= or set RANK")
         c = ctypes.c_void_p()

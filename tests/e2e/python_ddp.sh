@@ -8,9 +8,11 @@
 # batches — ids, token bytes and losses — as the uninterrupted run; the
 # example's --loader torch (DataLoader + DistributedSampler) trains; its
 # model takes empty batches; --vocab defaults to the data's (largest id
-# + 1), an id past an explicit one is refused by name, and the tokens
-# counted are those trained on (not past --max-len); nothing is left in /dev/shm, the runtime
-# directory or the process table.
+# + 1, for the levelfeed feed read by rank 0 alone through a private
+# server), an id past an explicit one is refused by name, and the tokens
+# counted are those trained on (not past --max-len, where the DataLoader's
+# collate cuts too); --out-vocab maps the ids to its classes; nothing is
+# left in /dev/shm, the runtime directory or the process table.
 # Two ranks on the CPU with gloo, whatever GPUs the machine has. With
 # DDP_GPU=1 (python_ddp_gpu.sh) the same on GPUs: nccl, the loader's device
 # tensors, one rank per GPU (at most 2); the resumed run's losses are then
@@ -42,7 +44,7 @@ SAMPLES=800
 # accumulates their gradients and all-reduces once a step.
 SRV=(--data "$WORK/ds" --world $RANKS --seed 5 --epochs 2 --samples-per-rank 4 --slots 3
      --micro-batches --micro-overhead 4)
-MODEL=(--vocab 64 --dim 32 --heads 2 --lr 0.01 --log-every 0)
+MODEL=(--dim 32 --heads 2 --lr 0.01 --log-every 0)
 
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -71,9 +73,14 @@ summary_field() {  # TAG KEY: a value of rank 0's summary line
   sed -n "s/^summary .*\b$2=\([^ ]*\).*/\1/p" "$WORK/$1.r0.log"
 }
 
+# The vocabulary from the data: rank 0 reads it through a private lf-server
+# of world 1 while rank 1 waits (a Loader of another world size must not
+# join the plan check's collective, or both wait for ever).
 start_server "${SRV[@]}"
-run_ranks full
+run_ranks full --data "$WORK/ds"
 wait_server
+grep -q "vocabulary 64 (from the data)" "$WORK/full.r0.log" ||
+  fail "the vocabulary is not the data's: $(grep vocabulary "$WORK/full.r0.log")"
 check_exactly_once full $SAMPLES 2
 steps=$(wc -l <"$WORK/full.r0.txt")
 [[ $steps -ge 150 && $steps -eq $(wc -l <"$WORK/full.r$LAST.txt") ]] ||
@@ -88,10 +95,10 @@ echo "ddp: $steps steps, every sample once per epoch, loss $first -> $last, $mic
 
 K=57
 start_server "${SRV[@]}"
-run_ranks a --checkpoint "$WORK/ck" --stop-after $K
+run_ranks a --vocab 64 --checkpoint "$WORK/ck" --stop-after $K
 wait_server
 start_server "${SRV[@]}"
-run_ranks b --checkpoint "$WORK/ck" --resume
+run_ranks b --vocab 64 --checkpoint "$WORK/ck" --resume
 wait_server
 cols() { cut -d' ' -f"$SAME_COLS" "$@"; }
 for r in $(seq 0 $LAST); do
@@ -104,8 +111,7 @@ echo "ddp: stopped after $K steps and resumed = uninterrupted (dump columns $SAM
 
 # The example's other feed, a plain DataLoader + DistributedSampler over the
 # same samples (preloaded through a private lf-server), trains too.
-# The vocabulary comes from the data (MODEL minus --vocab: the default).
-MODEL=("${MODEL[@]:2}")
+# The vocabulary comes from the data (MODEL has no --vocab: the default).
 run_ranks dl --loader torch --data "$WORK/ds" --epochs 1 --batch-size 4
 grep -q "vocabulary 64 (from the data)" "$WORK/dl.r0.log" ||
   fail "--loader torch: the vocabulary is not the data's: $(grep vocabulary "$WORK/dl.r0.log")"
@@ -143,6 +149,20 @@ ddp = ex.TinyLM(64, 16, 2, 8)
 _, ntok = ex.train_step(ddp, b, torch.device("cpu"), 8, 64)
 assert ntok == 8 + 4, "tokens counted past --max-len 8: %d" % ntok
 print("an id past --vocab is refused by name; tokens past --max-len are not counted")
+# --out-vocab: the kept ids are classes 0..K-2 in their order, every other
+# id the last class; the loss is over those classes.
+keep = torch.tensor([7, 3])
+lm = ex.TinyLM(64, 16, 2, 8, keep)
+assert lm.head.out_features == 3
+assert lm.class_of(torch.tensor([7, 3, 0, 63])).tolist() == [0, 1, 2, 2]
+loss = ex.next_token_loss(lm, torch.tensor([[7, 3, 9, 7]]), torch.tensor([4]))
+loss.backward()
+assert 0 < loss.item() < 3, loss.item()
+# The DataLoader's collate cuts a sample to --max-len, as the trainer does.
+import numpy as np
+b = ex.pad_collate([(0, np.arange(1, 11)), (1, np.arange(1, 4))], 8)
+assert list(b["tokens"].shape) == [2, 8] and b["lengths"].tolist() == [8, 3], b
+print("--out-vocab maps ids to classes; the collate cuts samples to --max-len")
 PYEOF
 
 check_python_leftovers

@@ -6,7 +6,11 @@
 # and both fingerprints; when all agree it serves as usual.
 #  1. A stand-in two-rank torch.distributed (a namespace whose
 #     all_gather_object gives this rank's entry and a peer's): runs without
-#     torch.
+#     torch. The Loader's world comes from the environment (none: the
+#     server does not check it). A Loader of world 1 in that group is not
+#     the job's (a rank reading through a private server, as
+#     examples/torch_ddp.py does) and checks nothing: its peers construct no
+#     Loader, so the collective would wait for them for ever.
 #  2. Where the interpreter has torch: two real ranks in a gloo group, each
 #     on a server of its own ("nodes"): with --seed 1 on node 1 both ranks
 #     raise before any batch; with the same flags both train the epoch.
@@ -43,7 +47,7 @@ def group(peer):
 if case == "differ":
     levelfeed.loader.torch = group((fp ^ 1, "node-b"))
     try:
-        levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy")
+        levelfeed.Loader(endpoint=ep, rank=0, tensors="numpy")
         sys.exit("a peer with another fingerprint: the Loader did not raise")
     except LevelfeedError as e:
         want = ("the ranks' servers plan different sequences: rank 1 (node node-b) has plan "
@@ -52,20 +56,26 @@ if case == "differ":
             sys.exit("error %r lacks %r" % (str(e), want))
         print("a peer's server differs: %s" % e)
 else:
-    levelfeed.loader.torch = group((fp, "node-b"))
-    with levelfeed.Loader(endpoint=ep, rank=0, world_size=1, tensors="numpy") as lo:
+    # private: the peer differs, but a Loader of world 1 is not the group's
+    levelfeed.loader.torch = group((fp ^ (case == "private"), "node-b"))
+    world = 1 if case == "private" else None
+    with levelfeed.Loader(endpoint=ep, rank=0, world_size=world, tensors="numpy") as lo:
         if lo.plan_id != fp:
             sys.exit("Loader.plan_id %016x, the server printed %016x" % (lo.plan_id, fp))
         n = sum(b.nsamples for b in lo)
     if n != 2000:
         sys.exit("agreeing peers: %d samples, want 2000" % n)
-    print("agreeing peers: plan_id %016x, the epoch's 2000 samples served" % fp)
+    print("%s: plan_id %016x, the epoch's 2000 samples served"
+          % ("a Loader of world 1 in a group of 2" if case == "private" else "agreeing peers", fp))
 PYEOF
 
 "$PY" "$WORK/check.py" "$EP" "$fp" agree || fail "agreeing peers"
 wait_server
 start_server --data "$WORK/ds" --world 1
 "$PY" "$WORK/check.py" "$EP" "$fp" differ || fail "a differing peer"
+wait_server
+start_server --data "$WORK/ds" --world 1
+"$PY" "$WORK/check.py" "$EP" "$fp" private || fail "a Loader of world 1 in a group of 2"
 wait_server
 
 "$PY" -c 'import torch.distributed' 2>/dev/null || { check_python_leftovers; exit 0; }

@@ -27,7 +27,10 @@
 extern "C" {
 #endif
 
-#define LF_SHARD_VERSION 1
+/* The newest format version written and read. A dataset is written as the
+ * lowest version its schema needs (lf_schema_version): 1 unless it has a
+ * per-token field (2), so readers of version 1 still read everything else. */
+#define LF_SHARD_VERSION 2
 #define LF_SHARD_ALIGN 4096u     /* blocks start on this boundary in the file */
 #define LF_MAX_FIELDS 16
 #define LF_FIELD_NAME_MAX 32     /* including the terminating NUL */
@@ -70,7 +73,11 @@ typedef enum lf_field_type {
     LF_FIELD_FRAMES_F32 = 5,     /* frames x row_width float values */
     LF_FIELD_FRAMES_I16 = 6,     /* frames x row_width int16 values */
     LF_FIELD_BYTES = 7,          /* opaque bytes */
-    LF_FIELD_LABEL_I64 = 8,      /* one little-endian int64 */
+    LF_FIELD_LABEL_I64 = 8,      /* one little-endian int64 (a per-sample integer) */
+    /* Version 2: one value per token of the cost field (which must be a
+     * tokens_* field), in the same order: a loss mask, labels, ... */
+    LF_FIELD_PER_TOKEN_U8 = 9,   /* u8 per token */
+    LF_FIELD_PER_TOKEN_I32 = 10, /* little-endian int32 per token */
 } lf_field_type;
 
 typedef struct lf_field_def {
@@ -91,8 +98,16 @@ size_t lf_field_elem_size(const lf_field_def *f);
 const char *lf_field_type_name(uint32_t type);   /* "tokens_u16", ... ; NULL if unknown */
 int lf_field_type_parse(const char *name);        /* inverse; -1 if unknown */
 
-/* Checks a schema: field count, names, types, row widths, cost field. */
+/* Checks a schema: field count, names, types, row widths, cost field (and
+ * that per-token fields go with a token cost field). */
 int lf_schema_validate(const lf_schema *s, lf_shard_error *err);
+
+/* The format version a dataset of this schema is written as: 2 when it has
+ * a per-token field, else 1. */
+uint32_t lf_schema_version(const lf_schema *s);
+
+/* 1 for the per-token types (LF_FIELD_PER_TOKEN_*), else 0. */
+int lf_field_is_per_token(uint32_t type);
 
 /* ---- per-sample index --------------------------------------------------- */
 

@@ -129,6 +129,9 @@ static int read_meta(const lf_dataset *ds, const ds_shard *sh, const shard_expec
         shard_fail(err, rc, "%s: header: %s", sh->path, why);
     free(hbuf);
     if (rc != 0) return rc;
+    if (h->version != f.version)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: footer version %u, header version %u",
+                          sh->path, f.version, h->version);
     if (h->index_offset != f.index_offset || h->index_size != f.index_size || h->nblocks == 0 ||
         h->nsamples > UINT32_MAX ||
         h->nblocks > h->index_size / BLOCK_ENTRY_SIZE ||
@@ -616,6 +619,11 @@ int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
                           ": fields do not match the record or its index entry", path,
                           s->block, sample);
+    for (uint32_t i = 0; i < sc->nfields; i++)   /* a value per token, no more, no less */
+        if (lf_field_is_per_token(sc->fields[i].type) && v[i].count != v[sc->cost_field].count)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
+                              ": field '%s' has %u values for %u tokens", path, s->block,
+                              sample, sc->fields[i].name, v[i].count, v[sc->cost_field].count);
     memcpy(out, v, sc->nfields * sizeof *v);
     return 0;
 }

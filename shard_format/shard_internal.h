@@ -89,6 +89,7 @@ int shard_fail(lf_shard_error *err, int status, const char *fmt, ...)
 /* ---- header, footer, index entries, manifest ---------------------------- */
 
 typedef struct shard_header {
+    uint32_t version;            /* decode: the format version (lf_schema_version's) */
     uint32_t shard_no;           /* position in the manifest */
     uint64_t first_sample;       /* dataset-wide id of the shard's sample 0 */
     uint64_t nsamples;
@@ -100,6 +101,7 @@ typedef struct shard_header {
 } shard_header;
 
 typedef struct shard_footer {
+    uint32_t version;            /* the header's (encode: the writer sets it) */
     uint64_t index_offset;
     uint64_t index_size;
     uint64_t header_hash;        /* xxh3 of the whole header region */

@@ -292,6 +292,7 @@ static uint8_t *encode_shard_meta(const lf_writer *w, uint8_t header[HEADER_SIZE
         .header_hash = shard_hash(header, HEADER_SIZE),
         .index_hash = shard_hash(buf, index_size),
         .file_size = w->shard_off + index_size + FOOTER_SIZE,
+        .version = lf_schema_version(&w->schema),
     };
     footer_encode(f, buf + index_size);
     *tail_size = index_size + FOOTER_SIZE;
@@ -664,6 +665,15 @@ static int record_size(const lf_writer *w, const lf_field_input *fields, size_t 
             return shard_fail(err, LF_SHARD_E_ARG, "field '%s': %zu bytes is too large",
                               f->name, fields[i].size);
         total += fields[i].size;
+    }
+    const lf_field_def *cf = &w->schema.fields[w->schema.cost_field];
+    size_t tokens = fields[w->schema.cost_field].size / lf_field_elem_size(cf);
+    for (uint32_t i = 0; i < w->schema.nfields; i++) {
+        const lf_field_def *f = &w->schema.fields[i];
+        if (lf_field_is_per_token(f->type) && fields[i].size / lf_field_elem_size(f) != tokens)
+            return shard_fail(err, LF_SHARD_E_ARG, "sample %" PRIu64 ": field '%s': %zu "
+                              "values for %zu tokens (a per-token field has one a token)",
+                              w->added, f->name, fields[i].size / lf_field_elem_size(f), tokens);
     }
     if (total > MAX_BLOCK_RAW)
         return shard_fail(err, LF_SHARD_E_ARG, "record of %" PRIu64 " bytes above %u",

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch_names.h"
 #include "cli.h"
 #include "input.h"
 #include "json_line.h"
@@ -588,18 +589,6 @@ static uint64_t parse_id(const cli_cmd *c, const char *opt, const char *arg)
     return cli_parse_u64(c, opt, arg, 0, UINT32_MAX);
 }
 
-/* Names a batch tensor of lf-server's token layouts already has. */
-static int reserved_name(const char *name)
-{
-    static const char *const names[] = {"tokens", "lengths", "positions", "cu_seqlens",
-                                        "max_seqlen", "micro", "sample_ids",
-                                        "sample_offsets"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(name, names[i]))
-            return 1;
-    return 0;
-}
-
 /* --field NAME:token:u8|i32 or NAME:sample[:i64]; the spec string lives
  * as long as argv, so the name is cut out of it in place. */
 static void parse_extra(const cli_cmd *c, tokens_args *a, char *spec)
@@ -619,10 +608,9 @@ static void parse_extra(const cli_cmd *c, tokens_args *a, char *spec)
     if (!t)
         cli_usage_error(c, "--field %s:%s%s%s: expected NAME:token:u8, NAME:token:i32 or "
                         "NAME:sample", spec, kind, type ? ":" : "", type ? type : "");
-    if (!*spec || strlen(spec) >= LF_FIELD_NAME_MAX || reserved_name(spec))
-        cli_usage_error(c, "--field %s: the name must be 1..31 bytes and not one of the "
-                        "batch's own tensors (tokens, lengths, positions, cu_seqlens, "
-                        "max_seqlen, micro, sample_ids, sample_offsets)", spec);
+    if (!*spec || strlen(spec) >= LF_FIELD_NAME_MAX || batch_own_name(spec))
+        cli_usage_error(c, "--field %s: the name must be 1..31 bytes and not one of a token "
+                        "batch's own tensors (" BATCH_OWN_NAMES ")", spec);
     for (size_t e = 0; e < a->nextras; e++)
         if (!strcmp(a->extras[e].name, spec))
             cli_usage_error(c, "--field %s: given twice", spec);

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Fine-tuning fields arrive aligned with their tokens (issue 26 item 5): a
-# JSON Lines corpus of prompt + answer documents, each with prompt_len, a
-# loss_mask of 0 over the prompt and 1 after it, and labels (-100 over the
-# prompt, else the token), a few documents longer than a row, converted with
-# --field loss_mask:token:u8 --field labels:token:i32 --field
-# prompt_len:sample and served to 2 real client processes in the pack layout
-# (rows of 128: the long documents cut into pieces across rows), the pad
+# JSON Lines corpus of prompt + answer documents (finetune_lib.sh), a few
+# longer than a row, converted with --field loss_mask:token:u8 --field
+# labels:token:i32 --field prompt_len:sample and served to 2 real client
+# processes in the pack layout (rows of 128: the long documents cut into
+# pieces across rows), the pad
 # layout and pad with --micro-batches (rows capped at 192 tokens: cut too).
 # The clients (lf-rank-loop --verify) check every cell of every field
 # against the shards and write what they received; here each piece is held
@@ -14,24 +13,7 @@
 # every token once an epoch. lf-rank-loop also checks pack's max_seqlen.
 source "$(dirname "$0")/server_lib.sh"
 
-/usr/bin/python3 - "$WORK/ft.jsonl" <<'PY'
-import json, random, sys
-r = random.Random(265)
-long = {3: 700, 17: 129, 30: 400}
-with open(sys.argv[1], "w") as f:
-    for i in range(90):
-        n = long.get(i, r.randint(1, 100))
-        toks = [r.randrange(50000) for _ in range(n)]
-        p = r.choice([0, n, r.randint(0, n)])        # all answer, all prompt, or between
-        if i in long:
-            p = n // 2 + 1                           # the mask turns inside a later piece
-        f.write(json.dumps({"tokens": toks, "prompt_len": p,
-                            "loss_mask": [int(k >= p) for k in range(n)],
-                            "labels": [-100 if k < p else t for k, t in enumerate(toks)]}) + "\n")
-PY
-"$LF_BIN/lf-shard" create tokens --in "$WORK/ft.jsonl" --out "$WORK/ds" --threads 1 \
-  --field loss_mask:token:u8 --field labels:token:i32 --field prompt_len:sample \
-  >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log" >&2; fail "lf-shard create"; }
+source "$(dirname "$0")/finetune_lib.sh"
 
 # Every piece a client received, against the JSONL.
 check_fields() {   # TAG

@@ -14,6 +14,11 @@
 source "$(dirname "$0")/server_lib.sh"
 
 source "$(dirname "$0")/finetune_lib.sh"
+"$LF_BIN/lf-shard" cat "$WORK/ds" 3 >"$WORK/cat.txt" || fail "lf-shard cat"
+grep -q "^loss_mask (per_token_u8): 700 values: 0 0 " "$WORK/cat.txt" &&
+  grep -q "^labels (per_token_i32): 700 values: -100 " "$WORK/cat.txt" &&
+  grep -q "^prompt_len (label_i64): 351$" "$WORK/cat.txt" ||
+  fail "lf-shard cat does not show the fields: $(cat "$WORK/cat.txt")"
 
 # Every piece a client received, against the JSONL.
 check_fields() {   # TAG

@@ -15,7 +15,8 @@ static const char cat_help[] =
     "\n"
     "Prints sample INDEX (0-based): where it is stored, then one line per field:\n"
     "token ids as numbers, a JPEG's byte size and dimensions, a frame array's\n"
-    "shape and first values, a label's value, the first bytes of a bytes field.\n"
+    "shape and first values, a label's value, a per-token field's values, the\n"
+    "first bytes of a bytes field.\n"
     "\n"
     "  --raw FIELD        write only FIELD's stored bytes to stdout (e.g. the JPEG\n"
     "                     file, or the frames as little-endian values)\n"
@@ -96,6 +97,15 @@ static void print_field(const lf_field_def *f, const lf_field_view *v)
         break;
     case LF_FIELD_LABEL_I64:
         printf("%" PRId64, (int64_t)le(v->data, v->size < 8 ? v->size : 8));
+        break;
+    case LF_FIELD_PER_TOKEN_U8:
+        printf("%u values:", v->count);
+        print_tokens(v, 1);
+        break;
+    case LF_FIELD_PER_TOKEN_I32:
+        printf("%u values:", v->count);
+        for (uint32_t i = 0; i < v->count; i++)
+            printf(" %" PRId32, (int32_t)le((const uint8_t *)v->data + 4 * (size_t)i, 4));
         break;
     default:
         printf("%u bytes:", v->size);

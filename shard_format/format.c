@@ -209,7 +209,7 @@ void header_encode(const shard_header *h, uint8_t out[HEADER_SIZE])
 {
     memset(out, 0, HEADER_SIZE);
     memcpy(out, SHARD_MAGIC, MAGIC_LEN);
-    put_u32(out + 8, lf_schema_version(&h->schema));
+    put_u32(out + 8, h->version);
     put_u32(out + 12, HEADER_SIZE);
     put_u32(out + 16, h->shard_no);
     put_u64(out + 24, h->first_sample);
@@ -249,8 +249,8 @@ int header_decode(const uint8_t in[HEADER_SIZE], shard_header *h, const char **w
     t.raw_bytes = get_u64(in + 64);
     int rc = schema_decode(in + HEADER_SCHEMA_AT, &t.schema, why);
     if (rc != 0) return rc;
-    if (version != lf_schema_version(&t.schema)) {
-        *why = "header version is not the one its schema is written as";
+    if (version < lf_schema_version(&t.schema)) {
+        *why = "header version 1 with a version 2 schema";
         return LF_SHARD_E_FORMAT;
     }
     t.version = version;
@@ -330,13 +330,15 @@ void sample_entry_encode(const lf_sample_info *s, uint8_t out[SAMPLE_ENTRY_SIZE]
     put_u32(out + 8, s->size);
     put_u32(out + 12, s->width);
     put_u32(out + 16, s->height);
-    put_u32(out + 20, 0);
+    put_u32(out + 20, s->doc_offset);
     put_u64(out + 24, s->length);
 }
 
-int sample_entry_decode(const uint8_t in[SAMPLE_ENTRY_SIZE], lf_sample_info *s)
+int sample_entry_decode(const uint8_t in[SAMPLE_ENTRY_SIZE], uint32_t version,
+                        lf_sample_info *s)
 {
-    if (get_u32(in + 20) != 0) return LF_SHARD_E_FORMAT;
+    if (version < 2 && get_u32(in + 20) != 0) return LF_SHARD_E_FORMAT;
+    s->doc_offset = get_u32(in + 20);
     s->block = get_u32(in);
     s->offset = get_u32(in + 4);
     s->size = get_u32(in + 8);
@@ -358,7 +360,7 @@ void manifest_encode(const manifest *m, uint8_t *out)
     size_t size = manifest_size(m->nshards);
     memset(out, 0, size);
     memcpy(out, MANIFEST_MAGIC, MAGIC_LEN);
-    put_u32(out + 8, lf_schema_version(&m->schema));
+    put_u32(out + 8, m->version);
     put_u32(out + 12, m->nshards);
     put_u64(out + 16, m->samples);
     put_u64(out + 24, m->blocks);
@@ -475,9 +477,10 @@ int manifest_decode(const uint8_t *in, size_t size, bool skip_hash, const char *
     t.stored_bytes = get_u64(in + 40);
     int rc = schema_decode(in + MANIFEST_SCHEMA_AT, &t.schema, &why);
     if (rc != 0) return shard_fail(err, rc, "%s: %s", path, why);
-    if (version != lf_schema_version(&t.schema))
-        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: version %u, but its schema is written "
-                          "as version %u", path, version, lf_schema_version(&t.schema));
+    if (version < lf_schema_version(&t.schema))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: version %u, but its schema needs "
+                          "version %u", path, version, lf_schema_version(&t.schema));
+    t.version = version;
     t.shards = calloc(t.nshards ? t.nshards : 1, sizeof *t.shards);
     if (!t.shards) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
     rc = manifest_decode_shards(in, path, &t, err);

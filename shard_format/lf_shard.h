@@ -28,8 +28,9 @@ extern "C" {
 #endif
 
 /* The newest format version written and read. A dataset is written as the
- * lowest version its schema needs (lf_schema_version): 1 unless it has a
- * per-token field (2), so readers of version 1 still read everything else. */
+ * lowest version it needs: 1 unless it has a per-token field
+ * (lf_schema_version) or records pieces of documents
+ * (lf_writer_options.pieces), so readers of version 1 still read the rest. */
 #define LF_SHARD_VERSION 2
 #define LF_SHARD_ALIGN 4096u     /* blocks start on this boundary in the file */
 #define LF_MAX_FIELDS 16
@@ -119,6 +120,10 @@ typedef struct lf_sample_info {
     uint32_t size;               /* record's bytes */
     uint64_t length;             /* cost input L: tokens, frames, or pixels (w*h) */
     uint32_t width, height;      /* JPEG cost field: image size; 0 otherwise */
+    uint32_t doc_offset;         /* version 2: a piece of a longer document (lf-shard
+                                    --max-len split) starts at this token of it, the
+                                    pieces before it being the samples before it; 0 for
+                                    a whole document or a first piece */
 } lf_sample_info;
 
 typedef struct lf_block_info {
@@ -223,6 +228,8 @@ typedef struct lf_writer_options {
     int zstd_level;              /* 1..19 (0: 3) */
     int threads;                 /* compression threads (0: online CPUs) */
     const char *shard_prefix;    /* file name prefix (NULL: "shard") */
+    int pieces;                  /* 1: samples may be pieces of longer documents
+                                    (lf_writer_add_piece); written as version 2 */
 } lf_writer_options;
 
 /* One field's input for lf_writer_add. */
@@ -265,6 +272,14 @@ uint32_t lf_writer_stale_removed(const lf_writer *w, uint64_t *bytes);
  * bytes are copied. Returns the sample's id or a negative status. */
 int64_t lf_writer_add(lf_writer *w, const lf_field_input *fields,
                       lf_shard_error *err);
+
+/* Adds one sample that is the piece of a document starting at its token
+ * doc_offset (0: a whole document or its first piece); a piece at an offset
+ * above 0 must follow the piece before it: the previous sample's doc_offset
+ * plus its tokens (cost length) is doc_offset, else LF_SHARD_E_ARG. Needs
+ * lf_writer_options.pieces. lf_writer_add is this with doc_offset 0. */
+int64_t lf_writer_add_piece(lf_writer *w, const lf_field_input *fields, uint32_t doc_offset,
+                            lf_shard_error *err);
 
 /* Called from lf_writer_add about once per completed block (optional). */
 void lf_writer_set_progress(lf_writer *w, lf_writer_progress_fn fn, void *arg);

@@ -4,7 +4,10 @@
  * stays version 1 (so version-1 readers still read it); the values come
  * back with as many elements as the tokens; a sample whose per-token field
  * is one value short is refused by the writer, and a per-token field beside
- * a non-token cost field by the schema check.
+ * a non-token cost field by the schema check. Pieces of documents
+ * (lf_writer_add_piece, also version 2): each records where it starts in its
+ * document, the reader gives it back, and a piece that does not follow the
+ * one before it, or without lf_writer_options.pieces, is refused.
  */
 #include "unit/shard_gen.h"
 
@@ -63,6 +66,38 @@ static void check_versions(const char *dir, uint32_t want)
     ASSERT_EQ(file_u32(dir, "shard-00000.lfs", -64 + 8), want);
 }
 
+/* A document of 7 tokens in pieces of 3, 3, 1, then one of 2 tokens. */
+static void test_pieces(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/pieces", root);
+    lf_schema s;
+    ft_schema(&s, 0);
+    s.nfields = 1;
+    lf_writer_options o = {.pieces = 1, .block_bytes = 1 << 16};
+    lf_writer *w;
+    lf_shard_error err;
+    uint32_t tok[3] = {1, 2, 3};
+    lf_field_input in3 = {.data = tok, .size = 12}, in1 = {.data = tok, .size = 4};
+    ASSERT_EQ(lf_writer_create(dir, &s, NULL, &w, &err), 0);   /* no .pieces: refused */
+    ASSERT_EQ(lf_writer_add_piece(w, &in3, 3, &err), LF_SHARD_E_ARG);
+    lf_writer_abort(w);
+    ASSERT_EQ(lf_writer_create(dir, &s, &o, &w, &err), 0);
+    ASSERT_EQ(lf_writer_add_piece(w, &in3, 0, &err), 0);
+    ASSERT_EQ(lf_writer_add_piece(w, &in3, 4, &err), LF_SHARD_E_ARG);   /* a gap */
+    ASSERT_EQ(lf_writer_add_piece(w, &in3, 3, &err), 1);
+    ASSERT_EQ(lf_writer_add_piece(w, &in1, 6, &err), 2);
+    ASSERT_EQ(lf_writer_add_piece(w, &in1, 0, &err), 3);
+    ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
+    check_versions(dir, 2);
+    lf_dataset *ds;
+    ASSERT_EQ(lf_dataset_open(dir, &ds, &err), 0);
+    static const uint32_t want[4] = {0, 3, 6, 0};
+    for (uint64_t i = 0; i < 4; i++)
+        ASSERT_EQ(lf_dataset_sample(ds, i)->doc_offset, want[i]);
+    lf_dataset_close(ds);
+}
+
 int main(void)
 {
     const char *root = test_tmpdir();
@@ -119,5 +154,6 @@ int main(void)
 
     s.fields[0].type = LF_FIELD_JPEG;   /* a per-token field needs tokens to count */
     ASSERT_EQ(lf_schema_validate(&s, &err), LF_SHARD_E_ARG);
+    test_pieces(root);
     return 0;
 }

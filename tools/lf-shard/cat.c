@@ -16,7 +16,8 @@ static const char cat_help[] =
     "Prints sample INDEX (0-based): where it is stored, then one line per field:\n"
     "token ids as numbers, a JPEG's byte size and dimensions, a frame array's\n"
     "shape and first values, a label's value, a per-token field's values, the\n"
-    "first bytes of a bytes field.\n"
+    "first bytes of a bytes field. A piece of a longer document (create tokens\n"
+    "--max-len N) also says which document and which of its tokens.\n"
     "\n"
     "  --raw FIELD        write only FIELD's stored bytes to stdout (e.g. the JPEG\n"
     "                     file, or the frames as little-endian values)\n"
@@ -116,6 +117,21 @@ static void print_field(const lf_field_def *f, const lf_field_view *v)
     putchar('\n');
 }
 
+/* A piece of a longer document (lf-shard create tokens --max-len N
+ * --overflow split): which document (counted from 0 over the samples that
+ * start one) and which of its tokens. */
+static void print_piece(const lf_dataset *ds, uint64_t i)
+{
+    const lf_sample_info *si = lf_dataset_sample(ds, i), *next = lf_dataset_sample(ds, i + 1);
+    if (!si->doc_offset && !(next && next->doc_offset))
+        return;
+    uint64_t doc = 0;
+    for (uint64_t k = 1; k <= i; k++)
+        doc += lf_dataset_sample(ds, k)->doc_offset == 0;
+    printf("piece of document %" PRIu64 ": its tokens %u..%" PRIu64 "\n", doc, si->doc_offset,
+           si->doc_offset + si->length - 1);
+}
+
 /* Reads, checks and decompresses sample `i`'s block into *raw (caller frees). */
 static void load_block(const lf_dataset *ds, uint64_t i, uint8_t **raw, size_t *raw_size)
 {
@@ -158,6 +174,7 @@ int cmd_cat(int argc, char **argv)
     if (!si)
         cli_die("%s: no sample %" PRIu64 " (the dataset has %" PRIu64 ")", pos[0], i,
                 lf_dataset_samples(ds));
+
     int raw_index = -1;
     for (uint32_t f = 0; raw_field && f < s->nfields; f++)
         if (!strcmp(s->fields[f].name, raw_field))
@@ -179,6 +196,7 @@ int cmd_cat(int argc, char **argv)
         printf("sample %" PRIu64 " of %" PRIu64 ": shard %u, block %u, %u bytes at offset %u, "
                "cost input %" PRIu64 "\n", i, lf_dataset_samples(ds), si->shard, si->block,
                si->size, si->offset, si->length);
+        print_piece(ds, i);
         for (uint32_t f = 0; f < s->nfields; f++)
             print_field(&s->fields[f], &v[f]);
     }

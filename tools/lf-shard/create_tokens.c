@@ -403,7 +403,12 @@ static void add_document(cli_out *o, const tokens_args *a, const token_buf *ids,
         size_t k = end - off < max ? end - off : max;
         lf_field_input in[LF_MAX_FIELDS];
         piece_fields(a, ids, l, off, k, in);
-        cli_out_add(o, in, off ? 0 : in_bytes, done, where);
+        if (off > UINT32_MAX) {
+            cli_warn("%s: a document of more than 2^32 tokens: its pieces cannot record "
+                     "where they start", where);
+            cli_out_fail(o, CLI_EXIT_FAIL);
+        }
+        cli_out_add_piece(o, in, (uint32_t)off, off ? 0 : in_bytes, done, where);
         oc->pieces += (uint64_t)over;
         off += k;
     } while (off < end);
@@ -711,6 +716,7 @@ int create_tokens(int argc, char **argv)
         cli_usage_error(&c, "--field and --text-field exclude each other");
     if (have_overflow && !a.max_len)
         cli_usage_error(&c, "--overflow needs --max-len");
+    a.wa.opts.pieces = a.max_len && a.overflow == OVERFLOW_SPLIT; /* pieces say where they start */
     int marks = (a.bos != NO_ID && a.bos > 65535) || (a.eos != NO_ID && a.eos > 65535);
     if (marks && a.dtype == 2)
         cli_usage_error(&c, "--prepend-bos/--append-eos above 65535 need u32 ids, not --dtype u16");

@@ -233,7 +233,14 @@ const char *lf_strerror(int code);
  * a binding that loads liblevelfeed at run time compares it with its own. */
 const char *lf_version(void);
 
-/* The tensor of b named `name`, or NULL. */
+/* The tensor of b named `name`, or NULL: "tokens", "lengths", "positions",
+ * "cu_seqlens", "max_seqlen" (pack: a 0-dimension tensor, the longest
+ * cu_seqlens segment, as FlashAttention's varlen kernels take it),
+ * "micro", "sample_ids", "sample_offsets", "images", "labels", "frames",
+ * and a fine-tuning dataset's fields by their names ("loss_mask",
+ * "prompt_len", ...: a per-token one shaped as "tokens", each value at its
+ * token's place and 0 where there is none; a per-sample one [n] int64).
+ * server/README.md lists which batch holds which. */
 const lf_tensor *lf_batch_tensor(const lf_batch *b, const char *name);
 
 /* Element i of a host tensor of any integer dtype (u8 .. i64; a u64 above

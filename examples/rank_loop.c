@@ -81,6 +81,7 @@ typedef struct verifier {
     FILE *dump;                  /* --tokens: each sample's tokens as checked */
     uint32_t epoch;              /* the batch's, for the dump */
     const uint64_t *offs;        /* the batch's sample_offsets, NULL: whole samples */
+    const lf_batch *batch;       /* the batch being checked */
 } verifier;
 
 static uint64_t now_ns(void)
@@ -201,24 +202,69 @@ static uint64_t stored_at(const lf_field_view *f, size_t elem, uint32_t i)
     return x;
 }
 
+/* Value k of a stored fine-tuning field (per-token u8 or i32, or the one
+ * int64 of a per-sample field). */
+static int64_t stored_value(const lf_field_def *f, const lf_field_view *view, uint64_t k)
+{
+    const char *p = view->data;
+    if (f->type == LF_FIELD_PER_TOKEN_U8) return (unsigned char)p[k];
+    if (f->type == LF_FIELD_PER_TOKEN_I32) {
+        int32_t x;
+        memcpy(&x, p + 4 * k, 4);
+        return x;
+    }
+    int64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+/* The batch's fine-tuning fields at sample i (whose tokens are cells [at,
+ * at+count), from token off of the sample): a per-token field's tensor
+ * holds its stored values at the same cells, a per-sample field's entry i
+ * its stored value. With `out`, writes " | NAME value ..." for each. */
+static int match_extras(const verifier *v, const lf_field_view *views, uint64_t at, uint32_t i,
+                        uint64_t off, uint64_t count, FILE *out)
+{
+    const lf_schema *sc = lf_dataset_schema(v->ds);
+    for (uint32_t k = 0; k < sc->nfields; k++) {
+        const lf_field_def *f = &sc->fields[k];
+        int per_token = lf_field_is_per_token(f->type);
+        if (!per_token && f->type != LF_FIELD_LABEL_I64) continue;
+        const lf_tensor *t = lf_batch_tensor(v->batch, f->name);
+        if (!t) return -1;
+        if (out) fprintf(out, " | %s", f->name);
+        for (uint64_t c = 0; c < (per_token ? count : 1); c++) {
+            int64_t got = lf_tensor_int(t, per_token ? at + c : i);
+            if (got != stored_value(f, &views[k], per_token ? off + c : 0)) return -1;
+            if (out) fprintf(out, " %" PRId64, got);
+        }
+    }
+    return 0;
+}
+
 /* Compares cells [at, at+count) of tokens with batch sample i's stored
  * tokens: the whole sample, or with sample_offsets the piece that starts
- * there (lf-server --overflow split). --tokens writes them out. */
+ * there (lf-server --overflow split); the fine-tuning fields likewise.
+ * --tokens writes them out. */
 static int match(verifier *v, const lf_tensor *tok, uint64_t at, const uint64_t *ids,
                  uint32_t i, uint64_t count)
 {
-    lf_field_view f;
-    size_t elem;
+    lf_field_view views[LF_MAX_FIELDS];
+    const lf_schema *sc = lf_dataset_schema(v->ds);
+    size_t elem = lf_field_elem_size(&sc->fields[sc->cost_field]);
     uint64_t off = v->offs ? v->offs[i] : 0;
-    if (sample_tokens(v, ids[i], &f, &elem) < 0) return -1;
-    if (v->offs ? off + count > f.count : count != f.count) return -1;
+    if (sample_fields(v, ids[i], views) < 0) return -1;
+    const lf_field_view *f = &views[sc->cost_field];
+    if (v->offs ? off + count > f->count : count != f->count) return -1;
     for (uint64_t k = 0; k < count; k++)
-        if ((uint64_t)lf_tensor_int(tok, at + k) != stored_at(&f, elem, (uint32_t)(off + k)))
+        if ((uint64_t)lf_tensor_int(tok, at + k) != stored_at(f, elem, (uint32_t)(off + k)))
             return -1;
+    if (match_extras(v, views, at, i, off, count, NULL) < 0) return -1;
     if (v->dump) {
         fprintf(v->dump, "%u %" PRIu64 " %" PRIu64, v->epoch, ids[i], off);
         for (uint64_t k = 0; k < count; k++)
-            fprintf(v->dump, " %" PRIu64, stored_at(&f, elem, (uint32_t)(off + k)));
+            fprintf(v->dump, " %" PRIu64, stored_at(f, elem, (uint32_t)(off + k)));
+        match_extras(v, views, at, i, off, count, v->dump);
         fputc('\n', v->dump);
     }
     return 0;
@@ -291,10 +337,12 @@ static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
     uint64_t seq_len = tok->shape[1], cells = tok->shape[0] * seq_len, ncu = cu->shape[0];
     if (lf_tensor_int(cu, 0) != 0 || (uint64_t)lf_tensor_int(cu, ncu - 1) != cells) return -1;
     uint32_t k = 0;
+    uint64_t longest = 0;
     for (uint64_t s = 0; s + 1 < ncu; s++) {
         uint64_t a = (uint64_t)lf_tensor_int(cu, s), e = (uint64_t)lf_tensor_int(cu, s + 1);
         if (e < a || e > cells) return -1;
         if (a == e) continue;
+        if (e - a > longest) longest = e - a;
         lf_field_view f;
         size_t elem;
         while (k < b->nsamples && sample_tokens(v, ids[k], &f, &elem) == 0 && f.count == 0) k++;
@@ -306,6 +354,8 @@ static int verify_pack(verifier *v, const lf_batch *b, const uint64_t *ids)
         if (e % seq_len != 0 || check_pads(v, tok, a, e) || check_positions(pos, a, e, 0, 0))
             return -1;
     }
+    const lf_tensor *mx = lf_batch_tensor(b, "max_seqlen");   /* the longest segment */
+    if (!mx || mx->ndim != 0 || (uint64_t)lf_tensor_int(mx, 0) != longest) return -1;
     return k == b->nsamples ? 0 : -1;
 }
 
@@ -657,6 +707,7 @@ int main(int argc, char **argv)
         else {
             const lf_tensor *offs_t = lf_batch_tensor(&b, "sample_offsets");
             v.offs = offs_t && offs_t->shape[0] == b.nsamples ? offs_t->host : NULL;
+            v.batch = &b;
             v.epoch = b.epoch;
             if (out) print_batch(out, &b, a.o.rank, ids, v.offs);
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;

@@ -108,6 +108,99 @@ static int fill_micro(const srv *s, const worker_ctx *w, const srv_job *j, unsig
     return 0;
 }
 
+/* ---- fine-tuning fields ----------------------------------------------------
+ *
+ * A per-token field goes where its tokens went: the transform placed
+ * sample i's tokens from cell token_cell(i) of the flat tokens tensor on
+ * (pad: row i; pack: after the row's earlier segments; micro-batches:
+ * its micro-batch's region, its row in it), and a piece's slice starts at
+ * the same offset in the field as in the tokens. Cells without a token
+ * hold 0. A per-sample field is copied to entry i, once per piece.
+ */
+typedef struct cell_walk {
+    uint32_t row;                /* the row (pack) or micro-batch of the last sample */
+    uint32_t first;              /* micro: its first sample */
+    uint64_t at;                 /* micro: its first cell; pack: cells used in the row */
+} cell_walk;
+
+/* The first cell of sample i's tokens; called for i = 0, 1, ... in order. */
+static uint64_t token_cell(const srv *s, const srv_job *j, cell_walk *c, uint32_t i)
+{
+    uint32_t row = j->row_of[i];
+    if (j->micro_len) {
+        if (i == 0) *c = (cell_walk){row, 0, 0};
+        for (; c->row < row; c->row++, c->first = i)  /* the micro-batches before */
+            c->at += (uint64_t)(i - c->first) * j->micro_len[c->row];
+        return c->at + (uint64_t)(i - c->first) * j->micro_len[row];
+    }
+    if (s->cfg.plan.layout != LF_PLAN_PACK) return (uint64_t)i * j->row_len;
+    if (i == 0 || row != c->row) *c = (cell_walk){row, 0, 0};
+    uint64_t cell = (uint64_t)row * j->row_len + c->at;
+    c->at += j->lengths[i];
+    return cell;
+}
+
+/* One field of sample i (views) into its tensor t. */
+static void copy_extra(const srv *s, const srv_job *j, uint32_t i, const lf_field_def *f,
+                       const lf_field_view *v, uint64_t cell, unsigned char *dst)
+{
+    if (f->type == LF_FIELD_LABEL_I64) {
+        memcpy(dst + 8 * (size_t)i, v->data, 8);
+        return;
+    }
+    size_t es = lf_dtype_size(srv_extra_dtype(f->type));
+    uint64_t at = lf_plan_piece_index(j->ids[i]) * s->piece_len;
+    memcpy(dst + cell * es, (const unsigned char *)v->data + at * es, j->lengths[i] * es);
+}
+
+/* Every fine-tuning field of the job's samples into its tensor. */
+static int fill_extras(srv *s, const srv_job *j, unsigned char *slot, const lf_layout *l)
+{
+    const lf_schema *sc = lf_dataset_schema(s->ds);
+    unsigned char *dst[LF_MAX_FIELDS];
+    for (uint32_t e = 0; e < s->nextras; e++) {
+        const lf_tensor_desc *t = lf_layout_find(l, sc->fields[s->extra_field[e]].name);
+        dst[e] = slot + t->offset;
+        memset(dst[e], 0, t->size);
+    }
+    cell_walk c;
+    for (uint32_t i = 0; i < j->n && s->nextras; i++) {
+        lf_field_view views[LF_MAX_FIELDS];
+        int rc = sample_views(s, j, i, views);
+        if (rc < 0) return rc;
+        uint64_t cell = token_cell(s, j, &c, i);
+        for (uint32_t e = 0; e < s->nextras; e++) {
+            uint32_t k = s->extra_field[e];
+            copy_extra(s, j, i, &sc->fields[k], &views[k], cell, dst[e]);
+        }
+    }
+    return 0;
+}
+
+/* Pack: the longest segment cu_seqlens marks (n + 1 meaningful entries),
+ * padding segments included, as FlashAttention's varlen kernels want. */
+static void put_max_seqlen(unsigned char *slot, const lf_layout *l, long n)
+{
+    const lf_tensor_desc *cu = lf_layout_find(l, "cu_seqlens");
+    const lf_tensor_desc *mx = lf_layout_find(l, "max_seqlen");
+    int64_t longest = 0;
+    for (long k = 1; k < n; k++) {
+        int64_t a, b;
+        if (cu->dtype == LF_DTYPE_I64) {
+            memcpy(&a, slot + cu->offset + 8 * (size_t)(k - 1), 8);
+            memcpy(&b, slot + cu->offset + 8 * (size_t)k, 8);
+        } else {
+            int32_t a32, b32;
+            memcpy(&a32, slot + cu->offset + 4 * (size_t)(k - 1), 4);
+            memcpy(&b32, slot + cu->offset + 4 * (size_t)k, 4);
+            a = a32;
+            b = b32;
+        }
+        if (b - a > longest) longest = b - a;
+    }
+    lf_put_int(slot + mx->offset, mx->dtype, 0, longest);
+}
+
 /* Token batch: pad or pack straight into the slot's tensors. */
 static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *slot,
                        const lf_layout *l)
@@ -117,7 +210,7 @@ static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
     if (j->micro_len) {
         if ((rc = fill_micro(s, w, j, slot, l)) < 0)
             srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
-        return rc;
+        return rc < 0 ? rc : fill_extras(s, j, slot, l);
     }
     const lf_tensor_desc *t = &l->tensors[0];
     lf_tf_tokens_out out = {.dtype = s->cfg.token_dtype, .tokens = slot + t->offset,
@@ -129,13 +222,14 @@ static int fill_tokens(srv *s, worker_ctx *w, const srv_job *j, unsigned char *s
         out.cu_seqlens_cap = l->tensors[2].size;
         long n = lf_tf_tokens_pack(&out, j->rows, j->row_len, s->cfg.pad_id, w->seqs, j->n);
         rc = n < 0 ? (int)n : 0;
+        if (n >= 0) put_max_seqlen(slot, l, n);
     } else {
         out.lengths = slot + l->tensors[1].offset;
         out.lengths_cap = l->tensors[1].size;
         rc = lf_tf_tokens_pad(&out, j->row_len, s->cfg.pad_id, w->seqs, j->n);
     }
     if (rc < 0) srv_fail(s, "token transform: %s", lf_tf_strerror(rc));
-    return rc;
+    return rc < 0 ? rc : fill_extras(s, j, slot, l);
 }
 
 /* Copies sample i's label (an int64) into the labels tensor. */

@@ -3,6 +3,7 @@
  */
 #include "srv.h"
 
+#include "batch_names.h"
 #include "lf_ipc.h"
 #include "lf_ring.h"
 #include "open_limit.h"
@@ -344,6 +345,25 @@ static int check_token_dtype(const srv *s, const lf_field_def *f)
     return 0;
 }
 
+/* Token path: every per-token and per-sample (label_i64) field is served
+ * beside the tokens under its own name, which must not be one of the
+ * batch's own tensors. */
+static int pick_extras(srv *s, const lf_schema *sc)
+{
+    for (uint32_t i = 0; i < sc->nfields; i++) {
+        const lf_field_def *f = &sc->fields[i];
+        if (!lf_field_is_per_token(f->type) && f->type != LF_FIELD_LABEL_I64) continue;
+        if (batch_own_name(f->name)) {
+            fprintf(stderr, "lf-server: field '%s' has the name of one of a token batch's own "
+                    "tensors (" BATCH_OWN_NAMES "): re-create the dataset with another name "
+                    "for it\n", f->name);
+            return -ECANCELED;
+        }
+        s->extra_field[s->nextras++] = i;
+    }
+    return 0;
+}
+
 /* The cost field says what is served: a token array (token path), a JPEG
  * (image path) or a frame array (frames path); images and frames carry the
  * first int64 label field as labels. */
@@ -370,6 +390,7 @@ static int pick_fields(srv *s)
     }
     for (uint32_t i = 0; (s->images || s->frames) && i < sc->nfields; i++)
         if (sc->fields[i].type == LF_FIELD_LABEL_I64 && s->label_field < 0) s->label_field = (int)i;
+    if (s->token_in_dtype && pick_extras(s, sc) < 0) return -ECANCELED;
     if ((s->images || s->frames) && s->cfg.plan.layout == LF_PLAN_PACK) {
         fprintf(stderr, "lf-server: --layout pack is for tokens; images and frames use pad\n");
         return -ECANCELED;

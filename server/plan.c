@@ -59,6 +59,29 @@ int srv_plan_create(const srv *s, lf_plan **out)
     return plan_create_at(s, 0, out);
 }
 
+uint32_t srv_extra_dtype(uint32_t field_type)
+{
+    return field_type == LF_FIELD_PER_TOKEN_U8 ? LF_DTYPE_U8 : LF_DTYPE_I32;
+}
+
+/* The dataset's fine-tuning fields, after a token layout's own tensors:
+ * a per-token one shaped as the tokens (its stored type), a per-sample
+ * one [n] int64, each under its field's name. */
+static int add_extras(const srv *s, lf_layout *l, uint32_t rank, const uint64_t *tokens,
+                      uint64_t n)
+{
+    const lf_schema *sc = lf_dataset_schema(s->ds);
+    int rc = 0;
+    for (uint32_t e = 0; rc >= 0 && e < s->nextras; e++) {
+        const lf_field_def *f = &sc->fields[s->extra_field[e]];
+        if (f->type == LF_FIELD_LABEL_I64)
+            rc = lf_layout_add(l, f->name, LF_DTYPE_I64, 1, &n);
+        else
+            rc = lf_layout_add(l, f->name, srv_extra_dtype(f->type), rank, tokens);
+    }
+    return rc;
+}
+
 /* --micro-batches: tokens [cells] (the micro-batches one after another,
  * each padded to its own length), lengths [n], micro [rows, 2] (each one's
  * samples and padded length), sample_ids [n]. */
@@ -66,13 +89,15 @@ static int micro_layout(const srv *s, uint32_t n, uint32_t rows, uint64_t cells,
 {
     uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
     uint64_t flat[1] = {cells}, ids[1] = {n}, micro[2] = {rows, 2};
-    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(4 + s->pieces),
+    int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE +
+                                   lf_layout_encoded_size(4 + (uint32_t)s->pieces + s->nextras),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 1, flat);
     if (rc >= 0) rc = lf_layout_add(l, "lengths", idx, 1, ids);
     if (rc >= 0) rc = lf_layout_add(l, "micro", idx, 2, micro);
     if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
     if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0) rc = add_extras(s, l, 1, flat, n);
     return rc < 0 ? rc : 0;
 }
 
@@ -82,16 +107,18 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
 {
     int pack = s->cfg.plan.layout == LF_PLAN_PACK;
     uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
-    uint32_t ntensors = (pack ? 4 : 3) + (uint32_t)s->pieces;
+    uint32_t ntensors = (pack ? 5 : 3) + (uint32_t)s->pieces + s->nextras;
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     uint64_t grid[2] = {rows, row_len}, ids[1] = {n}, cu[1] = {(uint64_t)n + rows + 1};
     if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 2, grid);
     if (rc >= 0 && pack) rc = lf_layout_add(l, "positions", idx, 2, grid);
     if (rc >= 0 && pack) rc = lf_layout_add(l, "cu_seqlens", idx, 1, cu);
+    if (rc >= 0 && pack) rc = lf_layout_add(l, "max_seqlen", idx, 0, NULL);
     if (rc >= 0 && !pack) rc = lf_layout_add(l, "lengths", idx, 1, ids);
     if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
     if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0) rc = add_extras(s, l, 2, grid, n);
     return rc < 0 ? rc : 0;
 }
 

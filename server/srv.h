@@ -263,6 +263,9 @@ struct srv {
     uint64_t plan_samples;       /* what an epoch places: samples, a longer one
                                     counted once per piece */
     int label_field;             /* image path: an int64 label field, or -1 */
+    uint32_t extra_field[LF_MAX_FIELDS]; /* token path: the per-token and per-sample
+                                    (label_i64) fields served beside the tokens */
+    uint32_t nextras;
     uint64_t slot_size;
     uint64_t plan_id;            /* the sequence (saved states carry it) */
     uint64_t fingerprint;        /* plan_id, the blocks and the epochs served:
@@ -353,6 +356,8 @@ void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep);
 int srv_plan_identify(srv *s);
 int srv_plan_prepass(srv *s);    /* slot size and each epoch's block uses */
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l);
+/* The tensor dtype of a per-token field type (LF_FIELD_PER_TOKEN_*). */
+uint32_t srv_extra_dtype(uint32_t field_type);
 int srv_print_plan(srv *s);
 
 /* endpoint.c: where the server is reached (the control thread's) */

@@ -48,6 +48,7 @@ static const char *const type_names[] = {
     [LF_FIELD_JPEG] = "jpeg",             [LF_FIELD_FRAMES_F16] = "frames_f16",
     [LF_FIELD_FRAMES_F32] = "frames_f32", [LF_FIELD_FRAMES_I16] = "frames_i16",
     [LF_FIELD_BYTES] = "bytes",           [LF_FIELD_LABEL_I64] = "label_i64",
+    [LF_FIELD_PER_TOKEN_U8] = "per_token_u8", [LF_FIELD_PER_TOKEN_I32] = "per_token_i32",
 };
 #define NTYPES (sizeof type_names / sizeof type_names[0])
 
@@ -61,6 +62,18 @@ int lf_field_type_parse(const char *name)
     for (size_t t = 1; name && t < NTYPES; t++)
         if (strcmp(name, type_names[t]) == 0) return (int)t;
     return -1;
+}
+
+int lf_field_is_per_token(uint32_t type)
+{
+    return type == LF_FIELD_PER_TOKEN_U8 || type == LF_FIELD_PER_TOKEN_I32;
+}
+
+uint32_t lf_schema_version(const lf_schema *s)
+{
+    for (uint32_t i = 0; i < s->nfields && i < LF_MAX_FIELDS; i++)
+        if (lf_field_is_per_token(s->fields[i].type)) return 2;
+    return 1;
 }
 
 static bool is_frames(uint32_t type)
@@ -83,8 +96,9 @@ size_t lf_field_elem_size(const lf_field_def *f)
     switch (f->type) {
     case LF_FIELD_TOKENS_U16: return 2;
     case LF_FIELD_TOKENS_U32: return 4;
-    case LF_FIELD_JPEG: case LF_FIELD_BYTES: return 1;
+    case LF_FIELD_JPEG: case LF_FIELD_BYTES: case LF_FIELD_PER_TOKEN_U8: return 1;
     case LF_FIELD_LABEL_I64: return 8;
+    case LF_FIELD_PER_TOKEN_I32: return 4;
     default: return 0;
     }
 }
@@ -117,6 +131,11 @@ int lf_schema_validate(const lf_schema *s, lf_shard_error *err)
             return shard_fail(err, LF_SHARD_E_ARG,
                               "schema: field '%s': bad type %u or row width %u",
                               f->name, f->type, f->row_width);
+        uint32_t cost = s->fields[s->cost_field].type;
+        if (lf_field_is_per_token(f->type) && cost != LF_FIELD_TOKENS_U16 &&
+            cost != LF_FIELD_TOKENS_U32)
+            return shard_fail(err, LF_SHARD_E_ARG, "schema: per-token field '%s' needs a "
+                              "tokens_u16 or tokens_u32 cost field", f->name);
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(f->name, s->fields[j].name) == 0)
                 return shard_fail(err, LF_SHARD_E_ARG,
@@ -190,7 +209,7 @@ void header_encode(const shard_header *h, uint8_t out[HEADER_SIZE])
 {
     memset(out, 0, HEADER_SIZE);
     memcpy(out, SHARD_MAGIC, MAGIC_LEN);
-    put_u32(out + 8, LF_SHARD_VERSION);
+    put_u32(out + 8, h->version);
     put_u32(out + 12, HEADER_SIZE);
     put_u32(out + 16, h->shard_no);
     put_u64(out + 24, h->first_sample);
@@ -208,7 +227,8 @@ int header_decode(const uint8_t in[HEADER_SIZE], shard_header *h, const char **w
         *why = "bad header magic";
         return LF_SHARD_E_FORMAT;
     }
-    if (get_u32(in + 8) != LF_SHARD_VERSION) {
+    uint32_t version = get_u32(in + 8);
+    if (version < 1 || version > LF_SHARD_VERSION) {
         *why = "header version not supported";
         return LF_SHARD_E_VERSION;
     }
@@ -229,6 +249,11 @@ int header_decode(const uint8_t in[HEADER_SIZE], shard_header *h, const char **w
     t.raw_bytes = get_u64(in + 64);
     int rc = schema_decode(in + HEADER_SCHEMA_AT, &t.schema, why);
     if (rc != 0) return rc;
+    if (version < lf_schema_version(&t.schema)) {
+        *why = "header version 1 with a version 2 schema";
+        return LF_SHARD_E_FORMAT;
+    }
+    t.version = version;
     *h = t;
     return 0;
 }
@@ -238,7 +263,7 @@ int header_decode(const uint8_t in[HEADER_SIZE], shard_header *h, const char **w
 void footer_encode(shard_footer *f, uint8_t out[FOOTER_SIZE])
 {
     memcpy(out, FOOTER_MAGIC, MAGIC_LEN);
-    put_u32(out + 8, LF_SHARD_VERSION);
+    put_u32(out + 8, f->version);
     put_u32(out + 12, 0);
     put_u64(out + 16, f->index_offset);
     put_u64(out + 24, f->index_size);
@@ -261,10 +286,12 @@ int footer_decode(const uint8_t in[FOOTER_SIZE], bool skip_hash, shard_footer *f
         *why = "bad footer magic";
         return LF_SHARD_E_FORMAT;
     }
-    if (get_u32(in + 8) != LF_SHARD_VERSION) {
+    uint32_t version = get_u32(in + 8);
+    if (version < 1 || version > LF_SHARD_VERSION) {
         *why = "footer version not supported";
         return LF_SHARD_E_VERSION;
     }
+    f->version = version;
     f->index_offset = get_u64(in + 16);
     f->index_size = get_u64(in + 24);
     f->header_hash = get_u64(in + 32);
@@ -303,13 +330,15 @@ void sample_entry_encode(const lf_sample_info *s, uint8_t out[SAMPLE_ENTRY_SIZE]
     put_u32(out + 8, s->size);
     put_u32(out + 12, s->width);
     put_u32(out + 16, s->height);
-    put_u32(out + 20, 0);
+    put_u32(out + 20, s->doc_offset);
     put_u64(out + 24, s->length);
 }
 
-int sample_entry_decode(const uint8_t in[SAMPLE_ENTRY_SIZE], lf_sample_info *s)
+int sample_entry_decode(const uint8_t in[SAMPLE_ENTRY_SIZE], uint32_t version,
+                        lf_sample_info *s)
 {
-    if (get_u32(in + 20) != 0) return LF_SHARD_E_FORMAT;
+    if (version < 2 && get_u32(in + 20) != 0) return LF_SHARD_E_FORMAT;
+    s->doc_offset = get_u32(in + 20);
     s->block = get_u32(in);
     s->offset = get_u32(in + 4);
     s->size = get_u32(in + 8);
@@ -331,7 +360,7 @@ void manifest_encode(const manifest *m, uint8_t *out)
     size_t size = manifest_size(m->nshards);
     memset(out, 0, size);
     memcpy(out, MANIFEST_MAGIC, MAGIC_LEN);
-    put_u32(out + 8, LF_SHARD_VERSION);
+    put_u32(out + 8, m->version);
     put_u32(out + 12, m->nshards);
     put_u64(out + 16, m->samples);
     put_u64(out + 24, m->blocks);
@@ -427,9 +456,10 @@ int manifest_decode(const uint8_t *in, size_t size, bool skip_hash, const char *
         return shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: checksum mismatch", path);
     if (memcmp(in, MANIFEST_MAGIC, MAGIC_LEN) != 0)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: bad magic", path);
-    if (get_u32(in + 8) != LF_SHARD_VERSION)
+    uint32_t version = get_u32(in + 8);
+    if (version < 1 || version > LF_SHARD_VERSION)
         return shard_fail(err, LF_SHARD_E_VERSION, "%s: version %u not supported", path,
-                          get_u32(in + 8));
+                          version);
     manifest t;
     memset(&t, 0, sizeof t);
     t.nshards = get_u32(in + 12);
@@ -447,6 +477,10 @@ int manifest_decode(const uint8_t *in, size_t size, bool skip_hash, const char *
     t.stored_bytes = get_u64(in + 40);
     int rc = schema_decode(in + MANIFEST_SCHEMA_AT, &t.schema, &why);
     if (rc != 0) return shard_fail(err, rc, "%s: %s", path, why);
+    if (version < lf_schema_version(&t.schema))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: version %u, but its schema needs "
+                          "version %u", path, version, lf_schema_version(&t.schema));
+    t.version = version;
     t.shards = calloc(t.nshards ? t.nshards : 1, sizeof *t.shards);
     if (!t.shards) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
     rc = manifest_decode_shards(in, path, &t, err);

@@ -27,7 +27,11 @@
 extern "C" {
 #endif
 
-#define LF_SHARD_VERSION 1
+/* The newest format version written and read. A dataset is written as the
+ * lowest version it needs: 1 unless it has a per-token field
+ * (lf_schema_version) or records pieces of documents
+ * (lf_writer_options.pieces), so readers of version 1 still read the rest. */
+#define LF_SHARD_VERSION 2
 #define LF_SHARD_ALIGN 4096u     /* blocks start on this boundary in the file */
 #define LF_MAX_FIELDS 16
 #define LF_FIELD_NAME_MAX 32     /* including the terminating NUL */
@@ -70,7 +74,11 @@ typedef enum lf_field_type {
     LF_FIELD_FRAMES_F32 = 5,     /* frames x row_width float values */
     LF_FIELD_FRAMES_I16 = 6,     /* frames x row_width int16 values */
     LF_FIELD_BYTES = 7,          /* opaque bytes */
-    LF_FIELD_LABEL_I64 = 8,      /* one little-endian int64 */
+    LF_FIELD_LABEL_I64 = 8,      /* one little-endian int64 (a per-sample integer) */
+    /* Version 2: one value per token of the cost field (which must be a
+     * tokens_* field), in the same order: a loss mask, labels, ... */
+    LF_FIELD_PER_TOKEN_U8 = 9,   /* u8 per token */
+    LF_FIELD_PER_TOKEN_I32 = 10, /* little-endian int32 per token */
 } lf_field_type;
 
 typedef struct lf_field_def {
@@ -91,8 +99,16 @@ size_t lf_field_elem_size(const lf_field_def *f);
 const char *lf_field_type_name(uint32_t type);   /* "tokens_u16", ... ; NULL if unknown */
 int lf_field_type_parse(const char *name);        /* inverse; -1 if unknown */
 
-/* Checks a schema: field count, names, types, row widths, cost field. */
+/* Checks a schema: field count, names, types, row widths, cost field (and
+ * that per-token fields go with a token cost field). */
 int lf_schema_validate(const lf_schema *s, lf_shard_error *err);
+
+/* The format version a dataset of this schema is written as: 2 when it has
+ * a per-token field, else 1. */
+uint32_t lf_schema_version(const lf_schema *s);
+
+/* 1 for the per-token types (LF_FIELD_PER_TOKEN_*), else 0. */
+int lf_field_is_per_token(uint32_t type);
 
 /* ---- per-sample index --------------------------------------------------- */
 
@@ -104,6 +120,10 @@ typedef struct lf_sample_info {
     uint32_t size;               /* record's bytes */
     uint64_t length;             /* cost input L: tokens, frames, or pixels (w*h) */
     uint32_t width, height;      /* JPEG cost field: image size; 0 otherwise */
+    uint32_t doc_offset;         /* version 2: a piece of a longer document (lf-shard
+                                    --max-len split) starts at this token of it, the
+                                    pieces before it being the samples before it; 0 for
+                                    a whole document or a first piece */
 } lf_sample_info;
 
 typedef struct lf_block_info {
@@ -208,6 +228,8 @@ typedef struct lf_writer_options {
     int zstd_level;              /* 1..19 (0: 3) */
     int threads;                 /* compression threads (0: online CPUs) */
     const char *shard_prefix;    /* file name prefix (NULL: "shard") */
+    int pieces;                  /* 1: samples may be pieces of longer documents
+                                    (lf_writer_add_piece); written as version 2 */
 } lf_writer_options;
 
 /* One field's input for lf_writer_add. */
@@ -250,6 +272,14 @@ uint32_t lf_writer_stale_removed(const lf_writer *w, uint64_t *bytes);
  * bytes are copied. Returns the sample's id or a negative status. */
 int64_t lf_writer_add(lf_writer *w, const lf_field_input *fields,
                       lf_shard_error *err);
+
+/* Adds one sample that is the piece of a document starting at its token
+ * doc_offset (0: a whole document or its first piece); a piece at an offset
+ * above 0 must follow the piece before it: the previous sample's doc_offset
+ * plus its tokens (cost length) is doc_offset, else LF_SHARD_E_ARG. Needs
+ * lf_writer_options.pieces. lf_writer_add is this with doc_offset 0. */
+int64_t lf_writer_add_piece(lf_writer *w, const lf_field_input *fields, uint32_t doc_offset,
+                            lf_shard_error *err);
 
 /* Called from lf_writer_add about once per completed block (optional). */
 void lf_writer_set_progress(lf_writer *w, lf_writer_progress_fn fn, void *arg);

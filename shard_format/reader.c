@@ -64,6 +64,7 @@ struct lf_block_decoder {
 typedef struct shard_expect {
     bool have_manifest;          /* false: a lone shard, take its header's word */
     uint32_t shard_no;
+    uint32_t version;            /* the manifest's */
     uint64_t first_sample;
     const manifest_shard *entry;
 } shard_expect;
@@ -129,6 +130,9 @@ static int read_meta(const lf_dataset *ds, const ds_shard *sh, const shard_expec
         shard_fail(err, rc, "%s: header: %s", sh->path, why);
     free(hbuf);
     if (rc != 0) return rc;
+    if (h->version != f.version)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: footer version %u, header version %u",
+                          sh->path, f.version, h->version);
     if (h->index_offset != f.index_offset || h->index_size != f.index_size || h->nblocks == 0 ||
         h->nsamples > UINT32_MAX ||
         h->nblocks > h->index_size / BLOCK_ENTRY_SIZE ||
@@ -137,7 +141,8 @@ static int read_meta(const lf_dataset *ds, const ds_shard *sh, const shard_expec
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: header: counts do not match the index",
                           sh->path);
     if (ex->have_manifest &&
-        (h->shard_no != ex->shard_no || h->first_sample != ex->first_sample ||
+        (h->version != ex->version || h->shard_no != ex->shard_no ||
+         h->first_sample != ex->first_sample ||
          h->nsamples != ex->entry->samples || h->nblocks != ex->entry->blocks ||
          memcmp(&h->schema, &ds->schema, sizeof h->schema) != 0))
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: header does not match the manifest",
@@ -211,7 +216,7 @@ static int parse_index(lf_dataset *ds, uint32_t no, const shard_header *h,
         for (uint32_t k = 0; k < b.nsamples; k++) {
             uint64_t local = first + k;
             lf_sample_info *s = &ds->samples[ds->nsamples + local];
-            if (sample_entry_decode(stab + local * SAMPLE_ENTRY_SIZE, s) != 0)
+            if (sample_entry_decode(stab + local * SAMPLE_ENTRY_SIZE, h->version, s) != 0)
                 return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64
                                   " (dataset sample %" PRIu64 "): reserved bytes not zero",
                                   sh->path, local, ds->nsamples + local);
@@ -351,6 +356,20 @@ static int read_manifest(const char *dir, manifest *m, lf_shard_error *err)
 
 /* Opens each shard file and checks its size against the manifest, so the
  * tables allocated from the manifest's counts are bounded by real files. */
+/* Pieces of a document (doc_offset > 0) follow the piece before them,
+ * across shards too: the sample before ends where the piece starts. */
+static int check_pieces(const lf_dataset *ds, lf_shard_error *err)
+{
+    for (uint64_t i = 0; i < ds->nsamples; i++) {
+        const lf_sample_info *s = &ds->samples[i], *prev = i ? s - 1 : NULL;
+        if (s->doc_offset && (!prev || prev->doc_offset + prev->length != s->doc_offset))
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 ": a piece at "
+                              "token %u of its document does not follow the piece before it",
+                              ds->shards[s->shard].path, i, s->doc_offset);
+    }
+    return 0;
+}
+
 static int open_files(lf_dataset *ds, const char *dir, const manifest *m, lf_shard_error *err)
 {
     for (uint32_t i = 0; i < m->nshards; i++) {
@@ -384,7 +403,7 @@ static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m
     if (rc == 0) rc = alloc_tables(ds, m->blocks, m->samples, err);
     uint64_t raw = 0;
     for (uint32_t i = 0; rc == 0 && i < m->nshards; i++) {
-        shard_expect ex = {.have_manifest = true, .shard_no = i,
+        shard_expect ex = {.have_manifest = true, .shard_no = i, .version = m->version,
                            .first_sample = ds->nsamples, .entry = &m->shards[i]};
         shard_header h;
         shard_footer f;
@@ -395,7 +414,7 @@ static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m
     if (rc == 0 && raw != m->raw_bytes)
         rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: raw byte total does not match the shards",
                         dir, LF_MANIFEST_NAME);
-    return rc;
+    return rc == 0 ? check_pieces(ds, err) : rc;
 }
 
 int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
@@ -432,7 +451,8 @@ static int open_lone_shard(lf_dataset *ds, lf_shard_error *err)
     if (rc != 0) return rc;
     ds->schema = h.schema;
     rc = alloc_tables(ds, h.nblocks, h.nsamples, err);
-    return rc != 0 ? rc : read_index(ds, 0, &h, f.index_hash, err);
+    if (rc == 0) rc = read_index(ds, 0, &h, f.index_hash, err);
+    return rc != 0 ? rc : check_pieces(ds, err);
 }
 
 int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
@@ -616,6 +636,11 @@ int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
                           ": fields do not match the record or its index entry", path,
                           s->block, sample);
+    for (uint32_t i = 0; i < sc->nfields; i++)   /* a value per token, no more, no less */
+        if (lf_field_is_per_token(sc->fields[i].type) && v[i].count != v[sc->cost_field].count)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
+                              ": field '%s' has %u values for %u tokens", path, s->block,
+                              sample, sc->fields[i].name, v[i].count, v[sc->cost_field].count);
     memcpy(out, v, sc->nfields * sizeof *v);
     return 0;
 }

@@ -89,6 +89,7 @@ int shard_fail(lf_shard_error *err, int status, const char *fmt, ...)
 /* ---- header, footer, index entries, manifest ---------------------------- */
 
 typedef struct shard_header {
+    uint32_t version;            /* the format version (1 or 2) */
     uint32_t shard_no;           /* position in the manifest */
     uint64_t first_sample;       /* dataset-wide id of the shard's sample 0 */
     uint64_t nsamples;
@@ -100,6 +101,7 @@ typedef struct shard_header {
 } shard_header;
 
 typedef struct shard_footer {
+    uint32_t version;            /* the header's (encode: the writer sets it) */
     uint64_t index_offset;
     uint64_t index_size;
     uint64_t header_hash;        /* xxh3 of the whole header region */
@@ -127,6 +129,7 @@ typedef struct manifest_shard {
 } manifest_shard;
 
 typedef struct manifest {
+    uint32_t version;            /* the format version (1 or 2), as every shard's */
     uint32_t nshards;
     uint64_t samples, blocks, raw_bytes, stored_bytes;
     lf_schema schema;
@@ -149,7 +152,9 @@ void block_entry_encode(const shard_block_entry *b, uint8_t out[BLOCK_ENTRY_SIZE
 void block_entry_decode(const uint8_t in[BLOCK_ENTRY_SIZE], shard_block_entry *b);
 /* Sample entry: the block number is shard-local. */
 void sample_entry_encode(const lf_sample_info *s, uint8_t out[SAMPLE_ENTRY_SIZE]);
-int sample_entry_decode(const uint8_t in[SAMPLE_ENTRY_SIZE], lf_sample_info *s);
+/* Version 1 entries must hold 0 where version 2 keeps doc_offset. */
+int sample_entry_decode(const uint8_t in[SAMPLE_ENTRY_SIZE], uint32_t version,
+                        lf_sample_info *s);
 
 /* Bytes the encoded manifest takes for nshards shards. */
 size_t manifest_size(uint32_t nshards);

@@ -90,6 +90,9 @@ struct lf_writer {
     uint64_t raw_total;
 
     uint64_t added;              /* samples accepted by lf_writer_add */
+    uint32_t version;            /* the format version written (FORMAT.md, section 8) */
+    uint64_t doc_end;            /* the last sample's doc_offset + tokens: where a
+                                    following piece of its document starts */
     lf_writer_stats stats;
     lf_writer_progress_fn progress;
     void *progress_arg;
@@ -285,6 +288,7 @@ static uint8_t *encode_shard_meta(const lf_writer *w, uint8_t header[HEADER_SIZE
         .shard_no = w->nshards, .first_sample = w->shard_first_sample,
         .nsamples = w->nsamples, .nblocks = w->nblocks, .index_offset = w->shard_off,
         .index_size = index_size, .raw_bytes = w->shard_raw, .schema = w->schema,
+        .version = w->version,
     };
     header_encode(&h, header);
     *f = (shard_footer){
@@ -292,6 +296,7 @@ static uint8_t *encode_shard_meta(const lf_writer *w, uint8_t header[HEADER_SIZE
         .header_hash = shard_hash(header, HEADER_SIZE),
         .index_hash = shard_hash(buf, index_size),
         .file_size = w->shard_off + index_size + FOOTER_SIZE,
+        .version = w->version,
     };
     footer_encode(f, buf + index_size);
     *tail_size = index_size + FOOTER_SIZE;
@@ -622,6 +627,7 @@ int lf_writer_create(const char *dir, const lf_schema *schema,
     w->lock_fd = -1;
     strcpy(w->dir, dir);
     w->schema = *schema;
+    w->version = opts && opts->pieces ? 2 : lf_schema_version(schema);
     int threads = 0;
     rc = resolve_options(w, opts, &threads, err);
     if (rc == 0) rc = prepare_dir(w, err);
@@ -665,6 +671,15 @@ static int record_size(const lf_writer *w, const lf_field_input *fields, size_t 
                               f->name, fields[i].size);
         total += fields[i].size;
     }
+    const lf_field_def *cf = &w->schema.fields[w->schema.cost_field];
+    size_t tokens = fields[w->schema.cost_field].size / lf_field_elem_size(cf);
+    for (uint32_t i = 0; i < w->schema.nfields; i++) {
+        const lf_field_def *f = &w->schema.fields[i];
+        if (lf_field_is_per_token(f->type) && fields[i].size / lf_field_elem_size(f) != tokens)
+            return shard_fail(err, LF_SHARD_E_ARG, "sample %" PRIu64 ": field '%s': %zu "
+                              "values for %zu tokens (a per-token field has one a token)",
+                              w->added, f->name, fields[i].size / lf_field_elem_size(f), tokens);
+    }
     if (total > MAX_BLOCK_RAW)
         return shard_fail(err, LF_SHARD_E_ARG, "record of %" PRIu64 " bytes above %u",
                           total, MAX_BLOCK_RAW);
@@ -701,8 +716,19 @@ static int append_record(lf_writer *w, wblock *b, const lf_field_input *fields, 
 
 int64_t lf_writer_add(lf_writer *w, const lf_field_input *fields, lf_shard_error *err)
 {
+    return lf_writer_add_piece(w, fields, 0, err);
+}
+
+int64_t lf_writer_add_piece(lf_writer *w, const lf_field_input *fields, uint32_t doc_offset,
+                            lf_shard_error *err)
+{
     if (!w || !fields) return shard_fail(err, LF_SHARD_E_ARG, "writer: NULL argument");
     if (w->failed) return writer_fail(w, err, w->failed, "%s", "");
+    if (doc_offset && (w->version < 2 || doc_offset != w->doc_end))
+        return shard_fail(err, LF_SHARD_E_ARG, "sample %" PRIu64 ": a piece at token %u of "
+                          "its document %s", w->added, doc_offset, w->version < 2
+                          ? "needs lf_writer_options.pieces"
+                          : "does not follow the piece before it");
     size_t size = 0;
     int rc = record_size(w, fields, &size, err);
     if (rc != 0) return rc;
@@ -714,6 +740,8 @@ int64_t lf_writer_add(lf_writer *w, const lf_field_input *fields, lf_shard_error
     }
     if (append_record(w, b, fields, size) != 0)
         return writer_fail(w, err, LF_SHARD_E_NOMEM, "%s: out of memory", w->dir);
+    b->samples[b->nsamples - 1].doc_offset = doc_offset;
+    w->doc_end = doc_offset + b->samples[b->nsamples - 1].length;
     if (b->raw_size >= w->block_bytes) submit_block(w);
     return (int64_t)w->added++;
 }
@@ -724,7 +752,7 @@ static int write_manifest_temp(lf_writer *w, const char *path, lf_shard_error *e
     manifest m = {
         .nshards = w->nshards, .samples = w->stats.samples, .blocks = w->stats.blocks,
         .raw_bytes = w->raw_total, .stored_bytes = w->stats.stored_bytes,
-        .schema = w->schema, .shards = w->shards,
+        .schema = w->schema, .shards = w->shards, .version = w->version,
     };
     size_t size = manifest_size(m.nshards);
     uint8_t *buf = malloc(size);

@@ -208,6 +208,11 @@ class _Slot:
             pass            # nothing to give back to, and no one to tell
 
 
+def _is_int64(v):
+    """A tensor or array of int64 elements."""
+    return str(v.dtype) in ("int64", "torch.int64")
+
+
 def _rebuild_batch(tensors, attrs):
     out = Batch(tensors)
     out.__dict__.update(attrs)
@@ -246,15 +251,22 @@ class Batch(dict):
         a list of dicts of views, tokens [rows, width] (each padded to its
         own longest), lengths and sample_ids [rows] (and sample_offsets,
         where the server cut longer samples into pieces), to run one after
-        another with gradients accumulated. A batch served without
-        --micro-batches is one micro-batch: [self]."""
+        another with gradients accumulated. The dataset's fine-tuning
+        fields come along: a per-token one (loss_mask, ...) [rows, width]
+        as the tokens, a per-sample one (prompt_len, ...) [rows]. A batch
+        served without --micro-batches is one micro-batch: [self]."""
         micro = self.get("micro")
         if micro is None:
             return [self]
-        per_row = [k for k in ("lengths", "sample_ids", "sample_offsets") if k in self]
+        own = ("tokens", "micro", "lengths", "sample_ids", "sample_offsets")
+        # The server's fields: per-sample ones are int64 [n], per-token ones
+        # u8 or int32 shaped as the tokens.
+        per_sample = [k for k, v in self.items() if k not in own and _is_int64(v)]
+        per_row = [k for k in own[2:] if k in self] + per_sample
+        per_token = ["tokens"] + [k for k in self if k not in own and k not in per_sample]
         out, at, first = [], 0, 0
         for rows, width in micro.tolist():
-            mb = {"tokens": self["tokens"][at:at + rows * width].reshape(rows, width)}
+            mb = {k: self[k][at:at + rows * width].reshape(rows, width) for k in per_token}
             mb.update({k: self[k][first:first + rows] for k in per_row})
             out.append(mb)
             at += rows * width

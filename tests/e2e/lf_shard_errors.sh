@@ -27,6 +27,9 @@ printf '{"tokens": ["7"]}\n' >string.jsonl
 printf '{"tokens": [1, 70000]}\n' >big.jsonl
 printf '{"text": 5}\n' >notext.jsonl
 printf '{"tokens": [1], "tokens": [2]}\n' >dup.jsonl
+printf '{"tokens": [1, 2], "m": [0, 1], "p": 1}\n{"tokens": [3, 4], "m": [1], "p": 0}\n' >mask.jsonl
+printf '{"tokens": [1, 2], "m": [0, 256], "p": 1}\n' >mask-wide.jsonl
+printf '{"tokens": [1, 2], "m": [0, 1], "p": 1.5}\n' >prompt-real.jsonl
 printf '{"tokens": [1], "a": %s}\n' "$(printf '[%.0s' {1..600})" >deep.jsonl
 for i in 1 2 3 4 5 6 7 8; do printf '{"tokens": [%d, 2, 3]}\n' "$i"; done >cut.jsonl
 zstd -q -c cut.jsonl | head -c 40 >cut.jsonl.zst
@@ -98,6 +101,14 @@ EOF
   case_ create tokens --in truncated.jsonl --out bad-14
   case_ create tokens --in array.jsonl --out bad-15
   case_ create tokens --in nofield.jsonl --out bad-16
+  # fine-tuning fields: a mask one value short, a value past u8, a length
+  # that is no integer, an unknown kind, a batch tensor's name, marks
+  case_ create tokens --in mask.jsonl --out bad-ft-1 --field m:token:u8 --field p:sample
+  case_ create tokens --in mask-wide.jsonl --out bad-ft-2 --field m:token:u8
+  case_ create tokens --in prompt-real.jsonl --out bad-ft-3 --field p:sample
+  case_ create tokens --in mask.jsonl --out bad-ft-4 --field m:token:f32
+  case_ create tokens --in mask.jsonl --out bad-ft-5 --field lengths:sample
+  case_ create tokens --in mask.jsonl --out bad-ft-6 --field m:token:u8 --append-eos 7
   case_ create tokens --in negative.jsonl --out bad-17
   case_ create tokens --in real.jsonl --out bad-18
   case_ create tokens --in string.jsonl --out bad-19

@@ -46,7 +46,8 @@ static int on_text(void *arg, const char *bytes, size_t n)
 static int parse(const uint8_t *data, size_t size, const char *field, int text, sink *s)
 {
     char msg[512];
-    jl_field f = {field, text, on_id, on_text, s, msg, sizeof msg};
+    jl_field f = {.name = field, .text = text, .on_id = on_id, .on_text = on_text, .arg = s,
+                  .msg = msg, .msg_size = sizeof msg};
     s->n = 0;
     return jl_take_field((const char *)data, size, &f);
 }

@@ -35,7 +35,7 @@ static void on_alarm(int sig)
  * (when below n) takes the name of entry `as`. */
 static uint8_t *make_manifest(uint32_t n, uint32_t dup, uint32_t as, size_t *size)
 {
-    manifest m = {.nshards = n, .samples = n, .blocks = n, .raw_bytes = 0,
+    manifest m = {.version = 1, .nshards = n, .samples = n, .blocks = n, .raw_bytes = 0,
                   .stored_bytes = (uint64_t)n * 8192};
     m.schema.nfields = 1;
     strcpy(m.schema.fields[0].name, "tokens");

@@ -15,7 +15,9 @@ static const char cat_help[] =
     "\n"
     "Prints sample INDEX (0-based): where it is stored, then one line per field:\n"
     "token ids as numbers, a JPEG's byte size and dimensions, a frame array's\n"
-    "shape and first values, a label's value, the first bytes of a bytes field.\n"
+    "shape and first values, a label's value, a per-token field's values, the\n"
+    "first bytes of a bytes field. A piece of a longer document (create tokens\n"
+    "--max-len N) also says which document and which of its tokens.\n"
     "\n"
     "  --raw FIELD        write only FIELD's stored bytes to stdout (e.g. the JPEG\n"
     "                     file, or the frames as little-endian values)\n"
@@ -97,6 +99,15 @@ static void print_field(const lf_field_def *f, const lf_field_view *v)
     case LF_FIELD_LABEL_I64:
         printf("%" PRId64, (int64_t)le(v->data, v->size < 8 ? v->size : 8));
         break;
+    case LF_FIELD_PER_TOKEN_U8:
+        printf("%u values:", v->count);
+        print_tokens(v, 1);
+        break;
+    case LF_FIELD_PER_TOKEN_I32:
+        printf("%u values:", v->count);
+        for (uint32_t i = 0; i < v->count; i++)
+            printf(" %" PRId32, (int32_t)le((const uint8_t *)v->data + 4 * (size_t)i, 4));
+        break;
     default:
         printf("%u bytes:", v->size);
         for (uint32_t i = 0; i < v->size && i < 32; i++)
@@ -104,6 +115,21 @@ static void print_field(const lf_field_def *f, const lf_field_view *v)
         break;
     }
     putchar('\n');
+}
+
+/* A piece of a longer document (lf-shard create tokens --max-len N
+ * --overflow split): which document (counted from 0 over the samples that
+ * start one) and which of its tokens. */
+static void print_piece(const lf_dataset *ds, uint64_t i)
+{
+    const lf_sample_info *si = lf_dataset_sample(ds, i), *next = lf_dataset_sample(ds, i + 1);
+    if (!si->doc_offset && !(next && next->doc_offset))
+        return;
+    uint64_t doc = 0;
+    for (uint64_t k = 1; k <= i; k++)
+        doc += lf_dataset_sample(ds, k)->doc_offset == 0;
+    printf("piece of document %" PRIu64 ": its tokens %u..%" PRIu64 "\n", doc, si->doc_offset,
+           si->doc_offset + si->length - 1);
 }
 
 /* Reads, checks and decompresses sample `i`'s block into *raw (caller frees). */
@@ -148,6 +174,7 @@ int cmd_cat(int argc, char **argv)
     if (!si)
         cli_die("%s: no sample %" PRIu64 " (the dataset has %" PRIu64 ")", pos[0], i,
                 lf_dataset_samples(ds));
+
     int raw_index = -1;
     for (uint32_t f = 0; raw_field && f < s->nfields; f++)
         if (!strcmp(s->fields[f].name, raw_field))
@@ -169,6 +196,7 @@ int cmd_cat(int argc, char **argv)
         printf("sample %" PRIu64 " of %" PRIu64 ": shard %u, block %u, %u bytes at offset %u, "
                "cost input %" PRIu64 "\n", i, lf_dataset_samples(ds), si->shard, si->block,
                si->size, si->offset, si->length);
+        print_piece(ds, i);
         for (uint32_t f = 0; f < s->nfields; f++)
             print_field(&s->fields[f], &v[f]);
     }

@@ -343,12 +343,18 @@ void cli_out_open(cli_out *o, const cli_writer_args *wa, const lf_schema *schema
 void cli_out_add(cli_out *o, const lf_field_input *fields, uint64_t in_bytes,
                  uint64_t done, const char *where)
 {
+    cli_out_add_piece(o, fields, 0, in_bytes, done, where);
+}
+
+void cli_out_add_piece(cli_out *o, const lf_field_input *fields, uint32_t doc_offset,
+                       uint64_t in_bytes, uint64_t done, const char *where)
+{
     lf_shard_error err;
     if (cli_interrupted) {
         cli_warn("interrupted; removing the partial dataset in %s", o->dir);
         cli_out_fail(o, CLI_EXIT_INTERRUPTED);
     }
-    if (lf_writer_add(o->w, fields, &err) < 0) {
+    if (lf_writer_add_piece(o->w, fields, doc_offset, &err) < 0) {
         cli_warn("%s: %s", where, err.msg);
         cli_out_fail(o, CLI_EXIT_FAIL);
     }

@@ -174,6 +174,10 @@ void cli_out_open(cli_out *o, const cli_writer_args *wa, const lf_schema *schema
 /* Adds one sample; `done` advances the meter (same unit as total). */
 void cli_out_add(cli_out *o, const lf_field_input *fields, uint64_t in_bytes,
                  uint64_t done, const char *where);
+/* The same for a piece of a document, from its token doc_offset on
+ * (lf_writer_add_piece; the writer was opened with opts.pieces). */
+void cli_out_add_piece(cli_out *o, const lf_field_input *fields, uint32_t doc_offset,
+                       uint64_t in_bytes, uint64_t done, const char *where);
 /* Finishes and prints the summary line. Dies on failure. */
 void cli_out_finish(cli_out *o, const char *verb);
 /* Aborts the writer (temporary files removed) and removes the output

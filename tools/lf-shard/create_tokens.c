@@ -21,6 +21,13 @@
  * in order on this thread (mostly a copy), and the ids are stored as u16
  * when every file stores them in 8 or 16 bits. The same --prepend-bos,
  * --append-eos and --max-len apply to their documents.
+ *
+ * Fine-tuning fields (--field NAME:token:TYPE, --field NAME:sample): each
+ * is taken from the same JSON line as the tokens (a walk over the line per
+ * field: such corpora are small, and the parser stays one-field) into a
+ * dataset field of its own: a per-token array, checked to hold one value a
+ * token, or one int64 a document. A split document's pieces take their
+ * slice of every per-token array and a copy of every per-sample value.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch_names.h"
 #include "cli.h"
 #include "input.h"
 #include "json_line.h"
@@ -50,6 +58,12 @@ static const char tokens_help[] =
     "                     'shards/*.jsonl.zst'; or - for stdin. Repeat it to read\n"
     "                     several: samples keep the inputs' order (required)\n"
     "  --field NAME       JSON array of integer token ids to take (default 'tokens')\n"
+    "  --field NAME:token:u8|i32  also keep JSON array NAME, one integer a token\n"
+    "                     (u8: 0..255; i32: signed), as a dataset field of that\n"
+    "                     name: a loss mask, labels. It must be as long as the tokens\n"
+    "  --field NAME:sample  also keep each line's integer NAME (int64) as a dataset\n"
+    "                     field: prompt_len, source. Both repeatable (15 at most);\n"
+    "                     lf-server delivers them beside the tokens, by name\n"
     "  --text-field NAME  take a string field instead, tokenized byte-level (ids 0..255;\n"
     "                     for a SentencePiece model, pipe through\n"
     "                     tools/lf-shard/sp_tokenize.py into --in -)\n"
@@ -85,6 +99,8 @@ static const char tokens_help[] =
     "  lf-shard create tokens --in a.jsonl --out /data/a --block-size 256K\n"
     "  lf-shard create tokens --in 'corpus/*.jsonl.zst' --append-eos 50256 --out /data/c\n"
     "  lf-shard create tokens --in docs.jsonl --text-field text --out /data/docs\n"
+    "  lf-shard create tokens --in sft.jsonl --field loss_mask:token:u8 \\\n"
+    "      --field prompt_len:sample --out /data/sft\n"
     "  lf-shard create tokens --megatron corpus_text_document --out /data/m\n"
     "  lf-shard create tokens --array train.bin --eos-split 50256 --out /data/owt\n";
 
@@ -112,6 +128,13 @@ static const struct option tokens_options[] = {
 };
 
 #define NO_ID UINT64_MAX
+#define MAX_EXTRAS (LF_MAX_FIELDS - 1)
+
+/* A fine-tuning field kept beside the tokens (--field NAME:KIND[:TYPE]). */
+typedef struct extra_field {
+    const char *name;            /* the JSON key and the dataset field's name */
+    uint32_t type;               /* LF_FIELD_PER_TOKEN_U8 / _I32, or LABEL_I64 (per sample) */
+} extra_field;
 
 /* What --overflow does with a document longer than --max-len. */
 enum { OVERFLOW_SPLIT, OVERFLOW_TRUNCATE, OVERFLOW_DROP };
@@ -129,6 +152,8 @@ typedef struct tokens_args {
     token_file *files;           /* --megatron and --array, opened, in order */
     size_t nfiles;
     uint64_t eos_split;          /* --eos-split, or NO_ID */
+    extra_field extras[MAX_EXTRAS]; /* --field NAME:KIND[:TYPE], in the order given */
+    size_t nextras;
 } tokens_args;
 
 /* What --overflow changed, for the line at the end. */
@@ -153,6 +178,9 @@ typedef struct line_ctx {
     uint64_t lineno;             /* 1-based, in that file */
     uint64_t done;               /* input bytes (as stored) read when it was */
     token_buf ids;               /* the sample's ids, as wide as this pass's */
+    token_buf vals[MAX_EXTRAS];  /* per-token extras: their values (width 1 or 4) */
+    int64_t ints[MAX_EXTRAS];    /* per-sample extras: their value */
+    size_t extra;                /* the extra being taken (for on_value) */
     int rc;                      /* take_line's result */
     char msg[512];               /* what is wrong with the line (PASS_BAD) */
 } line_ctx;
@@ -204,18 +232,58 @@ static int on_text(void *arg, const char *bytes, size_t n)
     return PASS_DONE;
 }
 
+/* One value of the extra field being taken, checked against its type. */
+static int on_value(void *arg, size_t index, int64_t v, int ok)
+{
+    line_ctx *l = arg;
+    const extra_field *e = &l->a->extras[l->extra];
+    if (e->type == LF_FIELD_LABEL_I64) {
+        if (!ok)
+            return bad(l, "'%s': expected an integer (int64)", e->name);
+        l->ints[l->extra] = v;
+        return PASS_DONE;
+    }
+    int u8 = e->type == LF_FIELD_PER_TOKEN_U8;
+    if (!ok || v < (u8 ? 0 : INT32_MIN) || v > (u8 ? 255 : INT32_MAX))
+        return bad(l, "'%s'[%zu]: expected an integer in %s", e->name, index,
+                   u8 ? "0..255" : "-2147483648..2147483647");
+    if (token_buf_push(&l->vals[l->extra], (uint32_t)v) < 0)
+        return bad(l, "out of memory: %zu values of '%s'", index, e->name);
+    return PASS_DONE;
+}
+
+/* Takes extra field l->extra of the line: its values, as many as the
+ * tokens for a per-token one. */
+static int take_extra(line_ctx *l)
+{
+    const extra_field *e = &l->a->extras[l->extra];
+    int scalar = e->type == LF_FIELD_LABEL_I64;
+    jl_field f = {.name = e->name, .on_int = on_value, .scalar = scalar, .arg = l,
+                  .msg = l->msg, .msg_size = sizeof l->msg};
+    token_buf *v = &l->vals[l->extra];
+    v->count = 0;
+    int rc = jl_take_field(l->text, l->len, &f);
+    if (rc == PASS_DONE && !scalar && v->count != l->ids.count)
+        return bad(l, "'%s' has %zu values, the tokens %zu: a per-token field needs one a "
+                   "token", e->name, v->count, l->ids.count);
+    return rc;
+}
+
 /* Parses one line into l->buf: PASS_DONE, PASS_NEED_U32, or PASS_BAD with
  * l->msg saying why. */
 static int take_line(line_ctx *l)
 {
     const tokens_args *a = l->a;
-    jl_field f = {a->field, a->text, on_id, on_text, l, l->msg, sizeof l->msg};
+    jl_field f = {.name = a->field, .text = a->text, .on_id = on_id, .on_text = on_text,
+                  .arg = l, .msg = l->msg, .msg_size = sizeof l->msg};
     l->ids.count = 0;
     int rc = a->bos != NO_ID ? push_id(l, (uint32_t)a->bos) : PASS_DONE;
     if (rc == PASS_DONE)
         rc = jl_take_field(l->text, l->len, &f);
     if (rc == PASS_DONE && a->eos != NO_ID)
         rc = push_id(l, (uint32_t)a->eos);
+    for (l->extra = 0; rc == PASS_DONE && l->extra < a->nextras; l->extra++)
+        rc = take_extra(l);
     return rc;
 }
 
@@ -259,6 +327,15 @@ static size_t read_batch(input_stream *s, line_ctx *l, int *eof, int *failed)
     return n;
 }
 
+static void trim_buf(token_buf *b)
+{
+    if (b->cap > KEEP_BYTES) {
+        free(b->p);
+        b->p = NULL;
+        b->cap = 0;
+    }
+}
+
 /* Frees what an unusually long line left in its slot, so memory follows
  * the lines being read, not the longest ones seen. */
 static void trim_lines(line_ctx *l)
@@ -269,11 +346,9 @@ static void trim_lines(line_ctx *l)
             l[i].text = NULL;
             l[i].text_cap = 0;
         }
-        if (l[i].ids.cap > KEEP_BYTES) {
-            free(l[i].ids.p);
-            l[i].ids.p = NULL;
-            l[i].ids.cap = 0;
-        }
+        trim_buf(&l[i].ids);
+        for (size_t e = 0; e < MAX_EXTRAS; e++)
+            trim_buf(&l[i].vals[e]);
     }
 }
 
@@ -282,15 +357,32 @@ static void free_lines(line_ctx *l)
     for (size_t i = 0; i < BATCH_LINES; i++) {
         free(l[i].text);
         free(l[i].ids.p);
+        for (size_t e = 0; e < MAX_EXTRAS; e++)
+            free(l[i].vals[e].p);
     }
     free(l);
 }
 
-/* Adds one document's ids as samples under --max-len and --overflow;
- * in_bytes is what it took of the input, done where the meter stands. */
+/* The fields of the sample of tokens off..off+k of a document: the ids,
+ * then each extra's slice of the same tokens, or its one value. */
+static void piece_fields(const tokens_args *a, const token_buf *ids, const line_ctx *l,
+                         size_t off, size_t k, lf_field_input *in)
+{
+    in[0] = (lf_field_input){.data = ids->p + off * ids->width, .size = k * ids->width};
+    for (size_t e = 0; e < a->nextras; e++) {
+        const token_buf *v = &l->vals[e];
+        in[1 + e] = a->extras[e].type == LF_FIELD_LABEL_I64
+                        ? (lf_field_input){.data = &l->ints[e], .size = 8}
+                        : (lf_field_input){.data = v->p + off * v->width, .size = k * v->width};
+    }
+}
+
+/* Adds one document's ids (and, from line l unless NULL, its extra
+ * fields) as samples under --max-len and --overflow; in_bytes is what it
+ * took of the input, done where the meter stands. */
 static void add_document(cli_out *o, const tokens_args *a, const token_buf *ids,
-                         uint64_t in_bytes, uint64_t done, overflow_count *oc,
-                         const char *where)
+                         const line_ctx *l, uint64_t in_bytes, uint64_t done,
+                         overflow_count *oc, const char *where)
 {
     size_t max = a->max_len ? a->max_len : ids->count;
     int over = ids->count > max;
@@ -309,8 +401,14 @@ static void add_document(cli_out *o, const tokens_args *a, const token_buf *ids,
     size_t end = over && a->overflow == OVERFLOW_TRUNCATE ? max : ids->count, off = 0;
     do {                         /* once at least: an empty document is a sample too */
         size_t k = end - off < max ? end - off : max;
-        lf_field_input in = {.data = ids->p + off * ids->width, .size = k * ids->width};
-        cli_out_add(o, &in, off ? 0 : in_bytes, done, where);
+        lf_field_input in[LF_MAX_FIELDS];
+        piece_fields(a, ids, l, off, k, in);
+        if (off > UINT32_MAX) {
+            cli_warn("%s: a document of more than 2^32 tokens: its pieces cannot record "
+                     "where they start", where);
+            cli_out_fail(o, CLI_EXIT_FAIL);
+        }
+        cli_out_add_piece(o, in, (uint32_t)off, off ? 0 : in_bytes, done, where);
         oc->pieces += (uint64_t)over;
         off += k;
     } while (off < end);
@@ -354,18 +452,22 @@ static int add_batch(cli_out *o, line_ctx *l, size_t n, overflow_count *oc)
             cli_warn("%s: %s", where, l[i].msg);
             cli_out_fail(o, CLI_EXIT_FAIL);
         }
-        add_document(o, l[i].a, &l[i].ids, l[i].len, l[i].done, oc, where);
+        add_document(o, l[i].a, &l[i].ids, &l[i], l[i].len, l[i].done, oc, where);
     }
     return PASS_DONE;
 }
 
-/* The dataset's one field, "tokens", `width` bytes an id. */
-static void tokens_schema(lf_schema *schema, size_t width)
+/* The dataset's fields: "tokens", `width` bytes an id, then the extras. */
+static void tokens_schema(lf_schema *schema, size_t width, const tokens_args *a)
 {
     memset(schema, 0, sizeof *schema);
-    schema->nfields = 1;
+    schema->nfields = 1 + (uint32_t)a->nextras;
     snprintf(schema->fields[0].name, LF_FIELD_NAME_MAX, "tokens");
     schema->fields[0].type = width == 2 ? LF_FIELD_TOKENS_U16 : LF_FIELD_TOKENS_U32;
+    for (size_t e = 0; e < a->nextras; e++) {
+        snprintf(schema->fields[1 + e].name, LF_FIELD_NAME_MAX, "%s", a->extras[e].name);
+        schema->fields[1 + e].type = a->extras[e].type;
+    }
 }
 
 /* One pass over the inputs with ids `width` bytes wide: PASS_DONE, or
@@ -375,11 +477,14 @@ static int run_pass(const tokens_args *a, size_t width)
     line_ctx *l = calloc(BATCH_LINES, sizeof *l);
     if (!l)
         cli_die("out of memory");
-    for (size_t i = 0; i < BATCH_LINES; i++)
+    for (size_t i = 0; i < BATCH_LINES; i++) {
         l[i] = (line_ctx){.a = a, .ids.width = width};
+        for (size_t e = 0; e < a->nextras; e++)
+            l[i].vals[e].width = a->extras[e].type == LF_FIELD_PER_TOKEN_U8 ? 1 : 4;
+    }
 
     lf_schema schema;
-    tokens_schema(&schema, width);
+    tokens_schema(&schema, width, a);
     cli_out o;
     cli_out_open(&o, &a->wa, &schema, "create", input_list_bytes(&a->inputs));
 
@@ -409,7 +514,7 @@ static int run_pass(const tokens_args *a, size_t width)
 static void run_files(const tokens_args *a, size_t width)
 {
     lf_schema schema;
-    tokens_schema(&schema, width);
+    tokens_schema(&schema, width, a);
     uint64_t total = 0, before = 0;
     for (size_t i = 0; i < a->nfiles; i++)
         total += token_file_bytes(&a->files[i]);
@@ -439,7 +544,7 @@ static void run_files(const tokens_args *a, size_t width)
                 cli_die("out of memory");
             snprintf(where, sizeof where, "%s: document %" PRIu64 " (byte %" PRIu64 ")",
                      f->path, f->doc - 1, at);
-            add_document(&o, a, &ids, in_bytes, before + at, &oc, where);
+            add_document(&o, a, &ids, NULL, in_bytes, before + at, &oc, where);
         } while (rc > 0);
         before += token_file_bytes(f);
     }
@@ -489,6 +594,36 @@ static uint64_t parse_id(const cli_cmd *c, const char *opt, const char *arg)
     return cli_parse_u64(c, opt, arg, 0, UINT32_MAX);
 }
 
+/* --field NAME:token:u8|i32 or NAME:sample[:i64]; the spec string lives
+ * as long as argv, so the name is cut out of it in place. */
+static void parse_extra(const cli_cmd *c, tokens_args *a, char *spec)
+{
+    char *kind = strchr(spec, ':'), *type;
+    *kind++ = 0;
+    type = strchr(kind, ':');
+    if (type)
+        *type++ = 0;
+    uint32_t t = 0;
+    if (!strcmp(kind, "token") && type && !strcmp(type, "u8"))
+        t = LF_FIELD_PER_TOKEN_U8;
+    else if (!strcmp(kind, "token") && type && !strcmp(type, "i32"))
+        t = LF_FIELD_PER_TOKEN_I32;
+    else if (!strcmp(kind, "sample") && (!type || !strcmp(type, "i64")))
+        t = LF_FIELD_LABEL_I64;
+    if (!t)
+        cli_usage_error(c, "--field %s:%s%s%s: expected NAME:token:u8, NAME:token:i32 or "
+                        "NAME:sample", spec, kind, type ? ":" : "", type ? type : "");
+    if (!*spec || strlen(spec) >= LF_FIELD_NAME_MAX || batch_own_name(spec))
+        cli_usage_error(c, "--field %s: the name must be 1..31 bytes and not one of a token "
+                        "batch's own tensors (" BATCH_OWN_NAMES ")", spec);
+    for (size_t e = 0; e < a->nextras; e++)
+        if (!strcmp(a->extras[e].name, spec))
+            cli_usage_error(c, "--field %s: given twice", spec);
+    if (a->nextras == MAX_EXTRAS)
+        cli_usage_error(c, "--field %s: at most %d extra fields", spec, MAX_EXTRAS);
+    a->extras[a->nextras++] = (extra_field){spec, t};
+}
+
 /* u16 or u32: bytes per id. */
 static size_t parse_width(const cli_cmd *c, const char *opt, const char *arg)
 {
@@ -529,7 +664,14 @@ int create_tokens(int argc, char **argv)
             raw_width = parse_width(&c, "--array-dtype", optarg);
             have_raw = 1;
             break;
-        case OPT_FIELD: a.field = optarg; have_field = 1; break;
+        case OPT_FIELD:
+            if (strchr(optarg, ':'))
+                parse_extra(&c, &a, optarg);
+            else {
+                a.field = optarg;
+                have_field = 1;
+            }
+            break;
         case OPT_TEXT_FIELD: a.field = optarg; a.text = 1; break;
         case OPT_BOS: a.bos = parse_id(&c, "--prepend-bos", optarg); break;
         case OPT_EOS: a.eos = parse_id(&c, "--append-eos", optarg); break;
@@ -556,8 +698,11 @@ int create_tokens(int argc, char **argv)
     if (nin && nfiles)
         cli_usage_error(&c, "--in (JSON Lines) and --megatron/--array (token files) are "
                         "converted separately: give one kind");
-    if (nfiles && (have_field || a.text))
+    if (nfiles && (have_field || a.text || a.nextras))
         cli_usage_error(&c, "--field and --text-field are for --in; token files hold ids");
+    if (a.nextras && (a.bos != NO_ID || a.eos != NO_ID))
+        cli_usage_error(&c, "--prepend-bos/--append-eos would add tokens without a value in "
+                        "the per-token fields: put the marks in the JSON arrays instead");
     int arrays = 0, cut = 0;
     for (size_t i = 0; i < nfiles; i++) {
         arrays |= kinds[i] == TOKEN_FILE_ARRAY;
@@ -571,6 +716,7 @@ int create_tokens(int argc, char **argv)
         cli_usage_error(&c, "--field and --text-field exclude each other");
     if (have_overflow && !a.max_len)
         cli_usage_error(&c, "--overflow needs --max-len");
+    a.wa.opts.pieces = a.max_len && a.overflow == OVERFLOW_SPLIT; /* pieces say where they start */
     int marks = (a.bos != NO_ID && a.bos > 65535) || (a.eos != NO_ID && a.eos > 65535);
     if (marks && a.dtype == 2)
         cli_usage_error(&c, "--prepend-bos/--append-eos above 65535 need u32 ids, not --dtype u16");

@@ -186,22 +186,29 @@ static int match_key(void *arg, const char *bytes, size_t n)
 
 /* ---- numbers and other values ------------------------------------------------- */
 
-/* A JSON number at c->i; *id gets its value when it is an integer in
- * 0..UINT32_MAX, else JL_NOT_AN_ID. */
-static int scan_number(cursor *c, uint64_t *id)
+/* A JSON number at c->i: its magnitude, sign, and whether it is an integer
+ * in int64's range. */
+typedef struct jl_number {
+    uint64_t mag;
+    int minus, integer;
+} jl_number;
+
+static int scan_number(cursor *c, jl_number *num)
 {
     const char *s = c->s;
-    int plain = 1, minus = peek(c) == '-';
-    uint64_t v = 0;
+    int plain = 1, minus = peek(c) == '-', over = 0;
+    uint64_t v = 0, big = (uint64_t)1 << 63;
     c->i += (size_t)minus;
     if (!is_digit(peek(c)))
         return syntax(c, "expected a digit");
     if (s[c->i] == '0') {
         c->i++;
     } else {
-        for (; c->i < c->n && is_digit(s[c->i]); c->i++)
-            if (v <= UINT32_MAX)     /* past it the value no longer matters */
+        for (; c->i < c->n && is_digit(s[c->i]); c->i++) {
+            over |= v > (UINT64_MAX - 9) / 10; /* past it the value no longer matters */
+            if (!over)
                 v = v * 10 + (uint64_t)(s[c->i] - '0');
+        }
     }
     if (peek(c) == '.') {
         plain = 0;
@@ -221,8 +228,21 @@ static int scan_number(cursor *c, uint64_t *id)
         while (is_digit(peek(c)))
             c->i++;
     }
-    *id = plain && v <= UINT32_MAX && !(minus && v) ? v : JL_NOT_AN_ID;  /* -0 is 0 */
+    *num = (jl_number){v, minus && v, plain && !over && (v < big || (minus && v == big))};
     return 0;
+}
+
+/* A token id: an integer in 0..UINT32_MAX, else JL_NOT_AN_ID (-0 is 0). */
+static uint64_t number_id(const jl_number *n)
+{
+    return n->integer && !n->minus && n->mag <= UINT32_MAX ? n->mag : JL_NOT_AN_ID;
+}
+
+/* Hands a number to the signed callback. */
+static int give_int(const jl_field *f, size_t index, const jl_number *n)
+{
+    int64_t v = n->minus ? (int64_t)(0 - n->mag) : (int64_t)n->mag;
+    return f->on_int(f->arg, index, n->integer ? v : 0, n->integer);
 }
 
 static int scan_literal(cursor *c, const char *word)
@@ -266,7 +286,7 @@ static int scan_value(cursor *c, int depth)
 {
     if (depth > JL_DEPTH_MAX)
         return syntax(c, "values nested deeper than 512 levels");
-    uint64_t ignored;
+    jl_number ignored;
     switch (peek(c)) {
     case '{': return scan_members(c, depth + 1);
     case '"': return scan_string(c, NULL, NULL);
@@ -300,10 +320,12 @@ static int take_ids(cursor *c)
         return 0;
     for (size_t k = 0;; k++) {
         skip_ws(c);
-        uint64_t id = JL_NOT_AN_ID;
+        jl_number num = {0, 0, 0};
         int number = peek(c) == '-' || is_digit(peek(c));
-        int rc = number ? scan_number(c, &id) : scan_value(c, 2);
-        if (rc || (rc = f->on_id(f->arg, k, id)) != 0)
+        int rc = number ? scan_number(c, &num) : scan_value(c, 2);
+        if (!rc)
+            rc = f->on_int ? give_int(f, k, &num) : f->on_id(f->arg, k, number_id(&num));
+        if (rc)
             return rc;
         if ((rc = next_item(c, ']')) != 0)
             return rc < 0 ? rc : 0;
@@ -326,8 +348,17 @@ static int take_member(cursor *c, size_t key_at)
         }
         return scan_string(c, f->on_text, f->arg);
     }
+    if (f->scalar) {
+        jl_number num;
+        if (peek(c) != '-' && !is_digit(peek(c))) {
+            snprintf(f->msg, f->msg_size, "field '%s' is not a number", f->name);
+            return -1;
+        }
+        return scan_number(c, &num) ? -1 : give_int(f, 0, &num);
+    }
     if (peek(c) != '[') {
-        snprintf(f->msg, f->msg_size, "field '%s' is not an array of token ids", f->name);
+        snprintf(f->msg, f->msg_size, "field '%s' is not an array of %s", f->name,
+                 f->on_int ? "integers" : "token ids");
         return -1;
     }
     return take_ids(c);

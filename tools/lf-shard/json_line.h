@@ -22,6 +22,10 @@ typedef struct jl_field {
     void *arg;
     char *msg;                   /* what is wrong, when jl_take_field returns -1 */
     size_t msg_size;
+    /* When set, array elements go here instead of on_id, as signed values:
+     * ok is 0 for one that is not an integer in int64's range. */
+    int (*on_int)(void *arg, size_t index, int64_t v, int ok);
+    int scalar;                  /* the member is one number (on_int, index 0), not an array */
 } jl_field;
 
 /* Parses `line` (len bytes, its newline optional) as one JSON object and

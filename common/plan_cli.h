@@ -32,7 +32,8 @@ typedef struct plan_cli {
                                     step bound, samples longer than pack's row) and
                                     the flag that fixes it; a program prints it at
                                     start-up ("": nothing to say) */
-    char seq_len_why[320];       /* plan_cli_finish: pack's --seq-len when it chose it,
+    char seq_len_why[320];       /* plan_cli_finish: pack's --seq-len or pad's
+                                    --micro-max-padded when it chose it,
                                     and why ("": given) */
     char overflow[320];          /* plan_cli_finish: the samples longer than a row or
                                     a cap, and what --overflow does with them ("":

@@ -22,11 +22,13 @@
 #   3. the same on a real `lf-shard synth tokens --samples N` dataset
 #      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard);
 #   4. real text: dev-text.jsonl from shared/realdata/fetch.sh, found in
-#      $LF_REALDATA (default ~/.cache/levelfeed-realdata, fetch.sh's), made
-#      into datasets split at 2048 and 8192 tokens (where lf-shard has
-#      --max-len) and unsplit; worlds 8 and 64, 16 and 4 samples a rank, pad
-#      and pack (pack at its default --seq-len), balanced only. Skipped, and
-#      said so, without the file.
+#      $LF_REALDATA (else ~/.cache/levelfeed-realdata, fetch.sh's, else
+#      /work/realdata), made into datasets split at 2048 and 8192 tokens
+#      (where lf-shard has --max-len; ds-2048, ds-8192 and ds-unsplit
+#      beside the file are used as they are) and unsplit; first issue #27
+#      item 4's table (worlds 8 and 64, 16 and 4 samples a rank, pad and
+#      pack at their default cut and --seq-len, balanced only, a verdict a
+#      cell), then each cell in full. Skipped, and said so, without the file.
 # Every step counts, the epoch's tail included: next to the per-step
 # max/mean, the epoch's sum-max/sum-mean, the steps' global tokens against
 # the median step's (min and max) and the tokens the epoch lost (issue #27:
@@ -183,11 +185,18 @@ done
 fi
 part 4 || exit 0
 
-# 4. real text (issue #27): skipped, and said so, without dev-text.jsonl
-real=${LF_REALDATA:-$HOME/.cache/levelfeed-realdata}
-if [[ ! -f "$real/dev-text.jsonl" ]]; then
-  echo "-- real text: $real/dev-text.jsonl is absent (shared/realdata/fetch.sh fetches it;"
-  echo "   LF_REALDATA names another folder): skipped"
+# 4. real text (issue #27): skipped, and said so, without dev-text.jsonl.
+# Found in $LF_REALDATA, else fetch.sh's ~/.cache/levelfeed-realdata, else
+# /work/realdata (where this project's machines keep it).
+real=${LF_REALDATA:-}
+if [[ -z $real ]]; then
+  for d in "$HOME/.cache/levelfeed-realdata" /work/realdata; do
+    [[ -f $d/dev-text.jsonl ]] && { real=$d; break; }
+  done
+fi
+if [[ -z $real || ! -f "$real/dev-text.jsonl" ]]; then
+  echo "-- real text: dev-text.jsonl is in neither \$LF_REALDATA, ~/.cache/levelfeed-realdata"
+  echo "   nor /work/realdata (shared/realdata/fetch.sh fetches it): skipped"
   exit 0
 fi
 sets=(unsplit)
@@ -196,25 +205,65 @@ if "$bin/lf-shard" create tokens --help 2>&1 | grep -q -- --max-len; then
 else
   echo "-- real text: this lf-shard has no --max-len: only the unsplit documents"
 fi
+
+# cell SET WORLD SPR LAYOUT DIR: one line of issue #27 item 4's table (every
+# step counted; the targets: epoch <= 1.002, p99 <= 1.002, step tokens
+# max/median <= 1.25, 0 tokens lost), "meets" only where all four hold.
+cell() {
+  local set=$1 w=$2 spr=$3 layout=$4 ds=$5
+  "$bin/lf-plan" "$ds" --world "$w" --samples-per-rank "$spr" --sampler balanced \
+    --layout "$layout" --json 2>/dev/null >"$tmp/cell" || { echo "   $set w$w $spr/rank $layout: lf-plan failed"; return; }
+  "$PY" - "$set" "$w" "$spr" "$layout" "$tmp/cell" <<'PYEOF'
+import json, sys
+set_, w, spr, layout = sys.argv[1:5]
+doc = json.load(open(sys.argv[5]))
+r = doc["samplers"]["balanced"]
+ep, p99 = r["epoch_max_over_mean"], r["max_over_mean"]["p99"]
+st = r["step_tokens_to_median"]
+tok = st["max"] if st else float("nan")
+lost = r["dropped_tokens"]
+meets = ep <= 1.002 and p99 is not None and p99 <= 1.002 and st and tok <= 1.25 and lost == 0
+row = doc.get("seq_len") if layout == "pack" else None
+print("   %-8s %5s %6s %-5s %5s %6d %9.5f %9.5f %8.3f %6s  %s"
+      % (set_, w, spr, layout, row if row else "-", r["steps"], ep, p99 if p99 is not None else float("nan"),
+         tok, "n/a" if lost is None else lost, "meets" if meets else "misses"))
+PYEOF
+}
+echo "-- issue #27 item 4 on real text ($real), balanced, every step counted:"
+echo "   set       world  /rank layout  row  steps     epoch       p99  tok max  lost  (<= 1.002, 1.002, 1.25, 0)"
 for set in "${sets[@]}"; do
-  args=()
-  [[ $set != unsplit ]] && args=(--max-len "$set" --overflow split)
   ds=$real/ds-$set                       # a set prepared beside the file, if there
   if [[ ! -f $ds/manifest.lfm ]]; then
+    args=()
+    [[ $set != unsplit ]] && args=(--max-len "$set" --overflow split)
     ds=$tmp/real-$set
     "$bin/lf-shard" create tokens --in "$real/dev-text.jsonl" --out "$ds" \
       "${args[@]}" >/dev/null 2>&1
   fi
   for w in 8 64; do
     for spr in 16 4; do
+      for layout in pad pack; do
+        cell "$set" "$w" "$spr" "$layout" "$ds"
+      done
+    done
+  done
+done
+[[ ${LF_PLAN_BENCH_REAL_DETAIL:-1} == 1 ]] || exit 0
+
+# The same cells in full (LF_PLAN_BENCH_REAL_DETAIL=0 leaves them out): every figure, and
+# the step bound's before and after.
+for set in "${sets[@]}"; do
+  ds=$real/ds-$set
+  [[ -f $ds/manifest.lfm ]] || ds=$tmp/real-$set
+  for w in 8 64; do
+    for spr in 16 4; do
       before_after "dev-text $set, world $w, $spr/rank, pad" "$ds" --world "$w" \
         --samples-per-rank "$spr"
       report "dev-text $set, world $w, $spr/rank" "$spr" "$ds" --world "$w" --sampler balanced
-      # pack's default --seq-len: the longest sample, at most 4 x the row
-      # --samples-per-rank mean samples fill (plan_cli.c)
+      # pack's default --seq-len (plan_cli.c, default_row)
       report "dev-text $set, world $w, $spr/rank" "$spr" "$ds" --world "$w" \
         --sampler balanced --layout pack
     done
   done
-  rm -rf "$tmp/real-$set"
 done
+for set in "${sets[@]}"; do rm -rf "$tmp/real-$set"; done

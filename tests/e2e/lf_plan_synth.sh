@@ -5,7 +5,8 @@
 # micro-batches trade padding against --micro-overhead, pack's padding is
 # no lower than its floor, the text report and --help work, bad
 # arguments are usage errors (exit 2), and costs summing past 2^64 (in
-# FLOPs, or d per micro-batch) give the same fill and max/mean.
+# FLOPs, or d per micro-batch) give the same fill and max/mean, and pad cuts
+# documents too long for the step bound by default.
 set -u
 B=${LF_BIN:?LF_BIN is set by tests/run.sh}
 PY=/usr/bin/python3
@@ -155,4 +156,15 @@ PYEOF
 "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
 assert r["samples_per_step"] > 7900 and r["max_over_mean"]["max"] < 1.001, r' "$tmp/overhead.json" ||
   fail "max/mean with rank costs past 2^64: $(cat "$tmp/overhead.json")"
+# pad's default cut (issue #27 item 2): documents up to 600k tokens made
+# one step hold many of them, uncut (4 steps, epoch sum-max/sum-mean 1.29,
+# a step of 2.31x the median's tokens); pad now cuts them as pack rows them,
+# says so at start-up, and keeps the bound with every token placed.
+"$B/lf-plan" --synth 3000 --len-sigma 2 --len-max 600000 --world 8 --sampler balanced \
+  --json >"$tmp/cut.json" 2>"$tmp/cut.err" || fail "lf-plan with 600k-token samples"
+grep -q -- "--micro-max-padded 8192 (default" "$tmp/cut.err" ||
+  fail "pad's default cut not said: $(cat "$tmp/cut.err")"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
+assert r["step_tokens_to_median"]["max"] <= 1.25 and r["epoch_max_over_mean"] <= 1.002, r
+assert r["dropped_tokens"] == 0, r' "$tmp/cut.json" || fail "pad's default cut: $(cat "$tmp/cut.json")"
 echo "ok"

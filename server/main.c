@@ -7,6 +7,7 @@
 #include "lf_ring.h"
 #include "open_limit.h"
 #include "image_cli.h"
+#include "index_only.h"
 #include "parse_num.h"
 #include "plan_cli.h"
 #include "version.h"
@@ -542,7 +543,7 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
 static int open_job(srv *s)
 {
     lf_shard_error err;
-    if (lf_dataset_open(s->cfg.data_dir, &s->ds, &err) < 0) {
+    if (dataset_open(s->cfg.data_dir, &s->ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return -ECANCELED;
     }

@@ -558,6 +558,7 @@ static int print_plan(srv *s)
     int rc = open_job(s);
     if (rc == 0 && (rc = srv_print_plan(s)) < 0)
         fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
+    srv_plan_spare_free(s);
     lf_dataset_close(s->ds);
     return rc < 0 ? 1 : 0;
 }
@@ -671,6 +672,7 @@ int main(int argc, char **argv)
     destroy_rings(&s);
     free(s.epoch_uses);
     free(s.epoch_steps);
+    srv_plan_spare_free(&s);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);
     return rc == 0 && !s.failed ? 0 : 1; /* a thread may fail after the last rank left */

@@ -106,7 +106,7 @@ int srv_pipeline_init(srv *s)
         if (rc < 0) return rc;
     }
     srv_decode_budget(s);
-    return srv_plan_create(s, &p->plan);
+    return srv_plan_first(s, &p->plan);
 }
 
 /* Names a thread for top -H, perf and ps: lf-worker0, lf-reader1, ... */

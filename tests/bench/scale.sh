@@ -4,7 +4,7 @@
 # tokens --index-only: lengths as `synth tokens` draws them, blocks of 64,
 # no bytes), so 10^8-10^9 samples need no disk. Per size:
 #  - lf-plan DIR --sampler balanced --steps 30 at worlds 8, 64 and 1024:
-#    planner ms a step (wall), create s, the run's wall s and peak RSS;
+#    planner CPU ms a step, create s, the run's wall s and peak RSS;
 #  - lf-server --world 8 --ranks 0 --epochs E (LF_SCALE_EPOCHS, default
 #    1): ms from its start to "lf-server: serving" (the index opened, the
 #    plan made and walked, the rings sized: the first batch could be asked
@@ -33,7 +33,7 @@ import json, sys
 lines = sys.stdin.read().splitlines()
 j = json.loads(next(l for l in lines if l.startswith("{")))["samplers"]["balanced"]
 t = next(l for l in lines if l.startswith("TIME")).split()
-print("%.3f %.2f %s %s" % (j["plan_ms_per_step"], j["create_s"], t[1], t[2]))' <<<"$out"
+print("%.3f %.2f %s %s" % (j["plan_cpu_ms_per_step"], j["create_s"], t[1], t[2]))' <<<"$out"
 }
 
 # lf-server until it serves: "startup_ms peak_kb"
@@ -57,8 +57,8 @@ server_run() {   # DIR
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
 
 echo "index-only datasets; lf-plan --sampler balanced --steps 30; lf-server --world 8 --ranks 0 --epochs $epochs"
-printf "%-11s %-26s %-26s %-26s %-24s\n" samples "world 8: ms/step rss" "world 64: ms/step rss" \
-  "world 1024: ms/step rss" "server: serving rss"
+printf "%-11s %-26s %-26s %-26s %-24s\n" samples "world 8: cpu ms/step rss" "world 64: cpu ms/step rss" \
+  "world 1024: cpu ms/step rss" "server: serving rss"
 prev_n=0 per_sample=0
 declare -A prev
 for n in $sizes; do

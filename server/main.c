@@ -8,6 +8,7 @@
 #include "lf_ring.h"
 #include "open_limit.h"
 #include "image_cli.h"
+#include "index_only.h"
 #include "parse_num.h"
 #include "plan_cli.h"
 #include "version.h"
@@ -563,7 +564,7 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
 static int open_job(srv *s)
 {
     lf_shard_error err;
-    if (lf_dataset_open(s->cfg.data_dir, &s->ds, &err) < 0) {
+    if (dataset_open(s->cfg.data_dir, &s->ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return -ECANCELED;
     }
@@ -578,6 +579,7 @@ static int print_plan(srv *s)
     int rc = open_job(s);
     if (rc == 0 && (rc = srv_print_plan(s)) < 0)
         fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
+    srv_plan_spare_free(s);
     lf_dataset_close(s->ds);
     return rc < 0 ? 1 : 0;
 }
@@ -691,6 +693,7 @@ int main(int argc, char **argv)
     destroy_rings(&s);
     free(s.epoch_uses);
     free(s.epoch_steps);
+    srv_plan_spare_free(&s);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);
     return rc == 0 && !s.failed ? 0 : 1; /* a thread may fail after the last rank left */

@@ -82,7 +82,9 @@ int srv_pipeline_init(srv *s)
     p->shard_fds = malloc((p->nshards ? p->nshards : 1) * sizeof *p->shard_fds);
     if (!p->shard_fds) return -ENOMEM;
     for (uint32_t i = 0; i < p->nshards; i++) {
-        if ((p->shard_fds[i] = lf_dataset_shard_fd(s->ds, i)) < 0) {
+        /* an index-only dataset has none: its reads are refused (read.c) */
+        if ((p->shard_fds[i] = lf_dataset_shard_fd(s->ds, i)) < 0 &&
+            !lf_dataset_index_only(s->ds)) {
             fprintf(stderr, "lf-server: %s: not open as a file\n", lf_dataset_shard_path(s->ds, i));
             return -ECANCELED;
         }
@@ -109,7 +111,7 @@ int srv_pipeline_init(srv *s)
     int rc = srv_trace_init(s);
     if (rc < 0) return rc;
     srv_decode_budget(s);
-    return srv_plan_create(s, &p->plan);
+    return srv_plan_first(s, &p->plan);
 }
 
 /* Names a thread for top -H, perf and ps: lf-worker0, lf-reader1, ... */

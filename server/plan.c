@@ -82,6 +82,42 @@ static int add_extras(const srv *s, lf_layout *l, uint32_t rank, const uint64_t 
     return rc;
 }
 
+/* Start-up's plan for the walk from epoch index e, where e is 0 and it is
+ * there (only the starting thread walks from 0: no other touches it). */
+static int plan_take(srv *s, uint32_t e, lf_plan **out)
+{
+    if (e != 0 || !s->spare) return plan_create_at(s, e, out);
+    *out = s->spare;
+    s->spare = NULL;
+    return 0;
+}
+
+/* Rewinds a walked plan to its first epoch's start and keeps it for the
+ * planner: the steps that follow are the same as a new plan's
+ * (lf_plan_state_restore's promise; e2e/plan_golden and the servers'
+ * tests compare them). */
+static void plan_give_back(srv *s, lf_plan *p)
+{
+    if (s->spare_start && lf_plan_state_restore(p, s->spare_start,
+                                                (size_t)s->spare_start_size) == 0)
+        s->spare = p;
+    else
+        lf_plan_free(p);
+}
+
+int srv_plan_first(srv *s, lf_plan **out)
+{
+    return plan_take(s, 0, out);
+}
+
+void srv_plan_spare_free(srv *s)
+{
+    lf_plan_free(s->spare);
+    free(s->spare_start);
+    s->spare = NULL;
+    s->spare_start = NULL;
+}
+
 /* --micro-batches: tokens [cells] (the micro-batches one after another,
  * each padded to its own length), lengths [n], micro [rows, 2] (each one's
  * samples and padded length), sample_ids [n]. */
@@ -186,7 +222,7 @@ typedef struct walk_hooks {
 static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void *arg)
 {
     lf_plan *p;
-    int rc = plan_create_at(s, e0, &p);
+    int rc = plan_take(s, e0, &p);
     if (rc < 0) return rc;
     for (uint32_t e = e0; e < e1 && rc >= 0; e++) {
         lf_plan_step st;
@@ -206,7 +242,8 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void
         }
         if (rc >= 0 && h->epoch_end) h->epoch_end(arg, p);
     }
-    lf_plan_free(p);
+    if (e0 == 0) plan_give_back(s, p);
+    else lf_plan_free(p);
     return rc < 0 ? rc : 0;
 }
 
@@ -554,7 +591,8 @@ static int compute_plan_id(srv *s, const lf_plan *p)
     XXH3_64bits_update(&h, extra, sizeof extra);
     XXH3_64bits_update(&h, &ip->flip_prob, sizeof ip->flip_prob);
     s->plan_id = XXH3_64bits_digest(&h) | 1; /* never 0: 0 means "no state" */
-    free(blob);
+    s->spare_start = blob; /* p's start, to rewind it to (plan_give_back) */
+    s->spare_start_size = n;
     return 0;
 }
 
@@ -590,7 +628,8 @@ int srv_plan_identify(srv *s)
         return -ECANCELED; /* reported */
     }
     rc = compute_plan_id(s, p);
-    lf_plan_free(p);
+    if (rc < 0) lf_plan_free(p);
+    else s->spare = p; /* kept: the prepass walks it, the planner then plans with it */
     if (rc < 0) {
         fprintf(stderr, "lf-server: plan id: %s\n", strerror(-rc));
         return -ECANCELED;

@@ -131,6 +131,18 @@ static int read_batch_uring(reader *rd, cache_entry **v, uint32_t n)
     return rc < 0 ? rc : err;
 }
 
+/* An index-only dataset (lf-shard synth --index-only) has no bytes: the
+ * first block a batch needs stops the server with the reader's words,
+ * which name the dataset and say what it is for. */
+static int read_batch_refused(reader *rd, cache_entry **v)
+{
+    lf_shard_error err;
+    char one[1];
+    lf_dataset_read_block(rd->s->ds, v[0]->block, one, sizeof one, &err);
+    srv_fail(rd->s, "read: %s", err.msg);
+    return -ENODATA;
+}
+
 static int read_batch_pread(reader *rd, cache_entry **v, uint32_t n)
 {
     srv *s = rd->s;
@@ -165,7 +177,9 @@ void *srv_reader_main(void *arg)
         }
         pthread_mutex_unlock(&s->mu);
         uint64_t t0 = srv_now_ns(), bytes = 0;
-        int rc = rd->use_uring ? read_batch_uring(rd, v, n) : read_batch_pread(rd, v, n);
+        int rc = lf_dataset_index_only(s->ds) ? read_batch_refused(rd, v)
+                 : rd->use_uring                 ? read_batch_uring(rd, v, n)
+                                                 : read_batch_pread(rd, v, n);
         for (uint32_t i = 0; i < n; i++) bytes += lf_dataset_block(s->ds, v[i]->block)->stored_size;
         uint64_t t1 = srv_now_ns();
         pthread_mutex_lock(&s->mu);

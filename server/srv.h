@@ -268,6 +268,13 @@ struct srv {
     uint32_t nextras;
     uint64_t slot_size;
     uint64_t plan_id;            /* the sequence (saved states carry it) */
+    lf_plan *spare;              /* start-up's plan, at its first epoch's start:
+                                    made by srv_plan_identify, walked by the
+                                    prepass's first share, then the planner's
+                                    (one lf_plan_create, not three: each is
+                                    seconds at 10^7 samples); NULL once taken */
+    void *spare_start;           /* its state at that start, to rewind it */
+    long spare_start_size;
     uint64_t fingerprint;        /* plan_id, the blocks and the epochs served:
                                     every node's server of a job must have the same */
     uint64_t cache_limit;        /* bytes of decompressed blocks */
@@ -345,6 +352,11 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
+/* The planner's plan: start-up's (s->spare), rewound, or a new one. Call
+ * from the thread that started the server, before the others run. */
+int srv_plan_first(srv *s, lf_plan **out);
+/* Frees start-up's plan where nothing took it. */
+void srv_plan_spare_free(srv *s);
 /* A plan id as lf-server --print-plan and lf-rank-loop --out write it: the
  * sample id, and ID@OFFSET for a piece of a sample (plan.c). */
 void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep);

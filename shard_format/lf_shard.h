@@ -186,6 +186,25 @@ long lf_dataset_read_block(const lf_dataset *ds, uint64_t block, void *dst,
 long lf_dataset_read_blocks(const lf_dataset *ds, uint64_t first, uint64_t count,
                             void *dst, size_t dst_cap, lf_shard_error *err);
 
+/* ---- index-only datasets ----------------------------------------------- */
+
+/* An index-only dataset is an index without bytes: samples' lengths and
+ * blocks, for planning and for timing a server's start-up at sizes whose
+ * bytes would not fit a disk (lf-shard synth --index-only). It has one
+ * pseudo-shard named `name` (no descriptor: lf_dataset_shard_fd is -1),
+ * blocks of block_samples consecutive samples, each sample's record laid
+ * out as the writer would (the size table, then `length(arg, i)` elements
+ * of schema's cost field). Everything that would read bytes
+ * (lf_dataset_read_block(s), lf_block_decode) fails with LF_SHARD_E_ARG and
+ * a message naming it. Returns 0 or a negative status (a block past the
+ * format's raw limit, more than 2^32-1 samples or blocks). */
+typedef uint64_t (*lf_index_length_fn)(void *arg, uint64_t sample);
+int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64_t samples,
+                               uint32_t block_samples, lf_index_length_fn length, void *arg,
+                               lf_dataset **out, lf_shard_error *err);
+/* 1 for a dataset made by lf_dataset_open_index_only, else 0. */
+int lf_dataset_index_only(const lf_dataset *ds);
+
 /* Per-thread decompression state; allocation happens here, not per block. */
 typedef struct lf_block_decoder lf_block_decoder;
 int lf_block_decoder_create(lf_block_decoder **out);

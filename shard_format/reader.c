@@ -54,6 +54,7 @@ struct lf_dataset {
     uint64_t nsamples, samples_cap;
     uint32_t max_raw, max_stored;
     bool skip_checksums;         /* fuzzing only (SHARD_OPEN_SKIP_CHECKSUMS) */
+    bool index_only;             /* an index without bytes: every read refused */
 };
 
 struct lf_block_decoder {
@@ -480,6 +481,79 @@ int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
     return 0;
 }
 
+/* Sample i's record in the raw block the index-only dataset pretends:
+ * the size table, then L elements of the cost field (the writer's layout,
+ * so every figure drawn from sizes is what real bytes would give). */
+static int index_only_sample(lf_dataset *ds, uint64_t i, uint64_t len, uint32_t block,
+                             uint64_t *raw, lf_shard_error *err)
+{
+    const lf_field_def *f = &ds->schema.fields[ds->schema.cost_field];
+    uint64_t size = 4ull * ds->schema.nfields + len * lf_field_elem_size(f);
+    if (len > LF_MAX_RECORD_BYTES || size > LF_MAX_RECORD_BYTES - *raw)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: sample %" PRIu64 ": length %" PRIu64
+                          " makes block %u pass the format's %u raw bytes", ds->shards[0].path,
+                          i, len, block, LF_MAX_RECORD_BYTES);
+    ds->samples[i] = (lf_sample_info){.shard = 0, .block = block, .offset = (uint32_t)*raw,
+                                      .size = (uint32_t)size, .length = len};
+    *raw += size;
+    return 0;
+}
+
+/* Fills the tables: block b holds samples b*per .. b*per+per-1, each block
+ * one page "on disk" (nothing is), every checksum 0. */
+static int index_only_tables(lf_dataset *ds, uint64_t samples, uint32_t per,
+                             lf_index_length_fn length, void *arg, lf_shard_error *err)
+{
+    uint64_t nblocks = (samples + per - 1) / per;
+    if (nblocks > UINT32_MAX)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: %" PRIu64 " blocks: a shard holds at most "
+                          "2^32-1: raise the samples a block", ds->shards[0].path, nblocks);
+    int rc = alloc_tables(ds, nblocks, samples, err);
+    for (uint64_t b = 0; rc == 0 && b < nblocks; b++) {
+        uint64_t first = b * per, n = samples - first < per ? samples - first : per, raw = 0;
+        for (uint64_t i = first; rc == 0 && i < first + n; i++)
+            rc = index_only_sample(ds, i, length(arg, i), (uint32_t)b, &raw, err);
+        ds->blocks[b] = (lf_block_info){.file_offset = LF_SHARD_ALIGN * (b + 1),
+                                        .stored_size = LF_SHARD_ALIGN, .raw_size = (uint32_t)raw,
+                                        .first_sample = first, .nsamples = (uint32_t)n};
+        if (raw > ds->max_raw) ds->max_raw = (uint32_t)raw;
+    }
+    ds->nblocks = nblocks;
+    ds->nsamples = samples;
+    ds->max_stored = LF_SHARD_ALIGN;
+    return rc;
+}
+
+int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64_t samples,
+                               uint32_t block_samples, lf_index_length_fn length, void *arg,
+                               lf_dataset **out, lf_shard_error *err)
+{
+    if (!name || !schema || !length || !out || block_samples == 0 || samples > UINT32_MAX)
+        return shard_fail(err, LF_SHARD_E_ARG, "index-only dataset: invalid argument");
+    int rc = lf_schema_validate(schema, err);
+    if (rc != 0) return rc;
+    lf_dataset *ds = calloc(1, sizeof *ds);
+    if (ds) ds->shards = calloc(1, sizeof *ds->shards);
+    char *path = ds && ds->shards ? strdup(name) : NULL;
+    if (!path) {
+        lf_dataset_close(ds);
+        return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    }
+    ds->shards[0] = (ds_shard){.path = path, .fd = -1};
+    ds->nshards = 1;
+    ds->schema = *schema;
+    ds->index_only = true;
+    rc = index_only_tables(ds, samples, block_samples, length, arg, err);
+    if (rc != 0) {
+        lf_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+int lf_dataset_index_only(const lf_dataset *ds) { return ds->index_only; }
+
 const lf_schema *lf_dataset_schema(const lf_dataset *ds) { return &ds->schema; }
 uint64_t lf_dataset_samples(const lf_dataset *ds) { return ds->nsamples; }
 uint32_t lf_dataset_shards(const lf_dataset *ds) { return ds->nshards; }
@@ -516,11 +590,23 @@ uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
 
 /* ---- blocks ------------------------------------------------------------- */
 
+/* An index-only dataset has no bytes to read: said with its name, so a
+ * run that reaches a batch is told which dataset and why. */
+static int refuse_index_only(const lf_dataset *ds, uint64_t block, lf_shard_error *err)
+{
+    return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": an index-only dataset "
+                      "describes its %" PRIu64 " samples but holds none of their bytes, so "
+                      "no batch can be read from it (it is for planning and start-up "
+                      "measurements: make the samples with lf-shard synth without "
+                      "--index-only to serve them)", ds->shards[0].path, block, ds->nsamples);
+}
+
 long lf_dataset_read_blocks(const lf_dataset *ds, uint64_t first, uint64_t count,
                             void *dst, size_t dst_cap, lf_shard_error *err)
 {
     if (!ds || first >= ds->nblocks || count == 0)
         return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", first);
+    if (ds->index_only) return refuse_index_only(ds, first, err);
     const lf_block_info *b = &ds->blocks[first];
     const ds_shard *sh = &ds->shards[b->shard];
     if (dst_cap < b->stored_size)
@@ -574,6 +660,7 @@ long lf_block_decode(lf_block_decoder *d, const lf_dataset *ds, uint64_t block,
         return shard_fail(err, LF_SHARD_E_ARG, "block decode: NULL argument");
     if (block >= ds->nblocks)
         return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", block);
+    if (ds->index_only) return refuse_index_only(ds, block, err);
     const lf_block_info *b = &ds->blocks[block];
     const char *path = ds->shards[b->shard].path;
     uint64_t local = block - ds->shards[b->shard].first_block;

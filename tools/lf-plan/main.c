@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "index_only.h"
 #include "lf_shard.h"
 #include "open_limit.h"
 #include "parse_num.h"
@@ -191,7 +192,7 @@ static lf_plan_sample *dataset_samples(opts *o, size_t *n)
 {
     lf_dataset *ds = NULL;
     lf_shard_error err;
-    if (lf_dataset_open(o->dir, &ds, &err)) {
+    if (dataset_open(o->dir, &ds, &err)) {
         fprintf(stderr, "lf-plan: %s\n", err.msg);
         return NULL;
     }

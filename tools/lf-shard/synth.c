@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "index_only.h"
 #include "synth.h"
 
 static const char synth_help[] =
@@ -36,6 +37,11 @@ static const char synth_help[] =
     "  --len-min N        shortest sample (default 32)\n"
     "  --len-max N        longest sample (default 16384)\n"
     "  --vocab N          token ids are 0..N-1 (default 32000)\n"
+    "  --index-only       write no samples: DIR gets index-only.lfi, a few lines that\n"
+    "                     describe the lengths (u16 tokens), which lf-plan and lf-server\n"
+    "                     open as a dataset of --samples samples (up to 2^32-1) in\n"
+    "                     blocks of --block-samples (default 64); reading a batch's\n"
+    "                     bytes from it fails. For planning and start-up at any size\n"
     "\n"
     "images: fields 'image' (JPEG: gradients, shapes, noise; quality 75..95) and 'label':\n"
     "  --min-side N       smallest side in pixels (default 64)\n"
@@ -65,6 +71,8 @@ enum {
     OPT_CLASSES,
     OPT_WIDTH,
     OPT_DTYPE,
+    OPT_INDEX_ONLY,
+    OPT_BLOCK_SAMPLES,
 };
 
 static const struct option synth_options[] = {
@@ -81,6 +89,8 @@ static const struct option synth_options[] = {
     {"classes", required_argument, NULL, OPT_CLASSES},
     {"width", required_argument, NULL, OPT_WIDTH},
     {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"index-only", no_argument, NULL, OPT_INDEX_ONLY},
+    {"block-samples", required_argument, NULL, OPT_BLOCK_SAMPLES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -112,7 +122,7 @@ static void check_kind(const cli_cmd *c, const synth_kind *k, int id)
     switch (id) {
     case OPT_LEN_MEDIAN: case OPT_LEN_SIGMA: case OPT_LEN_MIN: case OPT_LEN_MAX:
         ok = tokens || frames; break;
-    case OPT_VOCAB: ok = tokens; break;
+    case OPT_VOCAB: case OPT_INDEX_ONLY: case OPT_BLOCK_SAMPLES: ok = tokens; break;
     case OPT_MIN_SIDE: case OPT_MAX_SIDE: ok = images; break;
     case OPT_CLASSES: ok = images || frames; break;
     case OPT_WIDTH: case OPT_DTYPE: ok = frames; break;
@@ -146,7 +156,7 @@ static void check_max_record(const cli_cmd *c, const synth_kind *k, const synth_
 }
 
 static void parse_args(const cli_cmd *c, const synth_kind *k, int argc, char **argv,
-                       synth_params *p, cli_writer_args *wa)
+                       synth_params *p, cli_writer_args *wa, index_only *io)
 {
     int have_samples = 0, id;
     set_defaults(k, p, wa);
@@ -171,6 +181,10 @@ static void parse_args(const cli_cmd *c, const synth_kind *k, int argc, char **a
         case OPT_CLASSES: p->classes = (uint32_t)cli_parse_u64(c, "--classes", a, 1, INT32_MAX); break;
         case OPT_WIDTH: p->width = (uint32_t)cli_parse_u64(c, "--width", a, 1, 1u << 16); break;
         case OPT_DTYPE: p->frame_type = (uint32_t)frame_type_arg(c, a); break;
+        case OPT_INDEX_ONLY: io->samples = 1; break;
+        case OPT_BLOCK_SAMPLES:
+            io->block_samples = (uint32_t)cli_parse_u64(c, "--block-samples", a, 1, UINT32_MAX);
+            break;
         default: break;
         }
     }
@@ -183,7 +197,24 @@ static void parse_args(const cli_cmd *c, const synth_kind *k, int argc, char **a
                         p->len_min, p->len_max);
     if (p->min_side > p->max_side)
         cli_usage_error(c, "--min-side %u is above --max-side %u", p->min_side, p->max_side);
+    if (io->block_samples && !io->samples)
+        cli_usage_error(c, "--block-samples applies to --index-only only");
     check_max_record(c, k, p);
+}
+
+/* --index-only: the description alone (common/index_only.h). */
+static void index_only_run(const synth_params *p, const cli_writer_args *wa, index_only *io)
+{
+    char why[512];
+    *io = (index_only){.samples = p->samples, .seed = p->seed, .len_median = p->len_median,
+                       .len_sigma = p->len_sigma, .len_min = p->len_min,
+                       .len_max = p->len_max,
+                       .block_samples = io->block_samples ? io->block_samples : 64};
+    if (index_only_write(wa->out, io, why, sizeof why))
+        cli_die("%s", why);
+    printf("lf-shard: synth %s: %" PRIu64 " samples described in %s/%s, index only (no "
+           "sample bytes: lf-plan and lf-server's start-up take it, a read is refused)\n",
+           wa->out, io->samples, wa->out, INDEX_ONLY_NAME);
 }
 
 /* ---- batch generation --------------------------------------------------------- */
@@ -281,8 +312,10 @@ int cmd_synth(int argc, char **argv)
         cli_cmd c = {name, synth_help};
         synth_params p;
         cli_writer_args wa;
-        parse_args(&c, kinds[i], argc - 1, argv + 1, &p, &wa);
-        synth_run(kinds[i], &p, &wa);
+        index_only io = {0};
+        parse_args(&c, kinds[i], argc - 1, argv + 1, &p, &wa, &io);
+        if (io.samples) index_only_run(&p, &wa, &io);
+        else synth_run(kinds[i], &p, &wa);
         return 0;
     }
     cli_usage_error(&top, "unknown kind '%s' (expected tokens, images or frames)", argv[1]);

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Planning and start-up against the dataset's size (issue 35; run by `make
+# bench`; figures, never a verdict), on index-only datasets (lf-shard synth
+# tokens --index-only: lengths as `synth tokens` draws them, blocks of 64,
+# no bytes), so 10^8-10^9 samples need no disk. Per size:
+#  - lf-plan DIR --sampler balanced --steps 30 at worlds 8, 64 and 1024:
+#    planner CPU ms a step, create s, the run's wall s and peak RSS;
+#  - lf-server --world 8 --ranks 0 --epochs E (LF_SCALE_EPOCHS, default
+#    1): ms from its start to "lf-server: serving" (the index opened, the
+#    plan made and walked, the rings sized: the first batch could be asked
+#    for; an index-only dataset has no bytes, so none is read) and its
+#    peak RSS then (VmHWM);
+# and each figure's growth over the size before. A size is skipped, and
+# said so, when the bytes a sample took at the size before (the larger
+# peak RSS of lf-plan and lf-server, over samples) project past
+# LF_SCALE_MEM_MAX (default 6 GiB: the machine is shared); every run is
+# also capped there with ulimit -v. Sizes: LF_SCALE_SIZES.
+source "$(dirname "$0")/bench_lib.sh"
+
+sizes=${LF_SCALE_SIZES:-1000000 10000000 100000000 1000000000}
+epochs=${LF_SCALE_EPOCHS:-1}
+cap_kb=$(( ${LF_SCALE_MEM_MAX:-$((6 << 30))} / 1024 ))
+[[ -x /usr/bin/time ]] || { echo "scale bench: /usr/bin/time is needed for peak RSS"; exit 77; }
+ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# lf-plan at world W: "ms_per_step create_s wall_s peak_kb"
+plan_run() {   # DIR W
+  local out
+  out=$( (ulimit -v "$cap_kb"; /usr/bin/time -f "TIME %e %M" "$bin/lf-plan" "$1" --world "$2" \
+          --sampler balanced --steps 30 --json) 2>&1 ) || { echo "lf-plan failed: $out" >&2; return 1; }
+  /usr/bin/python3 -c '
+import json, sys
+lines = sys.stdin.read().splitlines()
+j = json.loads(next(l for l in lines if l.startswith("{")))["samplers"]["balanced"]
+t = next(l for l in lines if l.startswith("TIME")).split()
+print("%.3f %.2f %s %s" % (j["plan_cpu_ms_per_step"], j["create_s"], t[1], t[2]))' <<<"$out"
+}
+
+# lf-server until it serves: "startup_ms peak_kb"
+server_run() {   # DIR
+  local ep="$tmp/rt/ctl" log="$tmp/server.log" t0 pid up='' hwm=0
+  rm -rf "$tmp/rt"; mkdir -m 700 "$tmp/rt"
+  t0=$(ms)
+  (ulimit -v "$cap_kb"; exec "$bin/lf-server" --endpoint "$ep" --data "$1" --world 8 --ranks 0 \
+     --epochs "$epochs") >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if grep -q "lf-server: serving" "$log"; then up=$(($(ms) - t0)); break; fi
+    sleep 0.05
+  done
+  [[ -n $up ]] && hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  [[ -n $up ]] || { echo "lf-server did not serve: $(tail -3 "$log")" >&2; return 1; }
+  echo "$up $hwm"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
+
+echo "index-only datasets; lf-plan --sampler balanced --steps 30; lf-server --world 8 --ranks 0 --epochs $epochs"
+printf "%-11s %-26s %-26s %-26s %-24s\n" samples "world 8: cpu ms/step rss" "world 64: cpu ms/step rss" \
+  "world 1024: cpu ms/step rss" "server: serving rss"
+prev_n=0 per_sample=0
+declare -A prev
+for n in $sizes; do
+  if [[ $per_sample != 0 ]]; then
+    need=$(awk -v b="$per_sample" -v n="$n" 'BEGIN { printf "%d", b * n / 1024 }')
+    if (( need > cap_kb )); then
+      printf "%-11s skipped: %.0f bytes a sample at %s project %d MiB, above the %d MiB cap\n" \
+        "$n" "$per_sample" "$prev_n" $((need / 1024)) $((cap_kb / 1024))
+      continue
+    fi
+  fi
+  dir="$tmp/n$n"
+  "$lf" synth tokens --index-only --out "$dir" --samples "$n" --seed 1 >/dev/null ||
+    { echo "scale bench: synth --index-only failed"; exit 1; }
+  line=$(printf "%-11s" "$n") peak=0
+  declare -A cur
+  for w in 8 64 1024; do
+    read -r mps create wall kb < <(plan_run "$dir" "$w") || exit 1
+    line+=$(printf " %-26s" "$mps ms, $((kb / 1024)) MiB")
+    cur[ms$w]=$mps cur[rss$w]=$kb
+    (( kb > peak )) && peak=$kb
+    [[ $w == 8 ]] && cur[create]=$create cur[wall]=$wall
+  done
+  read -r up hwm < <(server_run "$dir") || exit 1
+  (( hwm > peak )) && peak=$hwm
+  cur[up]=$up cur[hwm]=$hwm
+  echo "$line $(printf "%-24s" "$up ms, $((hwm / 1024)) MiB")"
+  echo "            lf-plan world 8: create ${cur[create]} s, run ${cur[wall]} s; peak $((peak * 1024 / n)) bytes a sample"
+  if [[ $prev_n != 0 ]]; then
+    echo "            growth over $prev_n ($(ratio "$n" "$prev_n") samples): server start-up" \
+         "$(ratio "${cur[up]}" "${prev[up]}"), server RSS $(ratio "${cur[hwm]}" "${prev[hwm]}")," \
+         "lf-plan RSS $(ratio "${cur[rss64]}" "${prev[rss64]}"), ms/step at 8 / 64 / 1024:" \
+         "$(ratio "${cur[ms8]}" "${prev[ms8]}") / $(ratio "${cur[ms64]}" "${prev[ms64]}") /" \
+         "$(ratio "${cur[ms1024]}" "${prev[ms1024]}")"
+  fi
+  for k in "${!cur[@]}"; do prev[$k]=${cur[$k]}; done
+  unset cur
+  prev_n=$n per_sample=$(awk -v k="$peak" -v n="$n" 'BEGIN { print k * 1024 / n }')
+  rm -rf "$dir"
+done

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# An index-only dataset (lf-shard synth tokens --index-only, issue 35 item
+# 3): a few lines describe the samples, no bytes are written. lf-plan plans
+# it exactly as it plans `--synth N` with the same seed and blocks (the
+# same lengths, every figure but the times equal); lf-server starts on it
+# and serves; the first batch a rank asks for stops the server with an
+# error naming the dataset, which the rank is told. A malformed description
+# is refused naming its line; --index-only is for tokens only.
+source "$(dirname "$0")/server_lib.sh"
+PY=/usr/bin/python3
+[[ -x "$PY" ]] || { echo "SKIP: /usr/bin/python3 is needed"; exit 77; }
+
+"$LF_BIN/lf-shard" synth tokens --index-only --out "$WORK/io" --samples 200000 --seed 5 \
+  >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "lf-shard synth --index-only"; }
+[[ $(ls "$WORK/io") == index-only.lfi ]] || fail "the dataset holds more than its description: $(ls "$WORK/io")"
+size=$(stat -c %s "$WORK/io/index-only.lfi")
+[[ $size -lt 1024 ]] || fail "the description takes $size bytes"
+echo "index-only: 200000 samples described in $size bytes"
+
+# The same plan as lf-plan --synth (lengths from the same streams, blocks of 64).
+"$LF_BIN/lf-plan" "$WORK/io" --seed 5 --world 8 --json >"$WORK/io.json" 2>/dev/null ||
+  fail "lf-plan on the index-only dataset"
+"$LF_BIN/lf-plan" --synth 200000 --synth-block 64 --seed 5 --world 8 --json \
+  >"$WORK/synth.json" 2>/dev/null || fail "lf-plan --synth"
+"$PY" - "$WORK/io.json" "$WORK/synth.json" <<'PYEOF' || fail "the plans differ"
+import json, sys
+times = ("plan_ms_per_step", "plan_cpu_ms_per_step", "epoch_s", "create_s", "epoch_cpu_s")
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for d in (a, b):
+    for s in d["samplers"].values():
+        for k in times: s.pop(k)
+assert a == b, (a, b)
+print("lf-plan: the index-only dataset plans as --synth does:",
+      a["samplers"]["balanced"]["steps"], "balanced steps, figures equal")
+PYEOF
+
+# lf-server starts, serves, and refuses the first batch naming the dataset.
+"$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/io" --world 1 >"$WORK/server.log" 2>&1 &
+PIDS+=($!)
+rc=0
+"$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 1 --max-batches 1 --no-digest \
+  >"$WORK/client.log" 2>&1 || rc=$?
+wait "${PIDS[-1]}" || true
+grep -q "lf-server: serving" "$WORK/server.log" || { show_logs +1 "$WORK/server.log"; fail "the server did not serve"; }
+want="index-only.lfi: block [0-9]*: an index-only dataset describes its 200000 samples but holds none of their bytes"
+[[ $rc -ne 0 ]] && grep -q "$want" "$WORK/client.log" && grep -q "error: read: .*$want" "$WORK/server.log" ||
+  { show_logs +1 "$WORK/server.log" "$WORK/client.log"; fail "a batch of the index-only dataset was not refused (client exit $rc)"; }
+echo "lf-server: served the index-only dataset's plan, refused its first batch: ok"
+
+# A malformed description names its line; images have no --index-only.
+sed -i 's/^len-min .*/len-min many/' "$WORK/io/index-only.lfi"
+out=$("$LF_BIN/lf-plan" "$WORK/io" --world 8 2>&1) && fail "lf-plan took a malformed description"
+[[ $out == *"index-only.lfi: line 7: "* ]] || fail "malformed description: $out"
+out=$("$LF_BIN/lf-shard" synth images --index-only --out "$WORK/img" --samples 10 2>&1) &&
+  fail "synth images --index-only was taken"
+[[ $out == *"--index-only"* ]] || fail "synth images --index-only: $out"
+echo "malformed description and images refused: ok"

@@ -114,13 +114,16 @@ refused "an outlier step would cost 2^63 or more" "$tmp/ds" --world 2 --sampler 
   --cost 2.2e12,0,0,0 --budget 4503599627370496 --outlier-cost 2251799813685248 --outlier-group 4096
 
 # The baselines are planned without balanced's caps, --micro-max-padded too
-# (it once left every naive sample "over a cap"); a report that cannot be
-# written fails.
-"$B/lf-plan" "$tmp/ds" --world 8 --sampler naive --micro-max-padded 10 --json >"$tmp/naive.json" ||
+# (it once left every naive sample "over a cap"), over the pieces the cap
+# cuts, as balanced (they once planned whole documents beside balanced's
+# pieces); a report that cannot be written fails.
+"$B/lf-plan" "$tmp/ds" --world 8 --sampler all --micro-max-padded 10 --json >"$tmp/naive.json" ||
   fail "lf-plan naive --micro-max-padded"
-"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["naive"]
-assert r["samples"] == 6000 and r["rejected_cap"] == 0, r' "$tmp/naive.json" ||
-  fail "naive with --micro-max-padded lost samples"
+"$PY" -c 'import json, sys; s = json.load(open(sys.argv[1]))["samplers"]
+r, b = s["naive"], s["balanced"]
+assert r["samples"] == b["samples"] > 6000 and r["rejected_cap"] == 0, (r, b["samples"])
+assert r["dropped_tokens"] == 0, r' "$tmp/naive.json" ||
+  fail "naive with --micro-max-padded lost samples, or planned other pieces than balanced"
 if "$B/lf-plan" "$tmp/ds" --world 8 --steps 1 >/dev/full 2>"$tmp/full.err"; then
   fail "lf-plan exit 0 with its report lost"
 fi

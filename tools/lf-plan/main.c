@@ -39,7 +39,9 @@ static const char usage_head[] =
     "Baselines: naive (full shuffle, equal counts per rank, as DistributedSampler)\n"
     "and sorted (length-grouped mega-batches, as HF group_by_length) take\n"
     "--batch-per-rank samples per rank per step, and are planned without\n"
-    "--max-tokens / --max-padded / --micro-max-padded (caps bind balanced only).\n"
+    "--max-tokens / --max-padded / --micro-max-padded (caps bind balanced only),\n"
+    "over the same pieces: a sample longer than a cap or than pad's default cut\n"
+    "is cut for every sampler.\n"
     "\n"
     "In-memory input (instead of DIR):\n"
     "  --synth N            N samples, lognormal lengths drawn with the plan's --seed\n"
@@ -349,6 +351,14 @@ int main(int argc, char **argv)
     if (!rc && o.cli.seq_len_why[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.seq_len_why);
     if (!rc && o.cli.overflow[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.overflow);
     if (!rc && o.cli.note[0]) fprintf(stderr, "lf-plan: note: %s\n", o.cli.note);
+    /* The baselines are planned without balanced's caps, over the pieces
+     * the caps cut (a user of DistributedSampler trains on the same
+     * chunks): otherwise they would plan whole documents that balanced
+     * plans in pieces, no like-for-like comparison. */
+    lf_plan_sample *pieces = NULL;
+    size_t npieces = n;
+    if (!rc && (o.samplers & 6))
+        rc = lf_plan_pieces(&o.cli.params, samples, n, &pieces, &npieces);
     plan_score sc[3];
     int nsc = 0;
     static const char *const names[] = {"balanced", "naive", "sorted"};
@@ -356,12 +366,15 @@ int main(int argc, char **argv)
         if (!((o.samplers >> s) & 1)) continue;
         lf_plan_params p = o.cli.params;
         p.sampler = s;
-        if (s != LF_PLAN_BALANCED) /* the caps are balanced's */
+        int baseline = s != LF_PLAN_BALANCED;
+        if (baseline) /* the caps are balanced's */
             p.rank_max_tokens = p.rank_max_padded = p.micro_max_padded = 0;
-        rc = plan_score_run(&p, samples, n, o.steps, &sc[nsc]);
+        rc = plan_score_run(&p, baseline && pieces ? pieces : samples,
+                            baseline ? npieces : n, o.steps, &sc[nsc]);
         sc[nsc].name = names[s];
         if (!rc) nsc++;
     }
+    free(pieces);
     free(samples);
     if (rc) {
         fprintf(stderr, "lf-plan: %s\n", o.cli.why[0] ? o.cli.why : lf_plan_strerror(rc));

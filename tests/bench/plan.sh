@@ -22,8 +22,8 @@
 #   3. the same on a real `lf-shard synth tokens --samples N` dataset
 #      (N = LF_PLAN_BENCH_SAMPLES, default 1000000; skipped without lf-shard);
 #   4. real text: dev-text.jsonl from shared/realdata/fetch.sh, found in
-#      $LF_REALDATA (else ~/.cache/levelfeed-realdata, fetch.sh's, else
-#      /work/realdata), made into datasets split at 2048 and 8192 tokens
+#      $LF_REALDATA (default ~/.cache/levelfeed-realdata, fetch.sh's), made
+#      into datasets split at 2048 and 8192 tokens
 #      (where lf-shard has --max-len; ds-2048, ds-8192 and ds-unsplit
 #      beside the file are used as they are) and unsplit; first issue #27
 #      item 4's table (worlds 8 and 64, 16 and 4 samples a rank, pad and
@@ -186,17 +186,12 @@ fi
 part 4 || exit 0
 
 # 4. real text (issue #27): skipped, and said so, without dev-text.jsonl.
-# Found in $LF_REALDATA, else fetch.sh's ~/.cache/levelfeed-realdata, else
-# /work/realdata (where this project's machines keep it).
-real=${LF_REALDATA:-}
-if [[ -z $real ]]; then
-  for d in "$HOME/.cache/levelfeed-realdata" /work/realdata; do
-    [[ -f $d/dev-text.jsonl ]] && { real=$d; break; }
-  done
-fi
-if [[ -z $real || ! -f "$real/dev-text.jsonl" ]]; then
-  echo "-- real text: dev-text.jsonl is in neither \$LF_REALDATA, ~/.cache/levelfeed-realdata"
-  echo "   nor /work/realdata (shared/realdata/fetch.sh fetches it): skipped"
+# Found in $LF_REALDATA (default fetch.sh's ~/.cache/levelfeed-realdata),
+# as the other benchmarks find it.
+real=${LF_REALDATA:-$HOME/.cache/levelfeed-realdata}
+if [[ ! -f "$real/dev-text.jsonl" ]]; then
+  echo "-- real text: $real/dev-text.jsonl is absent (shared/realdata/fetch.sh fetches it;"
+  echo "   LF_REALDATA names another folder): skipped"
   exit 0
 fi
 sets=(unsplit)

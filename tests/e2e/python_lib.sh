@@ -31,6 +31,12 @@ if [[ -n $asan_rt ]]; then
   PY=python_sanitized
 fi
 
+# A ThreadSanitizer build's library cannot be loaded into Python (its
+# runtime wants static TLS, which a dlopen cannot have): tests with C parts
+# too run those and skip the Python part where python_loads_lib is false.
+tsan_rt=$(ldd "$LEVELFEED_LIB" | awk '/libtsan/ {print $3}')
+python_loads_lib() { [[ -z $tsan_rt ]]; }
+
 need_python_module() {     # MODULE: exit 77 unless $PY imports it
   "$PY" -c "import $1" 2>/dev/null || { echo "skip: $1 not importable by $PY"; exit 77; }
 }

@@ -183,20 +183,12 @@ static void put_max_seqlen(unsigned char *slot, const lf_layout *l, long n)
 {
     const lf_tensor_desc *cu = lf_layout_find(l, "cu_seqlens");
     const lf_tensor_desc *mx = lf_layout_find(l, "max_seqlen");
+    const unsigned char *seg = slot + cu->offset;
     int64_t longest = 0;
     for (long k = 1; k < n; k++) {
-        int64_t a, b;
-        if (cu->dtype == LF_DTYPE_I64) {
-            memcpy(&a, slot + cu->offset + 8 * (size_t)(k - 1), 8);
-            memcpy(&b, slot + cu->offset + 8 * (size_t)k, 8);
-        } else {
-            int32_t a32, b32;
-            memcpy(&a32, slot + cu->offset + 4 * (size_t)(k - 1), 4);
-            memcpy(&b32, slot + cu->offset + 4 * (size_t)k, 4);
-            a = a32;
-            b = b32;
-        }
-        if (b - a > longest) longest = b - a;
+        int64_t len = lf_get_int(seg, cu->dtype, (size_t)k) -
+                      lf_get_int(seg, cu->dtype, (size_t)k - 1);
+        if (len > longest) longest = len;
     }
     lf_put_int(slot + mx->offset, mx->dtype, 0, longest);
 }

@@ -36,6 +36,12 @@ void lf_put_int(void *tensor, uint32_t dtype, size_t i, int64_t v)
     else ((int64_t *)tensor)[i] = v;
 }
 
+int64_t lf_get_int(const void *tensor, uint32_t dtype, size_t i)
+{
+    if (dtype == LF_DTYPE_I32) return ((const int32_t *)tensor)[i];
+    return ((const int64_t *)tensor)[i];
+}
+
 /* x rounded up to a power-of-two `align`; 0 when that overflows (x > 0). */
 static uint64_t align_up(uint64_t x, uint64_t align)
 {

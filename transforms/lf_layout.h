@@ -68,6 +68,8 @@ const char *lf_dtype_name(uint32_t dtype);
 /* Element i of an integer tensor of dtype LF_DTYPE_I32 (v truncated) or
  * else LF_DTYPE_I64 = v: lengths, offsets, micro-batch tables. */
 void lf_put_int(void *tensor, uint32_t dtype, size_t i, int64_t v);
+/* Element i of such a tensor, as lf_put_int wrote it. */
+int64_t lf_get_int(const void *tensor, uint32_t dtype, size_t i);
 
 typedef struct lf_tensor_desc {
     char name[LF_LAYOUT_NAME_MAX]; /* NUL-terminated, unique in the layout */

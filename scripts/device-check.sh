@@ -83,7 +83,9 @@ phase_gpu() {
   keep=$(mktemp -d)
   TMPDIR=$keep LF_KEEP_TMP=1 bash "$root/tests/run.sh" "$kit/build" 'gpu' || rc=$?
   cat "$keep"/lf-e2e.*/report.json 2>/dev/null
-  tar czf "$out/gpu-tests.tgz" -C "$kit/build" test-logs -C "$keep" \
+  # Only the GPU tests' logs: a filtered run leaves the other tests' in place.
+  cp "$kit/build"/test-logs/*gpu* "$keep"/ 2>/dev/null
+  tar czf "$out/gpu-tests.tgz" -C "$keep" \
     --exclude='*/ds' --exclude='*/rt' . 2>/dev/null
   rm -rf "$keep"
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)

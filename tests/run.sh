@@ -12,7 +12,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$B" && pwd)
 timeout_s=${LF_TEST_TIMEOUT:-300}
 logdir="$B/test-logs"
-rm -rf "$logdir"; mkdir -p "$logdir"
+# A whole run starts from an empty log folder; a filtered run rewrites only
+# its own tests' logs, so a second run beside it (a sanitizer subset, the GPU
+# tests) keeps the first one's.
+[[ -z "$filter" ]] && rm -rf "$logdir"
+mkdir -p "$logdir"
 export LF_BUILD="$B" LF_BIN="$B/bin" LF_ROOT="$root"
 # For a SANITIZE=thread build: libzmq's own threads are not instrumented.
 export TSAN_OPTIONS="${TSAN_OPTIONS:-suppressions=$root/tests/tsan.supp}"

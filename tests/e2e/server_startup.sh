@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # lf-server takes its endpoint before it plans (issue 29, item 3; issue 28).
-# Clients started before a server whose start-up planning outlasts their
-# connect timeout connect, wait ("planning, N %" answers), and train both
-# epochs, every sample once per epoch; lf-stat shows the planning. A
-# second server on the busy endpoint is refused at once, before it opens
-# the dataset or plans anything. (Before: the server planned, then bound:
-# the clients timed out with "no WELCOME", and the second server planned
-# every epoch before it found the endpoint taken.)
+# A client started before the server, and one started while it plans with
+# a connect timeout shorter than the planning, connect, wait ("planning,
+# N %" answers), and train both epochs, every sample once per epoch; lf-stat
+# shows the planning. A second server on the busy endpoint is refused at
+# once, before it opens the dataset or plans anything. (Before: the server
+# planned, then bound: the clients timed out with "no WELCOME", and the
+# second server planned every epoch before it found the endpoint taken.)
 source "$(dirname "$0")/server_lib.sh"
 
-# 1.5 M short samples: here their planning takes several seconds. The
-# clients' timeout (0.5 s) bounds the silence before the server answers (it
-# starts 0.2 s after them); a machine fast enough to plan them within a
-# second past that timeout fails the check on the planning's length below,
-# rather than passing by luck.
+# 1.5 M short samples: here their planning takes seconds. Rank 1 starts
+# once the server answers "planning", with a 0.5 s timeout: the bound on
+# the server's silence while it plans. Rank 0 starts 0.2 s before the
+# server, with the default timeout, as a launcher starts them: how long a
+# loaded machine takes to start a server is no part of the check. A
+# machine fast enough to plan them within a second past rank 1's timeout
+# fails the check on the planning's length below, rather than passing by
+# luck.
 SAMPLES=${LF_STARTUP_SAMPLES:-1500000}
 TIMEOUT_MS=500
 "$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples "$SAMPLES" --seed 3 --threads 2 \
@@ -22,14 +25,14 @@ TIMEOUT_MS=500
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-t_clients=$(now_ms)
 cpids=()
-for r in 0 1; do
-  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank $r --world 2 --connect-timeout-ms $TIMEOUT_MS \
-    --no-digest --out "$WORK/early.r$r.txt" >"$WORK/early.r$r.log" 2>&1 &
+early_client() {   # RANK [OPTION...]
+  "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank "$1" --world 2 "${@:2}" \
+    --no-digest --out "$WORK/early.r$1.txt" >"$WORK/early.r$1.log" 2>&1 &
   cpids+=($!)
-done
-PIDS+=("${cpids[@]}")
+  PIDS+=($!)
+}
+early_client 0
 sleep 0.2
 "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/ds" --world 2 --epochs 2 \
   --samples-per-rank 512 >"$WORK/server.log" 2>&1 &
@@ -43,6 +46,8 @@ planning_line() {
 }
 wait_until 20 "lf-stat to show the planning" -- planning_line
 echo "lf-stat while planning: $SEEN"
+t_clients=$(now_ms)
+early_client 1 --connect-timeout-ms $TIMEOUT_MS
 
 # A second server on the busy endpoint: refused at once, nothing planned.
 t0=$(now_ms)
@@ -55,14 +60,14 @@ took=$(($(now_ms) - t0))
 ! grep -q "planning\|plan:" "$WORK/second.log" || fail "the second server planned: $(cat "$WORK/second.log")"
 echo "second server on the busy endpoint: refused in $took ms, before planning: ok"
 
-# The clients must have waited past their own timeout for the plan, or
-# this test shows nothing: the server still plans a second after it.
+# Rank 1 must have waited past its own timeout for the plan, or this test
+# shows nothing: the server still plans a second after it.
 planning_long() {
   planning_line && (($(now_ms) - t_clients > TIMEOUT_MS + 1000))
 }
 wait_until 20 "the planning to outlast the clients' timeout by 1 s (else raise LF_STARTUP_SAMPLES)" \
   -- planning_long
-echo "still planning $(($(now_ms) - t_clients)) ms after the clients started (timeout $TIMEOUT_MS ms): $SEEN"
+echo "still planning $(($(now_ms) - t_clients)) ms after rank 1 started (timeout $TIMEOUT_MS ms): $SEEN"
 
 wait_until 240 "the early clients to end" "$WORK/early.r0.log" "$WORK/early.r1.log" -- ended "${cpids[@]}"
 for r in 0 1; do
@@ -71,4 +76,4 @@ done
 wait_server
 check_exactly_once early "$SAMPLES" 2
 check_no_leftovers
-echo "clients started before a slowly planning server: connected, 2 epochs exactly once: ok"
+echo "clients started before and during a slowly planning server: connected, 2 epochs exactly once: ok"

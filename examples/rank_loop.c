@@ -523,8 +523,8 @@ static int check_plan_peers(const char *dir, const lf_client *c, int rank, int w
         } else if (got != fp0) {
             fprintf(stderr, "rank-loop %d: the ranks' servers plan different sequences: rank %d "
                     "(node %s) has plan fingerprint %016llx, rank 0 (node %s) %016llx; every "
-                    "node's lf-server must get the same dataset and plan flags "
-                    "(docs/MULTINODE.md); stopping before the first batch\n", rank, r, node,
+                    "node's lf-server must get the same datasets, --weight values and plan "
+                    "flags (docs/MULTINODE.md); stopping before the first batch\n", rank, r, node,
                     got, node0, fp0);
             return -1;
         }

@@ -354,7 +354,8 @@ def _check_same_plan(plan_id, world_size):
             raise LevelfeedError(
                 -errno.EINVAL, "levelfeed: the ranks' servers plan different sequences: rank %d "
                 "(node %s) has plan fingerprint %016x, rank 0 (node %s) %016x; every node's "
-                "lf-server must get the same dataset and plan flags (docs/MULTINODE.md)"
+                "lf-server must get the same datasets, --weight values and plan flags "
+                "(docs/MULTINODE.md)"
                 % (r, node, fp, seen[0][1], seen[0][0]))
 
 

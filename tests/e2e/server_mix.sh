@@ -73,18 +73,7 @@ echo "proportions, sources, exactly once: ok"
 # Resume mid-epoch and inside the second epoch.
 steps0=$(awk '$1 == 0' "$WORK/full.r0.txt" | wc -l)
 for k in 11 $((steps0 + 5)); do
-  start_server "${SRV[@]}"
-  run_clients "a$k" 4 --max-batches "$k" --save "$WORK/state.$k.{r}"
-  wait_server
-  start_server "${SRV[@]}"
-  run_clients "b$k" 4 --restore "$WORK/state.$k.{r}" --verify "$A,$B,$C"
-  wait_server
-  for r in 0 1 2 3; do
-    cmp -s <(cat "$WORK/a$k.r$r.txt" "$WORK/b$k.r$r.txt") "$WORK/full.r$r.txt" ||
-      fail "k=$k: rank $r resumed batches differ from the uninterrupted run"
-    cmp -s <(cat "$WORK/a$k.r$r.dig" "$WORK/b$k.r$r.dig") "$WORK/full.r$r.dig" ||
-      fail "k=$k: rank $r resumed tensor bytes differ from the uninterrupted run"
-  done
+  resume_equals_full "$k" 4 "$A,$B,$C"
   echo "resume after $k batches: ok"
 done
 check_no_leftovers

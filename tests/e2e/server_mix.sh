@@ -3,7 +3,7 @@
 # --weight 0.5 / 0.3 / 0.2, served to 4 ranks for two epochs.
 #  - Proportions: over each epoch the tokens delivered from each dataset,
 #    as the server reports them and as lf-plan plans them, are within 0.5 %
-#    (absolute) of its weight.
+#    (absolute) of its weight; lf-stat lists the sources.
 #  - Every batch's source tensor names each sample's dataset and every
 #    token matches the shards (lf-rank-loop --verify A,B,C); no sample comes
 #    twice in an epoch (exactly once within each source's draw), and a
@@ -51,6 +51,11 @@ grep -q "plan fingerprint [0-9a-f]* for ranks 0-3 of world 4 (.*mixture weights 
   "$WORK/server.log" || fail "fingerprint line: $(cat "$WORK/server.log")"
 n=$(shares_near "start-up" "$WORK/server.log" "epoch 0 draws") || fail "start-up shares"
 [[ $n == 3 ]] || fail "start-up printed $n source lines: $(cat "$WORK/server.log")"
+[[ $SEEN == *'"sources": ['* && $SEEN == *'"data": "'"$C"'"'* && $SEEN == *'"weight": 0.2'* ]] ||
+  fail "lf-stat --json: $SEEN"
+"$LF_BIN/lf-stat" "$EP" --count 1 >"$WORK/stat.txt" 2>&1 || fail "lf-stat: $(cat "$WORK/stat.txt")"
+grep -q "^source 2 $C: weight 0.200000, 0 tokens delivered" "$WORK/stat.txt" ||
+  fail "lf-stat's table: $(cat "$WORK/stat.txt")"
 run_clients full 4 --verify "$A,$B,$C"
 wait_server
 grep -q "differ" "$WORK"/full.r*.log && fail "tensors differ from the shards: $(cat "$WORK"/full.r*.log)"

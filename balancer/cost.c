@@ -82,6 +82,9 @@ const char *lf_plan_strerror(int status)
     case LF_PLAN_E_VERSION: return "state blob of another version (saved by another build)";
     case LF_PLAN_E_OVERFLOW:
         return "an outlier step would cost 2^63 or more: a smaller outlier group or smaller costs";
+    case LF_PLAN_E_WEIGHTS:
+        return "state saved inside an epoch under other mixture weights: resume with the "
+               "weights it was saved with, and change them at an epoch boundary";
     default: return "unknown status";
     }
 }

@@ -47,6 +47,8 @@ typedef enum lf_plan_status {
     LF_PLAN_E_RANGE = -5,        /* a rank or index is out of range */
     LF_PLAN_E_VERSION = -6,      /* a state blob of another layout version */
     LF_PLAN_E_OVERFLOW = -7,     /* an outlier step's cost could pass 2^63 */
+    LF_PLAN_E_WEIGHTS = -8,      /* a state saved inside an epoch under other
+                                    mixture weights */
 } lf_plan_status;
 
 /* A short static description of a status code. */
@@ -116,6 +118,32 @@ typedef enum lf_plan_layout {
     LF_PLAN_PACK = 1,            /* best-fit decreasing into rows of seq_len */
 } lf_plan_layout;
 
+/* A mixture: the samples are the union of `sources` datasets (a union
+ * dataset numbers them one after the other: lf_dataset_open_many), source s
+ * holding the sample ids first[s] .. first[s+1]-1 (the last one, from
+ * first[sources-1] on), each drawn for its share weight[s] / sum of the
+ * weights of an epoch's TOKENS (lengths). Each epoch every source is
+ * shuffled afresh (the sampler's order, keyed by seed, epoch and source) and
+ * the sources are interleaved so that at every point each one's tokens
+ * drawn stay as close as they can to its share of all drawn (the source
+ * furthest behind its share gives the next sample); the epoch ends when the
+ * source furthest behind has none left, and what the others did not draw
+ * is drawn from their next epoch's shuffle (README.md, "Mixtures").
+ * sources 0 or 1: no mixture, the plan of old. Every source must hold a
+ * sample the plan can place, and the samples of a block one source. */
+#define LF_PLAN_MAX_SOURCES 32
+#define LF_PLAN_WEIGHT_ONE 1000000u  /* the tools' weights: parts per million */
+
+typedef struct lf_plan_mix {
+    uint32_t sources;            /* 0, 1: no mixture; at most LF_PLAN_MAX_SOURCES */
+    uint32_t weight[LF_PLAN_MAX_SOURCES];  /* each > 0; shares are weight / sum */
+    uint64_t first[LF_PLAN_MAX_SOURCES];   /* first[0] = 0, strictly ascending */
+} lf_plan_mix;
+
+/* The source of a sample id (or of a piece's id) under mix: 0 without a
+ * mixture. */
+uint32_t lf_plan_mix_source(const lf_plan_mix *mix, uint64_t id);
+
 /* Plan parameters. lf_plan_params_default fills sensible values; a zero in a
  * field marked (0: ...) selects the default named there. */
 typedef struct lf_plan_params {
@@ -165,6 +193,7 @@ typedef struct lf_plan_params {
                                     steps") */
     uint32_t overflow;           /* lf_plan_overflow: a sample longer than a
                                     row or a cap (0: split it into pieces) */
+    lf_plan_mix mix;             /* several sources by weight (zero: one) */
 } lf_plan_params;
 
 /* A sample longer than a pack row (seq_len) or than a memory cap that one
@@ -339,7 +368,8 @@ size_t lf_plan_rejected_ids(const lf_plan *plan, uint64_t *ids, size_t cap);
 long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
 
 /* Restores a saved position into a plan made from the same samples and
- * sequence parameters; the following steps are bit-identical to the saved
+ * sequence parameters (a mixture: the same sources; see below for its
+ * weights); the following steps are bit-identical to the saved
  * plan's. world, the memory caps and layout may differ (a world-size change
  * keeps the global sequence and re-splits it, provided outlier_cost and
  * outlier_group were set explicitly, as their defaults follow world). A
@@ -348,7 +378,11 @@ long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
  * Returns 0, LF_PLAN_E_VERSION (a blob of another layout version, such as
  * version 1, whose 64-bit cost sum wrapped) or LF_PLAN_E_STATE; a blob whose
  * header matches but whose entries do not leaves the plan at the start of
- * its first epoch. */
+ * its first epoch. A mixture's weights may differ from the saved plan's
+ * only where the state lies between epochs (saved after lf_plan_next_step
+ * returned 0, or before the first step of an epoch): the next epoch is
+ * then drawn with the plan's weights; inside an epoch it is
+ * LF_PLAN_E_WEIGHTS, the plan unchanged. */
 int lf_plan_state_restore(lf_plan *plan, const void *buf, size_t size);
 
 #ifdef __cplusplus

@@ -15,7 +15,23 @@
  * naive: a uniform shuffle of all samples (DistributedSampler).
  * sorted: the same shuffle, then each mega-batch of 50 global batches sorted
  * longest first (HF group_by_length).
+ *
+ * A mixture (lf_plan_mix): each source's samples are ordered as above on
+ * their own, with keys of their own (seed, epoch, source), then the
+ * sources are interleaved by tokens: the next sample comes from the source
+ * whose tokens drawn so far are the smallest against its weight (drawn[s] /
+ * weight[s] least, compared as drawn[a] * weight[b] < drawn[b] * weight[a]
+ * in 128 bits; ties to the lower source). That is a smooth weighted
+ * interleave: every source's drawn tokens stay within one of its samples
+ * of its share of the total at every point, so the selection's window
+ * sees the mixture at every step. When the source that would give the next
+ * sample has none left, the epoch's order ends there: the source that is
+ * exhausted first for its weight sets the epoch's length, the others' rest
+ * waits for their next epoch's shuffle (each epoch draws a fresh prefix of
+ * every source, so no sample repeats within an epoch). One source is the
+ * order of old, bit for bit (its keys are the old keys).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan_internal.h"
@@ -23,6 +39,13 @@
 static uint64_t epoch_key(const lf_plan *p, uint64_t stream)
 {
     return lfp_mix(lfp_mix(p->prm.seed) ^ lfp_mix(((uint64_t)p->epoch << 8) | stream));
+}
+
+/* The keys' stream offset of source `src`: none for one source (the keys
+ * of old), else a stream of its own per source. */
+static uint64_t source_stream(const lf_plan *p, uint32_t src)
+{
+    return p->nsrc > 1 ? 4u * (src + 1u) : 0;
 }
 
 static void open_block(lf_plan *p, uint32_t g, size_t *pool_n)
@@ -33,56 +56,109 @@ static void open_block(lf_plan *p, uint32_t g, size_t *pool_n)
     }
 }
 
-/* Opens blocks in shuffled order from *next until `open` blocks with pending
- * samples are open (or none is left). */
-static void fill_window(lf_plan *p, uint32_t *next, uint32_t *open, size_t *pool_n)
+/* Opens blocks in shuffled order (perm, ng of them) from *next until `open`
+ * blocks with pending samples are open (or none is left). */
+static void fill_window(lf_plan *p, const uint32_t *perm, uint32_t ng, uint32_t *next,
+                        uint32_t *open, size_t *pool_n)
 {
-    while (*open < p->prm.locality_blocks && *next < p->ngroups) {
-        uint32_t g = p->gperm[(*next)++];
+    while (*open < p->prm.locality_blocks && *next < ng) {
+        uint32_t g = perm[(*next)++];
         if (p->grem[g] == 0) continue;
         open_block(p, g, pool_n);
         (*open)++;
     }
 }
 
-static void order_locality(lf_plan *p)
+/* Source src's placeable samples (its blocks: groups src_group[src] ..)
+ * in locality-aware order into dst; returns how many. */
+static size_t order_locality(lf_plan *p, uint32_t src, uint32_t *dst)
 {
-    uint64_t kb = epoch_key(p, 1), kd = epoch_key(p, 2);
-    for (uint32_t g = 0; g < p->ngroups; g++) {
-        p->gperm[g] = g;
-        p->grem[g] = 0;
+    uint64_t stream = source_stream(p, src);
+    uint64_t kb = epoch_key(p, 1 + stream), kd = epoch_key(p, 2 + stream);
+    uint32_t glo = p->src_group[src], ng = p->src_group[src + 1] - glo;
+    uint32_t *perm = p->gperm + glo;
+    for (uint32_t g = 0; g < ng; g++) {
+        perm[g] = glo + g;
+        p->grem[glo + g] = 0;
     }
-    for (uint32_t i = p->ngroups; i > 1; i--) {
+    for (uint32_t i = ng; i > 1; i--) {
         uint32_t j = (uint32_t)lfp_below(kb, i, i);
-        uint32_t t = p->gperm[i - 1]; p->gperm[i - 1] = p->gperm[j]; p->gperm[j] = t;
+        uint32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t;
     }
-    for (size_t s = 0; s < p->n; s++)
-        if (!p->capfail[s]) p->grem[p->group_of[s]]++;
+    size_t m = 0;
+    for (uint32_t i = p->group_start[glo]; i < p->group_start[glo + ng]; i++) {
+        uint32_t s = p->group_members[i];
+        if (!p->capfail[s]) p->grem[p->group_of[s]]++, m++;
+    }
     uint32_t next = 0, open = 0;
     size_t pool_n = 0;
-    fill_window(p, &next, &open, &pool_n);
-    for (size_t t = 0; t < p->norder; t++) {
+    fill_window(p, perm, ng, &next, &open, &pool_n);
+    for (size_t t = 0; t < m; t++) {
         size_t j = (size_t)lfp_below(kd, t, pool_n);
         uint32_t s = p->pool[j];
         p->pool[j] = p->pool[--pool_n];
-        p->order[t] = s;
+        dst[t] = s;
         if (--p->grem[p->group_of[s]] == 0) {
             open--;
-            fill_window(p, &next, &open, &pool_n);
+            fill_window(p, perm, ng, &next, &open, &pool_n);
         }
     }
+    return m;
 }
 
-static void order_shuffle(lf_plan *p)
+/* Source src's placeable samples uniformly shuffled into dst; returns how many. */
+static size_t order_shuffle(lf_plan *p, uint32_t src, uint32_t *dst)
 {
-    uint64_t k = epoch_key(p, 3);
+    uint64_t k = epoch_key(p, 3 + source_stream(p, src));
     size_t m = 0;
     for (size_t s = 0; s < p->n; s++)
-        if (!p->capfail[s]) p->order[m++] = (uint32_t)s;
+        if (!p->capfail[s] && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
     for (size_t i = m; i > 1; i--) {
         size_t j = (size_t)lfp_below(k, i, i);
-        uint32_t t = p->order[i - 1]; p->order[i - 1] = p->order[j]; p->order[j] = t;
+        uint32_t t = dst[i - 1]; dst[i - 1] = dst[j]; dst[j] = t;
     }
+    return m;
+}
+
+static size_t source_order(lf_plan *p, uint32_t src, uint32_t *dst)
+{
+    return p->prm.sampler == LF_PLAN_BALANCED ? order_locality(p, src, dst)
+                                              : order_shuffle(p, src, dst);
+}
+
+/* The source whose tokens drawn are the least against its weight (ties:
+ * the lower source). */
+static uint32_t furthest_behind(const lf_plan *p, const uint64_t *drawn)
+{
+    const uint32_t *w = p->prm.mix.weight;
+    uint32_t best = 0;
+    for (uint32_t s = 1; s < p->nsrc; s++)
+        if ((lfp_u128)drawn[s] * w[best] < (lfp_u128)drawn[best] * w[s]) best = s;
+    return best;
+}
+
+/* A mixture's order: every source's own order into mixbuf, then the
+ * interleave (the essay above) into order, up to the first source that
+ * runs out when its turn comes. */
+static void order_mixture(lf_plan *p)
+{
+    size_t start[LF_PLAN_MAX_SOURCES + 1], at[LF_PLAN_MAX_SOURCES];
+    uint64_t drawn[LF_PLAN_MAX_SOURCES];
+    start[0] = 0;
+    for (uint32_t s = 0; s < p->nsrc; s++) {
+        start[s + 1] = start[s] + source_order(p, s, p->mixbuf + start[s]);
+        at[s] = start[s];
+        drawn[s] = 0;
+    }
+    size_t t = 0;
+    for (;;) {
+        uint32_t s = furthest_behind(p, drawn);
+        if (at[s] == start[s + 1]) break;
+        uint32_t x = p->mixbuf[at[s]++];
+        p->order[t++] = x;
+        drawn[s] += p->len[x];
+    }
+    p->norder = t;
 }
 
 static int key_before(const lfp_key *a, const lfp_key *b)
@@ -176,10 +252,11 @@ void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)
     else merge_sort(keys, n, tmp);
 }
 
-static void order_sorted(lf_plan *p)
+/* The shuffled order (one source's or the mixture's) sorted longest first
+ * within each mega-batch. */
+static void sort_mega_batches(lf_plan *p)
 {
     size_t mega = p->sort_cap;
-    order_shuffle(p);
     for (size_t lo = 0; lo < p->norder; lo += mega) {
         size_t m = p->norder - lo < mega ? p->norder - lo : mega;
         for (size_t i = 0; i < m; i++) {
@@ -193,9 +270,52 @@ static void order_sorted(lf_plan *p)
 
 void lfp_order_build(lf_plan *p)
 {
-    switch (p->prm.sampler) {
-    case LF_PLAN_BALANCED: order_locality(p); break;
-    case LF_PLAN_NAIVE: order_shuffle(p); break;
-    default: order_sorted(p); break;
+    if (p->nsrc > 1) order_mixture(p);
+    else p->norder = source_order(p, 0, p->order);
+    if (p->prm.sampler == LF_PLAN_SORTED) sort_mega_batches(p);
+}
+
+uint32_t lf_plan_mix_source(const lf_plan_mix *mix, uint64_t id)
+{
+    uint64_t sample = lf_plan_piece_sample(id);
+    uint32_t s = 0;
+    while (s + 1 < mix->sources && mix->first[s + 1] <= sample) s++;
+    return s;
+}
+
+/* Checks the mixture's parameters against the samples and sets the sources
+ * up: each sample's source and each source's groups (a block in one source,
+ * the sources' blocks in their order, as a union dataset numbers them), and
+ * every source with a sample the plan can place. One source: nothing to do. */
+int lfp_mix_init(lf_plan *p)
+{
+    const lf_plan_mix *m = &p->prm.mix;
+    p->nsrc = 1;
+    p->src_group[0] = 0;
+    p->src_group[1] = p->ngroups;
+    if (m->sources <= 1) return 0;
+    if (m->sources > LF_PLAN_MAX_SOURCES || m->first[0] != 0) return LF_PLAN_E_ARG;
+    for (uint32_t s = 0; s < m->sources; s++)
+        if (m->weight[s] == 0 || (s && m->first[s] <= m->first[s - 1])) return LF_PLAN_E_ARG;
+    p->nsrc = m->sources;
+    p->src = malloc(p->n + 1);
+    p->mixbuf = malloc((p->n + 1) * sizeof *p->mixbuf);
+    if (!p->src || !p->mixbuf) return LF_PLAN_E_NOMEM;
+    size_t placeable[LF_PLAN_MAX_SOURCES] = {0};
+    for (size_t i = 0; i < p->n; i++) {
+        p->src[i] = (uint8_t)lf_plan_mix_source(m, p->id[i]);
+        placeable[p->src[i]] += !p->capfail[i];
     }
+    uint32_t cur = 0;
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        uint32_t gs = p->src[p->group_members[p->group_start[g]]];
+        for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
+            if (p->src[p->group_members[i]] != gs) return LF_PLAN_E_ARG;
+        if (gs < cur) return LF_PLAN_E_ARG;
+        while (cur < gs) p->src_group[++cur] = g;
+    }
+    while (cur < p->nsrc) p->src_group[++cur] = p->ngroups;
+    for (uint32_t s = 0; s < p->nsrc; s++)
+        if (!placeable[s]) return LF_PLAN_E_ARG;
+    return 0;
 }

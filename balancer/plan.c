@@ -435,6 +435,18 @@ static uint64_t sequence_hash(const lf_plan *p)
                     bounded(q) ? q->step_bound : 0};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = hash_step(h, v[i]);
     if (p->rows) h = hash_step(h, p->rows * q->seq_len);   /* pack fills rows */
+    for (uint32_t s = 0; p->nsrc > 1 && s < p->nsrc; s++)  /* a mixture's sources */
+        h = hash_step(h, q->mix.first[s] ^ ((uint64_t)s << 56));
+    return h;
+}
+
+/* A mixture's weights, apart from the sequence hash: a state restores onto
+ * other weights between epochs (state.c). 0 for one source. */
+static uint64_t weights_hash(const lf_plan *p)
+{
+    uint64_t h = 0;
+    for (uint32_t s = 0; p->nsrc > 1 && s < p->nsrc; s++)
+        h = hash_step(h ^ 0x6d6978, p->prm.mix.weight[s]);
     return h;
 }
 
@@ -451,7 +463,8 @@ void lf_plan_free(lf_plan *p)
                     p->item_len, p->item_id, p->item_excess, p->item_urgent, p->b_ids,
                     p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
-                    p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best, p->keep_assign};
+                    p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best, p->keep_assign,
+                    p->src, p->mixbuf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(p);
 }
@@ -517,8 +530,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
         p->ncapfail += p->capfail[i];
         p->capfail_tokens += p->capfail[i] ? samples[i].length : 0;
     }
-    p->norder = n - p->ncapfail;
-    if ((rc = check_outlier_steps(p))) goto fail;
+    if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p))) goto fail;
     if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
         for (size_t i = 0; i < n; i++)
             if (!p->capfail[i] && p->len[i] > p->prm.micro_max_padded)
@@ -526,6 +538,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     }
     price_plan(p, samples);
     p->hash = sequence_hash(p);
+    p->weights_hash = weights_hash(p);
     lfp_epoch_begin(p, prm.epoch);
     *out = p;
     return 0;

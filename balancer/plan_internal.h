@@ -173,6 +173,14 @@ struct lf_plan {
     lfp_key *keys;               /* 2 * sort_cap entries of sort scratch */
     size_t sort_cap;             /* sorted: mega-batch size (at most n); else maxstep */
     uint64_t hash;               /* of the samples and the sequence parameters */
+    /* a mixture (order.c); one source: nsrc 1, src NULL */
+    uint32_t nsrc;               /* sources */
+    uint8_t *src;                /* per sample: its source */
+    uint32_t src_group[LF_PLAN_MAX_SOURCES + 1]; /* source s's blocks: groups
+                                    src_group[s] .. src_group[s+1]-1 */
+    uint32_t *mixbuf;            /* n: the sources' orders, one after another */
+    uint64_t weights_hash;       /* of the weights, apart from hash: a state
+                                    restores onto other weights between epochs */
     /* pack: a step fills rows of seq_len in tokens besides its budget in cost */
     uint64_t rows;               /* rows a normal step fills (0: pad, no rows) */
     lfp_u128 price;              /* Q32 cost per token of a row (plan.c) */
@@ -242,6 +250,10 @@ static inline void lfp_due_add(lf_plan *p, uint64_t cost)
 
 /* Builds the order of p->epoch into p->order (p->norder entries): order.c. */
 void lfp_order_build(lf_plan *p);
+
+/* Checks and sets up a mixture's sources (p's samples, groups and capfail
+ * filled): order.c. Returns 0 or LF_PLAN_E_ARG / LF_PLAN_E_NOMEM. */
+int lfp_mix_init(lf_plan *p);
 
 /* Restarts the position at the beginning of epoch e: plan.c. */
 void lfp_epoch_begin(lf_plan *p, uint32_t e);

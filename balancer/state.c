@@ -19,6 +19,12 @@
  *   u32 epoch, u32 epoch_done, u64 step, u64 cursor, u32 np, u32 no,
  *   np x (u32 sample index, u32 due step),
  *   no x (u32 sample index, u32 waited; bounded: u32 due step).
+ * A mixture's blob ends in one more u64, the hash of its weights (the
+ * sequence hash covers its sources but not their weights): restored onto a
+ * plan of other weights, a position between epochs starts the next epoch
+ * with the plan's weights, one inside an epoch is LF_PLAN_E_WEIGHTS (the
+ * interleave it was saved in is gone). A plan of one source writes and
+ * reads the layout of old, byte for byte.
  * Restoring checks every field against the plan before changing anything:
  * indices in range, each sample at most once, pending samples before the
  * cursor and on the right side of the outlier threshold. A blob of another
@@ -57,10 +63,25 @@ static uint64_t get64(const uint8_t *b)
     return v;
 }
 
+/* The bytes a mixture's blob ends in: its weights' hash. */
+static size_t mix_tail(const lf_plan *p) { return p->nsrc > 1 ? 8 : 0; }
+
+/* A mixture's blob saved under other weights: between epochs (after the
+ * epoch's last step, or before its first) the next epoch starts with the
+ * plan's weights; inside one the saved interleave is gone. */
+static int restore_reweighed(lf_plan *p, uint32_t epoch, uint32_t done, uint64_t step,
+                             uint64_t cursor, uint32_t pending)
+{
+    if (pending || (!done && (step || cursor))) return LF_PLAN_E_WEIGHTS;
+    if (done && epoch == UINT32_MAX) return LF_PLAN_E_STATE;
+    lfp_epoch_begin(p, done ? epoch + 1 : epoch);
+    return 0;
+}
+
 long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
 {
     if (!p || (cap && !buf)) return LF_PLAN_E_ARG;
-    size_t size = STATE_HEAD + 8 * (p->np + p->no);
+    size_t size = STATE_HEAD + 8 * (p->np + p->no) + mix_tail(p);
     if (size > (size_t)LONG_MAX) return LF_PLAN_E_ARG;
     if (cap < size) return cap ? LF_PLAN_E_BUFFER : (long)size;
     uint8_t *b = buf;
@@ -76,6 +97,7 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
     b += STATE_HEAD;
     for (size_t i = 0; i < p->np; i++, b += 8) { put32(b, p->pidx[i]); put32(b + 4, p->page[i]); }
     for (size_t i = 0; i < p->no; i++, b += 8) { put32(b, p->oidx[i]); put32(b + 4, p->owait[i]); }
+    if (mix_tail(p)) put64(b, p->weights_hash);
     return (long)size;
 }
 
@@ -112,14 +134,22 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     uint32_t epoch = get32(b + 16), done = get32(b + 20);
     uint64_t step = get64(b + 24), cursor = get64(b + 32);
     uint32_t np = get32(b + 40), no = get32(b + 44);
-    if (done > 1 || cursor > p->norder || np > p->prm.lookahead || no > p->ocap ||
-        size != STATE_HEAD + 8 * ((size_t)np + no))
+    if (done > 1 || np > p->prm.lookahead || no > p->ocap ||
+        size != STATE_HEAD + 8 * ((size_t)np + no) + mix_tail(p))
         return LF_PLAN_E_STATE;
+    if (mix_tail(p) && get64(b + size - 8) != p->weights_hash)
+        return restore_reweighed(p, epoch, done, step, cursor, np + no);
+    /* one source: every epoch's order is as long; a mixture's, checked below */
+    if (cursor > (p->nsrc > 1 ? p->n : p->norder)) return LF_PLAN_E_STATE;
     if ((p->prm.sampler != LF_PLAN_BALANCED && (np || no)) ||
         (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT && no))
         return LF_PLAN_E_STATE;
 
     lfp_epoch_begin(p, epoch);
+    if (cursor > p->norder) {    /* a mixture's epoch is as long as its interleave */
+        lfp_epoch_begin(p, p->prm.epoch);
+        return LF_PLAN_E_STATE;
+    }
     memset(p->mark, 0, p->n);
     for (size_t i = 0; i < cursor; i++) p->mark[p->order[i]] = 1;
     const uint8_t *e = b + STATE_HEAD;

@@ -236,7 +236,9 @@ const char *lf_version(void);
 /* The tensor of b named `name`, or NULL: "tokens", "lengths", "positions",
  * "cu_seqlens", "max_seqlen" (pack: a 0-dimension tensor, the longest
  * cu_seqlens segment, as FlashAttention's varlen kernels take it),
- * "micro", "sample_ids", "sample_offsets", "images", "labels", "frames",
+ * "micro", "sample_ids", "sample_offsets", "source" (a mixture, lf-server
+ * --data A --weight W --data B ...: each sample's --data number, int32 [n]),
+ * "images", "labels", "frames",
  * and a fine-tuning dataset's fields by their names ("loss_mask",
  * "prompt_len", ...: a per-token one shaped as "tokens", each value at its
  * token's place and 0 where there is none; a per-sample one [n] int64).

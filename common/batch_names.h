@@ -8,7 +8,7 @@
 
 /* The list, for messages. */
 #define BATCH_OWN_NAMES "tokens, lengths, positions, cu_seqlens, max_seqlen, micro, " \
-                        "sample_ids, sample_offsets"
+                        "sample_ids, sample_offsets, source"
 
 /* 1 when `name` is one of BATCH_OWN_NAMES. */
 int batch_own_name(const char *name);

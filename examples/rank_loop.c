@@ -3,7 +3,7 @@
  * what the end-to-end tests need to check a run:
  *
  *   lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE]
- *                [--verify DATASET_DIR] [--pad-id N] [--max-batches K --save FILE]
+ *                [--verify DIR[,DIR...]] [--pad-id N] [--max-batches K --save FILE]
  *                [--restore FILE] [--compute-us N [--sync-us S]] [--timeout-ms N]
  *                [--digests FILE]
  *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
@@ -22,7 +22,9 @@
  * compare every token with the input. --verify re-reads every sample
  * straight from the shards (its own read, checksum and decompression) and
  * compares it with the tensor bytes (images: with the transform of the
- * stored JPEG, given the server's image flags and seed). At the end it prints a digest of every
+ * stored JPEG, given the server's image flags and seed). A mixture's
+ * datasets are given as --verify A,B,C (lf-server's --data in order): each
+ * batch's source tensor must then name every sample's dataset. At the end it prints a digest of every
  * tensor byte it received, so two runs can be compared byte for byte;
  * --digests writes one per batch ("epoch step rank digest"), so the pieces
  * of a resumed run can be compared with an uninterrupted one.
@@ -113,10 +115,19 @@ static void on_continue(int sig)
     continued = 1;
 }
 
-static int verifier_open(verifier *v, const char *dir, int64_t pad_id)
+/* dirs: one dataset, or a mixture's, comma-separated in --data order. */
+static int verifier_open(verifier *v, const char *dirs, int64_t pad_id)
 {
     lf_shard_error err;
-    if (lf_dataset_open(dir, &v->ds, &err) < 0) {
+    char *copy = strdup(dirs), *save = NULL;
+    const char *dir[32];
+    uint32_t n = 0;
+    for (char *d = copy ? strtok_r(copy, ",", &save) : NULL; d && n < 32;
+         d = strtok_r(NULL, ",", &save))
+        dir[n++] = d;
+    int rc = n ? lf_dataset_open_many(dir, n, &v->ds, &err) : -1;
+    free(copy);
+    if (rc < 0) {
         fprintf(stderr, "rank-loop: %s\n", err.msg);
         return -1;
     }
@@ -293,6 +304,18 @@ static int verify_rows(verifier *v, const lf_tensor *tok, const lf_tensor *len,
 
 /* Pad: tokens [n, longest]; with --micro-batches, tokens [cells] holding
  * the micro-batches micro[k] = (rows, width) one after another. */
+/* A mixture's batch names each sample's dataset in `source`; one dataset's
+ * carries no such tensor. */
+static int verify_sources(const verifier *v, const lf_batch *b, const uint64_t *ids)
+{
+    const lf_tensor *src = lf_batch_tensor(b, "source");
+    if (!src) return lf_dataset_sources(v->ds) > 1 ? -1 : 0;
+    if (src->shape[0] != b->nsamples) return -1;
+    for (uint32_t i = 0; i < b->nsamples; i++)
+        if (lf_tensor_int(src, i) != (int64_t)lf_dataset_sample_source(v->ds, ids[i])) return -1;
+    return 0;
+}
+
 static int verify_pad(verifier *v, const lf_batch *b, const uint64_t *ids)
 {
     const lf_tensor *tok = lf_batch_tensor(b, "tokens"), *len = lf_batch_tensor(b, "lengths");
@@ -500,8 +523,8 @@ static int check_plan_peers(const char *dir, const lf_client *c, int rank, int w
         } else if (got != fp0) {
             fprintf(stderr, "rank-loop %d: the ranks' servers plan different sequences: rank %d "
                     "(node %s) has plan fingerprint %016llx, rank 0 (node %s) %016llx; every "
-                    "node's lf-server must get the same dataset and plan flags "
-                    "(docs/MULTINODE.md); stopping before the first batch\n", rank, r, node,
+                    "node's lf-server must get the same datasets, --weight values and plan "
+                    "flags (docs/MULTINODE.md); stopping before the first batch\n", rank, r, node,
                     got, node0, fp0);
             return -1;
         }
@@ -523,7 +546,7 @@ typedef struct args {
 
 static const char usage_text[] =
     "usage: lf-rank-loop [--endpoint P] [--rank R --world W] [--out FILE] [--digests FILE]\n"
-    "  [--verify DATASET [--pad-id N] [--tokens FILE] [--image-size WxH --crop full|center|random\n"
+    "  [--verify DATASET[,DATASET...] [--pad-id N] [--tokens FILE] [--image-size WxH --crop full|center|random\n"
     "   --image-dtype u8|f16|f32 --flip P --seed S --resize bilinear|area]] [--no-digest]\n"
     "  [--max-batches K] [--save FILE] [--restore FILE] [--save-every K --state-file FILE]\n"
     "  [--compute-us N [--sync-us S]] [--timeout-ms N] [--connect-timeout-ms N]\n"
@@ -713,10 +736,11 @@ int main(int argc, char **argv)
             int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
             int images = lf_batch_tensor(&b, "images") != NULL;
             int frames = lf_batch_tensor(&b, "frames") != NULL;
-            if (a.verify && (images   ? verify_images(&v, &b, ids)
-                             : frames ? verify_frames(&v, &b, ids)
-                             : pack   ? verify_pack(&v, &b, ids)
-                                      : verify_pad(&v, &b, ids)) < 0) {
+            if (a.verify && (verify_sources(&v, &b, ids) < 0 ||
+                             (images   ? verify_images(&v, &b, ids)
+                              : frames ? verify_frames(&v, &b, ids)
+                              : pack   ? verify_pack(&v, &b, ids)
+                                       : verify_pad(&v, &b, ids)) < 0)) {
                 if (bad++ < 5)
                     fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes "
                             "differ from the shards\n", a.o.rank, b.epoch, b.step);

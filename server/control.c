@@ -521,6 +521,9 @@ static void announce_rank(control *c, uint32_t li)
             r->m.batches++;
             r->m.samples += j->n;
             r->m.tokens += j->tokens;
+            for (uint32_t i = 0; s->mixture && i < j->n; i++)
+                s->m.source_tokens[lf_plan_mix_source(&s->cfg.plan.mix, j->ids[i])] +=
+                    j->lengths[i];
             r->m.cost += (double)j->cost;
             s->m.batches++;
             s->m.samples += j->n;

@@ -8,7 +8,6 @@
 #include "lf_ring.h"
 #include "open_limit.h"
 #include "image_cli.h"
-#include "index_only.h"
 #include "parse_num.h"
 #include "plan_cli.h"
 #include "version.h"
@@ -30,7 +29,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: lf-server --data DIR --world N (--ranks LIST | --node-rank K --ranks-per-node M)\n"
+"usage: lf-server --data DIR [--weight W --data DIR --weight W ...] --world N\n"
+"                 (--ranks LIST | --node-rank K --ranks-per-node M)\n"
 "                 [options]\n"
 "Serves the planned batches of the local ranks of a job through shared-memory rings.\n"
 "\n"
@@ -38,7 +38,12 @@ static void usage(FILE *f)
 "or NODE_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE; else Open MPI's OMPI_COMM_WORLD_SIZE,\n"
 "_LOCAL_SIZE, and _RANK where the local size is 1; else Slurm's SLURM_NODEID,\n"
 "SLURM_NTASKS_PER_NODE, SLURM_NTASKS, SLURM_NNODES; start-up says which):\n"
-"  --data DIR              dataset directory (shards + manifest)\n"
+"  --data DIR              dataset directory (shards + manifest); repeated, with\n"
+"                          --weight W after each, a mixture: W is the dataset's\n"
+"                          share of the tokens, the weights summing to 1 (within\n"
+"                          1e-6); every batch then carries `source` (int32, each\n"
+"                          sample's --data number, from 0; balancer/README.md)\n"
+"  --weight W              the share of the --data before it (see --data)\n"
 "  --world N               ranks in the job (default: the environment's; with\n"
 "                          --ranks-per-node M, M x its node count)\n"
 "  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all, or the node's)\n"
@@ -106,12 +111,13 @@ static int parse_u32(const char *s, uint32_t *out)
 }
 
 enum {
-    O_DATA = 256, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
+    O_DATA = 256, O_WEIGHT, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
     O_MICRO, O_ENDPOINT, O_JOB, O_HB, O_STALL, O_PRINT, O_QUIET, O_HELP, O_VERSION,
 };
 
 static const struct option long_opts[] = {
-    {"data", 1, 0, O_DATA}, {"world", 1, 0, O_WORLD}, {"ranks", 1, 0, O_RANKS},
+    {"data", 1, 0, O_DATA}, {"weight", 1, 0, O_WEIGHT}, {"world", 1, 0, O_WORLD},
+    {"ranks", 1, 0, O_RANKS},
     {"node-rank", 1, 0, O_NODE_RANK}, {"ranks-per-node", 1, 0, O_PER_NODE},
     {"epochs", 1, 0, O_EPOCHS}, {"sampler", 1, 0, O_SAMPLER}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
     {"image-size", 1, 0, O_ISIZE}, {"crop", 1, 0, O_CROP}, {"image-dtype", 1, 0, O_IDTYPE},
@@ -141,7 +147,8 @@ static int parse_opt(int opt, const char *a, srv_config *c, srv_job_flags *ps)
     lf_plan_params *p = &c->cli.params;
     if (plan_cli_owns(opt)) return plan_cli_set(&c->cli, opt, a);
     switch (opt) {
-    case O_DATA: c->data_dir = a; return 0;
+    case O_DATA: return mix_cli_data(&c->mix, a, c->cli.why, sizeof c->cli.why);
+    case O_WEIGHT: return mix_cli_weight(&c->mix, a, c->cli.why, sizeof c->cli.why);
     case O_WORLD: ps->have_world = 1; return parse_u32(a, &ps->world);
     case O_RANKS: ps->ranks = a; return 0;
     case O_NODE_RANK: ps->have_node_rank = 1; return parse_u32(a, &ps->node_rank);
@@ -209,7 +216,8 @@ _Static_assert(SRV_MAX_EPOCHS == 65536, "--epochs: update the help and the messa
 static int finish_config(srv_config *c, srv_job_flags *ps)
 {
     const char *why = NULL;
-    if (!c->data_dir) why = "--data is required";
+    if (mix_cli_check(&c->mix, &c->cli.params.mix, c->cli.why, sizeof c->cli.why))
+        why = c->cli.why;
     else if (ps->ranks && (ps->have_node_rank || ps->have_per_node))
         why = "give --ranks or --node-rank/--ranks-per-node";
     else if (c->epochs == 0 || c->epochs > SRV_MAX_EPOCHS)
@@ -314,6 +322,7 @@ static int dataset_defaults(srv *s)
     int rc = plan_cli_finish(&s->cfg.cli, preset, v, (size_t)lf_dataset_samples(s->ds),
                              s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
     s->cfg.plan = s->cfg.cli.params;
+    s->mixture = s->cfg.plan.mix.sources > 1;
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
     for (uint64_t i = 0; i < lf_dataset_samples(s->ds); i++) {
         uint64_t len = v[i].length, k = s->piece_len && len > s->piece_len
@@ -499,6 +508,8 @@ static void print_quarantine(const srv *s)
  * rank the others waited for. */
 static void print_report(const srv *s)
 {
+    mix_cli_report(stderr, "lf-server: delivered from ", &s->cfg.mix, &s->cfg.plan.mix,
+                   s->m.source_tokens);
     char buf[2048];
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
         srv_obs_report(s, li, buf, sizeof buf);
@@ -564,7 +575,7 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
 static int open_job(srv *s)
 {
     lf_shard_error err;
-    if (dataset_open(s->cfg.data_dir, &s->ds, &err) < 0) {
+    if (mix_cli_open(&s->cfg.mix, &s->cfg.cli.params.mix, &s->ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return -ECANCELED;
     }
@@ -622,8 +633,13 @@ static void print_fingerprint(const srv *s)
 {
     char ranks[1024];
     srv_format_ranks(&s->cfg, ranks, sizeof ranks);
+    char mix[LF_PLAN_MAX_SOURCES * 24 + 32] = "";
+    for (uint32_t i = 0, n = 0; i < s->cfg.plan.mix.sources && n < sizeof mix; i++)
+        n += (size_t)snprintf(mix + n, sizeof mix - n, "%s%.6f", i ? " " : "; mixture weights ",
+                              s->cfg.plan.mix.weight[i] / (double)LF_PLAN_WEIGHT_ONE);
     fprintf(stderr, "lf-server: plan fingerprint %016" PRIx64 " for ranks %s of world %u "
-            "(every node of the job must show the same)\n", s->fingerprint, ranks, s->cfg.world);
+            "(every node of the job must show the same%s)\n", s->fingerprint, ranks,
+            s->cfg.world, mix);
 }
 
 /* Takes the endpoint and answers on it while the job is opened and

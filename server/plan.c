@@ -118,6 +118,20 @@ void srv_plan_spare_free(srv *s)
     s->spare_start = NULL;
 }
 
+/* Every batch's sample_ids [n], and where they apply sample_offsets [n]
+ * (pieces: each one's first token in its sample) and source [n] (a
+ * mixture: each sample's --data number, int32). */
+static int add_ids(const srv *s, lf_layout *l, uint64_t n)
+{
+    int rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, &n);
+    if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, &n);
+    if (rc >= 0 && s->mixture) rc = lf_layout_add(l, "source", LF_DTYPE_I32, 1, &n);
+    return rc;
+}
+
+/* The tensors add_ids adds. */
+static uint32_t id_tensors(const srv *s) { return 1 + (uint32_t)s->pieces + (uint32_t)s->mixture; }
+
 /* --micro-batches: tokens [cells] (the micro-batches one after another,
  * each padded to its own length), lengths [n], micro [rows, 2] (each one's
  * samples and padded length), sample_ids [n]. */
@@ -126,13 +140,12 @@ static int micro_layout(const srv *s, uint32_t n, uint32_t rows, uint64_t cells,
     uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
     uint64_t flat[1] = {cells}, ids[1] = {n}, micro[2] = {rows, 2};
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE +
-                                   lf_layout_encoded_size(4 + (uint32_t)s->pieces + s->nextras),
+                                   lf_layout_encoded_size(3 + id_tensors(s) + s->nextras),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "tokens", dt, 1, flat);
     if (rc >= 0) rc = lf_layout_add(l, "lengths", idx, 1, ids);
     if (rc >= 0) rc = lf_layout_add(l, "micro", idx, 2, micro);
-    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
-    if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0) rc = add_ids(s, l, n);
     if (rc >= 0) rc = add_extras(s, l, 1, flat, n);
     return rc < 0 ? rc : 0;
 }
@@ -143,7 +156,7 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
 {
     int pack = s->cfg.plan.layout == LF_PLAN_PACK;
     uint32_t dt = s->cfg.token_dtype, idx = lf_tf_index_dtype(dt);
-    uint32_t ntensors = (pack ? 5 : 3) + (uint32_t)s->pieces + s->nextras;
+    uint32_t ntensors = (pack ? 4 : 2) + id_tensors(s) + s->nextras;
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     uint64_t grid[2] = {rows, row_len}, ids[1] = {n}, cu[1] = {(uint64_t)n + rows + 1};
@@ -152,8 +165,7 @@ static int token_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
     if (rc >= 0 && pack) rc = lf_layout_add(l, "cu_seqlens", idx, 1, cu);
     if (rc >= 0 && pack) rc = lf_layout_add(l, "max_seqlen", idx, 0, NULL);
     if (rc >= 0 && !pack) rc = lf_layout_add(l, "lengths", idx, 1, ids);
-    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
-    if (rc >= 0 && s->pieces) rc = lf_layout_add(l, "sample_offsets", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0) rc = add_ids(s, l, n);
     if (rc >= 0) rc = add_extras(s, l, 2, grid, n);
     return rc < 0 ? rc : 0;
 }
@@ -164,14 +176,14 @@ static int image_layout(const srv *s, uint32_t n, lf_layout *l)
 {
     const lf_tf_image_params *p = &s->cfg.image;
     int hwc = p->out_dtype == LF_DTYPE_U8, has_label = s->label_field >= 0;
-    uint32_t ntensors = 2 + (uint32_t)has_label;
+    uint32_t ntensors = 1 + id_tensors(s) + (uint32_t)has_label;
     uint64_t img[4] = {n, hwc ? p->out_h : 3, hwc ? p->out_w : p->out_h, hwc ? 3 : p->out_w};
     uint64_t ids[1] = {n};
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "images", p->out_dtype, 4, img);
     if (rc >= 0 && has_label) rc = lf_layout_add(l, "labels", LF_DTYPE_I64, 1, ids);
-    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0) rc = add_ids(s, l, n);
     return rc < 0 ? rc : 0;
 }
 
@@ -180,14 +192,14 @@ static int image_layout(const srv *s, uint32_t n, lf_layout *l)
 static int frames_layout(const srv *s, uint32_t n, uint32_t row_len, lf_layout *l)
 {
     int has_label = s->label_field >= 0;
-    uint32_t ntensors = 3 + (uint32_t)has_label;
+    uint32_t ntensors = 2 + id_tensors(s) + (uint32_t)has_label;
     uint64_t grid[3] = {n, row_len, s->frame_width}, ids[1] = {n};
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "frames", s->frame_dtype, 3, grid);
     if (rc >= 0) rc = lf_layout_add(l, "lengths", LF_DTYPE_I64, 1, ids);
     if (rc >= 0 && has_label) rc = lf_layout_add(l, "labels", LF_DTYPE_I64, 1, ids);
-    if (rc >= 0) rc = lf_layout_add(l, "sample_ids", LF_DTYPE_U64, 1, ids);
+    if (rc >= 0) rc = add_ids(s, l, n);
     return rc < 0 ? rc : 0;
 }
 
@@ -288,6 +300,7 @@ typedef struct outlier_tally {
  * seen before training, not after. */
 typedef struct step_tally {
     double sum_max, sum_mean, worst;
+    uint64_t source_tokens[LF_PLAN_MAX_SOURCES]; /* a mixture: the epoch's per source */
     uint64_t *tokens;            /* per step; NULL when out of memory */
     uint64_t steps, cap, empty;
 } step_tally;
@@ -380,6 +393,14 @@ static void tally_balance(step_tally *b, const lf_plan_step *st)
     b->steps++;
 }
 
+/* The tokens of a plan id: its sample's, or its piece's. */
+static uint64_t id_tokens(const srv *s, uint64_t id)
+{
+    uint64_t len = lf_dataset_sample(s->ds, lf_plan_piece_sample(id))->length;
+    uint64_t at = lf_plan_piece_index(id) * s->piece_len;
+    return s->piece_len && len - at > s->piece_len ? s->piece_len : len - at;
+}
+
 /* Counts a step in its epoch's steps (each rank's batch count, which
  * WELCOME tells the clients; the entry is the one walking thread's), and
  * its released outliers and what they waited (the first noutliers ids;
@@ -390,6 +411,9 @@ static void count_outliers(void *arg, const lf_plan_step *st)
     srv *s = part->s;
     uint32_t e = st->epoch - s->cfg.plan.epoch;
     if (e == part->e0) tally_balance(&part->balance, st);
+    for (uint32_t i = 0; e == part->e0 && s->mixture && i < st->nsamples; i++)
+        part->balance.source_tokens[lf_plan_mix_source(&s->cfg.plan.mix, st->ids[i])] +=
+            id_tokens(s, st->ids[i]);
     if (e < LF_WIRE_EPOCHS_MAX) s->epoch_steps[e]++;
     outlier_tally *o = &part->cur;
     o->epoch = st->epoch;
@@ -513,6 +537,9 @@ static void report_balance(const srv *s, step_tally *b, const left_out *l)
     fprintf(stderr, "lf-server: plan: epoch %u, every step counted: %" PRIu64 " steps, %s; %s; "
             "%" PRIu64 " empty rank-step(s); %s\n", s->cfg.plan.epoch, b->steps, ratio, spread,
             b->empty, dropped);
+    char head[64];
+    snprintf(head, sizeof head, "lf-server: plan: epoch %u draws ", s->cfg.plan.epoch);
+    mix_cli_report(stderr, head, &s->cfg.mix, &s->cfg.plan.mix, b->source_tokens);
 }
 
 /* How many threads walk the epochs: one per epoch up to the online CPUs,

@@ -42,6 +42,7 @@
 #include "lf_shard.h"
 #include "lf_tf.h"
 #include "lf_wire.h"
+#include "mix_cli.h"
 #include "plan_cli.h"
 #include "timeline.h"
 
@@ -58,7 +59,7 @@
 #define SRV_EPOCH_MAX ((1u << 24) - 1)
 
 typedef struct srv_config {
-    const char *data_dir;
+    mix_cli mix;                 /* --data (several: a mixture) and --weight */
     const char *endpoint;        /* NULL: default */
     const char *job;             /* --job: names the default endpoint (NULL: from the environment) */
     uint32_t world;
@@ -106,6 +107,8 @@ typedef struct srv_metrics {
     uint64_t started_ns;         /* every local rank sent START (control thread) */
     uint64_t last_ready_ns;      /* the last READY was sent (control thread) */
     uint64_t planner_slot_wait_ns; /* the planner waited for a free slot, any ring */
+    uint64_t source_tokens[LF_PLAN_MAX_SOURCES]; /* a mixture: tokens delivered per
+                                    source, all local ranks (control thread) */
 } srv_metrics;
 
 typedef struct srv_rank_metrics {
@@ -260,6 +263,8 @@ struct srv {
                                     (lf_plan_piece_len; 0: nothing is split) */
     int pieces;                  /* some sample is longer: token batches carry
                                     sample_offsets (each one's first token) */
+    int mixture;                 /* several sources: batches carry `source` (int32
+                                    per sample, its --data's number) */
     uint64_t plan_samples;       /* what an epoch places: samples, a longer one
                                     counted once per piece */
     int label_field;             /* image path: an int64 label field, or -1 */

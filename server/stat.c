@@ -57,6 +57,22 @@ static json_t *rank_json(const srv *s, uint32_t li, const srv_client_view *v, ui
     return o;
 }
 
+/* A mixture's sources: each one's --data, weight (its target share of the
+ * tokens), tokens delivered to the local ranks so far and their share. */
+static json_t *sources_json(const srv *s, const srv_metrics *m)
+{
+    json_t *a = json_array();
+    uint64_t total = 0;
+    const lf_plan_mix *mix = &s->cfg.plan.mix;
+    for (uint32_t i = 0; i < mix->sources; i++) total += m->source_tokens[i];
+    for (uint32_t i = 0; i < mix->sources; i++)
+        json_array_append_new(a, json_pack("{s:s,s:f,s:I,s:f}", "data", s->cfg.mix.data[i],
+            "weight", mix->weight[i] / (double)LF_PLAN_WEIGHT_ONE,
+            "tokens", (json_int_t)m->source_tokens[i],
+            "share", total ? (double)m->source_tokens[i] / (double)total : 0.0));
+    return a;
+}
+
 char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
 {
     json_t *o = json_object(), *ranks = json_array();
@@ -100,6 +116,7 @@ char *srv_stats_json(srv *s, uint64_t start_ns, const srv_client_view *views)
         json_array_append_new(ranks, rank_json(s, li, &views[li], now, mean));
     pthread_mutex_unlock(&s->mu);
     json_object_set_new(o, "ranks", ranks);
+    if (s->mixture) json_object_set_new(o, "sources", sources_json(s, &m));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;

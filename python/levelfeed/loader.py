@@ -250,7 +250,8 @@ class Batch(dict):
         """The batch as the plan's micro-batches (lf-server --micro-batches):
         a list of dicts of views, tokens [rows, width] (each padded to its
         own longest), lengths and sample_ids [rows] (and sample_offsets,
-        where the server cut longer samples into pieces), to run one after
+        where the server cut longer samples into pieces, and source, where
+        it serves a mixture), to run one after
         another with gradients accumulated. The dataset's fine-tuning
         fields come along: a per-token one (loss_mask, ...) [rows, width]
         as the tokens, a per-sample one (prompt_len, ...) [rows]. A batch
@@ -258,7 +259,7 @@ class Batch(dict):
         micro = self.get("micro")
         if micro is None:
             return [self]
-        own = ("tokens", "micro", "lengths", "sample_ids", "sample_offsets")
+        own = ("tokens", "micro", "lengths", "sample_ids", "sample_offsets", "source")
         # The server's fields: per-sample ones are int64 [n], per-token ones
         # u8 or int32 shaped as the tokens.
         per_sample = [k for k, v in self.items() if k not in own and _is_int64(v)]
@@ -353,7 +354,8 @@ def _check_same_plan(plan_id, world_size):
             raise LevelfeedError(
                 -errno.EINVAL, "levelfeed: the ranks' servers plan different sequences: rank %d "
                 "(node %s) has plan fingerprint %016x, rank 0 (node %s) %016x; every node's "
-                "lf-server must get the same dataset and plan flags (docs/MULTINODE.md)"
+                "lf-server must get the same datasets, --weight values and plan flags "
+                "(docs/MULTINODE.md)"
                 % (r, node, fp, seen[0][1], seen[0][0]))
 
 

@@ -188,6 +188,27 @@ run_clients() {    # TAG N [rank-loop args...]
   [[ $rc -eq 0 ]] || fail "a client of run $1 failed"
 }
 
+# Resume: N clients stop after K batches (their states saved), then
+# restore into a new server; fails unless the two pieces together equal the
+# uninterrupted run `full` (run with the same server flags, SRV) batch for
+# batch and byte for byte.
+resume_equals_full() {   # K N VERIFY
+  local k=$1 n=$2 verify=$3 r
+  start_server "${SRV[@]}"
+  run_clients "a$k" "$n" --max-batches "$k" --save "$WORK/state.$k.{r}"
+  wait_server
+  start_server "${SRV[@]}"
+  run_clients "b$k" "$n" --restore "$WORK/state.$k.{r}" --verify "$verify"
+  wait_server
+  for ((r = 0; r < n; r++)); do
+    [[ $(wc -l <"$WORK/a$k.r$r.txt") -eq $k ]] || fail "k=$k: rank $r first piece length"
+    cmp -s <(cat "$WORK/a$k.r$r.txt" "$WORK/b$k.r$r.txt") "$WORK/full.r$r.txt" ||
+      fail "k=$k: rank $r resumed batches differ from the uninterrupted run"
+    cmp -s <(cat "$WORK/a$k.r$r.dig" "$WORK/b$k.r$r.dig") "$WORK/full.r$r.dig" ||
+      fail "k=$k: rank $r resumed tensor bytes differ from the uninterrupted run"
+  done
+}
+
 # end_clients, and fails unless every client exited non-zero.
 run_clients_failing() {  # TAG N [rank-loop args...]
   end_clients "$@"

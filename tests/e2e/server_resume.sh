@@ -18,19 +18,7 @@ total=$(wc -l <"$WORK/full.r0.txt")
 [[ $steps0 -gt 20 && $total -gt $steps0 ]] || fail "unexpected plan: $steps0 of $total steps in epoch 0"
 
 for k in 17 "$steps0" $((steps0 + 9)); do
-  start_server "${SRV[@]}"
-  run_clients "a$k" 2 --max-batches "$k" --save "$WORK/state.$k.{r}"
-  wait_server
-  start_server "${SRV[@]}"
-  run_clients "b$k" 2 --restore "$WORK/state.$k.{r}" --verify "$WORK/ds"
-  wait_server
-  for r in 0 1; do
-    [[ $(wc -l <"$WORK/a$k.r$r.txt") -eq $k ]] || fail "k=$k: rank $r first piece length"
-    cmp -s <(cat "$WORK/a$k.r$r.txt" "$WORK/b$k.r$r.txt") "$WORK/full.r$r.txt" ||
-      fail "k=$k: rank $r resumed batches differ from the uninterrupted run"
-    cmp -s <(cat "$WORK/a$k.r$r.dig" "$WORK/b$k.r$r.dig") "$WORK/full.r$r.dig" ||
-      fail "k=$k: rank $r resumed tensor bytes differ from the uninterrupted run"
-  done
+  resume_equals_full "$k" 2 "$WORK/ds"
   check_no_leftovers
   echo "resume after $k batches: ok"
 done

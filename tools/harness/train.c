@@ -518,8 +518,8 @@ static int check_plan(rank_ctx *x)
     if (bad >= 0 && x->rank == 0)
         fprintf(stderr, "lf-train: the ranks' servers plan different sequences: rank %d (node "
                 "%.*s) has plan fingerprint %016llx, rank 0 (node %.*s) %016llx; every node's "
-                "lf-server must get the same dataset and plan flags (docs/MULTINODE.md); "
-                "stopping before the first step\n", bad, MPI_MAX_PROCESSOR_NAME,
+                "lf-server must get the same datasets, --weight values and plan flags "
+                "(docs/MULTINODE.md); stopping before the first step\n", bad, MPI_MAX_PROCESSOR_NAME,
                 nodes + (size_t)bad * sizeof node, all[bad], MPI_MAX_PROCESSOR_NAME, nodes,
                 all[0]);
     free(all);

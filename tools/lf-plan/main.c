@@ -6,7 +6,9 @@
  * prints per sampler the figures balancer/README.md defines. --synth N plans
  * N in-memory samples instead, drawn like `lf-shard synth tokens` lengths
  * (lognormal; blocks of --synth-block consecutive samples), for benchmarks
- * that should not need a million-sample dataset on disk.
+ * that should not need a million-sample dataset on disk. --data A --weight
+ * 0.5 --data B --weight 0.5 plans a mixture (common/mix_cli.h) and reports
+ * the tokens each source gave against its weight.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -16,6 +18,7 @@
 
 #include "index_only.h"
 #include "lf_shard.h"
+#include "mix_cli.h"
 #include "open_limit.h"
 #include "parse_num.h"
 #include "plan_cli.h"
@@ -25,6 +28,7 @@
 
 static const char usage_head[] =
     "Usage: lf-plan DIR --world N [OPTIONS]\n"
+    "       lf-plan --data DIR --weight W [--data DIR --weight W ...] --world N [OPTIONS]\n"
     "       lf-plan --synth N --world N [OPTIONS]\n"
     "Plans an epoch from a dataset's index (no server) and prints, per sampler:\n"
     "per-step max/mean rank cost (p50/p99/max), padding fraction, budget fill,\n"
@@ -34,6 +38,11 @@ static const char usage_head[] =
     "  --sampler S          balanced, naive, sorted or all (default all)\n"
     "  --steps N            plan at most N steps per sampler (default: one epoch)\n"
     "  --json               print one JSON object instead of text\n"
+    "  --data DIR           a dataset (instead of DIR); several make a mixture\n"
+    "  --weight W           its share of the tokens, one per --data in order,\n"
+    "                       summing to 1 within 1e-6; each epoch ends when the\n"
+    "                       source furthest behind its share runs out, and the\n"
+    "                       tokens per source are reported (balancer/README.md)\n"
     "  --version            print the version and exit\n"
     "\n"
     "Baselines: naive (full shuffle, equal counts per rank, as DistributedSampler)\n"
@@ -52,7 +61,7 @@ static const char usage_head[] =
     "\n";
 
 typedef struct opts {
-    const char *dir;
+    mix_cli mix;                 /* the datasets (DIR or --data) and weights */
     uint64_t synth, synth_block, len_min, len_max;
     double len_median, len_sigma;
     uint32_t samplers;           /* bit per lf_plan_sampler */
@@ -84,7 +93,7 @@ static double flag_double(const char *name, const char *s, double lo, double hi)
 
 enum {
     O_WORLD = 256, O_SAMPLER, O_STEPS, O_JSON, O_SYNTH, O_MEDIAN, O_SIGMA, O_LMIN, O_LMAX,
-    O_SBLOCK, O_HELP, O_VERSION,
+    O_SBLOCK, O_HELP, O_VERSION, O_DATA, O_WEIGHT,
 };
 
 static const struct option longopts[] = {
@@ -92,6 +101,7 @@ static const struct option longopts[] = {
     {"json", 0, 0, O_JSON}, {"synth", 1, 0, O_SYNTH}, {"len-median", 1, 0, O_MEDIAN},
     {"len-sigma", 1, 0, O_SIGMA}, {"len-min", 1, 0, O_LMIN}, {"len-max", 1, 0, O_LMAX},
     {"synth-block", 1, 0, O_SBLOCK}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION},
+    {"data", 1, 0, O_DATA}, {"weight", 1, 0, O_WEIGHT},
     PLAN_CLI_OPTIONS,
     {0, 0, 0, 0},
 };
@@ -131,6 +141,13 @@ static void parse_one(opts *o, int c, const char *a)
     case O_LMIN: o->len_min = flag_u64(name, a, 1, 1u << 28); break;
     case O_LMAX: o->len_max = flag_u64(name, a, 1, 1u << 28); break;
     case O_SBLOCK: o->synth_block = flag_u64(name, a, 1, UINT32_MAX); break;
+    case O_DATA:
+    case O_WEIGHT: {
+        char why[200];
+        if ((c == O_DATA ? mix_cli_data : mix_cli_weight)(&o->mix, a, why, sizeof why))
+            die_usage("", why);
+        break;
+    }
     default: die_usage("unknown option", NULL);
     }
 }
@@ -161,9 +178,13 @@ static void parse_args(opts *o, int argc, char **argv)
         if (c == '?') die_usage("bad option", NULL);
         parse_one(o, c, optarg);
     }
-    if (optind < argc) o->dir = argv[optind++];
+    if (optind < argc && o->mix.ndata) die_usage("give DIR or --data, not both: ", argv[optind]);
+    if (optind < argc) mix_cli_data(&o->mix, argv[optind++], NULL, 0);
     if (optind < argc) die_usage("unexpected argument: ", argv[optind]);
-    if (!o->dir == !o->synth) die_usage("give a dataset DIR or --synth N", NULL);
+    if (!o->mix.ndata == !o->synth) die_usage("give a dataset DIR (or --data) or --synth N", NULL);
+    char why[200];
+    if (o->mix.ndata && mix_cli_check(&o->mix, &o->cli.params.mix, why, sizeof why))
+        die_usage("", why);
     if (o->cli.params.world == 0) die_usage("--world N is required", NULL);
     if (o->len_min > o->len_max) die_usage("--len-min is above --len-max", NULL);
 }
@@ -194,7 +215,7 @@ static lf_plan_sample *dataset_samples(opts *o, size_t *n)
 {
     lf_dataset *ds = NULL;
     lf_shard_error err;
-    if (dataset_open(o->dir, &ds, &err)) {
+    if (mix_cli_open(&o->mix, &o->cli.params.mix, &ds, &err)) {
         fprintf(stderr, "lf-plan: %s\n", err.msg);
         return NULL;
     }
@@ -218,6 +239,19 @@ static double dropped_share(const plan_score *s)
 static void print_pcts_json(const char *key, const plan_pcts *p)
 {
     printf("\"%s\": {\"p50\": %.6f, \"p99\": %.6f, \"max\": %.6f}", key, p->p50, p->p99, p->max);
+}
+
+/* A mixture's tokens per source against its weight: "sources": [{"weight",
+ * "tokens", "share"}, ...] in --data order; nothing without a mixture. */
+static void print_sources_json(const lf_plan_mix *mix, const uint64_t *tokens)
+{
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < mix->sources; s++) total += tokens[s];
+    for (uint32_t s = 0; s < mix->sources; s++)
+        printf("%s{\"weight\": %.6f, \"tokens\": %" PRIu64 ", \"share\": %.6f}%s",
+               s ? ", " : ", \"sources\": [", mix->weight[s] / (double)LF_PLAN_WEIGHT_ONE,
+               tokens[s], total ? (double)tokens[s] / (double)total : 0.0,
+               s + 1 == mix->sources ? "]" : "");
 }
 
 /* The text's figures, every one, as JSON. */
@@ -264,8 +298,10 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
         printf(", ");
         print_pcts_json("outlier_delay_steps", &s->outlier_delay);
         printf(", \"plan_ms_per_step\": %.6f, \"plan_cpu_ms_per_step\": %.6f, \"epoch_s\": %.6f"
-               ", \"create_s\": %.6f, \"epoch_cpu_s\": %.6f}", s->plan_ms_per_step,
+               ", \"create_s\": %.6f, \"epoch_cpu_s\": %.6f", s->plan_ms_per_step,
                s->plan_cpu_ms_per_step, s->epoch_s, s->create_s, s->epoch_cpu_s);
+        print_sources_json(&p->mix, s->source_tokens);
+        printf("}");
     }
     printf("}}\n");
 }
@@ -336,6 +372,7 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
         printf("  planner           %.4f ms/step (CPU %.4f), epoch %.3f s (create %.3f s, "
                "CPU %.3f s)\n", s->plan_ms_per_step, s->plan_cpu_ms_per_step, s->epoch_s,
                s->create_s, s->epoch_cpu_s);
+        mix_cli_report(stdout, "  tokens by source  ", &o->mix, &p->mix, s->source_tokens);
     }
 }
 

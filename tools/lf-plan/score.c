@@ -126,7 +126,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     if ((rc = lf_plan_create(prm, samples, n, &plan))) goto done;
     double t1 = now_s(), c1 = cpu_s(), in_steps = 0, cpu_steps = 0;
     lf_plan_step st;
-    uint64_t steps = 0, placed = 0, placed_full = 0;
+    uint64_t steps = 0, placed = 0, placed_full = 0, source_tokens[LF_PLAN_MAX_SOURCES] = {0};
     int epoch_done = 0;
     while (!max_steps || steps < max_steps) {
         double a = now_s(), ca = cpu_s();
@@ -142,6 +142,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
                 t.tokens += b.tokens;
                 t.micro += b.micro;
                 t.rank_steps++;
+                for (uint32_t i = 0; i < b.nsamples; i++)
+                    source_tokens[lf_plan_mix_source(&prm->mix, b.ids[i])] += b.lengths[i];
             }
         }
         in_steps += now_s() - a;
@@ -181,12 +183,18 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->step_cost = ratio_to_median(t.scost, t.nsteps, &out->step_cost_min, &cost_ok);
     out->steps_ok = tok_ok && cost_ok;
     out->epoch_done = epoch_done;
-    if (epoch_done) {                /* what a whole epoch did not place */
+    if (epoch_done && prm->mix.sources > 1) {
+        /* a mixture's epoch draws part of most sources: what it left out
+         * of its draw is what it rejected */
+        out->dropped_tokens = c.rejected_tokens;
+        out->all_tokens = t.tokens + c.rejected_tokens;
+    } else if (epoch_done) {         /* what a whole epoch did not place */
         uint64_t all = 0;
         for (size_t i = 0; i < n; i++) all += samples[i].length;
         out->dropped_tokens = all - t.tokens;
         out->all_tokens = all;
     }
+    memcpy(out->source_tokens, source_tokens, sizeof source_tokens);
     out->padding_fraction = t.padded ? (double)(t.padded - t.tokens) / (double)t.padded : 0;
     out->padding_floor = t.floor_padded
                              ? (double)(t.floor_padded - t.tokens) / (double)t.floor_padded : 0;

@@ -46,6 +46,7 @@ typedef struct plan_score {
     double epoch_cpu_s;          /* epoch_s in process CPU time */
     double samples_per_step;     /* mean over non-tail steps */
     uint32_t batch_per_rank;     /* baselines: what they ran with */
+    uint64_t source_tokens[LF_PLAN_MAX_SOURCES]; /* a mixture: tokens placed per source */
 } plan_score;
 
 /* Plans up to max_steps steps (0: one epoch) and scores them. Returns 0 or

@@ -138,6 +138,18 @@ static const char legend[] =
     "(- : not reported); cost-ratio = measured compute per planned "
     "cost, against the node's mean; slots = held by the client / in the ring\n";
 
+/* A mixture's tokens delivered per source against its weight (the
+ * server's "sources"; nothing without a mixture). */
+static void print_sources(json_t *sources)
+{
+    size_t i;
+    json_t *src;
+    json_array_foreach(sources, i, src)
+        printf("source %zu %s: weight %.6f, %.0f tokens delivered (share %.6f)\n", i,
+               json_string_value(json_object_get(src, "data")), num(src, "weight"),
+               num(src, "tokens"), num(src, "share"));
+}
+
 /* A table: rates over the interval since prev (since the server started
  * for the first one, or when the server is a new one: its uptime went
  * back), then a row a rank and the slowest rank. */
@@ -192,6 +204,7 @@ static void print_table(json_t *cur, json_t *prev)
     int k = slowest(ranks, &stage);
     if (k >= 0)
         printf("slowest: rank %.0f (%s)\n", num(json_array_get(ranks, (size_t)k), "rank"), stage);
+    print_sources(json_object_get(cur, "sources"));
     fflush(stdout);
 }
 

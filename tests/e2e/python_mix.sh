@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A mixture in Python (issue 33): three token datasets served with
+# --weight 0.5 / 0.3 / 0.2 to a levelfeed.Loader, in pad and in
+# micro-batches. Every batch holds source [n] (int32, each sample's --data
+# number, in the batch's sample order), equal to the dataset the sample's
+# id falls in; batch.micro_batches() cuts it with its micro-batch; no id
+# twice in the epoch and the tokens per source within 0.5 % of the weights.
+source "$(dirname "$0")/server_lib.sh"
+source "$(dirname "$0")/python_lib.sh"
+
+A=$WORK/short B=$WORK/mid C=$WORK/long
+make_dataset "$A" --samples 1500 --len-median 100 --len-max 2048 --seed 1
+make_dataset "$B" --samples 1000 --len-median 250 --len-max 2048 --seed 2
+make_dataset "$C" --samples 500 --len-median 600 --len-max 2048 --seed 3
+MIX=(--data "$A" --weight 0.5 --data "$B" --weight 0.3 --data "$C" --weight 0.2)
+
+check() {   # LAYOUT: one epoch through the Loader
+  "$PY" - "$EP" "$1" <<'PYEOF' || fail "$1: the source tensor does not match the samples"
+import sys
+import levelfeed
+
+ep, layout = sys.argv[1:]
+first = [0, 1500, 2500, 3000]          # the datasets' first ids, one after another
+weights = [0.5, 0.3, 0.2]
+
+def source_of(i):
+    return max(s for s in range(3) if first[s] <= i)
+
+seen, tokens = set(), [0, 0, 0]
+lo = levelfeed.Loader(endpoint=ep, rank=0, world_size=1)
+for b in lo:
+    where = f"{layout} step {b.step}"
+    ids, src = b["sample_ids"].tolist(), b["source"].tolist()
+    assert str(b["source"].dtype).endswith("int32"), where
+    assert len(src) == len(ids) and src == [source_of(i) for i in ids], where
+    for mb in b.micro_batches():
+        assert mb["source"].tolist() == [source_of(i) for i in mb["sample_ids"].tolist()], where
+    lens = b["lengths"].tolist() if "lengths" in b else \
+        [e - a for a, e in zip(b["cu_seqlens"].tolist(), b["cu_seqlens"].tolist()[1:])]
+    for i, s, n in zip(ids, src, lens):
+        assert i not in seen, f"{where}: sample {i} twice"
+        seen.add(i)
+        tokens[s] += n
+    b.close()
+lo.close()
+total = sum(tokens)
+shares = [t / total for t in tokens]
+assert all(abs(s - w) <= 0.005 for s, w in zip(shares, weights)), f"{layout}: shares {shares}"
+print(f"{layout}: {len(seen)} samples, token shares {[round(s, 4) for s in shares]}")
+PYEOF
+}
+
+start_server "${MIX[@]}" --world 1 --epochs 1 --seed 3
+check pad
+wait_server
+start_server "${MIX[@]}" --world 1 --epochs 1 --micro-batches --seed 4
+check micro
+wait_server
+check_python_leftovers
+echo "ok: the Loader's batches carry each sample's source"

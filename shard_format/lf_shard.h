@@ -147,6 +147,27 @@ typedef struct lf_dataset lf_dataset;
 int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err);
 void lf_dataset_close(lf_dataset *ds);   /* accepts NULL */
 
+/* Opens several dataset directories as one dataset (the sources of a
+ * mixture): shards, blocks and samples numbered one after the other in the
+ * order given, so source s holds samples source_first(s) ..
+ * source_first(s+1)-1. Every directory must have the same schema, else
+ * LF_SHARD_E_ARG with a message naming the directory and what differs.
+ * n == 1 behaves as lf_dataset_open. Returns 0 or a status; *out is
+ * untouched on failure. */
+int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
+                         lf_shard_error *err);
+/* Sources of a dataset: 1 for lf_dataset_open (and the index-only and
+ * in-memory opens), n for lf_dataset_open_many. */
+uint32_t lf_dataset_sources(const lf_dataset *ds);
+/* First sample id of source `source`; source == sources gives the total
+ * samples (so source s spans first(s) .. first(s+1)-1); UINT64_MAX past it. */
+uint64_t lf_dataset_source_first(const lf_dataset *ds, uint32_t source);
+/* The source holding `sample`; UINT32_MAX when the sample is out of range. */
+uint32_t lf_dataset_sample_source(const lf_dataset *ds, uint64_t sample);
+/* The directory source `source` was opened from, as the caller gave it
+ * (the name of an index-only or in-memory dataset); NULL out of range. */
+const char *lf_dataset_source_dir(const lf_dataset *ds, uint32_t source);
+
 const lf_schema *lf_dataset_schema(const lf_dataset *ds);
 uint64_t lf_dataset_samples(const lf_dataset *ds);
 uint32_t lf_dataset_shards(const lf_dataset *ds);

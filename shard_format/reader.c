@@ -44,6 +44,12 @@ typedef struct ds_shard {
     uint64_t first_block;        /* dataset-wide id of its block 0 */
 } ds_shard;
 
+/* One directory of a dataset opened from several (lf_dataset_open_many). */
+typedef struct ds_source {
+    char *dir;                   /* as the caller gave it, for messages and reports */
+    uint64_t first_sample;       /* dataset-wide id of its sample 0 */
+} ds_source;
+
 struct lf_dataset {
     lf_schema schema;
     ds_shard *shards;
@@ -55,6 +61,8 @@ struct lf_dataset {
     uint32_t max_raw, max_stored;
     bool skip_checksums;         /* fuzzing only (SHARD_OPEN_SKIP_CHECKSUMS) */
     bool index_only;             /* an index without bytes: every read refused */
+    ds_source *sources;          /* one for a single directory, else one a directory */
+    uint32_t nsources;
 };
 
 struct lf_block_decoder {
@@ -276,7 +284,22 @@ void lf_dataset_close(lf_dataset *ds)
     free(ds->shards);
     free(ds->blocks);
     free(ds->samples);
+    for (uint32_t i = 0; ds->sources && i < ds->nsources; i++) free(ds->sources[i].dir);
+    free(ds->sources);
     free(ds);
+}
+
+/* A dataset of one directory (or one named pseudo-dataset) is its own only source. */
+static int set_one_source(lf_dataset *ds, const char *name, lf_shard_error *err)
+{
+    ds->sources = calloc(1, sizeof *ds->sources);
+    if (ds->sources && !(ds->sources[0].dir = strdup(name))) {
+        free(ds->sources);
+        ds->sources = NULL;
+    }
+    if (!ds->sources) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
+    ds->nsources = 1;
+    return 0;
 }
 
 static int alloc_tables(lf_dataset *ds, uint64_t blocks, uint64_t samples, lf_shard_error *err)
@@ -432,6 +455,7 @@ int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
     lf_dataset *ds = calloc(1, sizeof *ds);
     rc = ds ? open_with_manifest(ds, abs, &m, err)
             : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) rc = set_one_source(ds, dir, err);
     free(m.shards);
     free(abs);
     if (rc != 0) {
@@ -469,6 +493,7 @@ int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
         ds->shards[0] = (ds_shard){.path = path, .fd = -1, .mem = data, .size = size};
         ds->nshards = 1;
         rc = open_lone_shard(ds, err);
+        if (rc == 0) rc = set_one_source(ds, path, err);
     } else {
         free(path);
         rc = shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
@@ -544,6 +569,7 @@ int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64
     ds->schema = *schema;
     ds->index_only = true;
     rc = index_only_tables(ds, samples, block_samples, length, arg, err);
+    if (rc == 0) rc = set_one_source(ds, name, err);
     if (rc != 0) {
         lf_dataset_close(ds);
         return rc;
@@ -553,6 +579,163 @@ int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64
 }
 
 int lf_dataset_index_only(const lf_dataset *ds) { return ds->index_only; }
+
+/* ---- several directories as one ------------------------------------------ */
+
+/* Says in `why` how schema b differs from a (the first difference); 0 when
+ * they are the same. */
+static int schema_difference(const lf_schema *a, const lf_schema *b, char *why, size_t cap)
+{
+    if (a->nfields != b->nfields) {
+        snprintf(why, cap, "%u fields, not %u", b->nfields, a->nfields);
+        return 1;
+    }
+    for (uint32_t i = 0; i < a->nfields; i++) {
+        const lf_field_def *fa = &a->fields[i], *fb = &b->fields[i];
+        const char *ta = lf_field_type_name(fa->type), *tb = lf_field_type_name(fb->type);
+        if (strncmp(fa->name, fb->name, sizeof fa->name) != 0 || fa->type != fb->type) {
+            snprintf(why, cap, "field %u is '%.*s' (%s), not '%.*s' (%s)", i,
+                     (int)sizeof fb->name, fb->name, tb ? tb : "?",
+                     (int)sizeof fa->name, fa->name, ta ? ta : "?");
+            return 1;
+        }
+        if (fa->row_width != fb->row_width) {
+            snprintf(why, cap, "field '%.*s' has rows of %u values, not %u",
+                     (int)sizeof fa->name, fa->name, fb->row_width, fa->row_width);
+            return 1;
+        }
+    }
+    if (a->cost_field != b->cost_field) {
+        snprintf(why, cap, "its cost field is '%.*s', not '%.*s'",
+                 (int)sizeof b->fields[0].name, b->fields[b->cost_field].name,
+                 (int)sizeof a->fields[0].name, a->fields[a->cost_field].name);
+        return 1;
+    }
+    return 0;
+}
+
+/* Moves part's shards into ds after those already there and copies its
+ * index with every shard, block and sample number moved past them; part
+ * keeps no descriptor or path, so closing it closes nothing of ds. */
+static void append_part(lf_dataset *ds, lf_dataset *part)
+{
+    for (uint32_t i = 0; i < part->nshards; i++) {
+        ds_shard *sh = &ds->shards[ds->nshards + i];
+        *sh = part->shards[i];
+        sh->first_block += ds->nblocks;
+        part->shards[i] = (ds_shard){.fd = -1};
+    }
+    for (uint64_t j = 0; j < part->nblocks; j++) {
+        lf_block_info *b = &ds->blocks[ds->nblocks + j];
+        *b = part->blocks[j];
+        b->first_sample += ds->nsamples;
+        b->shard += ds->nshards;
+    }
+    for (uint64_t k = 0; k < part->nsamples; k++) {
+        lf_sample_info *s = &ds->samples[ds->nsamples + k];
+        *s = part->samples[k];
+        s->shard += ds->nshards;
+    }
+    if (part->max_raw > ds->max_raw) ds->max_raw = part->max_raw;
+    if (part->max_stored > ds->max_stored) ds->max_stored = part->max_stored;
+    ds->nshards += part->nshards;
+    ds->nblocks += part->nblocks;
+    ds->nsamples += part->nsamples;
+}
+
+/* Makes one dataset of the opened parts, in order; the parts are left
+ * without shards (the caller closes them). */
+static int join_parts(lf_dataset **parts, const char *const *dirs, uint32_t n,
+                      lf_dataset *ds, lf_shard_error *err)
+{
+    uint64_t shards = 0, blocks = 0, samples = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        shards += parts[i]->nshards;
+        blocks += parts[i]->nblocks;
+        samples += parts[i]->nsamples;
+    }
+    if (shards > UINT32_MAX)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s..%s: %" PRIu64 " shards together: at most "
+                          "2^32-1", dirs[0], dirs[n - 1], shards);
+    ds->schema = parts[0]->schema;
+    ds->shards = calloc(shards ? (size_t)shards : 1, sizeof *ds->shards);
+    ds->sources = calloc(n, sizeof *ds->sources);
+    if (!ds->shards || !ds->sources) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    ds->nsources = n;
+    for (uint32_t i = 0; i < n; i++)
+        if (!(ds->sources[i].dir = strdup(dirs[i])))
+            return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", dirs[i]);
+    int rc = alloc_tables(ds, blocks, samples, err);
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        ds->sources[i].first_sample = ds->nsamples;
+        append_part(ds, parts[i]);
+    }
+    return rc;
+}
+
+/* Opens dirs[0..n) each as a dataset, checking each schema against the first's. */
+static int open_parts(const char *const *dirs, uint32_t n, lf_dataset **parts,
+                      lf_shard_error *err)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        int rc = lf_dataset_open(dirs[i], &parts[i], err);
+        if (rc != 0) return rc;
+        char why[256];
+        if (schema_difference(&parts[0]->schema, &parts[i]->schema, why, sizeof why))
+            return shard_fail(err, LF_SHARD_E_ARG, "%s: its schema differs from %s's: %s; "
+                              "datasets read as one need the same fields (convert them "
+                              "with the same lf-shard options)", dirs[i], dirs[0], why);
+    }
+    return 0;
+}
+
+int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
+                         lf_shard_error *err)
+{
+    if (!dirs || !out || n == 0)
+        return shard_fail(err, LF_SHARD_E_ARG, "datasets: NULL argument or none given");
+    if (n == 1) return lf_dataset_open(dirs[0], out, err);
+    lf_dataset **parts = calloc(n, sizeof *parts);
+    lf_dataset *ds = calloc(1, sizeof *ds);
+    int rc = parts && ds ? open_parts(dirs, n, parts, err)
+                         : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) rc = join_parts(parts, dirs, n, ds, err);
+    for (uint32_t i = 0; parts && i < n; i++) lf_dataset_close(parts[i]);
+    free(parts);
+    if (rc != 0) {
+        lf_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+uint32_t lf_dataset_sources(const lf_dataset *ds) { return ds->nsources; }
+
+uint64_t lf_dataset_source_first(const lf_dataset *ds, uint32_t source)
+{
+    if (source < ds->nsources) return ds->sources[source].first_sample;
+    return source == ds->nsources ? ds->nsamples : UINT64_MAX;
+}
+
+/* The last source starting at or before the sample (an empty source starts
+ * where the next one does, so it is never the answer). */
+uint32_t lf_dataset_sample_source(const lf_dataset *ds, uint64_t sample)
+{
+    if (sample >= ds->nsamples) return UINT32_MAX;
+    uint32_t lo = 0, hi = ds->nsources - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (ds->sources[mid].first_sample <= sample) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+const char *lf_dataset_source_dir(const lf_dataset *ds, uint32_t source)
+{
+    return source < ds->nsources ? ds->sources[source].dir : NULL;
+}
 
 const lf_schema *lf_dataset_schema(const lf_dataset *ds) { return &ds->schema; }
 uint64_t lf_dataset_samples(const lf_dataset *ds) { return ds->nsamples; }

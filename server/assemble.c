@@ -466,8 +466,11 @@ static int assemble(srv *s, worker_ctx *w, srv_job *j)
     if (rc < 0) return rc;
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
     const lf_tensor_desc *offs = lf_layout_find(&l, "sample_offsets");
+    /* an eval batch names the held-out set's own samples (they follow the
+     * training ones in s->ds) */
+    uint64_t first = j->eval ? s->train_samples : 0;
     for (uint32_t i = 0; i < j->n; i++) {   /* a piece: its sample, and where it starts */
-        uint64_t id = lf_plan_piece_sample(j->ids[i]);
+        uint64_t id = lf_plan_piece_sample(j->ids[i]) - first;
         uint64_t at = lf_plan_piece_index(j->ids[i]) * s->piece_len;
         memcpy(slot + ids->offset + (size_t)i * sizeof id, &id, sizeof id);
         if (offs) memcpy(slot + offs->offset + (size_t)i * sizeof at, &at, sizeof at);

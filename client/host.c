@@ -15,8 +15,11 @@
  * trainer reads its own copy, taken as each of its calls returns
  * (client.c's to_trainer): the text cannot change while the trainer reads it.
  * READY messages that arrive before the trainer
- * asks for them wait in a FIFO as long as the ring (the server never has
- * more slots out than the ring holds). Every READY is checked before a
+ * asks for them wait in a FIFO as long as their slots (the server never
+ * has more slots out than the ring holds). There are two such lanes: the
+ * training stream's, and an eval pass's (--eval-data: EVAL_READY into the
+ * ring's last eval_slots, a sequence of its own), so training READYs that
+ * come during a pass wait, in order, for lf_next after it. Every READY is checked before a
  * tensor pointer is handed out: slot number, sequence number, and the slot
  * header and layout in shared memory (lf_slot_check). Anything wrong there
  * fails the client with LF_E_PROTOCOL: a broken server must not make a

@@ -727,6 +727,7 @@ int main(int argc, char **argv)
     destroy_rings(&s);
     free(s.epoch_uses);
     free(s.epoch_steps);
+    free(s.eval_set);
     srv_plan_spare_free(&s);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);

@@ -35,33 +35,30 @@ int srv_plan_errno(int status)
     }
 }
 
-/* A plan of the run's parameters at `epoch` over the samples first ..
- * first + n - 1. Returns the balancer's status (LF_PLAN_E_*). */
-static int plan_samples_status(const srv *s, uint32_t epoch, uint64_t first, uint64_t n,
-                               lf_plan **out)
+/* The plan from epoch index e of the run on (epochs do not depend on each
+ * other: a plan started at epoch e makes the same steps as one that walked
+ * the epochs before it), over the training samples alone (the first ones):
+ * with or without --eval-data, the same plan. Returns the balancer's
+ * status (LF_PLAN_E_*). */
+static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);
     if (!v) return LF_PLAN_E_NOMEM;
     lf_plan_params prm = s->cfg.plan;
-    prm.epoch = epoch;
-    int rc = lf_plan_create(&prm, v + first, n, out);
+    prm.epoch += e;
+    int rc = lf_plan_create(&prm, v, s->train_samples, out);
     free(v);
     return rc;
 }
 
-/* The plan from epoch index e of the run on (epochs do not depend on each
- * other: a plan started at epoch e makes the same steps as one that walked
- * the epochs before it), over the training samples alone: with or without
- * --eval-data, the same plan. */
-static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
-{
-    return plan_samples_status(s, s->cfg.plan.epoch + e, 0, s->train_samples, out);
-}
-
+/* A pass's plan is made from s->eval_set, the held-out samples listed once
+ * at start-up: not from a list of every sample made again each pass. */
 int srv_plan_eval_create(const srv *s, lf_plan **out)
 {
+    lf_plan_params prm = s->cfg.plan;
+    prm.epoch = 0;
     uint64_t n = lf_dataset_samples(s->ds) - s->train_samples;
-    return srv_plan_errno(plan_samples_status(s, 0, s->train_samples, n, out));
+    return srv_plan_errno(lf_plan_create(&prm, s->eval_set, n, out));
 }
 
 static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
@@ -665,6 +662,12 @@ int srv_plan_identify(srv *s)
 static int eval_prepass(srv *s)
 {
     lf_plan *p;
+    lf_plan_sample *all = plan_cli_samples(s->ds);
+    uint64_t n = lf_dataset_samples(s->ds) - s->train_samples;
+    s->eval_set = all ? malloc(n * sizeof *s->eval_set) : NULL;
+    if (s->eval_set) memcpy(s->eval_set, all + s->train_samples, n * sizeof *s->eval_set);
+    free(all);
+    if (!s->eval_set) return -ENOMEM;
     int rc = srv_plan_eval_create(s, &p);
     lf_plan_step st;
     uint64_t empty = 0, placed = 0;

@@ -274,6 +274,8 @@ struct srv {
     uint64_t train_blocks;       /* their blocks, likewise first */
     uint32_t eval_slots;         /* SRV_EVAL_SLOTS with --eval-data, else 0 */
     uint32_t eval_steps;         /* each rank's batches in an eval pass */
+    lf_plan_sample *eval_set;    /* the held-out samples as each pass's plan takes them
+                                    (listed once, by the prepass; read-only after) */
     int images;                  /* 1: the cost field is a JPEG (image path) */
     int frames;                  /* 1: the cost field is a frame array */
     uint32_t frame_dtype;        /* LF_DTYPE_F16 / F32 / I16 */

@@ -33,6 +33,16 @@ typedef struct held_slot {
     lf_tensor tensors[LF_LAYOUT_MAX_TENSORS];
 } held_slot;
 
+/* READYs not yet returned, in order, of one stream: training's, or the
+ * eval pass's (EVAL_READY), each with its own slots of the ring. */
+typedef struct lf_lane {
+    lf_msg_ready *fifo;          /* cap entries */
+    uint32_t cap;                /* the stream's slots */
+    uint32_t head, len;
+    uint64_t next_seq;           /* seq the next READY must carry */
+    uint32_t nheld;              /* of its slots, held by the trainer */
+} lf_lane;
+
 struct lf_client {
     void *zctx, *zsock;
     int fdsock;                  /* Unix socket the memfd came on; EOF = server gone */
@@ -51,10 +61,10 @@ struct lf_client {
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
     held_slot *slots;            /* welcome.nslots entries */
-    uint32_t nheld;              /* of them held */
-    lf_msg_ready *fifo;          /* READYs not yet returned by lf_next */
-    uint32_t fifo_head, fifo_len;
-    uint64_t next_seq;           /* seq the next READY must carry */
+    lf_lane train;               /* READYs for lf_next: the first nslots - eval_slots */
+    lf_lane eval;                /* EVAL_READYs for lf_eval_next: the last eval_slots */
+    int eval_on;                 /* a pass was asked for and lf_eval_next has not ended it */
+    int eval_ended;              /* EVAL_END came: the pass's READYs are all in */
     uint32_t pos_epoch;          /* the trainer's position (trainer_got), or the restored one */
     uint64_t pos_step;
     uint64_t restore_plan;       /* plan_id from lf_state_restore, or 0 */
@@ -76,6 +86,9 @@ struct lf_client {
  * device. */
 int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
 int lf_client_host_release(lf_client *c, const lf_batch *b);
+/* lf_eval_begin and lf_eval_next on the host path. */
+int lf_client_host_eval_begin(lf_client *c);
+int lf_client_host_eval_next(lf_client *c, lf_batch *b, int timeout_ms);
 /* A STEP report of the trainer's step (epoch, step): its compute time, its
  * sync wait (LF_WIRE_UNKNOWN: not reported) and the data wait of the
  * lf_next that gave it the batch. */

@@ -15,8 +15,11 @@
  * trainer reads its own copy, taken as each of its calls returns
  * (client.c's to_trainer): the text cannot change while the trainer reads it.
  * READY messages that arrive before the trainer
- * asks for them wait in a FIFO as long as the ring (the server never has
- * more slots out than the ring holds). Every READY is checked before a
+ * asks for them wait in a FIFO as long as their slots (the server never
+ * has more slots out than the ring holds). There are two such lanes: the
+ * training stream's, and an eval pass's (--eval-data: EVAL_READY into the
+ * ring's last eval_slots, a sequence of its own), so training READYs that
+ * come during a pass wait, in order, for lf_next after it. Every READY is checked before a
  * tensor pointer is handed out: slot number, sequence number, and the slot
  * header and layout in shared memory (lf_slot_check). Anything wrong there
  * fails the client with LF_E_PROTOCOL: a broken server must not make a
@@ -121,6 +124,11 @@ uint64_t lf_client_plan_id(const lf_client *c)
 
 /* The counts of WELCOME, written once by lf_client_open; the position is
  * the trainer's (client.c). */
+int64_t lf_client_eval_batches(const lf_client *c)
+{
+    return c->welcome.eval_slots ? (int64_t)c->welcome.eval_steps : -ENODATA;
+}
+
 int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch)
 {
     const lf_msg_welcome *w = &c->welcome;
@@ -202,10 +210,19 @@ static int wait_readable(lf_client *c, int timeout_ms)
 static int handle_msg(lf_client *c, const lf_msg *m)
 {
     switch (m->type) {
+    case LF_MSG_EVAL_READY:
+        if (!c->eval_on || c->eval_ended || c->eval.len >= c->eval.cap)
+            return fail(c, LF_E_PROTOCOL, "EVAL_READY outside a pass or beyond its slots");
+        c->eval.fifo[(c->eval.head + c->eval.len++) % c->eval.cap] = m->u.ready;
+        return 0;
+    case LF_MSG_EVAL_END:
+        if (!c->eval_on) return fail(c, LF_E_PROTOCOL, "EVAL_END outside a pass");
+        c->eval_ended = 1;
+        return 0;
     case LF_MSG_READY:
-        if (c->ended || c->fifo_len >= c->welcome.nslots)
+        if (c->ended || c->train.len >= c->train.cap)
             return fail(c, LF_E_PROTOCOL, "READY beyond the ring's slots");
-        c->fifo[(c->fifo_head + c->fifo_len++) % c->welcome.nslots] = m->u.ready;
+        c->train.fifo[(c->train.head + c->train.len++) % c->train.cap] = m->u.ready;
         if (c->waiting_ns) { /* batches come: whatever the server waited for is there */
             pthread_mutex_lock(&c->err_mu);
             c->waiting_ns = 0;
@@ -231,9 +248,15 @@ static int handle_msg(lf_client *c, const lf_msg *m)
     }
 }
 
+/* Whether lane l has what its caller waits for: a READY, or its end. */
+static int lane_has(const lf_client *c, const lf_lane *l)
+{
+    return l->len > 0 || (l == &c->eval ? c->eval_ended : c->ended);
+}
+
 /* Reads every waiting message; keeps waiting up to timeout_ms for the first
- * when `want` says nothing usable is queued yet. */
-static int pump(lf_client *c, int timeout_ms)
+ * while lane l has nothing (a READY of the other lane is queued meanwhile). */
+static int pump(lf_client *c, int timeout_ms, const lf_lane *l)
 {
     uint64_t start = lf_client_now_ns();
     uint64_t hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
@@ -244,7 +267,7 @@ static int pump(lf_client *c, int timeout_ms)
         while ((rc = recv_msg(c, buf, sizeof buf, &m)) == 1)
             if ((rc = handle_msg(c, &m)) < 0) return rc;
         if (rc < 0) return rc;
-        if (c->fifo_len > 0 || c->ended) return 0;
+        if (lane_has(c, l)) return 0;
         uint64_t now = lf_client_now_ns();
         /* The server heartbeats every hb_ns: long silence means it hangs. */
         if (hb_ns && now - c->last_heard_ns > SILENT_HEARTBEATS * hb_ns)
@@ -475,9 +498,12 @@ int lf_client_open(const lf_client_options *o, lf_client **out)
     if (rc == 0) rc = await_welcome(c, timeout_ns, &deadline);
     if (rc == 0) rc = map_ring(c, deadline);
     if (rc == 0) {
+        c->train.cap = c->welcome.nslots - c->welcome.eval_slots;
+        c->eval.cap = c->welcome.eval_slots;
         c->slots = calloc(c->welcome.nslots, sizeof *c->slots);
-        c->fifo = calloc(c->welcome.nslots, sizeof *c->fifo);
-        if (!c->slots || !c->fifo) rc = -ENOMEM;
+        c->train.fifo = calloc(c->train.cap + 1, sizeof *c->train.fifo);
+        c->eval.fifo = calloc(c->eval.cap + 1, sizeof *c->eval.fifo);
+        if (!c->slots || !c->train.fifo || !c->eval.fifo) rc = -ENOMEM;
     }
     if (rc < 0) {
         /* No prefetch thread before lf_client_use_device: err is ours alone. */
@@ -510,14 +536,21 @@ static void fill_batch(lf_client *c, const lf_msg_ready *r, held_slot *s,
     b->slot = r->slot;
 }
 
-/* Checks the READY at the FIFO head and the slot it names. */
-static int take_ready(lf_client *c, lf_batch *b)
+/* The lane a slot belongs to: the ring's last eval_slots are the eval pass's. */
+static lf_lane *slot_lane(lf_client *c, uint32_t slot)
 {
-    lf_msg_ready r = c->fifo[c->fifo_head];
-    if (r.slot >= c->welcome.nslots) return fail(c, LF_E_PROTOCOL, "READY slot out of range");
+    return slot >= c->train.cap ? &c->eval : &c->train;
+}
+
+/* Checks the READY at lane l's head and the slot it names. */
+static int take_ready(lf_client *c, lf_lane *l, lf_batch *b)
+{
+    lf_msg_ready r = l->fifo[l->head];
+    if (r.slot >= c->welcome.nslots || slot_lane(c, r.slot) != l)
+        return fail(c, LF_E_PROTOCOL, "READY slot out of range");
     held_slot *s = &c->slots[r.slot];
     if (s->held) return fail(c, LF_E_PROTOCOL, "READY for a slot the trainer still holds");
-    if (r.seq != c->next_seq) return fail(c, LF_E_PROTOCOL, "READY out of sequence");
+    if (r.seq != l->next_seq) return fail(c, LF_E_PROTOCOL, "READY out of sequence");
     const unsigned char *slot = c->seg + lf_ring_slot_offset(r.slot, c->welcome.slot_size);
     const char *why = NULL;
     uint32_t nsamples = 0;
@@ -525,14 +558,29 @@ static int take_ready(lf_client *c, lf_batch *b)
     if (lf_slot_check(slot, c->welcome.slot_size, (uint32_t)c->rank, &r, &s->layout,
                       &nsamples, &step_tokens, &why) != 0)
         return fail(c, LF_E_PROTOCOL, "bad slot %u: %s", r.slot, why ? why : "?");
-    c->fifo_head = (c->fifo_head + 1) % c->welcome.nslots;
-    c->fifo_len--;
-    c->next_seq++;
+    l->head = (l->head + 1) % l->cap;
+    l->len--;
+    l->next_seq++;
     s->held = 1;
-    c->nheld++;
+    l->nheld++;
     s->seq = r.seq;
     fill_batch(c, &r, s, nsamples, b);
     b->step_tokens = step_tokens;
+    return 0;
+}
+
+/* Waits up to timeout_ms until lane l has a READY or its end. With every
+ * slot of the lane held, the server has none to fill until one is
+ * released: waiting would only time out, so LF_E_ORDER at once, unless
+ * the lane has ended meanwhile. */
+static int lane_wait(lf_client *c, const lf_lane *l, int timeout_ms)
+{
+    int rc;
+    if (!lane_has(c, l) && l->nheld == l->cap) {
+        if ((rc = pump(c, 0, l)) < 0 && rc != LF_E_TIMEOUT) return rc;
+        if (!lane_has(c, l)) return LF_E_ORDER;
+    }
+    if (!lane_has(c, l) && (rc = pump(c, timeout_ms, l)) < 0) return rc;
     return 0;
 }
 
@@ -548,17 +596,39 @@ int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
         if ((rc = send_msg(c, &m)) < 0) return rc;
         c->started = 1;
     }
-    if (c->fifo_len == 0 && !c->ended && c->nheld == c->welcome.nslots) {
-        /* The server has no slot to fill until one is released: waiting
-         * would only time out. Unless the stream has ended meanwhile. */
-        if ((rc = pump(c, 0)) < 0 && rc != LF_E_TIMEOUT) return rc;
-        if (c->fifo_len == 0 && !c->ended) return LF_E_ORDER;
-    }
-    if (c->fifo_len == 0 && !c->ended && (rc = pump(c, timeout_ms)) < 0) return rc;
-    if (c->fifo_len == 0) return LF_E_END;
-    if ((rc = take_ready(c, b)) < 0) return rc;
+    if ((rc = lane_wait(c, &c->train, timeout_ms)) < 0) return rc;
+    if (c->train.len == 0) return LF_E_END;
+    if ((rc = take_ready(c, &c->train, b)) < 0) return rc;
     b->wait_ns = lf_client_now_ns() - start;
     return 0;
+}
+
+int lf_client_host_eval_begin(lf_client *c)
+{
+    if (c->welcome.eval_slots == 0) return -ENODATA;
+    if (c->eval_on) return LF_E_ORDER;
+    lf_msg m = {.type = LF_MSG_EVAL_REQ};
+    int rc = send_msg(c, &m);
+    if (rc < 0) return rc;
+    c->eval_on = 1;
+    c->eval_ended = 0;
+    c->eval.next_seq = 0; /* each pass counts from 0 */
+    return 0;
+}
+
+int lf_client_host_eval_next(lf_client *c, lf_batch *b, int timeout_ms)
+{
+    uint64_t start = lf_client_now_ns();
+    if (!c->eval_on) return LF_E_ORDER;
+    int rc = lane_wait(c, &c->eval, timeout_ms);
+    if (rc < 0) return rc;
+    if (c->eval.len == 0) { /* the pass is over */
+        c->eval_on = 0;
+        return 0;
+    }
+    if ((rc = take_ready(c, &c->eval, b)) < 0) return rc;
+    b->wait_ns = lf_client_now_ns() - start;
+    return 1;
 }
 
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size)
@@ -609,7 +679,7 @@ int lf_client_host_release(lf_client *c, const lf_batch *b)
     held_slot *s = &c->slots[b->slot];
     if (!s->held || s->seq != b->seq) return -EINVAL;
     s->held = 0;
-    c->nheld--;
+    slot_lane(c, b->slot)->nheld--;
     lf_msg m = {.type = LF_MSG_RELEASE, .u.release = {.slot = b->slot, .seq = b->seq}};
     return send_msg(c, &m);
 }
@@ -725,7 +795,8 @@ void lf_client_host_close(lf_client *c)
     if (c->zctx) zmq_ctx_term(c->zctx);
     if (c->seg) munmap(c->seg, c->seg_size);
     if (c->fdsock >= 0) close(c->fdsock);
-    free(c->fifo);
+    free(c->train.fifo);
+    free(c->eval.fifo);
     free(c->slots);
     free(c->epoch_steps);
     pthread_mutex_destroy(&c->err_mu);

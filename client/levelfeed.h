@@ -223,6 +223,29 @@ uint64_t lf_client_plan_id(const lf_client *c);
 #define LF_EPOCH_NEXT (-1)
 int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch);
 
+/* Evaluation on demand (lf-server --eval-data DIR). A pass delivers every
+ * held-out sample once, split across the ranks as balanced as training,
+ * the same batches in the same order in every pass (a plan of its own over
+ * the held-out samples, one epoch, its tail included), and leaves the
+ * training stream alone: its batches keep coming into their own slots of
+ * the ring meanwhile, lf_next returns them afterwards as it would have, and
+ * lf_state_save's position does not move. Every rank of the job runs its
+ * pass at the same training step (each gets its own share; a rank that
+ * does not ask holds nobody up, but a job that evaluates needs every
+ * rank's share). lf_eval_begin asks for one pass: 0, -ENODATA (the server
+ * has no --eval-data), LF_E_ORDER (a pass is under way, or the batches go
+ * to a device: not done yet), or a send error. lf_eval_next waits up to
+ * timeout_ms (-1: forever) for the pass's next batch: 1 and *b filled (an
+ * eval batch: b->step is its step in the pass, b->epoch the eval plan's; release
+ * it with lf_release as any), 0 once the pass is over (the next call is
+ * LF_E_ORDER until lf_eval_begin), LF_E_ORDER (every eval slot is held:
+ * release one, or before lf_eval_begin), LF_E_TIMEOUT or an error.
+ * lf_client_eval_batches: this rank's batches in a pass (the same on every
+ * rank), or -ENODATA. (LEVELFEED_1.5) */
+int lf_eval_begin(lf_client *c);
+int lf_eval_next(lf_client *c, lf_batch *b, int timeout_ms);
+int64_t lf_client_eval_batches(const lf_client *c);
+
 /* Says goodbye and unmaps the ring. Accepts NULL. */
 void lf_client_close(lf_client *c);
 

@@ -58,6 +58,8 @@ static const char *const type_names[] = {
     [LF_MSG_PLANNING] = "PLANNING", [LF_MSG_REPORT_REQ] = "REPORT_REQ",
     [LF_MSG_REPORT] = "REPORT", [LF_MSG_WAITING] = "WAITING",
     [LF_MSG_TRACE_REQ] = "TRACE_REQ", [LF_MSG_TRACE] = "TRACE",
+    [LF_MSG_EVAL_REQ] = "EVAL_REQ", [LF_MSG_EVAL_READY] = "EVAL_READY",
+    [LF_MSG_EVAL_END] = "EVAL_END",
 };
 
 /* A TRACE_REQ path's length: at most LF_WIRE_TRACE_PATH_MAX - 1 bytes (so
@@ -104,6 +106,9 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.welcome.epochs, 4);
         put_le(&c, m->u.welcome.nsteps, 4);
         for (uint32_t i = 0; i < m->u.welcome.nsteps; i++) put_le(&c, m->u.welcome.steps[i], 4);
+        if (m->u.welcome.eval_slots > m->u.welcome.nslots) return -EINVAL;
+        put_le(&c, m->u.welcome.eval_slots, 4);
+        put_le(&c, m->u.welcome.eval_steps, 4);
         put_le(&c, n, 2);
         put_bytes(&c, m->u.welcome.fd_path, n);
         break;
@@ -114,6 +119,7 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.start.plan_id, 8);
         break;
     case LF_MSG_READY:
+    case LF_MSG_EVAL_READY:
         put_le(&c, m->u.ready.slot, 4);
         put_le(&c, m->u.ready.epoch, 4);
         put_le(&c, m->u.ready.step, 8);
@@ -169,6 +175,8 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
     case LF_MSG_BYE:
     case LF_MSG_STATS_REQ:
     case LF_MSG_REPORT_REQ:
+    case LF_MSG_EVAL_REQ:
+    case LF_MSG_EVAL_END:
         break;
     default:
         return -EINVAL;
@@ -193,6 +201,9 @@ static void decode_welcome(cursor *c, lf_msg_welcome *w)
     if (w->nsteps > w->epochs || w->nsteps > LF_WIRE_EPOCHS_MAX) { c->bad = 1; return; }
     w->steps = NULL;
     w->steps_le = (const unsigned char *)get_bytes(c, (size_t)w->nsteps * 4);
+    w->eval_slots = (uint32_t)get_le(c, 4);
+    w->eval_steps = (uint32_t)get_le(c, 4);
+    if (w->eval_slots > w->nslots) { c->bad = 1; return; }
     size_t n = (size_t)get_le(c, 2);
     const char *s = get_bytes(c, n);
     /* The path must be non-empty, fit with its NUL and hold no NUL inside. */
@@ -230,6 +241,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         m.u.start.plan_id = get_le(&c, 8);
         break;
     case LF_MSG_READY:
+    case LF_MSG_EVAL_READY:
         m.u.ready.slot = (uint32_t)get_le(&c, 4);
         m.u.ready.epoch = (uint32_t)get_le(&c, 4);
         m.u.ready.step = get_le(&c, 8);
@@ -285,6 +297,8 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
     case LF_MSG_BYE:
     case LF_MSG_STATS_REQ:
     case LF_MSG_REPORT_REQ:
+    case LF_MSG_EVAL_REQ:
+    case LF_MSG_EVAL_END:
         break;
     default:
         return -EPROTO;

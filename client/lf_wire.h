@@ -37,6 +37,12 @@
  *   TRACE_REQ(trace path, chart path) ───►  (held until every local rank has
  *                                            asked too or left)
  *                                  ◄───────  TRACE(code, text): written, or why not
+ *   EVAL_REQ (any time after WELCOME) ───►  one pass over the held-out set
+ *                                  ◄───────  EVAL_READY(slot, epoch, step, seq) ...
+ *                                            into the ring's eval slots, seq from 0
+ *                                            each pass; READYs go on beside them
+ *   RELEASE(slot, seq)             ───────►  (of an eval slot, as of any)
+ *                                  ◄───────  EVAL_END: the pass's last batch was sent
  *   BYE                            ───────►
  *   HEARTBEAT either way when idle; ERROR(code, text) from the server.
  *   STATS_REQ from anyone (lf-stat) ─────►  ◄─── STATS(JSON text)
@@ -48,10 +54,11 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 4         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
+#define LF_WIRE_VERSION 5         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
                                      sync, REPORT_REQ and REPORT, WELCOME's epoch step
                                      counts, WAITING; 4: STEP's start, TRACE_REQ and
-                                     TRACE */
+                                     TRACE; 5: WELCOME's eval slots and steps,
+                                     EVAL_REQ, EVAL_READY, EVAL_END */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
@@ -79,6 +86,9 @@ typedef enum lf_wire_type {
     LF_MSG_WAITING = 16,
     LF_MSG_TRACE_REQ = 17,
     LF_MSG_TRACE = 18,
+    LF_MSG_EVAL_REQ = 19,
+    LF_MSG_EVAL_READY = 20,
+    LF_MSG_EVAL_END = 21,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -106,6 +116,9 @@ typedef struct lf_msg_welcome {
                                     rank's batches in it); decode: NULL */
     const unsigned char *steps_le; /* decode: the same counts as received (little-endian
                                     u32), pointing into the buffer: lf_wire_steps */
+    uint32_t eval_slots;         /* the ring's last eval_slots slots take eval batches
+                                    only (0: the server has no --eval-data) */
+    uint32_t eval_steps;         /* each rank's batches in one eval pass */
     char fd_path[LF_WIRE_PATH_MAX]; /* Unix socket that hands out the memfd */
 } lf_msg_welcome;
 
@@ -115,11 +128,12 @@ typedef struct lf_msg_position {  /* START */
     uint64_t plan_id;            /* from a restored state, or 0 for a fresh start */
 } lf_msg_position;
 
-typedef struct lf_msg_ready {
+typedef struct lf_msg_ready {    /* READY and EVAL_READY */
     uint32_t slot;
     uint32_t epoch;
     uint64_t step;
-    uint64_t seq;                /* per-rank batch sequence number, from 0 */
+    uint64_t seq;                /* per-rank batch sequence number, from 0 (EVAL_READY:
+                                    from 0 in each pass) */
 } lf_msg_ready;
 
 typedef struct lf_msg_release {

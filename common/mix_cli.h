@@ -38,10 +38,12 @@ int mix_cli_weight(mix_cli *m, const char *value, char *why, size_t why_size);
  * why in the flags' words. */
 int mix_cli_check(const mix_cli *m, lf_plan_mix *mix, char *why, size_t why_size);
 
-/* Opens the datasets as one (a single one as dataset_open does, index-only
- * descriptions included) and fills mix->first from it. Returns what
- * lf_dataset_open_many returns. */
-int mix_cli_open(const mix_cli *m, lf_plan_mix *mix, lf_dataset **ds, lf_shard_error *err);
+/* Opens the datasets as one, held_out (lf-server's --eval-data; NULL:
+ * none) the last source after them (a single one as dataset_open does,
+ * index-only descriptions included), and fills mix->first from it.
+ * Returns what lf_dataset_open_many returns. */
+int mix_cli_open(const mix_cli *m, const char *held_out, lf_plan_mix *mix, lf_dataset **ds,
+                 lf_shard_error *err);
 
 /* Prints, per source, "PREFIXsource S DIR: weight W, T tokens (share X)"
  * for tokens[s] drawn; nothing without a mixture. */

@@ -8,6 +8,7 @@
  *                [--digests FILE]
  *                [--save-every K --state-file FILE] [--connect-timeout-ms N]
  *                [--hang-after K] [--plan-peers DIR] [--trace FILE] [--chart FILE]
+ *                [--eval-at K,K,... [--eval-out FILE] [--eval-verify DIR]]
  *                [--image-size WxH --crop C --image-dtype T --flip P --seed S]
  *                [--no-digest]   (benchmarks: do not read the tensor bytes)
  *                [--device N]    (benchmarks: the client copies each batch to
@@ -43,6 +44,11 @@
  * --trace FILE and --chart FILE ask the server, at the end, for the run's
  * Perfetto trace and SVG chart (lf_client_trace): written once every rank
  * of the server has asked or left, with every rank's steps.
+ * --eval-at K,K,... runs an evaluation pass (lf_eval_begin, lf_eval_next,
+ * against lf-server --eval-data) after the K-th training batch of this
+ * run (0: before the first), each eval batch a line "pass step rank n ids"
+ * in --eval-out (passes counted from 0; the ids are the held-out set's),
+ * each checked against that set's shards with --eval-verify DIR.
  * --sync-us S stands in for the all-reduce of a synchronous job: the last S
  * µs of each --compute-us step are the wait for slower ranks, reported as
  * the step's sync wait (lf_report_step_sync), the rest as its compute. Such
@@ -532,10 +538,62 @@ static int check_plan_peers(const char *dir, const lf_client *c, int rank, int w
     return 0;
 }
 
+#define EVAL_AT_MAX 64
+
+/* A host batch: its line in out (NULL: none; `label` in the epoch column),
+ * its bytes checked against v's shards (v->ds NULL: not). Returns 1 when
+ * it is wrong (said for the first few: `bad` so far), else 0. */
+static int check_batch(verifier *v, const lf_batch *b, uint32_t label, FILE *out, int rank,
+                       long bad)
+{
+    const lf_tensor *ids_t = lf_batch_tensor(b, "sample_ids");
+    const uint64_t *ids = ids_t ? ids_t->host : NULL;
+    if (!ids || ids_t->shape[0] != b->nsamples) return 1;
+    const lf_tensor *offs_t = lf_batch_tensor(b, "sample_offsets");
+    v->offs = offs_t && offs_t->shape[0] == b->nsamples ? offs_t->host : NULL;
+    v->batch = b;
+    v->epoch = b->epoch;
+    lf_batch line = *b;
+    line.epoch = label;
+    if (out) print_batch(out, &line, rank, ids, v->offs);
+    int pack = lf_batch_tensor(b, "cu_seqlens") != NULL;
+    int images = lf_batch_tensor(b, "images") != NULL;
+    int frames = lf_batch_tensor(b, "frames") != NULL;
+    if (!v->ds || (verify_sources(v, b, ids) >= 0 &&
+                   (images   ? verify_images(v, b, ids)
+                    : frames ? verify_frames(v, b, ids)
+                    : pack   ? verify_pack(v, b, ids)
+                             : verify_pad(v, b, ids)) >= 0))
+        return 0;
+    if (bad < 5)
+        fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes differ from the "
+                "shards\n", rank, b->epoch, b->step);
+    return 1;
+}
+
+/* One eval pass: every batch of it checked and written, as training's.
+ * Returns 0, or the error (said); *bad counts the wrong batches. */
+static int eval_pass(lf_client *c, verifier *v, FILE *out, uint32_t pass, int rank,
+                     int timeout_ms, long *bad)
+{
+    int rc = lf_eval_begin(c);
+    lf_batch b;
+    while (rc == 0 && (rc = lf_eval_next(c, &b, timeout_ms)) == 1) {
+        *bad += check_batch(v, &b, pass, out, rank, *bad);
+        rc = lf_release(c, &b);
+    }
+    if (rc < 0)
+        fprintf(stderr, "rank-loop %d: eval pass %u: %s (%s)\n", rank, pass, lf_strerror(rc),
+                lf_client_error(c));
+    return rc;
+}
+
 typedef struct args {
     lf_client_options o;
     const char *out, *verify, *save, *restore, *digests, *state_file, *plan_peers,
-               *tokens, *trace, *chart;
+               *tokens, *trace, *chart, *eval_out, *eval_verify;
+    int64_t eval_at[EVAL_AT_MAX]; /* --eval-at: after these training batches, ascending */
+    uint32_t neval_at;
     lf_tf_image_params image;
     int64_t max_batches, compute_us, sync_us, save_every, hang_after;
     int no_digest;
@@ -554,15 +612,37 @@ static const char usage_text[] =
     "  [--device N]   (batches copied to CUDA device N; lf_next timed, bytes not read)\n"
     "  [--plan-peers DIR]  (the ranks' plan fingerprints compared through DIR first)\n"
     "  [--trace FILE] [--chart FILE]  (the run's trace and chart, from the server, at the end)\n"
+    "  [--eval-at K,K,... [--eval-out FILE] [--eval-verify DIR]]  (an eval pass after the\n"
+    "   K-th training batch, each; its batches to FILE, checked against DIR's shards)\n"
     "  [--help] [--version]\n"
     "One training rank's loop: takes its batches from lf-server, checks them against\n"
     "the shards (--verify, with the server's transform flags), prints a summary.\n";
+
+/* --eval-at K,K,...: ascending batch counts. 0, or -1. */
+static int parse_eval_at(args *a, const char *v)
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", v) >= (int)sizeof buf) return -1;
+    char *save = NULL;
+    a->neval_at = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t k;
+        if (a->neval_at == EVAL_AT_MAX || parse_i64(t, 0, INT64_MAX, &k) ||
+            (a->neval_at && k < a->eval_at[a->neval_at - 1]))
+            return -1;
+        a->eval_at[a->neval_at++] = k;
+    }
+    return a->neval_at ? 0 : -1;
+}
 
 /* One option's value into a; 0, or -1 when it is not a valid value. */
 static int set_option(args *a, int c, const char *v)
 {
     int64_t n = 0;
     switch (c) {
+    case 'E': return parse_eval_at(a, v);
+    case 'O': a->eval_out = v; return 0;
+    case 'W': a->eval_verify = v; return 0;
     case 'e': a->o.endpoint = v; return 0;
     case 'o': a->out = v; return 0;
     case 'k': a->tokens = v; return 0;
@@ -610,6 +690,7 @@ static int parse(int argc, char **argv, args *a)
         {"save-every", 1, 0, 'K'}, {"state-file", 1, 0, 'f'},
         {"connect-timeout-ms", 1, 0, 'T'}, {"hang-after", 1, 0, 'H'}, {"device", 1, 0, 'G'}, {"plan-peers", 1, 0, 'P'},
         {"trace", 1, 0, 'x'}, {"chart", 1, 0, 'X'}, {"help", 0, 0, 'h'},
+        {"eval-at", 1, 0, 'E'}, {"eval-out", 1, 0, 'O'}, {"eval-verify", 1, 0, 'W'},
         {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     lf_client_options_default(&a->o);
     a->max_batches = -1;
@@ -636,6 +717,10 @@ static int parse(int argc, char **argv, args *a)
                       : a->plan_peers && a->o.world_size < 1
                           ? "--plan-peers needs the world: --world, or WORLD_SIZE"
                       : a->tokens && !a->verify ? "--tokens goes with --verify"
+                      : (a->eval_out || a->eval_verify) && !a->neval_at
+                          ? "--eval-out and --eval-verify go with --eval-at"
+                      : a->neval_at && a->device >= 0
+                          ? "--eval-at takes host batches: not with --device"
                       : a->device >= 0 && (a->out || a->verify || a->digests || a->save ||
                                            a->save_every > 0)
                           ? "--device times lf_next only: no --out, --verify, --digests, "
@@ -665,13 +750,18 @@ int main(int argc, char **argv)
     verifier v = {0};
     v.image = a.image;
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
+    verifier ve = {0}; /* --eval-verify: the held-out set's */
+    ve.image = a.image;
+    if (a.eval_verify && verifier_open(&ve, a.eval_verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
     FILE *dig = a.digests ? fopen(a.digests, "w") : NULL;
+    FILE *eout = a.eval_out ? fopen(a.eval_out, "w") : NULL;
     v.dump = a.tokens ? fopen(a.tokens, "w") : NULL;
-    if ((a.out && !out) || (a.digests && !dig) || (a.tokens && !v.dump)) {
+    if ((a.out && !out) || (a.digests && !dig) || (a.tokens && !v.dump) ||
+        (a.eval_out && !eout)) {
         fprintf(stderr, "rank-loop %d: cannot write %s: %s\n", a.o.rank,
-                a.out && !out ? a.out : a.digests && !dig ? a.digests : a.tokens,
-                strerror(errno));
+                a.out && !out ? a.out : a.digests && !dig ? a.digests
+                : a.tokens && !v.dump ? a.tokens : a.eval_out, strerror(errno));
         return 1;
     }
     lf_client *c;
@@ -719,32 +809,20 @@ int main(int argc, char **argv)
     size_t nw = 0;
     lf_batch b;
     int ready;
-    while (rc == 0 && batches != a.max_batches &&
-           (rc = next_batch(c, &b, a.timeout_ms, &ready)) == 0) {
+    uint32_t evals = 0; /* passes run */
+    for (;;) {
+        while (rc == 0 && evals < a.neval_at && a.eval_at[evals] == batches)
+            if ((rc = eval_pass(c, &ve, eout, evals++, a.o.rank, a.timeout_ms, &bad)) < 0)
+                reported = 1;
+        if (rc != 0 || batches == a.max_batches ||
+            (rc = next_batch(c, &b, a.timeout_ms, &ready)) != 0)
+            break;
         uint64_t t0 = now_ns();
-        const lf_tensor *ids_t = lf_batch_tensor(&b, "sample_ids");
-        const uint64_t *ids = ids_t ? ids_t->host : NULL;
         if (a.device >= 0) {
+            const lf_tensor *ids_t = lf_batch_tensor(&b, "sample_ids");
             if (!ids_t || !ids_t->device) bad++;
-        } else if (!ids || ids_t->shape[0] != b.nsamples) bad++;
-        else {
-            const lf_tensor *offs_t = lf_batch_tensor(&b, "sample_offsets");
-            v.offs = offs_t && offs_t->shape[0] == b.nsamples ? offs_t->host : NULL;
-            v.batch = &b;
-            v.epoch = b.epoch;
-            if (out) print_batch(out, &b, a.o.rank, ids, v.offs);
-            int pack = lf_batch_tensor(&b, "cu_seqlens") != NULL;
-            int images = lf_batch_tensor(&b, "images") != NULL;
-            int frames = lf_batch_tensor(&b, "frames") != NULL;
-            if (a.verify && (verify_sources(&v, &b, ids) < 0 ||
-                             (images   ? verify_images(&v, &b, ids)
-                              : frames ? verify_frames(&v, &b, ids)
-                              : pack   ? verify_pack(&v, &b, ids)
-                                       : verify_pad(&v, &b, ids)) < 0)) {
-                if (bad++ < 5)
-                    fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": tensor bytes "
-                            "differ from the shards\n", a.o.rank, b.epoch, b.step);
-            }
+        } else {
+            bad += check_batch(&v, &b, b.epoch, out, a.o.rank, bad);
         }
         if (!a.no_digest) digest_batch(&h, &b);
         if (batches == 0) first_ns = now_ns();
@@ -800,8 +878,17 @@ int main(int argc, char **argv)
         (rc = lf_client_trace(c, a.trace, a.chart, a.timeout_ms)) < 0)
         fprintf(stderr, "rank-loop %d: trace: %s (%s)\n", a.o.rank, lf_strerror(rc),
                 lf_client_error(c));
+    if (rc == 0 && evals < a.neval_at) {
+        fprintf(stderr, "rank-loop %d: --eval-at %" PRId64 ": the run had %ld batches\n",
+                a.o.rank, a.eval_at[evals], batches);
+        rc = -ERANGE;
+    }
     lf_client_close(c);
     if (out) fclose(out);
+    if (eout && fclose(eout) != 0) {
+        fprintf(stderr, "rank-loop %d: cannot write %s\n", a.o.rank, a.eval_out);
+        rc = -EIO;
+    }
     if (dig) fclose(dig);
     if (v.dump && fclose(v.dump) != 0) {
         fprintf(stderr, "rank-loop %d: cannot write %s\n", a.o.rank, a.tokens);
@@ -820,5 +907,9 @@ int main(int argc, char **argv)
     free(v.stored);
     free(v.raw);
     lf_dataset_close(v.ds);
+    lf_block_decoder_free(ve.dec);
+    free(ve.stored);
+    free(ve.raw);
+    lf_dataset_close(ve.ds);
     return rc == 0 && bad == 0 ? 0 : 1;
 }

@@ -467,14 +467,18 @@ static int assemble(srv *s, worker_ctx *w, srv_job *j)
     const lf_tensor_desc *ids = lf_layout_find(&l, "sample_ids");
     const lf_tensor_desc *offs = lf_layout_find(&l, "sample_offsets");
     const lf_tensor_desc *src = lf_layout_find(&l, "source");
+    /* an eval batch names the held-out set's own samples (they follow the
+     * training ones in s->ds); their source is the number after the last
+     * --data */
+    uint64_t first = j->eval ? s->train_samples : 0;
     for (uint32_t i = 0; i < j->n; i++) {   /* a piece: its sample, and where it starts */
-        uint64_t id = lf_plan_piece_sample(j->ids[i]);
+        uint64_t id = lf_plan_piece_sample(j->ids[i]) - first;
         uint64_t at = lf_plan_piece_index(j->ids[i]) * s->piece_len;
         memcpy(slot + ids->offset + (size_t)i * sizeof id, &id, sizeof id);
         if (offs) memcpy(slot + offs->offset + (size_t)i * sizeof at, &at, sizeof at);
         if (src)
             lf_put_int(slot + src->offset, LF_DTYPE_I32, i,
-                       lf_plan_mix_source(&s->cfg.plan.mix, j->ids[i]));
+                       lf_dataset_sample_source(s->ds, lf_plan_piece_sample(j->ids[i])));
     }
     lf_msg_ready ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq};
     return lf_slot_write_header(slot, s->slot_size, r->rank, &ready, j->n, j->step_tokens, &l);

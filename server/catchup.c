@@ -106,8 +106,7 @@ static void *catchup_main(void *arg)
     pthread_mutex_lock(&s->mu);
     if (r->catchup_gen == gen) r->catchup_gen = 0; /* the plan ended first */
     srv_notify_control(s); /* the rank may be due its END now */
-    s->pl->catchups_running--;
-    pthread_cond_broadcast(&s->cv_catchup); /* srv_pipeline_stop waits for it */
+    srv_end_own_thread(s);
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -120,26 +119,22 @@ static int start_catchup(srv *s, uint32_t li, uint64_t from)
     catchup *cu = malloc(sizeof *cu);
     if (!cu) return -ENOMEM;
     *cu = (catchup){.s = s, .li = li, .gen = r->catchup_gen, .from_key = from};
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int rc = cu->gen && !s->stop ? pthread_create(&t, &at, catchup_main, cu) : EINVAL;
-    pthread_attr_destroy(&at);
-    if (rc != 0) {
+    int rc = cu->gen ? srv_start_own_thread(s, catchup_main, cu) : -EINVAL;
+    if (rc < 0) {
         free(cu);
-        return -rc;
+        return rc;
     }
-    s->pl->catchups_running++;
     r->catchup_thread = cu->gen;
     return 0;
 }
+
 
 void srv_rank_gone(srv *s, uint32_t li)
 {
     srv_rank *r = &s->ranks[li];
     r->gone = 1;
     for (srv_job *j = r->jobs_head; j; j = j->next) j->discard = 1;
+    srv_eval_gone(s, li);
     /* While catchup_gen is set the planner counts nothing off for the
      * rank, so it stays set: the generation's catch-up thread walks on to
      * the planner, counting off the steps it has not reached, and hands

@@ -126,9 +126,9 @@ static void rank_gone(control *c, uint32_t li)
     ss->fdconn = -1;
     pthread_mutex_lock(&s->mu);
     if (!s->ranks[li].gone) {
-        for (uint32_t k = 0; k < s->cfg.slots; k++)
+        for (uint32_t k = 0; k < srv_ring_slots(s); k++)
             if (ss->held[k].on) srv_free_slot(s, li, k);
-        memset(ss->held, 0, s->cfg.slots * sizeof *ss->held);
+        memset(ss->held, 0, srv_ring_slots(s) * sizeof *ss->held);
         srv_obs_gone(s, li);
         srv_rank_gone(s, li);
     }
@@ -188,13 +188,13 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
     ss->welcomed_ns = srv_now_ns();
     lf_msg w = {.type = LF_MSG_WELCOME};
     w.u.welcome = (lf_msg_welcome){
-        .rank = h->rank, .nslots = s->cfg.slots, .slot_size = s->slot_size,
+        .rank = h->rank, .nslots = srv_ring_slots(s), .slot_size = s->slot_size,
         .segment_size = s->ranks[li].seg_size, .token = ss->token,
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
         .plan_id = s->plan_id, .fingerprint = s->fingerprint,
         .first_epoch = s->cfg.plan.epoch, .epochs = s->cfg.epochs,
         .nsteps = s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
-        .steps = s->epoch_steps};
+        .steps = s->epoch_steps, .eval_slots = s->eval_slots, .eval_steps = s->eval_steps};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     send_to(c, id, idlen, &w);
 }
@@ -297,7 +297,7 @@ static void on_release(control *c, int li, const unsigned char *id, size_t idlen
 {
     srv *s = c->s;
     session *ss = &c->sess[li];
-    if (m->slot >= s->cfg.slots || !ss->held[m->slot].on ||
+    if (m->slot >= srv_ring_slots(s) || !ss->held[m->slot].on ||
         ss->held[m->slot].ready.seq != m->seq) {
         send_error(c, id, idlen, -EINVAL, "RELEASE of a slot this client does not hold");
         return;
@@ -305,8 +305,26 @@ static void on_release(control *c, int li, const unsigned char *id, size_t idlen
     ss->held[m->slot].on = 0;
     pthread_mutex_lock(&s->mu);
     srv_free_slot(s, (uint32_t)li, m->slot);
-    srv_obs_release(s, (uint32_t)li, srv_now_ns());
+    if (m->slot < s->cfg.slots) srv_obs_release(s, (uint32_t)li, srv_now_ns()); /* training's */
     pthread_mutex_unlock(&s->mu);
+}
+
+/* A rank asks for an eval pass (eval.c): its batches come as EVAL_READY,
+ * then EVAL_END. */
+static void on_eval(control *c, int li, const unsigned char *id, size_t idlen)
+{
+    srv *s = c->s;
+    if (!s->eval_slots) {
+        send_error(c, id, idlen, -ENODATA, "EVAL_REQ: this server has no --eval-data");
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    int rc = srv_eval_begin(s, (uint32_t)li);
+    pthread_mutex_unlock(&s->mu);
+    if (rc == -EBUSY)
+        send_error(c, id, idlen, -EPROTO, "EVAL_REQ while this rank's pass is under way");
+    else if (rc < 0)
+        send_error(c, id, idlen, rc, "cannot start this rank's eval pass");
 }
 
 /* The rank's end-of-run report (observe.c), as its figures stand now. */
@@ -389,7 +407,7 @@ static int oldest_held(const control *c, uint32_t li)
 {
     const session *ss = &c->sess[li];
     int oldest = -1;
-    for (uint32_t k = 0; k < c->s->cfg.slots; k++)
+    for (uint32_t k = 0; k < srv_ring_slots(c->s); k++)
         if (ss->held[k].on && (oldest < 0 || ss->held[k].since_ns < ss->held[oldest].since_ns))
             oldest = (int)k;
     return oldest;
@@ -435,6 +453,7 @@ static void on_message(control *c, const unsigned char *id, size_t idlen, const 
     case LF_MSG_STEP: on_step(c, li, &m->u.step); break;
     case LF_MSG_REPORT_REQ: on_report(c, li, id, idlen); break;
     case LF_MSG_TRACE_REQ: on_trace(c, li, &m->u.trace_req); break;
+    case LF_MSG_EVAL_REQ: on_eval(c, li, id, idlen); break;
     case LF_MSG_BYE: rank_gone(c, (uint32_t)li); break;
     case LF_MSG_HEARTBEAT: break;
     default: send_error(c, id, idlen, -EPROTO, "unexpected message type");
@@ -498,38 +517,58 @@ static void identify_fd_conn(control *c, uint32_t pi)
 
 /* ---- announcing finished jobs ------------------------------------------- */
 
+/* Hands job j's slot to its rank's client: READY, or EVAL_READY for an
+ * eval batch, which counts in no training figure. */
+static void send_ready(control *c, uint32_t li, const srv_job *j)
+{
+    srv *s = c->s;
+    srv_rank *r = &s->ranks[li];
+    session *ss = &c->sess[li];
+    lf_msg m = {.type = j->eval ? LF_MSG_EVAL_READY : LF_MSG_READY,
+                .u.ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step, .seq = j->seq}};
+    uint64_t now = srv_now_ns();
+    ss->held[j->slot] = (held_slot){.on = 1, .ready = m.u.ready, .since_ns = now,
+                                    .cost = (double)j->cost};
+    send_to(c, ss->id, ss->idlen, &m);
+    if (j->eval) return;
+    srv_obs_ready(s, li, j, now);
+    r->m.batches++;
+    r->m.samples += j->n;
+    r->m.tokens += j->tokens;
+    for (uint32_t i = 0; s->mixture && i < j->n; i++)
+        s->m.source_tokens[lf_plan_mix_source(&s->cfg.plan.mix, j->ids[i])] += j->lengths[i];
+    r->m.cost += (double)j->cost;
+    s->m.batches++;
+    s->m.samples += j->n;
+    s->m.last_ready_ns = srv_now_ns();
+}
+
+/* Announces the finished jobs at the head of one of rank li's lists, in
+ * order (a discarded one's slot is free again). */
+static void announce_jobs(control *c, uint32_t li, srv_job **head, srv_job **tail)
+{
+    srv *s = c->s;
+    while (*head && (*head)->done) {
+        srv_job *j = *head;
+        *head = j->next;
+        if (!*head) *tail = NULL;
+        if (j->discard || s->ranks[li].gone) srv_free_slot(s, li, j->slot);
+        else send_ready(c, li, j);
+        srv_job_free(j);
+    }
+}
+
 static void announce_rank(control *c, uint32_t li)
 {
     srv *s = c->s;
     srv_rank *r = &s->ranks[li];
     session *ss = &c->sess[li];
-    while (r->jobs_head && r->jobs_head->done) {
-        srv_job *j = r->jobs_head;
-        r->jobs_head = j->next;
-        if (!r->jobs_head) r->jobs_tail = NULL;
-        if (j->discard || r->gone) {
-            srv_free_slot(s, li, j->slot);
-        } else {
-            lf_msg m = {.type = LF_MSG_READY,
-                        .u.ready = {.slot = j->slot, .epoch = j->epoch, .step = j->step,
-                                    .seq = j->seq}};
-            uint64_t now = srv_now_ns();
-            ss->held[j->slot] = (held_slot){.on = 1, .ready = m.u.ready, .since_ns = now,
-                                            .cost = (double)j->cost};
-            srv_obs_ready(s, li, j, now);
-            send_to(c, ss->id, ss->idlen, &m);
-            r->m.batches++;
-            r->m.samples += j->n;
-            r->m.tokens += j->tokens;
-            for (uint32_t i = 0; s->mixture && i < j->n; i++)
-                s->m.source_tokens[lf_plan_mix_source(&s->cfg.plan.mix, j->ids[i])] +=
-                    j->lengths[i];
-            r->m.cost += (double)j->cost;
-            s->m.batches++;
-            s->m.samples += j->n;
-            s->m.last_ready_ns = srv_now_ns();
-        }
-        srv_job_free(j);
+    announce_jobs(c, li, &r->jobs_head, &r->jobs_tail);
+    announce_jobs(c, li, &r->eval_head, &r->eval_tail);
+    if (r->eval_on && r->eval_planned && !r->eval_head && live(c, li)) {
+        lf_msg m = {.type = LF_MSG_EVAL_END};
+        send_to(c, ss->id, ss->idlen, &m);
+        r->eval_on = 0;
     }
     if (s->planner_done && !r->catchup_gen && !r->jobs_head && !r->ended && live(c, li) &&
         r->started) {
@@ -717,7 +756,7 @@ int srv_control_run(srv *s, srv_endpoint *ep)
     int rc = 0;
     for (uint32_t li = 0; li < s->cfg.nlocal && rc == 0; li++) {
         c.sess[li].fdconn = -1;
-        c.sess[li].held = calloc(s->cfg.slots, sizeof *c.sess[li].held);
+        c.sess[li].held = calloc(srv_ring_slots(s), sizeof *c.sess[li].held);
         if (!c.sess[li].held) rc = -ENOMEM;
     }
     if (rc == 0) rc = srv_pipeline_start(s);

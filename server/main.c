@@ -44,6 +44,13 @@ static void usage(FILE *f)
 "                          1e-6); every batch then carries `source` (int32, each\n"
 "                          sample's --data number, from 0; balancer/README.md)\n"
 "  --weight W              the share of the --data before it (see --data)\n"
+"  --eval-data DIR         a held-out dataset of the same fields (lf-shard split\n"
+"                          makes one): each rank's trainer asks for a pass over it\n"
+"                          whenever it evaluates (lf_eval_begin, loader.eval_batches())\n"
+"                          and gets its share of every sample once, in batches of\n"
+"                          the same plan parameters, the same in every pass, into\n"
+"                          2 ring slots of their own; the training stream stays as\n"
+"                          without it\n"
 "  --world N               ranks in the job (default: the environment's; with\n"
 "                          --ranks-per-node M, M x its node count)\n"
 "  --ranks LIST            local ranks, e.g. 0,1 or 0-3 (default: all, or the node's)\n"
@@ -112,12 +119,12 @@ static int parse_u32(const char *s, uint32_t *out)
 
 enum {
     O_DATA = 256, O_WEIGHT, O_WORLD, O_RANKS, O_NODE_RANK, O_PER_NODE, O_EPOCHS, O_SAMPLER, O_TDTYPE, O_PADID, O_ISIZE, O_CROP, O_IDTYPE, O_FLIP, O_RESIZE, O_READERS, O_WORKERS, O_IO, O_DEPTH, O_SLOTS, O_MEM, O_CORRUPT,
-    O_MICRO, O_ENDPOINT, O_JOB, O_HB, O_STALL, O_PRINT, O_QUIET, O_HELP, O_VERSION,
+    O_MICRO, O_ENDPOINT, O_JOB, O_HB, O_STALL, O_PRINT, O_QUIET, O_HELP, O_VERSION, O_EVAL,
 };
 
 static const struct option long_opts[] = {
-    {"data", 1, 0, O_DATA}, {"weight", 1, 0, O_WEIGHT}, {"world", 1, 0, O_WORLD},
-    {"ranks", 1, 0, O_RANKS},
+    {"data", 1, 0, O_DATA}, {"weight", 1, 0, O_WEIGHT}, {"eval-data", 1, 0, O_EVAL},
+    {"world", 1, 0, O_WORLD}, {"ranks", 1, 0, O_RANKS},
     {"node-rank", 1, 0, O_NODE_RANK}, {"ranks-per-node", 1, 0, O_PER_NODE},
     {"epochs", 1, 0, O_EPOCHS}, {"sampler", 1, 0, O_SAMPLER}, {"token-dtype", 1, 0, O_TDTYPE}, {"pad-id", 1, 0, O_PADID},
     {"image-size", 1, 0, O_ISIZE}, {"crop", 1, 0, O_CROP}, {"image-dtype", 1, 0, O_IDTYPE},
@@ -149,6 +156,7 @@ static int parse_opt(int opt, const char *a, srv_config *c, srv_job_flags *ps)
     switch (opt) {
     case O_DATA: return mix_cli_data(&c->mix, a, c->cli.why, sizeof c->cli.why);
     case O_WEIGHT: return mix_cli_weight(&c->mix, a, c->cli.why, sizeof c->cli.why);
+    case O_EVAL: c->eval_dir = a; return 0;
     case O_WORLD: ps->have_world = 1; return parse_u32(a, &ps->world);
     case O_RANKS: ps->ranks = a; return 0;
     case O_NODE_RANK: ps->have_node_rank = 1; return parse_u32(a, &ps->node_rank);
@@ -319,12 +327,13 @@ static int dataset_defaults(srv *s)
     int preset = plan_cli_preset_of(lf_dataset_schema(s->ds));
     if (preset != LF_PLAN_PRESET_TEXT) /* an image or a frame sequence is not cut */
         s->cfg.cli.params.overflow = LF_PLAN_OVERFLOW_DROP;
-    int rc = plan_cli_finish(&s->cfg.cli, preset, v, (size_t)lf_dataset_samples(s->ds),
+    /* drawn from the training samples alone: the held-out set changes nothing */
+    int rc = plan_cli_finish(&s->cfg.cli, preset, v, (size_t)s->train_samples,
                              s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
     s->cfg.plan = s->cfg.cli.params;
     s->mixture = s->cfg.plan.mix.sources > 1;
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
-    for (uint64_t i = 0; i < lf_dataset_samples(s->ds); i++) {
+    for (uint64_t i = 0; i < s->train_samples; i++) {
         uint64_t len = v[i].length, k = s->piece_len && len > s->piece_len
                                             ? (len + s->piece_len - 1) / s->piece_len : 1;
         s->pieces |= k > 1;
@@ -422,7 +431,7 @@ static int create_ring(srv *s, srv_rank *r)
 {
     char name[48];
     snprintf(name, sizeof name, "levelfeed-rank-%u", r->rank);
-    r->seg_size = lf_ring_segment_size(s->cfg.slots, s->slot_size);
+    r->seg_size = lf_ring_segment_size(srv_ring_slots(s), s->slot_size);
     r->memfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (r->memfd < 0) return -errno;
     if (fchmod(r->memfd, 0600) != 0) return -errno;
@@ -440,10 +449,11 @@ static int create_ring(srv *s, srv_rank *r)
                    r->memfd, 0);
     if (p == MAP_FAILED) return -errno;
     r->seg = p;
-    lf_ring_header_write(r->seg, r->rank, s->cfg.slots, s->slot_size, (uint32_t)getpid());
+    lf_ring_header_write(r->seg, r->rank, srv_ring_slots(s), s->slot_size, (uint32_t)getpid());
     r->free_slots = malloc(s->cfg.slots * sizeof *r->free_slots);
     if (!r->free_slots) return -ENOMEM;
     for (uint32_t i = s->cfg.slots; i-- > 0;) r->free_slots[r->nfree++] = i;
+    for (uint32_t i = srv_ring_slots(s); i-- > s->cfg.slots;) r->eval_free[r->eval_nfree++] = i;
     return 0;
 }
 
@@ -460,7 +470,8 @@ static void destroy_rings(srv *s)
 /* Splits the memory limit: rings and read buffers first, the rest caches. */
 static int budget_memory(srv *s)
 {
-    uint64_t rings = (uint64_t)s->cfg.nlocal * lf_ring_segment_size(s->cfg.slots, s->slot_size);
+    uint64_t rings = (uint64_t)s->cfg.nlocal * lf_ring_segment_size(srv_ring_slots(s),
+                                                                     s->slot_size);
     uint64_t bufs = (uint64_t)s->cfg.readers * s->cfg.read_depth *
                     ((lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u);
     uint64_t min_cache = 2ull * lf_dataset_max_block_raw(s->ds);
@@ -572,14 +583,34 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
 /* The dataset, its fields and the plan's parameters, checked, and the plan
  * id: what --print-plan and serving share. Returns 0 or -ECANCELED
  * (reported). */
-static int open_job(srv *s)
+/* The training data, and with --eval-data the held-out set after it as
+ * one dataset (its last source): ids, blocks and shards of the training
+ * data stay what they are alone, so its plan does too. */
+static int open_data(srv *s)
 {
     lf_shard_error err;
-    if (mix_cli_open(&s->cfg.mix, &s->cfg.cli.params.mix, &s->ds, &err) < 0) {
+    if (mix_cli_open(&s->cfg.mix, s->cfg.eval_dir, &s->cfg.cli.params.mix, &s->ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return -ECANCELED;
     }
-    int rc = dataset_defaults(s);
+    s->train_samples = lf_dataset_samples(s->ds);
+    s->train_blocks = lf_dataset_blocks(s->ds);
+    if (!s->cfg.eval_dir) return 0;
+    s->train_samples = lf_dataset_source_first(s->ds, s->cfg.mix.ndata);
+    s->train_blocks = s->train_samples < lf_dataset_samples(s->ds)
+                          ? lf_dataset_sample_block(s->ds, s->train_samples)
+                          : lf_dataset_blocks(s->ds);
+    s->eval_slots = SRV_EVAL_SLOTS;
+    if (s->train_samples < lf_dataset_samples(s->ds)) return 0;
+    fprintf(stderr, "lf-server: --eval-data %s holds no sample\n", s->cfg.eval_dir);
+    return -ECANCELED;
+}
+
+static int open_job(srv *s)
+{
+    int rc = open_data(s);
+    if (rc < 0) return rc;
+    rc = dataset_defaults(s);
     if (rc == 0) rc = pick_fields(s);
     if (rc == 0) rc = srv_plan_identify(s);
     return rc;
@@ -615,7 +646,7 @@ static int prepare(srv *s)
             fprintf(stderr, "lf-server: cannot reserve %" PRIu64 " bytes of shared memory for "
                     "rank %u's ring (%u slots of %" PRIu64 " bytes): %s; lower --slots or the "
                     "batch size, or raise the limit (memory cgroup, ulimit -f)\n",
-                    s->ranks[li].seg_size, s->cfg.local[li], s->cfg.slots, s->slot_size,
+                    s->ranks[li].seg_size, s->cfg.local[li], srv_ring_slots(s), s->slot_size,
                     strerror(-rc));
             return -ECANCELED;
         }
@@ -709,6 +740,7 @@ int main(int argc, char **argv)
     destroy_rings(&s);
     free(s.epoch_uses);
     free(s.epoch_steps);
+    free(s.eval_set);
     srv_plan_spare_free(&s);
     if (s.notify_fd >= 0) close(s.notify_fd);
     lf_dataset_close(s.ds);

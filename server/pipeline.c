@@ -93,7 +93,7 @@ int srv_pipeline_init(srv *s)
     while (p->nbuckets < lf_dataset_blocks(s->ds) && p->nbuckets < (1u << 22)) p->nbuckets <<= 1;
     p->buckets = calloc(p->nbuckets, sizeof *p->buckets);
     p->uses = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *p->uses);
-    p->asm_cap = s->cfg.nlocal * s->cfg.slots;
+    p->asm_cap = s->cfg.nlocal * srv_ring_slots(s);
     p->asm_q = calloc(p->asm_cap, sizeof *p->asm_q);
     p->readers = calloc(s->cfg.readers, sizeof *p->readers);
     p->workers = calloc(s->cfg.workers, sizeof *p->workers);
@@ -141,6 +141,15 @@ int srv_pipeline_start(srv *s)
     return 0;
 }
 
+static void free_jobs(srv_job *j)
+{
+    while (j) {
+        srv_job *next = j->next;
+        srv_job_free(j);
+        j = next;
+    }
+}
+
 void srv_pipeline_stop(srv *s)
 {
     srv_pipeline *p = s->pl;
@@ -158,13 +167,10 @@ void srv_pipeline_stop(srv *s)
     for (uint32_t i = 0; i < p->nworkers_started; i++) pthread_join(p->workers[i].thread, NULL);
     for (uint32_t i = 0; i < p->nreaders_started; i++) pthread_join(p->readers[i].thread, NULL);
     for (uint32_t li = 0; li < s->cfg.nlocal; li++) {
-        srv_job *j = s->ranks[li].jobs_head;
-        while (j) {
-            srv_job *next = j->next;
-            srv_job_free(j);
-            j = next;
-        }
-        s->ranks[li].jobs_head = s->ranks[li].jobs_tail = NULL;
+        srv_rank *r = &s->ranks[li];
+        free_jobs(r->jobs_head);
+        free_jobs(r->eval_head);
+        r->jobs_head = r->jobs_tail = r->eval_head = r->eval_tail = NULL;
     }
     for (uint64_t b = 0; p->buckets && b < p->nbuckets; b++)
         while (p->buckets[b]) srv_cache_drop(p, p->buckets[b]);

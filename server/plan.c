@@ -37,16 +37,30 @@ int srv_plan_errno(int status)
 
 /* The plan from epoch index e of the run on (epochs do not depend on each
  * other: a plan started at epoch e makes the same steps as one that walked
- * the epochs before it). Returns the balancer's status (LF_PLAN_E_*). */
+ * the epochs before it), over the training samples alone (the first ones):
+ * with or without --eval-data, the same plan. Returns the balancer's
+ * status (LF_PLAN_E_*). */
 static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
 {
     lf_plan_sample *v = plan_cli_samples(s->ds);
     if (!v) return LF_PLAN_E_NOMEM;
     lf_plan_params prm = s->cfg.plan;
     prm.epoch += e;
-    int rc = lf_plan_create(&prm, v, lf_dataset_samples(s->ds), out);
+    int rc = lf_plan_create(&prm, v, s->train_samples, out);
     free(v);
     return rc;
+}
+
+/* A pass's plan is made from s->eval_set, the held-out samples listed once
+ * at start-up: not from a list of every sample made again each pass. It is
+ * one source, whatever the training's mixture. */
+int srv_plan_eval_create(const srv *s, lf_plan **out)
+{
+    lf_plan_params prm = s->cfg.plan;
+    prm.epoch = 0;
+    prm.mix.sources = 0;
+    uint64_t n = lf_dataset_samples(s->ds) - s->train_samples;
+    return srv_plan_errno(lf_plan_create(&prm, s->eval_set, n, out));
 }
 
 static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
@@ -332,6 +346,19 @@ typedef struct prepass_part {
     pthread_t thread;
 } prepass_part;
 
+/* Grows *slot_size to the slot batch b needs. */
+static int fit_slot(const srv *s, const lf_plan_batch *b, uint64_t *slot_size)
+{
+    lf_layout l;
+    int micro = s->cfg.micro_batches;
+    int rc = batch_layout(s, b->nsamples, micro ? b->micro : b->rows, b->row_len,
+                          b->padded_tokens, &l);
+    if (rc < 0) return rc;
+    uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
+    if (need > *slot_size) *slot_size = need;
+    return 0;
+}
+
 /* Sizes the slot from the batch, and counts its samples per block (each
  * epoch's counts are its own row, written by the one thread walking it). */
 static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b)
@@ -342,14 +369,7 @@ static int grow_slot(srv *s, void *arg, const lf_plan_step *st, const lf_plan_ba
         for (uint32_t i = 0; i < b->nsamples; i++)
             s->epoch_uses[e * nb + lf_dataset_sample_block(s->ds,
                                                            lf_plan_piece_sample(b->ids[i]))]++;
-    lf_layout l;
-    int micro = s->cfg.micro_batches;
-    int rc = batch_layout(s, b->nsamples, micro ? b->micro : b->rows, b->row_len,
-                          b->padded_tokens, &l);
-    if (rc < 0) return rc;
-    uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
-    if (need > part->slot_size) part->slot_size = need;
-    return 0;
+    return fit_slot(s, b, &part->slot_size);
 }
 
 /* Adds n flagged epochs, o the one with the most outliers among them, to
@@ -480,7 +500,7 @@ static void warn_outliers(const srv *s, const outlier_tally *o, uint32_t flagged
 static double dropped_pct(const srv *s, const left_out *l)
 {
     uint64_t all = 0;
-    for (uint64_t i = 0; i < lf_dataset_samples(s->ds); i++)
+    for (uint64_t i = 0; i < s->train_samples; i++)
         all += lf_dataset_sample(s->ds, i)->length;
     return all ? 100.0 * (double)l->tokens / (double)all : 0;
 }
@@ -502,7 +522,7 @@ static void warn_left_out(const srv *s, const left_out *l)
         m += (size_t)snprintf(ids + m, sizeof ids - m, "%s%" PRIu64, i ? ", " : "", l->ids[i]);
     fprintf(stderr, "lf-server: warning: each epoch leaves out %" PRIu64 " of the %" PRIu64
             " samples, %.2f %% of the tokens, never delivered: %s; sample(s) %s%s\n",
-            l->rejected + l->capped, lf_dataset_samples(s->ds), dropped_pct(s, l), why, ids,
+            l->rejected + l->capped, s->train_samples, dropped_pct(s, l), why, ids,
             l->rejected + l->capped > l->nids ? ", ..." : "");
 }
 
@@ -548,7 +568,7 @@ static uint32_t prepass_threads(const srv *s)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    uint64_t plan_bytes = (lf_dataset_samples(s->ds) + 1) * PLAN_BYTES_PER_SAMPLE;
+    uint64_t plan_bytes = (s->train_samples + 1) * PLAN_BYTES_PER_SAMPLE;
     uint64_t room = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 : 0;
     uint64_t n = (room < PREPASS_PLAN_BYTES ? room : PREPASS_PLAN_BYTES) / plan_bytes;
     if (cpus > 0 && (uint64_t)cpus < n) n = (uint64_t)cpus;
@@ -565,7 +585,7 @@ static int walk_epochs_parallel(srv *s)
     uint32_t n = prepass_threads(s);
     if (!s->cfg.quiet) /* minutes on a large index: say what start-up is doing */
         fprintf(stderr, "lf-server: planning %u epoch(s) of %" PRIu64 " samples to size the "
-                "rings (%u thread(s))\n", s->cfg.epochs, lf_dataset_samples(s->ds), n);
+                "rings (%u thread(s))\n", s->cfg.epochs, s->train_samples, n);
     for (uint32_t t = 0; t < n; t++)
         parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)s->cfg.epochs * t / n),
                                   .e1 = (uint32_t)((uint64_t)s->cfg.epochs * (t + 1) / n)};
@@ -634,11 +654,11 @@ static int compute_plan_id(srv *s, const lf_plan *p)
  * a run started at a later --epoch. */
 static void compute_fingerprint(srv *s)
 {
-    uint64_t head[] = {s->plan_id, s->cfg.plan.epoch, s->cfg.epochs, lf_dataset_blocks(s->ds)};
+    uint64_t head[] = {s->plan_id, s->cfg.plan.epoch, s->cfg.epochs, s->train_blocks};
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     XXH3_64bits_update(&h, head, sizeof head);
-    for (uint64_t b = 0; b < lf_dataset_blocks(s->ds); b++) {
+    for (uint64_t b = 0; b < s->train_blocks; b++) {
         const lf_block_info *bi = lf_dataset_block(s->ds, b);
         uint64_t v[3] = {bi->first_sample, bi->nsamples, bi->raw_size};
         XXH3_64bits_update(&h, v, sizeof v);
@@ -665,6 +685,43 @@ int srv_plan_identify(srv *s)
     return 0;
 }
 
+/* An eval pass: the slot fits its batches too, each rank gets eval_steps
+ * of them, and start-up says how it looks (empty rank-batches and samples
+ * left out, which a pass should have none of). */
+static int eval_prepass(srv *s)
+{
+    lf_plan *p;
+    lf_plan_sample *all = plan_cli_samples(s->ds);
+    uint64_t n = lf_dataset_samples(s->ds) - s->train_samples;
+    s->eval_set = all ? malloc(n * sizeof *s->eval_set) : NULL;
+    if (s->eval_set) memcpy(s->eval_set, all + s->train_samples, n * sizeof *s->eval_set);
+    free(all);
+    if (!s->eval_set) return -ENOMEM;
+    int rc = srv_plan_eval_create(s, &p);
+    lf_plan_step st;
+    uint64_t empty = 0, placed = 0;
+    while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+        s->eval_steps++;
+        placed += st.nsamples;
+        for (uint32_t r = 0; r < st.world; r++) empty += st.rank_start[r + 1] == st.rank_start[r];
+        for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
+            lf_plan_batch b;
+            rc = srv_plan_errno(lf_plan_rank_batch(p, s->cfg.local[li], &b));
+            if (rc >= 0) rc = fit_slot(s, &b, &s->slot_size);
+        }
+    }
+    lf_plan_counts c;
+    if (rc >= 0) lf_plan_counts_get(p, &c);
+    lf_plan_free(p);
+    if (rc < 0) return rc;
+    if (!s->cfg.quiet || empty || c.rejected + c.rejected_cap)
+        fprintf(stderr, "lf-server: eval: %s: %" PRIu64 " samples, %u batch(es) a rank a pass, "
+                "%" PRIu64 " sample(s) or piece(s) placed, %" PRIu64 " empty rank-batch(es), %"
+                PRIu64 " left out\n", s->cfg.eval_dir, lf_dataset_samples(s->ds) - s->train_samples,
+                s->eval_steps, placed, empty, c.rejected + c.rejected_cap);
+    return 0;
+}
+
 int srv_plan_prepass(srv *s)
 {
     s->slot_size = LF_SLOT_ALIGN;
@@ -677,7 +734,8 @@ int srv_plan_prepass(srv *s)
                             sizeof *s->epoch_steps);
     if (!s->epoch_uses || !s->epoch_steps) return -ENOMEM;
     atomic_store(&s->plan_total, s->plan_samples * s->cfg.epochs);
-    return walk_epochs_parallel(s);
+    int rc = walk_epochs_parallel(s);
+    return rc == 0 && s->eval_slots ? eval_prepass(s) : rc;
 }
 
 /* A sample's id, and a piece's as ID@OFFSET (its first token in the

@@ -140,6 +140,44 @@ static void job_cache_bytes(srv *s, const srv_job *j, uint64_t *need, uint64_t *
     }
 }
 
+/* Whether job j's new blocks fit the cache now; if so, makes their room
+ * (under mu). */
+static int cache_fits(srv *s, const srv_job *j)
+{
+    uint64_t need, idle;
+    job_cache_bytes(s, j, &need, &idle);
+    /* What no eviction frees: pinned blocks and the job's own idle ones.
+     * Nothing is evicted for a job that would not fit anyway, and over the
+     * limit only when nothing else is in flight: one job must always be
+     * able to run. */
+    uint64_t kept = s->pl->cache_bytes - s->pl->lru_bytes + idle;
+    if (kept + need > s->cache_limit && s->pl->jobs_in_flight > 0) return 0;
+    srv_cache_make_room(s, need, j);
+    return 1;
+}
+
+/* The free slots of job j's lane in its rank's ring: training's or eval's. */
+static uint32_t lane_free(const srv *s, const srv_job *j)
+{
+    const srv_rank *r = &s->ranks[j->li];
+    return j->eval ? r->eval_nfree : r->nfree;
+}
+
+/* A thread of a rank's own (catch-up, eval pass) waits for a slot or cache
+ * room: both wake it on cv_catchup. Under mu. */
+void srv_wait_own(srv *s, const srv_job *j)
+{
+    uint32_t room = lane_free(s, j) > 0;
+    s->pl->catchup_waits += room;
+    pthread_cond_wait(&s->cv_catchup, &s->mu);
+    s->pl->catchup_waits -= room;
+}
+
+int srv_job_room(srv *s, const srv_job *j)
+{
+    return lane_free(s, j) > 0 && cache_fits(s, j);
+}
+
 /* Waits (under mu) until job j's rank (li) has a free slot and the job's new blocks
  * fit the cache. gen is the caller's catch-up generation (0: the planner),
  * key the job's step. Returns 0, 1 when the caller no longer makes this
@@ -152,24 +190,9 @@ int srv_wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key)
     for (;;) {
         if (s->stop) return -1;
         if (r->gone || r->catchup_gen != gen || (gen == 0 && key < r->from_key)) return 1;
-        if (r->nfree > 0) {
-            uint64_t need, idle;
-            job_cache_bytes(s, j, &need, &idle);
-            /* What no eviction frees: pinned blocks and the job's own idle
-             * ones. Nothing is evicted for a job that would not fit anyway,
-             * and over the limit only when nothing else is in flight: one
-             * job must always be able to run. */
-            uint64_t kept = s->pl->cache_bytes - s->pl->lru_bytes + idle;
-            if (kept + need <= s->cache_limit || s->pl->jobs_in_flight == 0) {
-                srv_cache_make_room(s, need, j);
-                return 0;
-            }
-        }
-        if (gen) { /* a catch-up thread: slots and room wake it on cv_catchup */
-            uint32_t room = r->nfree > 0;
-            s->pl->catchup_waits += room;
-            pthread_cond_wait(&s->cv_catchup, &s->mu);
-            s->pl->catchup_waits -= room;
+        if (srv_job_room(s, j)) return 0;
+        if (gen) { /* a catch-up thread */
+            srv_wait_own(s, j);
             continue;
         }
         s->pl->plan_wait = r->nfree > 0 ? PLAN_WAITS_ROOM : PLAN_WAITS_SLOT;
@@ -202,13 +225,21 @@ int srv_claim_count(srv_rank *r, uint64_t key)
     return 1;
 }
 
-/* Places job j of step `key` into its rank's ring. Under mu. */
+/* Places job j of step `key` into its rank's ring: a training job into a
+ * training slot, counting its samples off once per step; an eval job into
+ * an eval slot, in the pass's own sequence, counting nothing off (the
+ * pending counts are the training epoch's). Under mu. */
 int srv_submit_job(srv *s, srv_job *j, uint64_t key)
 {
     srv_rank *r = &s->ranks[j->li];
-    j->slot = r->free_slots[--r->nfree];
-    j->seq = r->next_seq++;
-    j->counts = srv_claim_count(r, key);
+    if (j->eval) {
+        j->slot = r->eval_free[--r->eval_nfree];
+        j->seq = r->eval_next_seq++;
+    } else {
+        j->slot = r->free_slots[--r->nfree];
+        j->seq = r->next_seq++;
+        j->counts = srv_claim_count(r, key);
+    }
     for (uint32_t i = 0; i < j->nblocks; i++) {
         int ready = 0;
         j->blocks[i].entry = srv_pin_block(s, j->blocks[i].id, &ready);
@@ -231,9 +262,11 @@ int srv_submit_job(srv *s, srv_job *j, uint64_t key)
         else e->waiters = w;
         e->waiters_last = w;
     }
-    if (r->jobs_tail) r->jobs_tail->next = j;
-    else r->jobs_head = j;
-    r->jobs_tail = j;
+    srv_job **head = j->eval ? &r->eval_head : &r->jobs_head;
+    srv_job **tail = j->eval ? &r->eval_tail : &r->jobs_tail;
+    if (*tail) (*tail)->next = j;
+    else *head = j;
+    *tail = j;
     s->pl->jobs_in_flight++;
     if (j->missing == 0) srv_asm_push(s, j);
     return 0;
@@ -393,6 +426,27 @@ void *srv_planner_main(void *arg)
     return NULL;
 }
 
+/* The threads of a rank's own (catchup.c, eval.c): started detached, and
+ * counted, so that srv_pipeline_stop waits for them. */
+void srv_end_own_thread(srv *s)
+{
+    s->pl->catchups_running--;
+    pthread_cond_broadcast(&s->cv_catchup); /* srv_pipeline_stop waits for it */
+}
+
+int srv_start_own_thread(srv *s, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = !s->stop ? pthread_create(&t, &at, fn, arg) : EINVAL;
+    pthread_attr_destroy(&at);
+    if (rc != 0) return -rc;
+    s->pl->catchups_running++;
+    return 0;
+}
+
 void srv_planner_waits(const srv *s, uint32_t li, uint64_t now, uint64_t *all, uint64_t *own)
 {
     const srv_pipeline *p = s->pl;
@@ -406,6 +460,11 @@ void srv_planner_waits(const srv *s, uint32_t li, uint64_t now, uint64_t *all, u
 void srv_free_slot(srv *s, uint32_t li, uint32_t slot)
 {
     srv_rank *r = &s->ranks[li];
+    if (slot >= s->cfg.slots) { /* an eval slot: its pass's thread waits on cv_catchup */
+        r->eval_free[r->eval_nfree++] = slot;
+        pthread_cond_broadcast(&s->cv_catchup);
+        return;
+    }
     r->free_slots[r->nfree++] = slot;
     if (s->pl->plan_wait == PLAN_WAITS_SLOT && s->pl->plan_wait_li == li)
         pthread_cond_signal(&s->cv_plan);

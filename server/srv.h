@@ -58,8 +58,15 @@
  * epochs in 24 bits, and later ones would share keys with it. */
 #define SRV_EPOCH_MAX ((1u << 24) - 1)
 
+/* Ring slots of each rank kept for eval batches (--eval-data): the ring's
+ * last ones, never a training batch's, so a pass neither waits for the
+ * training batches filled ahead nor moves them. Two: one the trainer
+ * holds, one being filled. */
+#define SRV_EVAL_SLOTS 2
+
 typedef struct srv_config {
     mix_cli mix;                 /* --data (several: a mixture) and --weight */
+    const char *eval_dir;        /* --eval-data: held-out samples, a pass on demand */
     const char *endpoint;        /* NULL: default */
     const char *job;             /* --job: names the default endpoint (NULL: from the environment) */
     uint32_t world;
@@ -220,6 +227,7 @@ struct srv_job {
     uint32_t missing;            /* blocks not decoded yet */
     int done;                    /* assembled into its slot */
     int discard;                 /* rank gone (assemble nothing) or assembly failed */
+    int eval;                    /* a batch of an eval pass: an eval slot, its own seq */
     int counts;                  /* its samples count off the pending counts */
     srv_job *next;               /* in-flight list of its rank, seq order */
 };
@@ -244,6 +252,15 @@ typedef struct srv_rank {
                                     the rank gone, counts off what the planner
                                     left to it) */
     uint32_t catchup_thread;     /* the generation whose thread was started last */
+    /* --eval-data: the eval pass's lane beside the training one (eval.c):
+     * its own slots (the ring's last SRV_EVAL_SLOTS), jobs, sequence */
+    uint32_t eval_free[SRV_EVAL_SLOTS]; /* stack of free eval slot numbers */
+    uint32_t eval_nfree;
+    srv_job *eval_head, *eval_tail; /* in flight or waiting to be announced, seq order */
+    uint64_t eval_next_seq;      /* from 0 each pass */
+    uint32_t eval_gen;           /* the pass's number: a thread of an older one stops */
+    int eval_on;                 /* a pass was asked for and its EVAL_END not sent */
+    int eval_planned;            /* its thread made the pass's last job */
     srv_rank_metrics m;
     srv_rank_obs obs;
 } srv_rank;
@@ -252,7 +269,16 @@ typedef struct srv srv;
 
 struct srv {
     srv_config cfg;
-    lf_dataset *ds;
+    lf_dataset *ds;              /* with --eval-data, the training data then the held-out
+                                    set as one dataset (lf_dataset_open_many): one
+                                    reader, cache and assembly for both */
+    uint64_t train_samples;      /* the training samples: ids 0 .. train_samples - 1, the
+                                    held-out ones after them */
+    uint64_t train_blocks;       /* their blocks, likewise first */
+    uint32_t eval_slots;         /* SRV_EVAL_SLOTS with --eval-data, else 0 */
+    uint32_t eval_steps;         /* each rank's batches in an eval pass */
+    lf_plan_sample *eval_set;    /* the held-out samples as each pass's plan takes them
+                                    (listed once, by the prepass; read-only after) */
     int images;                  /* 1: the cost field is a JPEG (image path) */
     int frames;                  /* 1: the cost field is a frame array */
     uint32_t frame_dtype;        /* LF_DTYPE_F16 / F32 / I16 */
@@ -338,6 +364,16 @@ void srv_free_slot(srv *s, uint32_t li, uint32_t slot); /* under mu */
 void srv_planner_waits(const srv *s, uint32_t li, uint64_t now, uint64_t *all, uint64_t *own);
 void srv_job_free(srv_job *j);   /* accepts NULL */
 
+/* The slots of a rank's ring: training's, then the eval slots. */
+uint32_t srv_ring_slots(const srv *s);
+
+/* eval.c: the eval passes */
+/* Starts rank li's next eval pass (under mu): 0, -EBUSY (one is under way)
+ * or -errno. */
+int srv_eval_begin(srv *s, uint32_t li);
+/* A rank gone: its pass stops (under mu). */
+void srv_eval_gone(srv *s, uint32_t li);
+
 /* catchup.c */
 void srv_rank_gone(srv *s, uint32_t li);                /* under mu */
 /* A new client for a gone rank (under mu): once started, jobs of the rank
@@ -372,6 +408,9 @@ void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep);
  * can fail them. */
 int srv_plan_identify(srv *s);
 int srv_plan_prepass(srv *s);    /* slot size and each epoch's block uses */
+/* The eval passes' plan over the held-out samples: the run's parameters,
+ * epoch 0, the same in every pass. */
+int srv_plan_eval_create(const srv *s, lf_plan **out);
 int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l);
 /* The tensor dtype of a per-token field type (LF_FIELD_PER_TOKEN_*). */
 uint32_t srv_extra_dtype(uint32_t field_type);

@@ -82,8 +82,9 @@ typedef struct srv_pipeline {
     int plan_wait_held;          /* PLAN_WAITS_SLOT: that rank's trainer held a batch as
                                     the wait began (backpressure), else every slot of it
                                     was still being filled (the data path) */
-    uint32_t catchup_waits;      /* catch-up threads waiting for cache room */
-    uint32_t catchups_running;   /* catch-up threads not finished yet */
+    uint32_t catchup_waits;      /* catch-up and eval-pass threads waiting for cache room */
+    uint32_t catchups_running;   /* catch-up and eval-pass threads not finished yet
+                                    (srv_pipeline_stop waits for both) */
     uint32_t last_gen;           /* the last catch-up generation handed out */
     /* Image path, JPEG decode memory (assemble.c "decode memory"): carved
      * out of the cache's share of --memory-limit. */
@@ -134,9 +135,19 @@ srv_job *srv_job_from_batch(srv *s, uint32_t li, const lf_plan_step *st,
                             const lf_plan_batch *b, uint64_t **scratch_blocks);
 /* Under mu: 0 room, 1 not this caller's step, -1 stop. */
 int srv_wait_for_room(srv *s, const srv_job *j, uint32_t gen, uint64_t key);
+/* Whether job j can go now: a free slot of its lane (training or eval) and
+ * cache room for its blocks, which is then made. Under mu. */
+int srv_job_room(srv *s, const srv_job *j);
+/* A catch-up or eval-pass thread sleeps until a slot or cache room may
+ * have freed (cv_catchup). Under mu. */
+void srv_wait_own(srv *s, const srv_job *j);
 int srv_claim_count(srv_rank *r, uint64_t key); /* under mu */
 int srv_submit_job(srv *s, srv_job *j, uint64_t key); /* under mu */
 void *srv_planner_main(void *arg);              /* the planner thread (arg: srv) */
+/* Starts a detached thread of the pipeline's own (catch-up, eval pass) that
+ * srv_pipeline_stop waits for (catchups_running). Under mu. 0 or -errno. */
+int srv_start_own_thread(srv *s, void *(*fn)(void *), void *arg);
+void srv_end_own_thread(srv *s); /* its last act, under mu */
 
 /* read.c: the readers (not under mu: they take it themselves) */
 int srv_reader_init(srv *s, reader *rd, uint32_t depth, size_t buf_size);

@@ -11,6 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+uint32_t srv_ring_slots(const srv *s)
+{
+    return s->cfg.slots + s->eval_slots;
+}
+
 uint64_t srv_now_ns(void)
 {
     struct timespec ts;

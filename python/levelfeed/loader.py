@@ -559,22 +559,32 @@ class Loader:
         self._give_back_later()
         self._state_ahead = self._save()
         b = _capi.Batch()
-        rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
-        if rc == _capi.E_ORDER:
-            gc.collect()                # batches only a reference cycle still holds
-            self._give_back_later()
-            rc = lib.lf_next(c, ctypes.byref(b), self._timeout_ms)
-            if rc == _capi.E_ORDER:
-                raise LevelfeedError(rc, "levelfeed: every ring slot is held by a batch still "
-                                     "referred to (a Batch or one of its tensors): let go of "
-                                     "old batches (del, batch.close()), keep copies "
-                                     "(t.clone(), Loader(copy=True)), or give the server more "
-                                     "slots (lf-server --slots)")
+        rc = self._ask(lib.lf_next, c, b, "every ring slot is held by a batch still referred "
+                       "to (a Batch or one of its tensors): let go of old batches (del, "
+                       "batch.close()), keep copies (t.clone(), Loader(copy=True)), or give "
+                       "the server more slots (lf-server --slots)")
         if rc == _capi.E_END:
             self._finished = True
             self._write_trace()
             return None
         check(rc, c)
+        return self._held_batch(b)
+
+    def _ask(self, next_fn, c, b, held):
+        """next_fn (lf_next, lf_eval_next) into b; where every slot it could
+        fill is held, once more after collecting the batches only a reference
+        cycle still holds, then an error saying `held`."""
+        rc = next_fn(c, ctypes.byref(b), self._timeout_ms)
+        if rc == _capi.E_ORDER:
+            gc.collect()
+            self._give_back_later()
+            rc = next_fn(c, ctypes.byref(b), self._timeout_ms)
+            if rc == _capi.E_ORDER:
+                raise LevelfeedError(rc, "levelfeed: " + held)
+        return rc
+
+    def _held_batch(self, b):
+        """The Batch of b, which holds b's slot."""
         slot = _Slot(self, b)
         try:
             out = self._batch(b, slot)
@@ -585,6 +595,59 @@ class Loader:
         out.wait_s = b.wait_ns * 1e-9
         out.step_tokens = b.step_tokens
         return out
+
+    # -- evaluation passes (lf-server --eval-data) ------------------------
+
+    @property
+    def eval_len(self):
+        """This rank's batches in one evaluation pass (the same on every
+        rank), or None when the server has no --eval-data."""
+        n = lib.lf_client_eval_batches(self._live())
+        return None if n < 0 else n
+
+    def eval_batches(self):
+        """One evaluation pass over the server's held-out set (lf-server
+        --eval-data): yields this rank's share of it as Batches, every
+        held-out sample once over the ranks, the same batches in the same
+        order in every pass (eval_len of them; batch.step is the step in
+        the pass, sample_ids the held-out set's own ids). Call it at the
+        same training step on every rank. Training is not disturbed: its
+        batches wait in their own ring slots meanwhile, and the next
+        training batch and state_dict() are as without the pass. A pass has
+        2 ring slots: let go of a batch (del, close()) before taking the
+        one after the next. A generator closed early (break) takes and
+        gives back the rest of its pass, so the next pass starts clean."""
+        c = self._live()
+        if self._cuda is not None:
+            raise LevelfeedError(_capi.E_ORDER, "levelfeed: eval_batches() takes host batches: "
+                                 "not with a device loader yet")
+        check(lib.lf_eval_begin(c), c)
+        try:
+            while True:
+                b = self._eval_next(c)
+                if b is None:
+                    return
+                yield self._held_batch(b)
+        except GeneratorExit:           # left early (break, del): the pass's rest
+            while self._client is not None:
+                b = self._eval_next(c)
+                if b is None:
+                    break
+                self._release(b)
+            raise
+
+    def _eval_next(self, c):
+        """The pass's next batch (a _capi.Batch), or None at its end."""
+        self._thread = threading.get_ident()
+        self._give_back_later()
+        b = _capi.Batch()
+        rc = self._ask(lib.lf_eval_next, c, b, "both eval slots are held by eval batches still "
+                       "referred to: let go of the one before the last (del, batch.close()) "
+                       "or keep copies (t.clone())")
+        if rc == 0:
+            return None
+        check(rc, c)
+        return b
 
     def _batch(self, b, slot):
         """The Batch of views of b's slot, or with copy=True of copies (the

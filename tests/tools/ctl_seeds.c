@@ -37,13 +37,14 @@ static lf_msg sample_message(uint16_t t)
                                        .heartbeat_ms = 1000, .server_pid = 4243,
                                        .plan_id = 0xfeed, .fingerprint = 0xbeef,
                                        .first_epoch = 0, .epochs = 3, .nsteps = 3,
-                                       .steps = steps};
+                                       .steps = steps, .eval_slots = 2, .eval_steps = 5};
         strcpy(m.u.welcome.fd_path, "/run/levelfeed/fd");
         break;
     case LF_MSG_START:
         m.u.start = (lf_msg_position){.epoch = 1, .step = 7, .plan_id = 0xfeed};
         break;
     case LF_MSG_READY:
+    case LF_MSG_EVAL_READY:
         m.u.ready = (lf_msg_ready){.slot = 2, .epoch = 1, .step = 7, .seq = 24};
         break;
     case LF_MSG_RELEASE:
@@ -76,7 +77,8 @@ static lf_msg sample_message(uint16_t t)
                                            .chart_len = sizeof chart - 1,
                                            .trace = trace, .chart = chart};
         break;
-    default:                     /* END, BYE, STATS_REQ, REPORT_REQ: no body */
+    default:                     /* END, BYE, STATS_REQ, REPORT_REQ, EVAL_REQ, EVAL_END:
+                                    no body */
         break;
     }
     return m;
@@ -110,7 +112,7 @@ int main(int argc, char **argv)
         fputs("usage: ctl_seeds DIR  (writes one encoded control message a type)\n", stderr);
         return 2;
     }
-    for (uint16_t t = LF_MSG_HELLO; t <= LF_MSG_TRACE; t++)
+    for (uint16_t t = LF_MSG_HELLO; t <= LF_MSG_EVAL_END; t++)
         if (write_seed(argv[1], t) < 0) return 1;
     return 0;
 }

@@ -23,11 +23,12 @@ static lf_msg sample_msg(unsigned type)
                                        .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99,
                                        .fingerprint = 0xfeedfacecafebeefull,
                                        .first_epoch = 5, .epochs = 9, .nsteps = 3,
-                                       .steps = sample_steps};
+                                       .steps = sample_steps, .eval_slots = 2, .eval_steps = 6};
         strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
         break;
     case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
-    case LF_MSG_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
+    case LF_MSG_READY:
+    case LF_MSG_EVAL_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
     case LF_MSG_STEP: m.u.step = (lf_msg_step){1, 2, 3000, 4000, 5000, 6000}; break;
     case LF_MSG_TRACE_REQ: m.u.trace_req = (lf_msg_trace_req){9, 8, "/t/a.json", "/t/a.svg"}; break;
@@ -65,6 +66,8 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.welcome.first_epoch, b->u.welcome.first_epoch);
         ASSERT_EQ(a->u.welcome.epochs, b->u.welcome.epochs);
         ASSERT_EQ(a->u.welcome.nsteps, b->u.welcome.nsteps);
+        ASSERT_EQ(a->u.welcome.eval_slots, b->u.welcome.eval_slots);
+        ASSERT_EQ(a->u.welcome.eval_steps, b->u.welcome.eval_steps);
         uint32_t steps[3];
         lf_wire_steps(&b->u.welcome, steps);
         ASSERT_MEM_EQ(steps, a->u.welcome.steps, sizeof steps);
@@ -86,7 +89,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_TRACE; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_EVAL_END; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);
@@ -178,6 +181,16 @@ int main(void)
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
     m.u.waiting.connected = 2;
     ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    /* WELCOME: no more eval slots than slots, either way. */
+    m = sample_msg(LF_MSG_WELCOME);
+    m.u.welcome.eval_slots = m.u.welcome.nslots + 1;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m.u.welcome.eval_slots = m.u.welcome.nslots;
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    buf[n - 2 - (int)strlen(m.u.welcome.fd_path) - 8] = 5; /* eval_slots' low byte: 5 > 4 */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+
     /* TRACE_REQ: a path is wanted, fits with its NUL and holds none. */
     m = sample_msg(LF_MSG_TRACE_REQ);
     m.u.trace_req.trace_len = m.u.trace_req.chart_len = 0;

@@ -369,6 +369,14 @@ int main(void)
     m = (lf_msg){.type = LF_MSG_RELEASE, .u.release = {rd.u.ready.slot, rd.u.ready.seq + 1}};
     raw_send(&r, &m);
     expect_error(&r, "does not hold");
+    /* An eval pass from a server without --eval-data: refused, harmless;
+     * the real client does not even ask. */
+    m = (lf_msg){.type = LF_MSG_EVAL_REQ};
+    raw_send(&r, &m);
+    expect_error(&r, "no --eval-data");
+    ASSERT_EQ(lf_eval_begin(cl), -ENODATA);
+    ASSERT_EQ(lf_client_eval_batches(cl), -ENODATA);
+    ASSERT_EQ(lf_eval_next(cl, &b, 0), LF_E_ORDER);
 
     /* Another protocol version: refused, the slot stays held. Then frames
      * over LF_WIRE_MAX from other peers: a little over is refused with an

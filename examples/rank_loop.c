@@ -90,6 +90,9 @@ typedef struct verifier {
     uint32_t epoch;              /* the batch's, for the dump */
     const uint64_t *offs;        /* the batch's sample_offsets, NULL: whole samples */
     const lf_batch *batch;       /* the batch being checked */
+    int32_t source;              /* the `source` every sample carries (an eval
+                                    batch of a mixture: the number of --verify
+                                    datasets); -1: its own dataset's number */
 } verifier;
 
 static uint64_t now_ns(void)
@@ -318,7 +321,9 @@ static int verify_sources(const verifier *v, const lf_batch *b, const uint64_t *
     if (!src) return lf_dataset_sources(v->ds) > 1 ? -1 : 0;
     if (src->shape[0] != b->nsamples) return -1;
     for (uint32_t i = 0; i < b->nsamples; i++)
-        if (lf_tensor_int(src, i) != (int64_t)lf_dataset_sample_source(v->ds, ids[i])) return -1;
+        if (lf_tensor_int(src, i) !=
+            (v->source >= 0 ? v->source : (int64_t)lf_dataset_sample_source(v->ds, ids[i])))
+            return -1;
     return 0;
 }
 
@@ -747,11 +752,10 @@ int main(int argc, char **argv)
         struct sigaction sa = {.sa_handler = on_continue, .sa_flags = SA_RESTART};
         sigaction(SIGCONT, &sa, NULL);
     }
-    verifier v = {0};
-    v.image = a.image;
+    verifier v = {.source = -1, .image = a.image};
     if (a.verify && verifier_open(&v, a.verify, a.pad_id) < 0) return 1;
-    verifier ve = {0}; /* --eval-verify: the held-out set's */
-    ve.image = a.image;
+    verifier ve = {.source = v.ds ? (int32_t)lf_dataset_sources(v.ds) : -1,
+                   .image = a.image}; /* --eval-verify: the held-out set's */
     if (a.eval_verify && verifier_open(&ve, a.eval_verify, a.pad_id) < 0) return 1;
     FILE *out = a.out ? fopen(a.out, "w") : NULL;
     FILE *dig = a.digests ? fopen(a.digests, "w") : NULL;

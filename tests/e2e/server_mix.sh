@@ -8,6 +8,9 @@
 #    token matches the shards (lf-rank-loop --verify A,B,C); no sample comes
 #    twice in an epoch (exactly once within each source's draw), and a
 #    dataset not exhausted draws another set of its samples the next epoch.
+#  - A held-out set beside the mixture (--eval-data): two eval passes give
+#    the same batches, checked against its shards (each sample's source the
+#    number after the last --data), and leave the training stream as it was.
 #  - Resume: clients that stop mid-epoch and restore into a new server go
 #    on exactly as the uninterrupted run, batch for batch and byte for byte.
 #  - Two nodes whose servers got different weights print different
@@ -74,6 +77,21 @@ mid1=$(awk -v a="$N_A" -v b="$N_B" '$1 >= a && $1 < a + b' "$WORK/ids.1" | sort)
 [[ -n $mid0 && $(wc -l <<<"$mid0") -lt $N_B && $mid0 != "$mid1" ]] ||
   fail "the mid dataset drew $(wc -l <<<"$mid0") of $N_B, the same set both epochs"
 echo "proportions, sources, exactly once: ok"
+
+# Evaluation passes beside the mixture.
+make_dataset "$WORK/held" --samples 200 --len-median 300 --seed 4
+start_server "${SRV[@]}" --eval-data "$WORK/held"
+run_clients evald 4 --verify "$A,$B,$C" --eval-at 5,40 --eval-verify "$WORK/held" \
+  --eval-out "$WORK/evald.{r}.eval"
+wait_server
+grep -q "differ" "$WORK"/evald.r*.log && fail "batches differ from the shards: $(cat "$WORK"/evald.r*.log)"
+[[ "$(stream_of evald)" == "$(stream_of full)" ]] || fail "eval passes changed the training stream"
+for r in 0 1 2 3; do
+  [[ -s $WORK/evald.$r.eval ]] || fail "rank $r: no eval batch"
+  [[ $(awk '$1 == 0 {$1 = ""; print}' "$WORK/evald.$r.eval") == \
+     $(awk '$1 == 1 {$1 = ""; print}' "$WORK/evald.$r.eval") ]] || fail "rank $r: the passes differ"
+done
+echo "eval passes beside a mixture: the same each pass, training unchanged: ok"
 
 # Resume mid-epoch and inside the second epoch.
 steps0=$(awk '$1 == 0' "$WORK/full.r0.txt" | wc -l)

@@ -39,7 +39,8 @@ and for each rank the time spent waiting for data and waiting at the
 gradient all-reduce (a tiny all-reduce timed in a DDP comm hook before the
 last gradient bucket's all-reduce: it returns once the slowest rank has
 finished its backward, so its duration is this rank's wait). A line `summary k=v ...`
-carries the same for scripts.
+carries the same for scripts, with the tokens trained on (all ranks: equal for
+both loaders over the same data and epochs).
 
 For tests: --dump FILE writes one line per batch, "epoch step rank n
 id,id,... crc32 loss"; --stop-after K saves a checkpoint (model, optimizer,
@@ -429,9 +430,10 @@ def report(args, rank, world, device, stats):
     for r, e in enumerate(every):
         print("  rank %d: waited %.3f s for data, %.3f s at the all-reduce (of %.2f s)"
               % (r, e[1], e[2], e[3]))
-    print("summary loader=%s steps=%d tokens_per_s=%.0f step_p50_ms=%.3f step_p99_ms=%.3f "
-          "loss_first=%.4f loss_last=%.4f micro_per_step=%.2f data_wait_s=%s allreduce_wait_s=%s"
-          % (args.loader, len(steps), tokens / wall, p50, p99, first, last,
+    print("summary loader=%s steps=%d tokens=%d tokens_per_s=%.0f step_p50_ms=%.3f "
+          "step_p99_ms=%.3f loss_first=%.4f loss_last=%.4f micro_per_step=%.2f data_wait_s=%s "
+          "allreduce_wait_s=%s"
+          % (args.loader, len(steps), tokens, tokens / wall, p50, p99, first, last,
              stats["micro"] / max(len(steps), 1),
              ",".join("%.3f" % e[1] for e in every), ",".join("%.3f" % e[2] for e in every)))
 

@@ -6,23 +6,30 @@
 # the ratios levelfeed / DataLoader (issue #30's targets: tokens/s >= 1.2,
 # all-reduce wait <= 0.5), both measured by the example for either loader
 # the same way (its comm hook; tokens/s: the tokens trained on, all ranks,
-# over the slowest rank's wall time).
+# over the slowest rank's wall time), and the tokens each run trained on
+# (the same for both loaders: each sample once an epoch).
 # Data: real text, dev-text.jsonl of shared/realdata/fetch.sh, in
 # $LF_REALDATA (default ~/.cache/levelfeed-realdata, fetch.sh's); without
 # it the benchmark skips (77), or with LF_BENCH_SYNTHETIC=1 runs once on a
 # synthetic token set of LF_BENCH_SAMPLES samples (default 2000, lognormal
 # lengths). Two datasets at a context of LF_BENCH_MAX_LEN tokens (default
-# 256, the model's --max-len):
-#   chunked    the first LF_BENCH_DOCS documents (default 16) cut into
-#              pieces of the context (lf-shard --max-len --overflow split);
-#              both loaders get the same pieces;
+# 2048, a trainer's context, the model's --max-len):
+#   chunked    the first LF_BENCH_DOCS documents (default 41) cut into
+#              pieces of the context (lf-shard --max-len --overflow split;
+#              41 documents give 86 pieces, an even count, so that
+#              DistributedSampler repeats none); both loaders get the same
+#              pieces;
 #   unchunked  as many whole documents as chunked has pieces, each cut to
 #              its first LF_BENCH_MAX_LEN tokens (lf-shard --overflow
 #              truncate, so levelfeed's cost index counts the tokens
 #              trained on; the DataLoader's collate would cut them the same
-#              way), padded in a batch to its longest by both loaders.
-# The model is small so that 2 shared CPU cores run the benchmark in a few
-# minutes: width 32, 2 heads, the vocabulary from the data (GPT-2's ids, an
+#              way).
+# The DataLoader pads each batch to its longest sample, as its users'
+# collates do; lf-server serves its plan's micro-batches (--micro-batches,
+# each padded to its own longest; the example runs them under no_sync) and
+# prices samples for the model's width (--hidden, the text preset).
+# The model is small so that 2 shared CPU cores can train at this context:
+# width 32, 2 heads, the vocabulary from the data (GPT-2's ids, an
 # embedding of 50k rows), and an output layer of LF_BENCH_OUT_VOCAB classes
 # (default 512: the most frequent ids and one class for the rest, the
 # example's --out-vocab; a 50k-class output makes a CPU step take seconds).
@@ -30,7 +37,7 @@
 # LF_BENCH_RUNS rounds (default 3); each figure and each round's ratio is
 # given as min/median/max, with the load average.
 # Env: LF_BENCH_SPR (samples per rank per step: the DataLoader's batch size,
-# levelfeed's mean; default 4 real, 8 synthetic). LF_BENCH_GPU=1: one rank
+# levelfeed's mean; default 3 real, 8 synthetic). LF_BENCH_GPU=1: one rank
 # on the GPU instead (nccl; levelfeed's batches through
 # Loader(device="cuda"), the DataLoader's copied with .to(device)), a larger
 # model; skips (77) where torch sees no GPU.
@@ -45,12 +52,18 @@ if [[ ! -f "$real/dev-text.jsonl" && ${LF_BENCH_SYNTHETIC:-0} != 1 ]]; then
        "folder in LF_REALDATA, or run on synthetic tokens with LF_BENCH_SYNTHETIC=1"
   exit 77
 fi
-RANKS=2 HIDE_GPUS=1 MODEL=(--dim 32 --heads 2 --log-every 0)
+RANKS=2 HIDE_GPUS=1 DIM=32 MODEL=(--heads 2 --log-every 0)
 if [[ ${LF_BENCH_GPU:-0} == 1 ]]; then
   "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
     { echo "SKIP: torch sees no GPU"; exit 77; }
-  RANKS=1 HIDE_GPUS=0 MODEL=(--dim 256 --heads 4 --log-every 0)
+  RANKS=1 HIDE_GPUS=0 DIM=256 MODEL=(--heads 4 --log-every 0)
 fi
+MODEL+=(--dim "$DIM")
+# A CPU step at a context of 2048 makes attention tensors of 33-100 MB;
+# glibc maps each afresh (over its 32 MB mmap ceiling) and this VM pays the
+# page faults: 3-5x the step's arithmetic, more for the larger tensors of a
+# wider batch. Both loaders' ranks keep freed memory for reuse instead.
+MALLOC=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=$((1 << 40)))
 
 run() {            # TAG [torch_ddp.py args...]: RANKS ranks; rank 0's summary line in $WORK/TAG.sum
   local tag=$1 port r rc=0 rpids=()
@@ -58,7 +71,7 @@ run() {            # TAG [torch_ddp.py args...]: RANKS ranks; rank 0's summary l
   port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local hide=(); [[ $HIDE_GPUS == 1 ]] && hide=(CUDA_VISIBLE_DEVICES=)
   for ((r = 0; r < RANKS; r++)); do
-    env "${hide[@]}" RANK=$r LOCAL_RANK=$r WORLD_SIZE=$RANKS MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    env "${hide[@]}" "${MALLOC[@]}" RANK=$r LOCAL_RANK=$r WORLD_SIZE=$RANKS MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$PY" "$ROOT/examples/torch_ddp.py" "${MODEL[@]}" "$@" >"$WORK/$tag.r$r.log" 2>&1 &
     rpids+=($!)
     PIDS+=($!)
@@ -78,11 +91,13 @@ spread() { sort -g | awk '{v[NR] = $1} END {printf "%.4g/%.4g/%.4g", v[1], v[int
 # $WORK/NAME.ratio.{tps,wait}.
 pair() {           # NAME DIR SPR
   local name=$1 ds=$2 spr=$3 l
-  start_server --data "$ds" --world "$RANKS" --epochs 1 --samples-per-rank "$spr" --quiet
+  start_server --data "$ds" --world "$RANKS" --epochs 1 --samples-per-rank "$spr" --quiet \
+    --micro-batches --hidden "$DIM"
   run lf --endpoint "$EP" --data "$ds"
   wait_server
   run dl --loader torch --data "$ds" --epochs 1 --batch-size "$spr"
   for l in lf dl; do
+    field "$l" tokens >>"$WORK/$name.$l.tokens"
     field "$l" tokens_per_s >>"$WORK/$name.$l.tps"
     wait_total "$l" >>"$WORK/$name.$l.wait"
   done
@@ -97,6 +112,8 @@ compare() {        # NAME: min/median/max of each figure and of the rounds' rati
   echo "-- $name ($(wc -l <"$WORK/$name.lf.tps") round(s); min/median/max)"
   echo "   levelfeed:  tokens/s $(spread <"$WORK/$name.lf.tps"), all-reduce wait s (ranks summed) $(spread <"$WORK/$name.lf.wait")"
   echo "   DataLoader: tokens/s $(spread <"$WORK/$name.dl.tps"), all-reduce wait s (ranks summed) $(spread <"$WORK/$name.dl.wait")"
+  echo "   tokens trained a run (all ranks): levelfeed $(sort -u "$WORK/$name.lf.tokens" | paste -sd/)," \
+       "DataLoader $(sort -u "$WORK/$name.dl.tokens" | paste -sd/)"
   echo "   levelfeed/DataLoader, each round: tokens/s $(spread <"$WORK/$name.ratio.tps") (target >= 1.2)," \
        "all-reduce wait $(spread <"$WORK/$name.ratio.wait") (target <= 0.5)"
 }
@@ -104,7 +121,7 @@ compare() {        # NAME: min/median/max of each figure and of the rounds' rati
 where=$([[ $HIDE_GPUS == 1 ]] && echo "CPU, gloo" || echo "GPU, nccl")
 RUNS=${LF_BENCH_RUNS:-3}
 if [[ -f "$real/dev-text.jsonl" ]]; then
-  DOCS=${LF_BENCH_DOCS:-16} SPR=${LF_BENCH_SPR:-4} CTX=${LF_BENCH_MAX_LEN:-256}
+  DOCS=${LF_BENCH_DOCS:-41} SPR=${LF_BENCH_SPR:-3} CTX=${LF_BENCH_MAX_LEN:-2048}
   MODEL+=(--max-len "$CTX" --out-vocab "${LF_BENCH_OUT_VOCAB:-512}")
   head -n "$DOCS" "$real/dev-text.jsonl" >"$WORK/docs.jsonl"
   "$LF_BIN/lf-shard" create tokens --in "$WORK/docs.jsonl" --out "$WORK/chunked" \

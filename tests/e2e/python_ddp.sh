@@ -3,7 +3,7 @@
 # sets (Debian's torchrun itself fails under Python 3.11), fed by an
 # lf-server over a small synthetic token set, two epochs, about 200 steps.
 # Checks: the loss falls; every sample arrives exactly once per epoch (the
-# ranks dump their sample ids); a run stopped after K steps and resumed from
+# ranks dump their sample ids), and both feeds train on the same tokens; a run stopped after K steps and resumed from
 # its checkpoint (model, optimizer, loader.state_dict()) gives the same
 # batches — ids, token bytes and losses — as the uninterrupted run; the
 # example's --loader torch (DataLoader + DistributedSampler) trains; its
@@ -119,7 +119,12 @@ first=$(summary_field dl loss_first) last=$(summary_field dl loss_last)
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
   fail "--loader torch: loss did not fall: $first -> $last"
 check_exactly_once dl $SAMPLES 1
-echo "ddp --loader torch: loss $first -> $last, every sample once"
+# Both feeds train on the same tokens an epoch (the levelfeed run had two):
+# what the benchmark's tokens/s compares.
+lf_tokens=$(summary_field full tokens) dl_tokens=$(summary_field dl tokens)
+[[ -n $lf_tokens && -n $dl_tokens && $lf_tokens -eq $((2 * dl_tokens)) ]] ||
+  fail "tokens trained: levelfeed '$lf_tokens' over 2 epochs, --loader torch '$dl_tokens' over 1"
+echo "ddp --loader torch: loss $first -> $last, every sample once, $dl_tokens tokens as levelfeed's epoch"
 
 # Empty batches are real (one sample, world 2: rank 1 gets tokens [0, 0];
 # a longest sample of one token gives [n, 1]): the example's model and loss

@@ -268,6 +268,9 @@ struct srv {
     uint32_t nextras;
     uint64_t slot_size;
     uint64_t plan_id;            /* the sequence (saved states carry it) */
+    plan_cli cli_given;          /* cfg.cli before plan_cli_finish: pad's cut, deferred
+                                    to the prepass, completes it again (main.c) */
+    double cut_figure;           /* the prepass's epoch 0 uncut: sum-max/sum-mean */
     lf_plan *spare;              /* start-up's plan, at its first epoch's start:
                                     made by srv_plan_identify, walked by the
                                     prepass's first share, then the planner's

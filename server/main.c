@@ -307,8 +307,8 @@ static int parse_args(int argc, char **argv, srv_config *c)
  * plan_cli_finish's status. */
 static int finish_plan(srv *s, plan_cli *c)
 {
-    lf_plan_sample *v = plan_cli_samples(s->ds);
-    if (!v) return LF_PLAN_E_NOMEM;
+    if (!s->plan_input && !(s->plan_input = plan_cli_samples(s->ds))) return LF_PLAN_E_NOMEM;
+    const lf_plan_sample *v = s->plan_input;
     int rc = plan_cli_finish(c, plan_cli_preset_of(lf_dataset_schema(s->ds)), v,
                              (size_t)lf_dataset_samples(s->ds),
                              c->params.sampler != LF_PLAN_BALANCED);
@@ -323,7 +323,6 @@ static int finish_plan(srv *s, plan_cli *c)
         s->pieces |= k > 1;
         s->plan_samples += k;
     }
-    free(v);
     return rc;
 }
 

@@ -40,12 +40,13 @@ int srv_plan_errno(int status)
  * the epochs before it). Returns the balancer's status (LF_PLAN_E_*). */
 static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
 {
-    lf_plan_sample *v = plan_cli_samples(s->ds);
+    lf_plan_sample *own = s->plan_input ? NULL : plan_cli_samples(s->ds);
+    const lf_plan_sample *v = s->plan_input ? s->plan_input : own;
     if (!v) return LF_PLAN_E_NOMEM;
     lf_plan_params prm = s->cfg.plan;
     prm.epoch += e;
     int rc = lf_plan_create(&prm, v, lf_dataset_samples(s->ds), out);
-    free(v);
+    free(own);
     return rc;
 }
 
@@ -114,8 +115,10 @@ void srv_plan_spare_free(srv *s)
 {
     lf_plan_free(s->spare);
     free(s->spare_start);
+    free(s->plan_input);
     s->spare = NULL;
     s->spare_start = NULL;
+    s->plan_input = NULL;
 }
 
 /* --micro-batches: tokens [cells] (the micro-batches one after another,
@@ -669,7 +672,10 @@ int srv_plan_prepass(srv *s)
                             sizeof *s->epoch_steps);
     if (!s->epoch_uses || !s->epoch_steps) return -ENOMEM;
     atomic_store(&s->plan_total, s->plan_samples * s->cfg.epochs);
-    return walk_epochs_parallel(s);
+    int rc = walk_epochs_parallel(s);
+    free(s->plan_input); /* start-up's plans are made (a cut makes it anew) */
+    s->plan_input = NULL;
+    return rc;
 }
 
 /* A sample's id, and a piece's as ID@OFFSET (its first token in the

@@ -316,6 +316,21 @@ typedef struct epoch_fig {
     double tokens, epoch;
 } epoch_fig;
 
+void plan_cli_balance_add(plan_cli_balance *b, const lf_plan_step *st)
+{
+    uint64_t most = 0;
+    for (uint32_t r = 0; r < st->world; r++) {
+        b->sum_mean += (double)st->rank_cost[r] / st->world;
+        if (st->rank_cost[r] > most) most = st->rank_cost[r];
+    }
+    b->sum_max += (double)most;
+}
+
+double plan_cli_balance_ratio(const plan_cli_balance *b)
+{
+    return b->sum_mean > 0 ? b->sum_max / b->sum_mean : 0;
+}
+
 static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
                           epoch_fig *f)
 {
@@ -323,7 +338,7 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
     int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
     uint64_t *tok = NULL, steps = 0, cap = 0;
-    double sum_max = 0, sum_mean = 0;
+    plan_cli_balance bal = {0, 0};
     lf_plan_step st;
     while ((rc = lf_plan_next_step(plan, &st)) == 1) {
         if (steps == cap) {
@@ -332,13 +347,8 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
             tok = t;
         }
         tok[steps] = 0;
-        uint64_t most = 0;
-        for (uint32_t r = 0; r < st.world; r++) {
-            tok[steps] += st.rank_tokens[r];
-            sum_mean += (double)st.rank_cost[r] / st.world;
-            if (st.rank_cost[r] > most) most = st.rank_cost[r];
-        }
-        sum_max += (double)most;
+        for (uint32_t r = 0; r < st.world; r++) tok[steps] += st.rank_tokens[r];
+        plan_cli_balance_add(&bal, &st);
         steps++;
     }
     lf_plan_free(plan);
@@ -347,7 +357,7 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         qsort(tok, steps, sizeof *tok, cmp_u64);
         uint64_t median = tok[(steps + 1) / 2 - 1];
         if (median) f->tokens = (double)tok[steps - 1] / (double)median;
-        if (sum_mean > 0) f->epoch = sum_max / sum_mean;
+        f->epoch = plan_cli_balance_ratio(&bal);
     }
     free(tok);
     return rc;
@@ -425,6 +435,12 @@ static int default_row(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     return 0;
 }
 
+int plan_cli_cut_over(const plan_cli *c, double figure)
+{
+    const lf_plan_params *p = &c->params;
+    return figure > (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3;
+}
+
 /* pad's default cut. Unsplit real text holds documents costing far more
  * than a rank's share of a step (up to 627k tokens): the default budget,
  * a mean cost their quadratic term dominates, put the whole epoch into one
@@ -438,7 +454,8 @@ static int default_row(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
  * median's tokens, balanced) the cut was 512 tokens, 88 % of the tokens
  * in pieces, and p99 1.13; start-up names those samples and the flags
  * instead (note_bound). The check costs a balanced epoch 0 at start-up,
- * only where a sample costs more than the bound allows. */
+ * only where a sample costs more than the bound allows; under defer_cut the
+ * caller's own walk of that epoch gives the figure (plan_cli.h). */
 static int default_cut(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t tokens,
                        uint64_t longest)
 {
@@ -453,12 +470,11 @@ static int default_cut(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     if (p->outlier_cost > p->step_budget) lim = UINT64_MAX;   /* refused below, by name */
     for (size_t i = 0; lim != UINT64_MAX && i < n && !over; i++)
         over = lf_plan_cost(&p->cost, s[i].length) > lim;
-    epoch_fig fig = {0, 0};
-    if (over) rc = measure_epoch0(p, s, n, &fig);
+    epoch_fig fig = {.epoch = c->cut_known ? c->cut_figure : 0};
+    c->cut_pending = over && !c->cut_known && c->defer_cut;
+    if (over && !c->cut_known && !c->defer_cut) rc = measure_epoch0(p, s, n, &fig);
     p->step_budget = budget;
-    if (rc || !over) return rc;
-    double bound = (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3;
-    if (fig.epoch <= bound) return 0;
+    if (rc || !over || c->cut_pending || !plan_cli_cut_over(c, fig.epoch)) return rc;
     if ((rc = default_row(c, s, n, tokens, longest))) return rc;
     if (p->micro_max_padded >= longest) p->micro_max_padded = 0;   /* nothing cut */
     return 0;
@@ -475,6 +491,7 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
     if (rc) return rc;
     sample_sums all = sum_samples(p, s, n);
     c->why[0] = c->seq_len_why[0] = '\0';
+    c->cut_pending = 0;
     if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
     else if (all.cost == 0)
         snprintf(c->why, sizeof c->why, "every sample costs 0 under this cost model "

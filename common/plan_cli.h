@@ -38,7 +38,33 @@ typedef struct plan_cli {
     char overflow[320];          /* plan_cli_finish: the samples longer than a row or
                                     a cap, and what --overflow does with them ("":
                                     none is) */
+    /* pad's default cut is decided on a balanced epoch 0 of the samples
+     * uncut, planned for its sum-max/sum-mean alone (default_cut). A program
+     * that plans that very epoch anyway (lf-server's start-up walks epoch 0
+     * of its plan) sets defer_cut: where the decision needs the figure,
+     * plan_cli_finish leaves the samples uncut and sets cut_pending, and the
+     * program measures the figure on its own walk (plan_cli_balance) and,
+     * where plan_cli_cut_over says so, runs plan_cli_finish again from the
+     * options as they were, with cut_figure: the same decision, one balanced
+     * epoch and one plan fewer at start-up. */
+    int defer_cut;               /* in: the caller measures epoch 0 itself */
+    int cut_pending;             /* out: the figure is needed (defer_cut) */
+    int cut_known;               /* in: cut_figure holds the figure */
+    double cut_figure;           /* epoch 0 uncut, balanced: sum-max/sum-mean */
 } plan_cli;
+
+/* Sums over a plan's steps of its costliest rank and of its mean rank:
+ * their ratio is an epoch's sum-max/sum-mean (balancer/README.md), summed
+ * the one way every program reports and decides on. */
+typedef struct plan_cli_balance {
+    double sum_max, sum_mean;
+} plan_cli_balance;
+void plan_cli_balance_add(plan_cli_balance *b, const lf_plan_step *st);
+double plan_cli_balance_ratio(const plan_cli_balance *b);   /* 0: nothing costs */
+
+/* Whether a balanced epoch 0 of figure sum-max/sum-mean, uncut, calls for
+ * pad's default cut under c's --step-bound (it cannot be balanced uncut). */
+int plan_cli_cut_over(const plan_cli *c, double figure);
 
 enum {
     PLAN_CLI_BUDGET = 1000, PLAN_CLI_SPR, PLAN_CLI_BPR, PLAN_CLI_MAXTOK, PLAN_CLI_MAXPAD,

@@ -318,38 +318,60 @@ static int parse_args(int argc, char **argv, srv_config *c)
     return finish_config(c, &ps);
 }
 
-/* Completes the plan parameters from the data, as lf-plan does (one
- * definition: common/plan_cli.c). */
-static int dataset_defaults(srv *s)
+/* Completes the plan parameters from the data by c, as lf-plan does (one
+ * definition: common/plan_cli.c): s->cfg.cli and plan, the pieces. Returns
+ * plan_cli_finish's status. */
+static int finish_plan(srv *s, plan_cli *c)
 {
-    lf_plan_sample *v = plan_cli_samples(s->ds);
-    if (!v) return -ENOMEM;
-    int preset = plan_cli_preset_of(lf_dataset_schema(s->ds));
-    if (preset != LF_PLAN_PRESET_TEXT) /* an image or a frame sequence is not cut */
-        s->cfg.cli.params.overflow = LF_PLAN_OVERFLOW_DROP;
+    if (!s->plan_input && !(s->plan_input = plan_cli_samples(s->ds))) return LF_PLAN_E_NOMEM;
+    const lf_plan_sample *v = s->plan_input;
     /* drawn from the training samples alone: the held-out set changes nothing */
-    int rc = plan_cli_finish(&s->cfg.cli, preset, v, (size_t)s->train_samples,
-                             s->cfg.cli.params.sampler != LF_PLAN_BALANCED);
-    s->cfg.plan = s->cfg.cli.params;
+    int rc = plan_cli_finish(c, plan_cli_preset_of(lf_dataset_schema(s->ds)), v,
+                             (size_t)s->train_samples, c->params.sampler != LF_PLAN_BALANCED);
+    s->cfg.cli = *c;
+    s->cfg.plan = c->params;
     s->mixture = s->cfg.plan.mix.sources > 1;
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
+    s->pieces = 0;
+    s->plan_samples = 0;
     for (uint64_t i = 0; i < s->train_samples; i++) {
         uint64_t len = v[i].length, k = s->piece_len && len > s->piece_len
                                             ? (len + s->piece_len - 1) / s->piece_len : 1;
         s->pieces |= k > 1;
         s->plan_samples += k;
     }
-    free(v);
-    if (rc >= 0 && s->cfg.cli.seq_len_why[0]) fprintf(stderr, "lf-server: plan: %s\n",
-                                                      s->cfg.cli.seq_len_why);
-    if (rc >= 0 && s->cfg.cli.overflow[0]) fprintf(stderr, "lf-server: plan: %s\n",
-                                                   s->cfg.cli.overflow);
-    if (rc >= 0 && s->cfg.cli.note[0]) fprintf(stderr, "lf-server: plan: note: %s\n",
-                                               s->cfg.cli.note);
-    if (rc >= 0) return rc;
-    fprintf(stderr, "lf-server: plan: %s\n", s->cfg.cli.why[0] ? s->cfg.cli.why
-                                                                : lf_plan_strerror(rc));
+    return rc;
+}
+
+/* Says what the completion chose (pad's cut, pack's row, pieces, what the
+ * plan cannot keep), or why it refused. Returns 0 or -ECANCELED. */
+static int say_plan(const srv *s, int rc)
+{
+    const plan_cli *c = &s->cfg.cli;
+    if (rc >= 0 && c->seq_len_why[0]) fprintf(stderr, "lf-server: plan: %s\n", c->seq_len_why);
+    if (rc >= 0 && c->overflow[0]) fprintf(stderr, "lf-server: plan: %s\n", c->overflow);
+    if (rc >= 0 && c->note[0]) fprintf(stderr, "lf-server: plan: note: %s\n", c->note);
+    if (rc >= 0) return 0;
+    fprintf(stderr, "lf-server: plan: %s\n", c->why[0] ? c->why : lf_plan_strerror(rc));
     return -ECANCELED; /* reported */
+}
+
+/* The plan parameters from the data. Serving walks epoch 0 of a balanced
+ * plan from epoch 0 at start-up anyway: pad's default cut is then decided
+ * on that walk (plan_cli.h, defer_cut; srv_plan_prepass), not on a
+ * balanced epoch planned for it alone, and what the completion says waits
+ * for the decision (decide_cut). */
+static int dataset_defaults(srv *s)
+{
+    plan_cli *c = &s->cfg.cli;
+    if (plan_cli_preset_of(lf_dataset_schema(s->ds)) != LF_PLAN_PRESET_TEXT)
+        c->params.overflow = LF_PLAN_OVERFLOW_DROP; /* an image or a frame sequence is not cut */
+    c->defer_cut = !s->cfg.print_plan && c->params.sampler == LF_PLAN_BALANCED &&
+                   c->params.epoch == 0;
+    s->cli_given = *c;
+    plan_cli done = *c;
+    int rc = finish_plan(s, &done);
+    return rc >= 0 && c->cut_pending ? 0 : say_plan(s, rc);
 }
 
 /* --token-dtype against the shards: a u16 tensor cannot hold the u32
@@ -626,14 +648,56 @@ static int print_plan(srv *s)
     return rc < 0 ? 1 : 0;
 }
 
+/* Says, before the planning (after it, where pad's default cut waited on
+ * its epoch 0), which plan this node serves to which ranks: every node's
+ * server of a job must print the same fingerprint (the trainers compare it
+ * too: docs/MULTINODE.md). */
+static void print_fingerprint(const srv *s)
+{
+    char ranks[1024];
+    srv_format_ranks(&s->cfg, ranks, sizeof ranks);
+    char mix[LF_PLAN_MAX_SOURCES * 24 + 32] = "";
+    for (uint32_t i = 0, n = 0; i < s->cfg.plan.mix.sources && n < sizeof mix; i++)
+        n += (size_t)snprintf(mix + n, sizeof mix - n, "%s%.6f", i ? " " : "; mixture weights ",
+                              s->cfg.plan.mix.weight[i] / (double)LF_PLAN_WEIGHT_ONE);
+    fprintf(stderr, "lf-server: plan fingerprint %016" PRIx64 " for ranks %s of world %u "
+            "(every node of the job must show the same%s)\n", s->fingerprint, ranks,
+            s->cfg.world, mix);
+}
+
 /* What serving needs after the job: every epoch planned (the slot size,
  * each epoch's block uses), the memory split, the rings, the pipeline.
  * Returns 0, -EINTR (stopped by a signal while planning) or -ECANCELED
  * (reported). */
+/* pad's default cut, deferred to the prepass's walk of epoch 0, decided
+ * there (rc: the prepass's status, -EAGAIN where the plan cannot be
+ * balanced uncut). Cut, the options are completed again with that figure
+ * (the cut, as lf-plan makes it) and the job's plan is made and walked
+ * anew. Either way, what dataset_defaults left unsaid is said now. Returns
+ * the prepass's status or -ECANCELED (reported). */
+static int decide_cut(srv *s, int rc)
+{
+    if (rc != 0 && rc != -EAGAIN) return rc;
+    if (rc == 0) {
+        if ((rc = say_plan(s, 0)) == 0 && !s->cfg.quiet) print_fingerprint(s);
+        return rc;
+    }
+    plan_cli again = s->cli_given;
+    again.cut_known = 1;
+    again.cut_figure = s->cut_figure;
+    srv_plan_spare_free(s);
+    if ((rc = say_plan(s, finish_plan(s, &again))) < 0) return rc;
+    if ((rc = srv_plan_identify(s)) < 0) return rc;
+    if (!s->cfg.quiet) print_fingerprint(s);
+    return srv_plan_prepass(s);
+}
+
 static int prepare(srv *s)
 {
+    int pending = s->cfg.cli.cut_pending;
     int rc = srv_plan_prepass(s);
-    if (rc == -EINTR) return rc;
+    if (pending) rc = decide_cut(s, rc);
+    if (rc == -EINTR || rc == -ECANCELED) return rc;
     if (rc < 0) {
         fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
         return -ECANCELED;
@@ -657,22 +721,6 @@ static int prepare(srv *s)
     return rc;
 }
 
-/* Says, before the planning, which plan this node serves to which ranks:
- * every node's server of a job must print the same fingerprint (the
- * trainers compare it too: docs/MULTINODE.md). */
-static void print_fingerprint(const srv *s)
-{
-    char ranks[1024];
-    srv_format_ranks(&s->cfg, ranks, sizeof ranks);
-    char mix[LF_PLAN_MAX_SOURCES * 24 + 32] = "";
-    for (uint32_t i = 0, n = 0; i < s->cfg.plan.mix.sources && n < sizeof mix; i++)
-        n += (size_t)snprintf(mix + n, sizeof mix - n, "%s%.6f", i ? " " : "; mixture weights ",
-                              s->cfg.plan.mix.weight[i] / (double)LF_PLAN_WEIGHT_ONE);
-    fprintf(stderr, "lf-server: plan fingerprint %016" PRIx64 " for ranks %s of world %u "
-            "(every node of the job must show the same%s)\n", s->fingerprint, ranks,
-            s->cfg.world, mix);
-}
-
 /* Takes the endpoint and answers on it while the job is opened and
  * planned (startup.c): a second server is refused before it plans, and
  * clients wait for the plan instead of timing out. */
@@ -685,7 +733,7 @@ static int start(srv *s, srv_endpoint *ep)
     if (rc < 0) return -ECANCELED;
     if ((rc = srv_startup_begin(s, ep, &u)) < 0) return rc;
     rc = open_job(s);
-    if (rc == 0 && !s->cfg.quiet) print_fingerprint(s);
+    if (rc == 0 && !s->cfg.quiet && !s->cfg.cli.cut_pending) print_fingerprint(s);
     if (rc == 0) rc = prepare(s);
     int sig = srv_startup_end(&u);
     if (sig) {

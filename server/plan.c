@@ -42,12 +42,13 @@ int srv_plan_errno(int status)
  * status (LF_PLAN_E_*). */
 static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
 {
-    lf_plan_sample *v = plan_cli_samples(s->ds);
+    lf_plan_sample *own = s->plan_input ? NULL : plan_cli_samples(s->ds);
+    const lf_plan_sample *v = s->plan_input ? s->plan_input : own;
     if (!v) return LF_PLAN_E_NOMEM;
     lf_plan_params prm = s->cfg.plan;
     prm.epoch += e;
     int rc = lf_plan_create(&prm, v, s->train_samples, out);
-    free(v);
+    free(own);
     return rc;
 }
 
@@ -128,8 +129,10 @@ void srv_plan_spare_free(srv *s)
 {
     lf_plan_free(s->spare);
     free(s->spare_start);
+    free(s->plan_input);
     s->spare = NULL;
     s->spare_start = NULL;
+    s->plan_input = NULL;
 }
 
 /* Every batch's sample_ids [n], and where they apply sample_offsets [n]
@@ -313,7 +316,8 @@ typedef struct outlier_tally {
  * Start-up prints it, so a plan whose steps a trainer cannot rely on is
  * seen before training, not after. */
 typedef struct step_tally {
-    double sum_max, sum_mean, worst;
+    plan_cli_balance bal;        /* sum-max/sum-mean, as lf-plan sums it */
+    double worst;
     uint64_t source_tokens[LF_PLAN_MAX_SOURCES]; /* a mixture: the epoch's per source */
     uint64_t *tokens;            /* per step; NULL when out of memory */
     uint64_t steps, cap, empty;
@@ -399,8 +403,7 @@ static void tally_balance(step_tally *b, const lf_plan_step *st)
         if (st->rank_cost[r] > max) max = st->rank_cost[r];
         b->empty += st->rank_start[r + 1] == st->rank_start[r];
     }
-    b->sum_max += (double)max;
-    b->sum_mean += sum / st->world;
+    plan_cli_balance_add(&b->bal, st);
     if (sum > 0 && (double)max * st->world / sum > b->worst) b->worst = (double)max * st->world / sum;
     if (b->steps == b->cap) {
         uint64_t cap = b->cap ? b->cap * 2 : 1024;
@@ -546,9 +549,9 @@ static void report_balance(const srv *s, step_tally *b, const left_out *l)
                      (double)b->tokens[b->steps - 1] / (double)median);
     }
     char ratio[64] = "epoch sum-max/sum-mean not measured";
-    if (b->sum_mean > 0)
+    if (b->bal.sum_mean > 0)
         snprintf(ratio, sizeof ratio, "epoch sum-max/sum-mean %.5f, worst step %.5f",
-                 b->sum_max / b->sum_mean, b->worst);
+                 plan_cli_balance_ratio(&b->bal), b->worst);
     char dropped[128] = "nothing dropped: 0 samples, 0 tokens (0 % of the tokens)";
     if (l->rejected + l->capped)
         snprintf(dropped, sizeof dropped, "dropped %" PRIu64 " sample(s) or piece(s), %" PRIu64
@@ -575,6 +578,20 @@ static uint32_t prepass_threads(const srv *s)
     if (n > PREPASS_THREADS) n = PREPASS_THREADS;
     if (n > s->cfg.epochs) n = s->cfg.epochs;
     return n < 1 ? 1 : (uint32_t)n;
+}
+
+/* pad's default cut, deferred to this walk (main.c, dataset_defaults):
+ * part 0's epoch 0 is the balanced epoch 0 of the samples uncut that
+ * plan_cli_finish would have planned for the decision alone (the same
+ * parameters, as the cut is pending only for a balanced plan from epoch
+ * 0, and the same sums: plan_cli_balance). Returns -EAGAIN where the cut
+ * applies: the walk was of a plan that is not served. */
+static int cut_decided(srv *s, const step_tally *b)
+{
+    if (!s->cfg.cli.cut_pending) return 0;
+    s->cfg.cli.cut_pending = 0;
+    s->cut_figure = plan_cli_balance_ratio(&b->bal);
+    return plan_cli_cut_over(&s->cfg.cli, s->cut_figure) ? -EAGAIN : 0;
 }
 
 /* Walks every epoch, a contiguous share of them per thread (the prepass is
@@ -604,6 +621,7 @@ static int walk_epochs_parallel(srv *s)
         if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
         flag_epochs(&flagged, &worst, parts[t].flagged, &parts[t].worst);
     }
+    if (rc == 0) rc = cut_decided(s, &parts[0].balance);
     if (rc == 0 && !s->cfg.quiet) report_balance(s, &parts[0].balance, &parts[0].left);
     if (rc == 0 && flagged) warn_outliers(s, &worst, flagged);
     if (rc == 0 && parts[0].left.rejected + parts[0].left.capped) warn_left_out(s, &parts[0].left);
@@ -691,12 +709,10 @@ int srv_plan_identify(srv *s)
 static int eval_prepass(srv *s)
 {
     lf_plan *p;
-    lf_plan_sample *all = plan_cli_samples(s->ds);
     uint64_t n = lf_dataset_samples(s->ds) - s->train_samples;
-    s->eval_set = all ? malloc(n * sizeof *s->eval_set) : NULL;
-    if (s->eval_set) memcpy(s->eval_set, all + s->train_samples, n * sizeof *s->eval_set);
-    free(all);
+    s->eval_set = malloc(n * sizeof *s->eval_set); /* kept; start-up's copy is not */
     if (!s->eval_set) return -ENOMEM;
+    memcpy(s->eval_set, s->plan_input + s->train_samples, n * sizeof *s->eval_set);
     int rc = srv_plan_eval_create(s, &p);
     lf_plan_step st;
     uint64_t empty = 0, placed = 0;
@@ -724,6 +740,10 @@ static int eval_prepass(srv *s)
 
 int srv_plan_prepass(srv *s)
 {
+    /* a second time after pad's default cut: anew (main.c, cut_again) */
+    free(s->epoch_uses);
+    free(s->epoch_steps);
+    atomic_store(&s->planned, 0);
     s->slot_size = LF_SLOT_ALIGN;
     /* Every epoch while the counts stay small, else the first alone. */
     uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
@@ -735,7 +755,10 @@ int srv_plan_prepass(srv *s)
     if (!s->epoch_uses || !s->epoch_steps) return -ENOMEM;
     atomic_store(&s->plan_total, s->plan_samples * s->cfg.epochs);
     int rc = walk_epochs_parallel(s);
-    return rc == 0 && s->eval_slots ? eval_prepass(s) : rc;
+    if (rc == 0 && s->eval_slots) rc = eval_prepass(s);
+    free(s->plan_input); /* start-up's plans are made (a cut makes it anew) */
+    s->plan_input = NULL;
+    return rc;
 }
 
 /* A sample's id, and a piece's as ID@OFFSET (its first token in the

@@ -299,6 +299,9 @@ struct srv {
     uint32_t nextras;
     uint64_t slot_size;
     uint64_t plan_id;            /* the sequence (saved states carry it) */
+    plan_cli cli_given;          /* cfg.cli before plan_cli_finish: pad's cut, deferred
+                                    to the prepass, completes it again (main.c) */
+    double cut_figure;           /* the prepass's epoch 0 uncut: sum-max/sum-mean */
     lf_plan *spare;              /* start-up's plan, at its first epoch's start:
                                     made by srv_plan_identify, walked by the
                                     prepass's first share, then the planner's
@@ -306,6 +309,11 @@ struct srv {
                                     seconds at 10^7 samples); NULL once taken */
     void *spare_start;           /* its state at that start, to rewind it */
     long spare_start_size;
+    lf_plan_sample *plan_input;  /* start-up's: every sample's id, length and block
+                                    as lf_plan_create takes them, made once and
+                                    read by every plan start-up makes (its threads'
+                                    too); NULL once the prepass is done (the
+                                    planner's scouts make their own) */
     uint64_t fingerprint;        /* plan_id, the blocks and the epochs served:
                                     every node's server of a job must have the same */
     uint64_t cache_limit;        /* bytes of decompressed blocks */
@@ -397,7 +405,7 @@ int srv_plan_create(const srv *s, lf_plan **out);
  * from the thread that started the server, before the others run. */
 int srv_plan_first(srv *s, lf_plan **out);
 /* Frees start-up's plan where nothing took it. */
-void srv_plan_spare_free(srv *s);
+void srv_plan_spare_free(srv *s);  /* and plan_input */
 /* A plan id as lf-server --print-plan and lf-rank-loop --out write it: the
  * sample id, and ID@OFFSET for a piece of a sample (plan.c). */
 void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep);

@@ -388,19 +388,27 @@ uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
     return rows;
 }
 
-/* Padded tokens of rank r's members, with item `add` added and `drop` left
- * out (NONE for neither). */
+/* Whether x is one of set's items (up to LFP_SET_ITEMS, NONE past the last). */
+static int in_set(const uint32_t *set, uint32_t x)
+{
+    for (uint32_t j = 0; j < LFP_SET_ITEMS && set[j] != NONE; j++)
+        if (set[j] == x) return 1;
+    return 0;
+}
+
+/* Padded tokens of rank r's members, with the items of set `add` added and
+ * those of `drop` left out. */
 static uint64_t rank_padded(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
-                            uint32_t r, uint32_t add, uint32_t drop)
+                            uint32_t r, const uint32_t *add, const uint32_t *drop)
 {
     size_t m = 0;
     uint64_t maxlen = 0;
     for (uint32_t p = s->rank_start[r]; p < s->rank_start[r + 1]; p++) {
         uint32_t x = s->members[p];
-        if (x == drop) continue;
+        if (in_set(drop, x)) continue;
         s->scratch[m++] = it->len[x];
     }
-    if (add != NONE) s->scratch[m++] = it->len[add];
+    for (uint32_t j = 0; j < LFP_SET_ITEMS && add[j] != NONE; j++) s->scratch[m++] = it->len[add[j]];
     if (caps->layout == LF_PLAN_PACK) {
         qsort(s->scratch, m, sizeof(uint64_t), cmp_desc_u64);
         return (uint64_t)lfp_pack_rows(s->scratch, m, caps->seq_len, s->room, NULL) * caps->seq_len;
@@ -409,17 +417,33 @@ static uint64_t rank_padded(lfp_split *s, const lfp_items *it, const lfp_caps *c
     return maxlen * m;
 }
 
-/* Whether rank r stays within the caps after adding `add` and dropping `drop`. */
-static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
-                     uint32_t r, uint32_t add, uint32_t drop)
+/* Whether rank r stays within the caps after the items of set `add` come
+ * in and those of `drop` go. */
+static int set_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps, uint32_t r,
+                    const uint32_t *add, const uint32_t *drop)
 {
-    uint64_t tok = s->tokens[r] + (add != NONE ? it->len[add] : 0) -
-                   (drop != NONE ? it->len[drop] : 0);
+    uint64_t tok = s->tokens[r];
+    for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) {
+        if (add[j] != NONE) tok += it->len[add[j]];
+        if (drop[j] != NONE) tok -= it->len[drop[j]];
+    }
     if (caps->max_tokens && tok > caps->max_tokens) return 0;
     if (caps->row_tokens && tok > caps->row_tokens) return 0;
     if (caps->max_padded && rank_padded(s, it, caps, r, add, drop) > caps->max_padded)
         return 0;
     return 1;
+}
+
+/* Whether rank r stays within the caps after adding `add` and dropping
+ * `drop` (NONE for neither). */
+static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                     uint32_t r, uint32_t add, uint32_t drop)
+{
+    uint32_t a[LFP_SET_ITEMS], d[LFP_SET_ITEMS];
+    for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) a[j] = d[j] = NONE;
+    a[0] = add;
+    d[0] = drop;
+    return set_fits(s, it, caps, r, a, d);
 }
 
 /* Moves item x to rank `to`. Between two ranks the members array stays
@@ -628,8 +652,9 @@ static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *cap
  * interchangeable: a rank of thirteen whole pieces has 4 sets of them, not
  * 1092), at most LFP_SETS_MAX;
  * for each set of hi, bisection over lo's sets, sorted by sum, finds those
- * nearest to it less half the gap. Only without caps (rank_fits checks one
- * item in and one out), and only while the costliest rank is over the mean
+ * nearest to it less half the gap, within the caps (pack: the rank's rows
+ * still hold its items by best-fit decreasing). Only while the costliest
+ * rank is over the mean
  * by more than 2^-EXCHANGE_SHIFT (0.1 %, half the issue's 1.002): a step
  * that one-for-one changes left closer keeps its split, bit for bit, and
  * costs no more planning. */
@@ -682,8 +707,8 @@ static int nearer(uint64_t gap, uint64_t delta, const change *best)
 
 /* The best exchange of a set of hi's (listed in h) for a set of lo's, the
  * cost moved nearest to half their gap. */
-static change best_exchange(lfp_split *s, const lfp_items *it, const set_list *h,
-                            uint32_t hi, uint32_t lo, uint64_t *work)
+static change best_exchange(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                            const set_list *h, uint32_t hi, uint32_t lo, uint64_t *work)
 {
     change best = NO_CHANGE;
     set_list l = {s->set_keys + LFP_SETS_MAX, s->set_items + LFP_SETS_MAX * LFP_SET_ITEMS, 0};
@@ -699,6 +724,7 @@ static change best_exchange(lfp_split *s, const lfp_items *it, const set_list *h
             if (c >= sum || !nearer(gap, sum - c, &best)) continue;
             const uint32_t *x = h->items + (size_t)h->keys[a].idx * LFP_SET_ITEMS;
             const uint32_t *y = l.items + (size_t)l.keys[b].idx * LFP_SET_ITEMS;
+            if (!set_fits(s, it, caps, lo, x, y) || !set_fits(s, it, caps, hi, y, x)) continue;
             memcpy(best.x, x, sizeof best.x);
             memcpy(best.y, y, sizeof best.y);
             best.delta = sum - c;
@@ -777,15 +803,14 @@ static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
         apply_change(s, it, ord, c, hi, lo);
         return 1;
     }
-    if (caps->max_tokens || caps->max_padded || caps->row_tokens ||
-        close_enough(s->cost[hi], k, total, EXCHANGE_SHIFT))
+    if (close_enough(s->cost[hi], k, total, EXCHANGE_SHIFT))
         return 0;
     set_list h = {s->set_keys, s->set_items, 0};
     if (*work) rank_sets(s, it, hi, 0, &h);
     *work = *work > h.n ? *work - h.n : 0;
     for (uint32_t i = 0; *work && s->cost[ord[i]] < s->cost[hi]; i++) {
         uint32_t lo = ord[i];
-        change c = best_exchange(s, it, &h, hi, lo, work);
+        change c = best_exchange(s, it, caps, &h, hi, lo, work);
         if (c.x[0] == NONE) continue;
         apply_change(s, it, ord, c, hi, lo);
         return 1;

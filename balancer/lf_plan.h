@@ -277,6 +277,14 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
                    size_t n, lf_plan **out);
 void lf_plan_free(lf_plan *plan);    /* accepts NULL */
 
+/* The split's version: which rank each of a step's samples goes to. A
+ * change to the split that keeps the global sequence (what a saved state
+ * holds and restores onto) but moves samples between ranks bumps it; a
+ * job's servers put it in their plan fingerprint, so nodes whose splits
+ * differ refuse to train together instead of serving a sample twice.
+ * 2: the local search's set exchanges (split.c, best_exchange). */
+#define LF_PLAN_SPLIT_VERSION 2u
+
 #define LF_PLAN_STEP_OUTLIERS 1u /* this step releases a group of outliers */
 #define LF_PLAN_STEP_TAIL 2u     /* the epoch's last step: it takes what is left */
 

@@ -59,6 +59,12 @@ typedef struct lfp_subset {
     uint32_t head, tail;
 } lfp_subset;
 
+/* The local search's last resort (split.c, best_exchange): sets of up to
+ * LFP_SET_ITEMS items of one rank for a set of the other, at most
+ * LFP_SETS_MAX sets listed a rank. */
+#define LFP_SET_ITEMS 4u
+#define LFP_SETS_MAX 4096u
+
 /* Split scratch, sized for the largest step at create time. */
 typedef struct lfp_split {
     uint32_t world;
@@ -87,6 +93,9 @@ typedef struct lfp_split {
     uint64_t *fit;               /* leaves: the longest item each can take, + 1 */
     lfp_key *lo_keys;            /* 2 * maxn: a swap search's cheaper rank, sorted */
     lfp_key *rank_keys;          /* 2 * world: the ranks' costs, to sort */
+    lfp_key *set_keys;           /* 3 * LFP_SETS_MAX: an exchange's sets of each
+                                    rank (sum, entry) and the sort's scratch */
+    uint32_t *set_items;         /* 2 * LFP_SETS_MAX * LFP_SET_ITEMS: their items */
     uint32_t *rank_order;        /* world: the ranks, cheapest first, in a search */
     uint32_t *rank_rows;         /* pack: per rank, rows opened by the row fill */
     uint32_t *row_head;          /* pack: per rank, its first row (NONE: none) */

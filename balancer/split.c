@@ -42,7 +42,9 @@
  * move is O(m); a swap looks at the items of the cheaper rank within the
  * gap below each item of the costlier, found by bisecting their sorted
  * costs, and swaps stop after 8192 pairs per round); it stops when nothing
- * helps or the costliest rank is within 2^-12 of the mean. Memory caps (tokens, padded
+ * helps or the costliest rank is within 2^-12 of the mean; where nothing
+ * helps and it is still 2^-10 over, sets of up to four items of it for a
+ * set of a cheaper rank (best_exchange). Memory caps (tokens, padded
  * tokens) are enforced here: ranks over a cap first hand their longest items
  * to the cheapest rank with room, and items no rank has room for are left
  * unplaced for the caller to defer. Every choice breaks ties by item cost,
@@ -88,6 +90,8 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
     s->fit = malloc((size_t)s->leaves * sizeof(uint64_t));
     s->lo_keys = malloc(2 * nt * sizeof *s->lo_keys);
     s->rank_keys = malloc(2 * ((size_t)world + 1) * sizeof *s->rank_keys);
+    s->set_keys = malloc(3 * (size_t)LFP_SETS_MAX * sizeof *s->set_keys);
+    s->set_items = malloc(2 * (size_t)LFP_SETS_MAX * LFP_SET_ITEMS * sizeof(uint32_t));
     s->rank_order = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->rank_rows = malloc(((size_t)world + 1) * sizeof(uint32_t));
     s->row_head = malloc(((size_t)world + 1) * sizeof(uint32_t));
@@ -105,6 +109,7 @@ int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn)
         !s->next || !s->tmp || !s->tmp_ord || !s->tmp_aux ||
         !s->assign || !s->cost || !s->tokens || !s->excess || !s->tree ||
         !s->tree_cost || !s->fit_tree || !s->fit || !s->lo_keys || !s->rank_keys ||
+        !s->set_keys || !s->set_items ||
         !s->rank_order || !s->rank_rows ||
         !s->row_head || !s->row_next || !s->row_of || !s->row_room || !s->members ||
         !s->rank_start || !s->scratch || !s->room || !s->keys || !s->offset)
@@ -123,7 +128,7 @@ void lfp_split_free(lfp_split *s)
     free(s->tmp); free(s->tmp_ord); free(s->tmp_aux);
     free(s->assign); free(s->cost); free(s->tokens); free(s->excess);
     free(s->tree); free(s->tree_cost); free(s->fit_tree); free(s->fit);
-    free(s->lo_keys); free(s->rank_keys); free(s->rank_order);
+    free(s->lo_keys); free(s->rank_keys); free(s->set_keys); free(s->set_items); free(s->rank_order);
     free(s->rank_rows); free(s->row_head); free(s->row_next); free(s->row_of); free(s->row_room);
     free(s->members); free(s->rank_start); free(s->scratch); free(s->room); free(s->keys);
     free(s->offset);
@@ -383,19 +388,27 @@ uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
     return rows;
 }
 
-/* Padded tokens of rank r's members, with item `add` added and `drop` left
- * out (NONE for neither). */
+/* Whether x is one of set's items (up to LFP_SET_ITEMS, NONE past the last). */
+static int in_set(const uint32_t *set, uint32_t x)
+{
+    for (uint32_t j = 0; j < LFP_SET_ITEMS && set[j] != NONE; j++)
+        if (set[j] == x) return 1;
+    return 0;
+}
+
+/* Padded tokens of rank r's members, with the items of set `add` added and
+ * those of `drop` left out. */
 static uint64_t rank_padded(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
-                            uint32_t r, uint32_t add, uint32_t drop)
+                            uint32_t r, const uint32_t *add, const uint32_t *drop)
 {
     size_t m = 0;
     uint64_t maxlen = 0;
     for (uint32_t p = s->rank_start[r]; p < s->rank_start[r + 1]; p++) {
         uint32_t x = s->members[p];
-        if (x == drop) continue;
+        if (in_set(drop, x)) continue;
         s->scratch[m++] = it->len[x];
     }
-    if (add != NONE) s->scratch[m++] = it->len[add];
+    for (uint32_t j = 0; j < LFP_SET_ITEMS && add[j] != NONE; j++) s->scratch[m++] = it->len[add[j]];
     if (caps->layout == LF_PLAN_PACK) {
         qsort(s->scratch, m, sizeof(uint64_t), cmp_desc_u64);
         return (uint64_t)lfp_pack_rows(s->scratch, m, caps->seq_len, s->room, NULL) * caps->seq_len;
@@ -404,17 +417,33 @@ static uint64_t rank_padded(lfp_split *s, const lfp_items *it, const lfp_caps *c
     return maxlen * m;
 }
 
-/* Whether rank r stays within the caps after adding `add` and dropping `drop`. */
-static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
-                     uint32_t r, uint32_t add, uint32_t drop)
+/* Whether rank r stays within the caps after the items of set `add` come
+ * in and those of `drop` go. */
+static int set_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps, uint32_t r,
+                    const uint32_t *add, const uint32_t *drop)
 {
-    uint64_t tok = s->tokens[r] + (add != NONE ? it->len[add] : 0) -
-                   (drop != NONE ? it->len[drop] : 0);
+    uint64_t tok = s->tokens[r];
+    for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) {
+        if (add[j] != NONE) tok += it->len[add[j]];
+        if (drop[j] != NONE) tok -= it->len[drop[j]];
+    }
     if (caps->max_tokens && tok > caps->max_tokens) return 0;
     if (caps->row_tokens && tok > caps->row_tokens) return 0;
     if (caps->max_padded && rank_padded(s, it, caps, r, add, drop) > caps->max_padded)
         return 0;
     return 1;
+}
+
+/* Whether rank r stays within the caps after adding `add` and dropping
+ * `drop` (NONE for neither). */
+static int rank_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                     uint32_t r, uint32_t add, uint32_t drop)
+{
+    uint32_t a[LFP_SET_ITEMS], d[LFP_SET_ITEMS];
+    for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) a[j] = d[j] = NONE;
+    a[0] = add;
+    d[0] = drop;
+    return set_fits(s, it, caps, r, a, d);
 }
 
 /* Moves item x to rank `to`. Between two ranks the members array stays
@@ -508,9 +537,29 @@ static void repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 #define SWAP_WORK 8192u          /* sample pairs a swap search may look at */
 
 typedef struct change {
-    uint32_t x, y;               /* x leaves hi; y (or NONE) leaves lo */
+    uint32_t x[LFP_SET_ITEMS];   /* the items that leave hi (NONE past the last) */
+    uint32_t y[LFP_SET_ITEMS];   /* those that leave lo (NONE: none, a move) */
     uint64_t delta;              /* cost moved from hi to lo */
 } change;
+
+static const change NO_CHANGE = {{NONE, NONE, NONE, NONE}, {NONE, NONE, NONE, NONE}, 0};
+
+/* x leaves hi, y (or NONE) leaves lo */
+static change one_for_one(uint32_t x, uint32_t y, uint64_t delta)
+{
+    change c = NO_CHANGE;
+    c.x[0] = x;
+    c.y[0] = y;
+    c.delta = delta;
+    return c;
+}
+
+/* How far moving delta between two ranks gap apart lands from halving
+ * the gap (doubled, to stay in integers). */
+static uint64_t off_half(uint64_t gap, uint64_t delta)
+{
+    return 2 * delta > gap ? 2 * delta - gap : gap - 2 * delta;
+}
 
 /* Is moving `delta` from hi to lo (gap apart) better than the current best?
  * Better: closer to gap/2; ties by the smaller ids (x, then y). */
@@ -518,13 +567,39 @@ static int better(const lfp_items *it, uint64_t gap, uint64_t delta, uint32_t x,
                   uint32_t y, const change *best)
 {
     if (delta == 0 || delta >= gap) return 0;
-    if (best->x == NONE) return 1;
-    uint64_t d1 = 2 * delta > gap ? 2 * delta - gap : gap - 2 * delta;
-    uint64_t d0 = 2 * best->delta > gap ? 2 * best->delta - gap : gap - 2 * best->delta;
+    if (best->x[0] == NONE) return 1;
+    uint64_t d1 = off_half(gap, delta), d0 = off_half(gap, best->delta);
     if (d1 != d0) return d1 < d0;
-    if (it->id[x] != it->id[best->x]) return it->id[x] < it->id[best->x];
-    if (y == NONE || best->y == NONE) return y == NONE && best->y != NONE;
-    return it->id[y] < it->id[best->y];
+    uint32_t bx = best->x[0], by = best->y[0];
+    if (it->id[x] != it->id[bx]) return it->id[x] < it->id[bx];
+    if (y == NONE || by == NONE) return y == NONE && by != NONE;
+    return it->id[y] < it->id[by];
+}
+
+/* Rank r's items into keys[0..m), costliest first (ties: the smaller id),
+ * keys[m..2m) the sort's scratch; returns m. */
+static uint32_t sorted_rank(const lfp_split *s, const lfp_items *it, uint32_t r, lfp_key *keys)
+{
+    uint32_t m = rank_size(s, r);
+    for (uint32_t q = 0; q < m; q++) {
+        uint32_t y = s->members[s->rank_start[r] + q];
+        keys[q] = (lfp_key){it->cost[y], it->id[y], y};
+    }
+    lfp_sort_keys(keys, m, keys + m);
+    return m;
+}
+
+/* The first place in keys[0..n), costliest first, whose cost is at most t
+ * (n: none). */
+static uint32_t first_at_most(const lfp_key *keys, uint32_t n, uint64_t t)
+{
+    uint32_t a = 0, b = n;
+    while (a < b) {
+        uint32_t mid = a + (b - a) / 2;
+        if (keys[mid].len > t) a = mid + 1;
+        else b = mid;
+    }
+    return a;
 }
 
 /* The best change between hi and lo: a move if any helps (O(m)), else the
@@ -532,45 +607,136 @@ static int better(const lfp_items *it, uint64_t gap, uint64_t delta, uint32_t x,
 static change best_change(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
                           uint32_t hi, uint32_t lo, uint64_t *swap_work)
 {
-    change best = {NONE, NONE, 0};
+    change best = NO_CHANGE;
     uint64_t gap = s->cost[hi] - s->cost[lo];
     for (uint32_t p = s->rank_start[hi]; p < s->rank_start[hi + 1]; p++) {
         uint32_t x = s->members[p];
         if (better(it, gap, it->cost[x], x, NONE, &best) &&
             rank_fits(s, it, caps, lo, x, NONE))
-            best = (change){x, NONE, it->cost[x]};
+            best = one_for_one(x, NONE, it->cost[x]);
     }
     uint64_t pairs = (uint64_t)rank_size(s, hi) * rank_size(s, lo);
-    if (best.x != NONE || pairs > *swap_work) return best;
+    if (best.x[0] != NONE || pairs > *swap_work) return best;
     *swap_work -= pairs;
     /* A swap gains only if y is cheaper than x by less than the gap: with
      * lo's items sorted costliest first, those are a run found by bisection.
      * `better` orders candidates totally, so the order they come in does
      * not change the choice. */
-    uint32_t nlo = rank_size(s, lo);
     lfp_key *ly = s->lo_keys;
-    for (uint32_t q = 0; q < nlo; q++) {
-        uint32_t y = s->members[s->rank_start[lo] + q];
-        ly[q] = (lfp_key){it->cost[y], it->id[y], y};
-    }
-    lfp_sort_keys(ly, nlo, ly + nlo);
+    uint32_t nlo = sorted_rank(s, it, lo, ly);
     for (uint32_t p = s->rank_start[hi]; p < s->rank_start[hi + 1]; p++) {
-        uint32_t x = s->members[p], a = 0, b = nlo;
+        uint32_t x = s->members[p];
         uint64_t cx = it->cost[x];
-        while (a < b) {                          /* the first item cheaper than x */
-            uint32_t mid = a + (b - a) / 2;
-            if (ly[mid].len >= cx) a = mid + 1;
-            else b = mid;
-        }
+        uint32_t a = first_at_most(ly, nlo, cx - 1);   /* the first item cheaper than x */
         for (uint32_t q = a; q < nlo && cx - ly[q].len < gap; q++) {
             uint32_t y = ly[q].idx;
             uint64_t delta = cx - ly[q].len;
             if (better(it, gap, delta, x, y, &best) && rank_fits(s, it, caps, lo, x, y) &&
                 rank_fits(s, it, caps, hi, y, x))
-                best = (change){x, y, delta};
+                best = one_for_one(x, y, delta);
         }
     }
     return best;
+}
+
+/* ---- the last resort: sets for sets ----
+ *
+ * Where no single move or swap helps, up to LFP_SET_ITEMS items of the
+ * costliest rank for up to as many of a cheaper one (none: a move). On text
+ * split into pieces of one length most items cost the same, and a rank's
+ * cost moves in whole pieces unless its short items make up the rest: a
+ * short item for two or three, or a piece for four short ones, reaches
+ * sums one for one cannot (dev-text split at 2048, world 64, 16 a rank:
+ * p99 1.00285 with one for one, 1.00078 with sets). Each rank's sets are
+ * listed once per distinct multiset of costs (equal items are
+ * interchangeable: a rank of thirteen whole pieces has 4 sets of them, not
+ * 1092), at most LFP_SETS_MAX;
+ * for each set of hi, bisection over lo's sets, sorted by sum, finds those
+ * nearest to it less half the gap, within the caps (pack: the rank's rows
+ * still hold its items by best-fit decreasing). Only while the costliest
+ * rank is over the mean
+ * by more than 2^-EXCHANGE_SHIFT (0.1 %, half the issue's 1.002): a step
+ * that one-for-one changes left closer keeps its split, bit for bit, and
+ * costs no more planning. */
+#define EXCHANGE_SHIFT 10
+#define EXCHANGE_WORK (1u << 20)   /* sets a step's search may list */
+
+typedef struct set_list {
+    lfp_key *keys;               /* (sum, entry, entry) */
+    uint32_t *items;             /* entry e's items: items[e * LFP_SET_ITEMS ..] */
+    uint32_t n;
+} set_list;
+
+/* Lists the sets of k[start..m) (costliest first) of up to LFP_SET_ITEMS
+ * items that extend chosen[0..depth) (summing to sum), one per multiset of
+ * costs, in a fixed order, while there is room. */
+static void list_sets(const lfp_key *k, uint32_t m, uint32_t start, uint32_t depth,
+                      uint64_t sum, uint32_t *chosen, set_list *l)
+{
+    for (uint32_t i = start; i < m && l->n < LFP_SETS_MAX; i++) {
+        if (i > start && k[i].len == k[i - 1].len) continue;   /* the same multiset */
+        chosen[depth] = k[i].idx;
+        uint32_t e = l->n++, *items = l->items + (size_t)e * LFP_SET_ITEMS;
+        for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) items[j] = j <= depth ? chosen[j] : NONE;
+        l->keys[e] = (lfp_key){sum + k[i].len, e, e};
+        if (depth + 1 < LFP_SET_ITEMS) list_sets(k, m, i + 1, depth + 1, sum + k[i].len, chosen, l);
+    }
+}
+
+/* Rank r's sets into l, with the empty set first if `empty`. */
+static void rank_sets(lfp_split *s, const lfp_items *it, uint32_t r, int empty, set_list *l)
+{
+    uint32_t chosen[LFP_SET_ITEMS];
+    l->n = 0;
+    if (empty) {
+        for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) l->items[j] = NONE;
+        l->keys[l->n++] = (lfp_key){0, 0, 0};
+    }
+    uint32_t m = sorted_rank(s, it, r, s->lo_keys);
+    list_sets(s->lo_keys, m, 0, 0, 0, chosen, l);
+}
+
+/* Whether delta (cost from hi to lo, gap apart) helps and lands nearer to
+ * gap/2 than the best so far (the first found wins ties: the sets' order
+ * makes that deterministic). */
+static int nearer(uint64_t gap, uint64_t delta, const change *best)
+{
+    if (delta == 0 || delta >= gap) return 0;
+    return best->x[0] == NONE || off_half(gap, delta) < off_half(gap, best->delta);
+}
+
+/* The best exchange of a set of hi's (listed in h) for a set of lo's, the
+ * cost moved nearest to half their gap. */
+static change best_exchange(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
+                            const set_list *h, uint32_t hi, uint32_t lo, uint64_t *work)
+{
+    change best = NO_CHANGE;
+    set_list l = {s->set_keys + LFP_SETS_MAX, s->set_items + LFP_SETS_MAX * LFP_SET_ITEMS, 0};
+    rank_sets(s, it, lo, 1, &l);
+    *work = *work > l.n ? *work - l.n : 0;
+    lfp_sort_keys(l.keys, l.n, s->set_keys + 2 * LFP_SETS_MAX);
+    uint64_t gap = s->cost[hi] - s->cost[lo];
+    for (uint32_t a = 0; a < h->n; a++) {
+        uint64_t sum = h->keys[a].len, t = sum > gap / 2 ? sum - gap / 2 : 0;
+        uint32_t q = first_at_most(l.keys, l.n, t);
+        for (uint32_t b = q > 0 ? q - 1 : q; b <= q && b < l.n; b++) {
+            uint64_t c = l.keys[b].len;
+            if (c >= sum || !nearer(gap, sum - c, &best)) continue;
+            const uint32_t *x = h->items + (size_t)h->keys[a].idx * LFP_SET_ITEMS;
+            const uint32_t *y = l.items + (size_t)l.keys[b].idx * LFP_SET_ITEMS;
+            if (!set_fits(s, it, caps, lo, x, y) || !set_fits(s, it, caps, hi, y, x)) continue;
+            memcpy(best.x, x, sizeof best.x);
+            memcpy(best.y, y, sizeof best.y);
+            best.delta = sum - c;
+        }
+    }
+    return best;
+}
+
+/* Whether the costliest rank, cost `top`, is within 2^-shift of the mean. */
+static int close_enough(uint64_t top, uint32_t world, lfp_u128 total, int shift)
+{
+    return ((lfp_u128)top * world - total) << shift <= total;
 }
 
 /* The first place in ord[0..n), ranks in search order (cheaper first, ties
@@ -603,8 +769,14 @@ static void apply_change(lfp_split *s, const lfp_items *it, uint32_t *ord, chang
 {
     size_t k = s->world, ph = rank_bound(s, ord, k, s->cost[hi], hi);
     size_t pl = rank_bound(s, ord, k, s->cost[lo], lo);
-    if (c.y == NONE) move_item(s, it, c.x, lo);
-    else swap_items(s, it, c.x, c.y);
+    if (c.x[1] == NONE && c.y[0] != NONE && c.y[1] == NONE) {
+        swap_items(s, it, c.x[0], c.y[0]);
+    } else {
+        for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) {
+            if (c.x[j] != NONE) move_item(s, it, c.x[j], lo);
+            if (c.y[j] != NONE) move_item(s, it, c.y[j], hi);
+        }
+    }
     size_t first = ph < pl ? ph : pl, last = ph < pl ? pl : ph;
     memmove(ord + last, ord + last + 1, (k - 1 - last) * sizeof *ord);
     memmove(ord + first, ord + first + 1, (k - 2 - first) * sizeof *ord);
@@ -615,18 +787,31 @@ static void apply_change(lfp_split *s, const lfp_items *it, uint32_t *ord, chang
 /* Improves the costliest rank (the lowest number on ties) against the
  * cheapest rank that allows a change, trying ranks cheapest first (ties by
  * rank number); swaps only while SWAP_WORK pairs last, so a step of long
- * rank lists stays cheap. ord holds the ranks in that order. */
+ * rank lists stays cheap, and set exchanges while *work, the sets the
+ * step's search may still list, lasts. ord holds the ranks in that order. */
 static int improve_once(lfp_split *s, const lfp_items *it, const lfp_caps *caps,
-                        uint32_t *ord, lfp_u128 total)
+                        uint32_t *ord, lfp_u128 total, uint64_t *work)
 {
     uint32_t k = s->world, hi = ord[rank_bound(s, ord, k, s->cost[ord[k - 1]], 0)];
     /* close enough: the costliest rank within 2^-12 (0.024%) of the mean */
-    if (((lfp_u128)s->cost[hi] * k - total) << LOCAL_GOOD_SHIFT <= total) return 0;
+    if (close_enough(s->cost[hi], k, total, LOCAL_GOOD_SHIFT)) return 0;
     uint64_t swap_work = SWAP_WORK;
     for (uint32_t i = 0; s->cost[ord[i]] < s->cost[hi]; i++) {
         uint32_t lo = ord[i];
         change c = best_change(s, it, caps, hi, lo, &swap_work);
-        if (c.x == NONE) continue;
+        if (c.x[0] == NONE) continue;
+        apply_change(s, it, ord, c, hi, lo);
+        return 1;
+    }
+    if (close_enough(s->cost[hi], k, total, EXCHANGE_SHIFT))
+        return 0;
+    set_list h = {s->set_keys, s->set_items, 0};
+    if (*work) rank_sets(s, it, hi, 0, &h);
+    *work = *work > h.n ? *work - h.n : 0;
+    for (uint32_t i = 0; *work && s->cost[ord[i]] < s->cost[hi]; i++) {
+        uint32_t lo = ord[i];
+        change c = best_exchange(s, it, caps, &h, hi, lo, work);
+        if (c.x[0] == NONE) continue;
         apply_change(s, it, ord, c, hi, lo);
         return 1;
     }
@@ -649,7 +834,9 @@ static void local_search(lfp_split *s, const lfp_items *it, const lfp_caps *caps
     }
     lfp_sort_keys(keys, k, keys + k);
     for (uint32_t r = 0; r < k; r++) ord[r] = keys[r].idx;
-    for (uint32_t iter = 0; iter < 4 * k && improve_once(s, it, caps, ord, total); iter++) {
+    uint64_t work = EXCHANGE_WORK;
+    for (uint32_t iter = 0; iter < 4 * k && improve_once(s, it, caps, ord, total, &work);
+         iter++) {
     }
 }
 

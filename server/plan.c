@@ -662,7 +662,9 @@ static int compute_plan_id(srv *s, const lf_plan *p)
 }
 
 /* The plan fingerprint: the plan id (the samples' lengths and locality
- * groups, every sequence parameter, world, layout, transform), the block
+ * groups, every sequence parameter, world, layout, transform), the split's
+ * version (LF_PLAN_SPLIT_VERSION: not in the plan id, as a saved state
+ * holds the sequence, which a new split keeps), the block
  * layout (each block's first sample, sample count and raw size: a copy
  * converted at another --block-size differs even where its groups come out
  * the same) and the epochs served (--epoch, --epochs: a node serving fewer
@@ -672,7 +674,8 @@ static int compute_plan_id(srv *s, const lf_plan *p)
  * a run started at a later --epoch. */
 static void compute_fingerprint(srv *s)
 {
-    uint64_t head[] = {s->plan_id, s->cfg.plan.epoch, s->cfg.epochs, s->train_blocks};
+    uint64_t head[] = {s->plan_id, LF_PLAN_SPLIT_VERSION, s->cfg.plan.epoch, s->cfg.epochs,
+                       s->train_blocks};
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     XXH3_64bits_update(&h, head, sizeof head);

@@ -27,54 +27,20 @@
  * wrote that text under the trainer's reads (with the stand-in driver,
  * ThreadSanitizer reported the race).
  */
-#include "cudrv.h"
-#include "levelfeed.h"
-#include "srv_test.h"
+#include "gpu_test.h"
 
 #include <errno.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #define MAX_BATCHES 256
 #define SAVE_AT 5
 
-typedef struct record {
-    uint32_t epoch, nsamples, ntensors;
-    uint64_t step;
-    uint64_t digest[8];
-} record;
-
 typedef struct run {
-    record rec[MAX_BATCHES];
+    gpu_test_record rec[MAX_BATCHES];
     uint32_t n, reports;
     unsigned char state[LF_STATE_SIZE];
 } run;
 
-/* Device-to-host copies for the check, through the driver like the client. */
-typedef struct dtoh {
-    int (*device_get)(int *dev, int ordinal);
-    int (*ctx_retain)(void **ctx, int dev);
-    int (*ctx_set)(void *ctx);
-    int (*copy)(void *dst, unsigned long long src, size_t bytes);
-} dtoh;
-
-static void dtoh_load(dtoh *d)
-{
-    const char *names[] = {"cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
-                           "cuMemcpyDtoH_v2"};
-    void *slots[] = {&d->device_get, &d->ctx_retain, &d->ctx_set, &d->copy};
-    for (int i = 0; i < 4; i++) {
-        void *f = lf_cudrv_symbol(names[i]);
-        ASSERT_TRUE(f != NULL);
-        memcpy(slots[i], &f, sizeof f);
-    }
-    int dev;
-    void *ctx;
-    ASSERT_EQ(d->device_get(&dev, 0), 0);
-    ASSERT_EQ(d->ctx_retain(&ctx, dev), 0);
-    ASSERT_EQ(d->ctx_set(ctx), 0);
-}
+typedef gpu_test_dtoh dtoh;
 
 static pid_t start(const char *bin, const char *ds, const char *ep, const char *world,
                    const char *ranks)
@@ -85,40 +51,11 @@ static pid_t start(const char *bin, const char *ds, const char *ep, const char *
     return srv_test_start(bin, ep, argv);
 }
 
-static lf_client *open_rank0(const char *ep, int world_size)
-{
-    lf_client_options o;
-    lf_client_options_default(&o);
-    o.rank = 0;
-    o.world_size = world_size;
-    o.device = 0;
-    o.endpoint = ep;
-    lf_client *c;
-    ASSERT_EQ(lf_client_open(&o, &c), 0);
-    return c;
-}
-
 /* Appends b to r; tensor bytes from the host or copied back from the device. */
 static void record_batch(run *r, const lf_batch *b, const dtoh *d)
 {
     ASSERT_LT(r->n, MAX_BATCHES);
-    record *x = &r->rec[r->n++];
-    *x = (record){.epoch = b->epoch, .step = b->step, .nsamples = b->nsamples,
-                  .ntensors = b->ntensors};
-    ASSERT_LE(b->ntensors, 8);
-    for (uint32_t i = 0; i < b->ntensors; i++) {
-        const lf_tensor *t = &b->tensors[i];
-        if (!d) {
-            ASSERT_TRUE(t->host != NULL && t->device == NULL);
-            x->digest[i] = XXH3_64bits(t->host, t->size);
-            continue;
-        }
-        ASSERT_TRUE(t->host == NULL && t->device != NULL);
-        void *buf = malloc(t->size ? t->size : 1);
-        ASSERT_EQ(d->copy(buf, (unsigned long long)(uintptr_t)t->device, t->size), 0);
-        x->digest[i] = XXH3_64bits(buf, t->size);
-        free(buf);
-    }
+    gpu_test_record_batch(&r->rec[r->n++], b, d);
 }
 
 /* Takes `slots` batches without releasing any: one more lf_next is refused
@@ -160,27 +97,6 @@ static void drain(lf_client *c, run *r, const dtoh *d, uint32_t slots)
     if (rc != LF_E_END) TEST_FAIL_("lf_next: %s (%s)", lf_strerror(rc), lf_client_error(c));
 }
 
-/* The server counts every STEP; they arrive on the client's connection
- * while lf-stat asks on its own, so the count is polled for up to 5 s. */
-static void expect_steps(const char *bin, const char *ep, uint32_t want)
-{
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "'%.4000s/lf-stat' '%.4000s' --json", bin, ep);
-    long got = -1;
-    for (int i = 0; i < 100 && got != want; i++) {
-        if (i) usleep(50000);
-        FILE *p = popen(cmd, "r");
-        ASSERT_TRUE(p != NULL);
-        static char out[1 << 16];
-        size_t n = fread(out, 1, sizeof out - 1, p);
-        out[n] = 0;
-        pclose(p);
-        const char *at = strstr(out, "\"steps_reported\"");
-        got = at ? strtol(strchr(at, ':') + 1, NULL, 10) : -1;
-    }
-    if (got != want) TEST_FAIL_("the server counted %ld steps, %u were reported", got, want);
-}
-
 /* Rank 1 of the server's two never comes, so the server starts nothing
  * and the thread keeps polling (a thread blocked on a full device ring
  * would not read the ERROR); between reading the text and the ERROR's
@@ -188,7 +104,7 @@ static void expect_steps(const char *bin, const char *ep, uint32_t want)
 static void error_while_prefetching(const char *bin, const char *ds, const char *ep)
 {
     pid_t srv = start(bin, ds, ep, "2", "0,1");
-    lf_client *c = open_rank0(ep, 2);
+    lf_client *c = gpu_test_open(ep, 2);
     ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
     lf_batch b;
     ASSERT_EQ(lf_next(c, &b, 0), LF_E_TIMEOUT); /* the thread sends START */
@@ -216,7 +132,7 @@ int main(void)
     static run a, b;
 
     pid_t srv = start(bin, ds, ep, "1", "0");
-    lf_client *c = open_rank0(ep, 1);
+    lf_client *c = gpu_test_open(ep, 1);
     lf_batch first;
     ASSERT_EQ(lf_next(c, &first, 10000), 0);
     ASSERT_EQ(lf_client_use_device(c, 0, 2), LF_E_ORDER);
@@ -225,13 +141,13 @@ int main(void)
     a.reports++;
     ASSERT_EQ(lf_release(c, &first), 0);
     drain(c, &a, NULL, 3);
-    expect_steps(bin, ep, a.reports);
+    gpu_test_expect_steps(bin, ep, a.reports);
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
     ASSERT_GT(a.n, SAVE_AT);
 
     srv = start(bin, ds, ep, "1", "0");
-    c = open_rank0(ep, 1);
+    c = gpu_test_open(ep, 1);
     ASSERT_EQ(lf_client_use_device(c, 0, 1000), -EINVAL); /* depth out of range */
     int rc = lf_client_use_device(c, -1, 2);
     if (rc == -ENODEV) {
@@ -245,12 +161,12 @@ int main(void)
     if (rc != 0) TEST_FAIL_("lf_client_use_device: %s (%s)", lf_strerror(rc), lf_client_error(c));
     ASSERT_EQ(lf_client_use_device(c, 0, 2), LF_E_ORDER); /* once */
     dtoh d;
-    dtoh_load(&d);
+    gpu_test_dtoh_load(&d);
     lf_batch forged = {.slot = 99};
     ASSERT_EQ(lf_release(c, &forged), -EINVAL);
     ASSERT_EQ(lf_report_step(c, 1000), LF_E_ORDER); /* no batch yet */
     drain(c, &b, &d, 2);
-    expect_steps(bin, ep, b.reports);
+    gpu_test_expect_steps(bin, ep, b.reports);
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
 
@@ -258,7 +174,7 @@ int main(void)
      * position. Then closed before the first lf_next: the prefetch thread,
      * still waiting to start, stops; nothing hangs. */
     srv = start(bin, ds, ep, "1", "0");
-    c = open_rank0(ep, 1);
+    c = gpu_test_open(ep, 1);
     ASSERT_EQ(lf_state_restore(c, a.state, sizeof a.state), 0);
     ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
     unsigned char again[LF_STATE_SIZE];
@@ -267,14 +183,7 @@ int main(void)
     lf_client_close(c);
     ASSERT_EQ(srv_test_wait(srv), 0);
     ASSERT_EQ(b.n, a.n);
-    for (uint32_t i = 0; i < a.n; i++) {
-        const record *x = &a.rec[i], *y = &b.rec[i];
-        ASSERT_EQ(y->epoch, x->epoch);
-        ASSERT_EQ(y->step, x->step);
-        ASSERT_EQ(y->nsamples, x->nsamples);
-        ASSERT_EQ(y->ntensors, x->ntensors);
-        for (uint32_t t = 0; t < x->ntensors; t++) ASSERT_EQ(y->digest[t], x->digest[t]);
-    }
+    gpu_test_records_equal(a.rec, b.rec, a.n, "device run");
     ASSERT_MEM_EQ(b.state, a.state, LF_STATE_SIZE);
     error_while_prefetching(bin, ds, ep);
     printf("device 0: %u batches, bytes and saved state equal the host run\n", b.n);

@@ -60,24 +60,24 @@ int lf_next(lf_client *c, lf_batch *b, int timeout_ms)
 
 int lf_eval_begin(lf_client *c)
 {
-    if (c->gpu) { /* its thread owns the socket: eval batches on a device are not done */
-        lf_client_set_error(c, "evaluation passes take host batches: not with lf_client_use_device yet");
-        return to_trainer(c, LF_E_ORDER);
-    }
-    return to_trainer(c, lf_client_host_eval_begin(c));
+    return to_trainer(c, c->gpu ? lf_gpu_eval_begin(c->gpu) : lf_client_host_eval_begin(c));
 }
 
-/* The eval batch does not move the trainer's position (trainer_got). */
+/* The eval batch does not move the trainer's position (trainer_got).
+ * Without a pass the call is refused here: a device's thread is not
+ * stopped for it (eval_on is the trainer's thread's alone to write). */
 int lf_eval_next(lf_client *c, lf_batch *b, int timeout_ms)
 {
-    int rc = c->gpu ? LF_E_ORDER : lf_client_host_eval_next(c, b, timeout_ms);
+    int rc = !c->eval_on ? LF_E_ORDER
+             : c->gpu    ? lf_gpu_eval_next(c->gpu, b, timeout_ms)
+                         : lf_client_host_eval_next(c, b, timeout_ms);
     if (rc == LF_E_TIMEOUT) lf_client_set_timeout_error(c, timeout_ms);
     return to_trainer(c, rc);
 }
 
 int lf_client_use_device(lf_client *c, int device, uint32_t depth)
 {
-    if (c->asked || c->gpu) return LF_E_ORDER;
+    if (c->asked || c->gpu || c->eval_on) return LF_E_ORDER; /* eval batches held in host slots */
     char why[256] = "";
     int rc = lf_gpu_open(c, device >= 0 ? device : c->device, depth ? depth : 2, &c->gpu, why,
                          sizeof why);

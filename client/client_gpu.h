@@ -18,6 +18,12 @@ int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms);
 int lf_gpu_release(lf_gpu *g, const lf_batch *b, void *stream);
 /* Queues a report for the thread (each goes out as its own STEP). */
 int lf_gpu_report(lf_gpu *g, const lf_step_report *r);
+/* lf_eval_begin and lf_eval_next with a device: the trainer's thread
+ * borrows the socket from the thread until lf_gpu_next (or the pass's
+ * end), and each eval batch is copied into an eval slot of the device's;
+ * LF_E_ORDER when the trainer holds them all. */
+int lf_gpu_eval_begin(lf_gpu *g);
+int lf_gpu_eval_next(lf_gpu *g, lf_batch *b, int timeout_ms);
 /* Stops the thread and frees the device ring. Accepts NULL. */
 void lf_gpu_close(lf_gpu *g);
 

@@ -89,6 +89,11 @@ int lf_client_host_release(lf_client *c, const lf_batch *b);
 /* lf_eval_begin and lf_eval_next on the host path. */
 int lf_client_host_eval_begin(lf_client *c);
 int lf_client_host_eval_next(lf_client *c, lf_batch *b, int timeout_ms);
+/* 1 when the pass has no batch left to take (EVAL_END came, every
+ * EVAL_READY taken), else 0, once the messages waiting are read; or an
+ * error. The ring's eval slots (WELCOME; 0 without --eval-data). */
+int lf_client_host_eval_over(lf_client *c);
+uint32_t lf_client_host_eval_slots(const lf_client *c);
 /* A STEP report of the trainer's step (epoch, step): its compute time, its
  * sync wait (LF_WIRE_UNKNOWN: not reported) and the data wait of the
  * lf_next that gave it the batch. */

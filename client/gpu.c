@@ -20,6 +20,20 @@
  * The trainer's step reports queue here, one entry per lf_report_step, and
  * the thread sends each as its own STEP; once the thread has ended (the
  * stream's end) the trainer's thread sends them itself.
+ *
+ * Evaluation passes (--eval-data) go through the trainer's thread: the
+ * thread lends it the socket. lf_eval_begin and lf_eval_next ask for it
+ * (lent); the thread stops at its next turn (parked: at most one socket
+ * poll, POLL_MS, and one copy away) and waits, its training slots as they
+ * are, until lf_next takes the socket back (or the pass ends). Meanwhile
+ * the trainer's thread runs the host path's pass itself, as a host client
+ * does, and copies each eval batch into eval slots of its own after the
+ * training ones (the ring's eval slot count, 2), freeing the host slot at
+ * once; training READYs that come meanwhile wait in the host path's lane.
+ * So the training batches prefetched, their order and the trainer's
+ * position are those without the pass. A lent socket also carries the
+ * trainer's step reports directly (the thread is parked), after the ones
+ * queued before.
  */
 #include "client_gpu.h"
 
@@ -60,8 +74,9 @@ struct lf_gpu {
     void *ring;                  /* the registered host ring */
     size_t ring_size;
     uint64_t slot_size;
-    lf_cu_ptr mem;               /* depth slots of slot_size bytes */
+    lf_cu_ptr mem;               /* depth + neval slots of slot_size bytes */
     uint32_t depth, fill, take;  /* next slot the thread fills / lf_next hands out */
+    uint32_t neval;              /* eval slots, after the depth training ones */
     dslot *slots;
     pthread_t thread;
     int thread_started, ctx_retained, registered;
@@ -70,6 +85,8 @@ struct lf_gpu {
     int go;                      /* the trainer asked for a batch: START may go out */
     int stop;
     int ended, end_rc;           /* the thread stopped with end_rc (LF_E_END or an error) */
+    int lent;                    /* the trainer's thread wants the socket (an eval pass) */
+    int parked;                  /* the thread waits while lent: the socket is the trainer's */
     lf_step_report reports[MAX_REPORTS]; /* lf_report_step's, oldest first */
     uint32_t nreports;
     char why[256];
@@ -117,10 +134,10 @@ static int setup_ring(lf_gpu *g)
                 d->mem_host_register(g->ring, g->ring_size, LF_CU_MEMHOSTREGISTER_READ_ONLY));
     if (rc < 0) return rc;
     g->registered = 1;
-    if ((rc = cu(g, "cuMemAlloc", d->mem_alloc(&g->mem, g->depth * g->slot_size))) < 0)
-        return rc;
+    uint32_t n = g->depth + g->neval;
+    if ((rc = cu(g, "cuMemAlloc", d->mem_alloc(&g->mem, n * g->slot_size))) < 0) return rc;
     rc = cu(g, "cuStreamCreate", d->stream_create(&g->stream, LF_CU_STREAM_NON_BLOCKING));
-    for (uint32_t i = 0; i < g->depth && rc == 0; i++) {
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
         dslot *s = &g->slots[i];
         s->mem = g->mem + i * g->slot_size;
         rc = cu(g, "cuEventCreate", d->event_create(&s->ev_copied, LF_CU_EVENT_DISABLE_TIMING));
@@ -133,13 +150,25 @@ static int setup_ring(lf_gpu *g)
 
 /* ---- the prefetch thread ------------------------------------------------ */
 
+/* While the trainer's thread has the socket (an eval pass), waits until it
+ * gives it back (under mu). */
+static void park(lf_gpu *g)
+{
+    if (!g->lent || g->stop) return;
+    g->parked = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (g->lent && !g->stop) pthread_cond_wait(&g->cv, &g->mu);
+    g->parked = 0;
+}
+
 /* Waits until there are step reports to send, or the trainer has asked
- * for a batch and slot s is free. Returns -1 on stop, 1 when s may be
- * filled, 0 when only reports wait. */
+ * for a batch and slot s is free, parked meanwhile whenever the socket is
+ * lent. Returns -1 on stop, 1 when s may be filled, 0 when only reports
+ * wait. */
 static int wait_for_work(lf_gpu *g, const dslot *s)
 {
     pthread_mutex_lock(&g->mu);
-    while (!g->stop && !g->nreports && (!g->go || s->state != DS_FREE))
+    for (park(g); !g->stop && !g->nreports && (!g->go || s->state != DS_FREE); park(g))
         pthread_cond_wait(&g->cv, &g->mu);
     int rc = g->stop ? -1 : g->go && s->state == DS_FREE;
     pthread_mutex_unlock(&g->mu);
@@ -279,13 +308,14 @@ int lf_gpu_open(lf_client *c, int device, uint32_t depth, lf_gpu **out, char *wh
     g->c = c;
     g->d = d;
     g->depth = depth;
+    g->neval = lf_client_host_eval_slots(c);
     pthread_mutex_init(&g->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g->cv, &ca);
     pthread_condattr_destroy(&ca);
-    g->slots = calloc(depth, sizeof *g->slots);
+    g->slots = calloc(depth + g->neval, sizeof *g->slots);
     int rc = g->slots ? setup_device(g, device) : -ENOMEM;
     if (rc == 0) rc = setup_ring(g);
     if (rc == 0) {
@@ -315,8 +345,9 @@ int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms)
     uint64_t start = now_ns();
     uint64_t deadline = timeout_ms < 0 ? 0 : start + (uint64_t)timeout_ms * 1000000u;
     pthread_mutex_lock(&g->mu);
-    if (!g->go) {
+    if (!g->go || g->lent) { /* START may go out; a lent socket is the thread's again */
         g->go = 1;
+        g->lent = 0;
         pthread_cond_broadcast(&g->cv);
     }
     dslot *s = &g->slots[g->take];
@@ -341,7 +372,7 @@ int lf_gpu_next(lf_gpu *g, lf_batch *b, int timeout_ms)
 
 int lf_gpu_release(lf_gpu *g, const lf_batch *b, void *stream)
 {
-    if (b->slot >= g->depth) return -EINVAL;
+    if (b->slot >= g->depth + g->neval) return -EINVAL;
     dslot *s = &g->slots[b->slot];
     pthread_mutex_lock(&g->mu);
     int held = s->state == DS_HELD && s->b.seq == b->seq;
@@ -365,19 +396,127 @@ int lf_gpu_release(lf_gpu *g, const lf_batch *b, void *stream)
     return 0;
 }
 
+/* Whether the trainer's thread may use the socket: the thread has ended,
+ * or waits while it is lent (under mu). Only the trainer's thread gives a
+ * lent socket back, so this holds until it does. */
+static int trainer_has_socket(const lf_gpu *g)
+{
+    return g->ended || (g->lent && g->parked);
+}
+
 int lf_gpu_report(lf_gpu *g, const lf_step_report *r)
 {
     pthread_mutex_lock(&g->mu);
     /* A full queue waits for the thread: it wakes for reports, and sends
      * them between copies (at most a socket poll apart). */
-    while (!g->ended && g->nreports == MAX_REPORTS) pthread_cond_wait(&g->cv, &g->mu);
-    int direct = g->ended; /* the thread is done with the socket */
+    while (!trainer_has_socket(g) && g->nreports == MAX_REPORTS)
+        pthread_cond_wait(&g->cv, &g->mu);
+    int direct = trainer_has_socket(g);
     if (!direct) {
         g->reports[g->nreports++] = *r;
         pthread_cond_broadcast(&g->cv);
     }
     pthread_mutex_unlock(&g->mu);
-    return direct ? send_reports(g->c, r, 1) : 0;
+    if (!direct) return 0;
+    int rc = send_queued_reports(g); /* queued before the socket was lent: in order */
+    return rc < 0 ? rc : send_reports(g->c, r, 1);
+}
+
+/* ---- evaluation passes: the trainer's thread borrows the socket --------- */
+
+/* Lends the socket to the trainer's thread and waits, until deadline_ns
+ * (0: forever), for the thread to park (or to have ended): 0, or
+ * LF_E_TIMEOUT with the loan still asked for (the thread parks at its next
+ * turn; the next call finds it parked). Then sends the reports queued
+ * before, so they keep their order. */
+static int borrow(lf_gpu *g, uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&g->mu);
+    if (!g->lent) {
+        g->lent = 1;
+        pthread_cond_broadcast(&g->cv);
+    }
+    int late = 0;
+    while (!trainer_has_socket(g) && !late) late = wait_until(g, deadline_ns);
+    int has = trainer_has_socket(g);
+    pthread_mutex_unlock(&g->mu);
+    return has ? send_queued_reports(g) : LF_E_TIMEOUT;
+}
+
+/* The thread takes the socket again (a pass over or refused). */
+static void give_back(lf_gpu *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->lent = 0;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+int lf_gpu_eval_begin(lf_gpu *g)
+{
+    int rc = borrow(g, 0);
+    if (rc == 0) rc = lf_client_host_eval_begin(g->c);
+    if (rc < 0) give_back(g);
+    return rc;
+}
+
+/* The first eval slot the trainer does not hold, or NULL. */
+static dslot *free_eval_slot(lf_gpu *g)
+{
+    dslot *s = NULL;
+    pthread_mutex_lock(&g->mu);
+    for (uint32_t i = g->depth; i < g->depth + g->neval && !s; i++)
+        if (g->slots[i].state == DS_FREE) s = &g->slots[i];
+    pthread_mutex_unlock(&g->mu);
+    return s;
+}
+
+/* Copies the host eval batch hb into s on the trainer's thread (the
+ * thread is parked or has ended: the stream is free) and gives hb's host
+ * slot back. A failure's text goes to the client (g->why is the thread's
+ * otherwise). */
+static int eval_copy(lf_gpu *g, dslot *s, const lf_batch *hb)
+{
+    int rc = cu(g, "cuCtxSetCurrent", g->d->ctx_set_current(g->ctx));
+    if (rc == 0) rc = copy_in(g, s, hb);
+    int released = lf_client_host_release(g->c, hb);
+    if (rc < 0) {
+        lf_client_set_error(g->c, g->why);
+        g->why[0] = 0;
+        return rc;
+    }
+    return released;
+}
+
+/* Milliseconds left until deadline_ns (0: forever, -1). */
+static int ms_left(uint64_t deadline_ns)
+{
+    if (!deadline_ns) return -1;
+    uint64_t now = now_ns();
+    return now >= deadline_ns ? 0 : (int)((deadline_ns - now + 999999u) / 1000000u);
+}
+
+int lf_gpu_eval_next(lf_gpu *g, lf_batch *b, int timeout_ms)
+{
+    uint64_t start = now_ns();
+    uint64_t deadline = timeout_ms < 0 ? 0 : start + (uint64_t)timeout_ms * 1000000u;
+    int rc = borrow(g, deadline);
+    if (rc < 0) return rc;
+    dslot *s = free_eval_slot(g);
+    /* Every eval slot held: the pass's end may still be told (as on the
+     * host path, where the last batches may be held), a batch not. */
+    if (!s && (rc = lf_client_host_eval_over(g->c)) <= 0) return rc < 0 ? rc : LF_E_ORDER;
+    lf_batch hb;
+    rc = lf_client_host_eval_next(g->c, &hb, ms_left(deadline));
+    if (rc == 0) give_back(g); /* the pass is over: the thread prefetches again */
+    if (rc <= 0) return rc;
+    if ((rc = eval_copy(g, s, &hb)) < 0) return rc;
+    pthread_mutex_lock(&g->mu);
+    s->state = DS_HELD;
+    *b = s->b;
+    pthread_mutex_unlock(&g->mu);
+    b->wait_ns = now_ns() - start;
+    return 1;
 }
 
 void lf_gpu_close(lf_gpu *g)
@@ -394,7 +533,7 @@ void lf_gpu_close(lf_gpu *g)
     const lf_cudrv *d = g->d;
     if (g->ctx_retained) {
         d->ctx_set_current(g->ctx);
-        for (uint32_t i = 0; g->slots && i < g->depth; i++) {
+        for (uint32_t i = 0; g->slots && i < g->depth + g->neval; i++) {
             if (g->slots[i].ev_copied) d->event_destroy(g->slots[i].ev_copied);
             if (g->slots[i].ev_released) d->event_destroy(g->slots[i].ev_released);
         }

@@ -631,6 +631,18 @@ int lf_client_host_eval_next(lf_client *c, lf_batch *b, int timeout_ms)
     return 1;
 }
 
+int lf_client_host_eval_over(lf_client *c)
+{
+    int rc = pump(c, 0, &c->eval);
+    if (rc < 0 && rc != LF_E_TIMEOUT) return rc;
+    return c->eval_ended && c->eval.len == 0;
+}
+
+uint32_t lf_client_host_eval_slots(const lf_client *c)
+{
+    return c->welcome.eval_slots;
+}
+
 void lf_client_ring(const lf_client *c, void **base, size_t *size, uint64_t *slot_size)
 {
     *base = c->seg;

@@ -233,8 +233,12 @@ int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch);
  * pass at the same training step (each gets its own share; a rank that
  * does not ask holds nobody up, but a job that evaluates needs every
  * rank's share). lf_eval_begin asks for one pass: 0, -ENODATA (the server
- * has no --eval-data), LF_E_ORDER (a pass is under way, or the batches go
- * to a device: not done yet), or a send error. lf_eval_next waits up to
+ * has no --eval-data), LF_E_ORDER (a pass is under way), or a send error;
+ * a pass may also follow LF_E_END. With lf_client_use_device the eval
+ * batches are device batches, in 2 device slots of their own, and the
+ * prefetch of training batches waits from lf_eval_begin until the pass
+ * ends or lf_next is called (the first call may wait up to 50 ms for the
+ * prefetch thread's turn). lf_eval_next waits up to
  * timeout_ms (-1: forever) for the pass's next batch: 1 and *b filled (an
  * eval batch: b->step is its step in the pass, b->epoch the eval plan's; release
  * it with lf_release as any), 0 once the pass is over (the next call is

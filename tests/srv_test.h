@@ -17,8 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* 64 samples of u16 tokens, 10..73 tokens long, in 4 KiB blocks. */
-static inline void srv_test_dataset(const char *dir)
+/* n samples (at most 64) of u16 tokens, 10..73 tokens long, token i of
+ * each first + 7 i, in 4 KiB blocks. */
+static inline void srv_test_tokens(const char *dir, int n, uint16_t first)
 {
     lf_schema sc = {.nfields = 1, .cost_field = 0};
     strcpy(sc.fields[0].name, "tokens");
@@ -28,12 +29,18 @@ static inline void srv_test_dataset(const char *dir)
     lf_shard_error err;
     ASSERT_EQ(lf_writer_create(dir, &sc, &o, &w, &err), 0);
     uint16_t tok[80];
-    for (int i = 0; i < 80; i++) tok[i] = (uint16_t)(i * 7);
-    for (int s = 0; s < 64; s++) {
+    for (int i = 0; i < 80; i++) tok[i] = (uint16_t)(first + i * 7);
+    for (int s = 0; s < n && s < 64; s++) {
         lf_field_input in = {.data = tok, .size = (size_t)(10 + s) * 2};
         ASSERT_GE(lf_writer_add(w, &in, &err), 0);
     }
     ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
+}
+
+/* 64 samples of u16 tokens, 10..73 tokens long, in 4 KiB blocks. */
+static inline void srv_test_dataset(const char *dir)
+{
+    srv_test_tokens(dir, 64, 0);
 }
 
 /* Where a test's server lives: the programs ($LF_BIN, set by tests/run.sh;

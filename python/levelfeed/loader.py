@@ -23,7 +23,9 @@ ring is registered as pinned memory, one DMA per batch on the client's own
 stream), and the tensors are views of those device slots
 (__cuda_array_interface__), the copy already complete. The same lifetime
 rule holds: a slot is refilled after the next batch is taken, behind the
-work queued so far on torch's current stream for that device.
+work queued so far on torch's current stream for that device. Evaluation
+passes (eval_batches) come as device tensors too, in 2 device slots of
+their own.
 
 Trace and chart: Loader(trace="run.json", chart="run.svg") on every rank
 has the node's lf-server write the run as lf-train draws it, a Chrome trace
@@ -614,13 +616,11 @@ class Loader:
         same training step on every rank. Training is not disturbed: its
         batches wait in their own ring slots meanwhile, and the next
         training batch and state_dict() are as without the pass. A pass has
-        2 ring slots: let go of a batch (del, close()) before taking the
+        2 ring slots (with device=, 2 device slots of their own beside
+        device_depth's): let go of a batch (del, close()) before taking the
         one after the next. A generator closed early (break) takes and
         gives back the rest of its pass, so the next pass starts clean."""
         c = self._live()
-        if self._cuda is not None:
-            raise LevelfeedError(_capi.E_ORDER, "levelfeed: eval_batches() takes host batches: "
-                                 "not with a device loader yet")
         check(lib.lf_eval_begin(c), c)
         try:
             while True:

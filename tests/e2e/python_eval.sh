@@ -7,7 +7,11 @@
 # many as loader.eval_len, every held-out sample once over the two ranks;
 # state_dict() after a pass is what it was before it; and the training
 # batches equal, batch for batch, those of the same server without
-# --eval-data. Exit 77 without numpy.
+# --eval-data. Where torch sees a GPU, the same ranks with device="cuda:0"
+# (device tensors, the passes through the client's device path) must give
+# exactly the host ranks' batches, training and eval; without one that part
+# is skipped (it says so; e2e/client_gpu_fake tests the C side of it
+# everywhere). Exit 77 without numpy.
 source "$(dirname "$0")/server_lib.sh"
 
 source "$(dirname "$0")/python_lib.sh"
@@ -23,21 +27,27 @@ cat >"$WORK/rank.py" <<'PYEOF'
 import json, sys
 import levelfeed
 ep, rank, out, at = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+device = sys.argv[5] if len(sys.argv) > 5 else None
 at = [int(k) for k in at.split(",")] if at else []
-lo = levelfeed.Loader(endpoint=ep, rank=rank, world_size=2, tensors="numpy")
+lo = levelfeed.Loader(endpoint=ep, rank=rank, world_size=2, device=device,
+                      tensors="torch" if device else "numpy")
 res = {"train": [], "eval": [], "eval_len": lo.eval_len, "partial": []}
+
+def ids(b):
+    t = b["sample_ids"]
+    assert not device or t.is_cuda, "a host tensor from a device loader"
+    return [int(x) for x in t.tolist()]
 
 def evaluate(k):
     before = lo.state_dict()
     if k == 1:   # the second pass is left early: two batches, then break
         for i, b in enumerate(lo.eval_batches()):
-            res["partial"].append([int(x) for x in b["sample_ids"]])
+            res["partial"].append(ids(b))
             del b
             if i == 1:
                 break
     else:
-        res["eval"].append([[b.step] + [int(x) for x in b["sample_ids"]]
-                            for b in lo.eval_batches()])
+        res["eval"].append([[b.step] + ids(b) for b in lo.eval_batches()])
     assert lo.state_dict() == before, "an eval pass moved the training position"
 
 done = passes = 0
@@ -47,17 +57,17 @@ while not lo.finished:
             evaluate(passes)
             passes += 1
             at.pop(0)
-        res["train"].append([b.epoch, b.step] + [int(x) for x in b["sample_ids"]])
+        res["train"].append([b.epoch, b.step] + ids(b))
         del b
         done += 1
 lo.close()
 json.dump(res, open(out, "w"))
 PYEOF
 
-run_ranks() {   # TAG EVAL-AT
+run_ranks() {   # TAG EVAL-AT [DEVICE]
   local pids=() r
   for r in 0 1; do
-    "$PY" "$WORK/rank.py" "$EP" "$r" "$WORK/$1.r$r.json" "$2" >"$WORK/$1.r$r.log" 2>&1 &
+    "$PY" "$WORK/rank.py" "$EP" "$r" "$WORK/$1.r$r.json" "$2" ${3:+"$3"} >"$WORK/$1.r$r.log" 2>&1 &
     pids+=($!)
   done
   PIDS+=("${pids[@]}")
@@ -96,5 +106,18 @@ assert sorted(ids) == list(range(neval)) and set(ids.values()) == {1}, \
     "a pass does not hold each of the %d held-out samples once" % neval
 print("python: 3 passes + 1 left early at steps of %d: ok" % len(got[0]["train"]))
 PYEOF
+
+if "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  start_server "${SRV[@]}" --eval-data "$WORK/ev"
+  run_ranks dev "$steps" cuda:0
+  wait_server
+  for r in 0 1; do
+    cmp -s "$WORK/ev.r$r.json" "$WORK/dev.r$r.json" ||
+      fail "rank $r: device=cuda:0 gave other batches (training or eval) than host memory"
+  done
+  echo "device=cuda:0: the same training and eval batches as host memory"
+else
+  echo "device=cuda:0: skipped, torch sees no GPU here"
+fi
 check_python_leftovers
 echo "eval_batches(): the same every pass, each held-out sample once, training unchanged: ok"

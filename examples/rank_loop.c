@@ -48,7 +48,8 @@
  * against lf-server --eval-data) after the K-th training batch of this
  * run (0: before the first), each eval batch a line "pass step rank n ids"
  * in --eval-out (passes counted from 0; the ids are the held-out set's),
- * each checked against that set's shards with --eval-verify DIR.
+ * each checked against that set's shards with --eval-verify DIR. With
+ * --device the eval batches are device batches too, checked to be there.
  * --sync-us S stands in for the all-reduce of a synchronous job: the last S
  * µs of each --compute-us step are the wait for slower ranks, reported as
  * the step's sync wait (lf_report_step_sync), the rest as its compute. Such
@@ -576,15 +577,24 @@ static int check_batch(verifier *v, const lf_batch *b, uint32_t label, FILE *out
     return 1;
 }
 
-/* One eval pass: every batch of it checked and written, as training's.
- * Returns 0, or the error (said); *bad counts the wrong batches. */
+/* A device batch (--device): 1 when its sample ids are not in device
+ * memory; its bytes are not read back. */
+static int check_device_batch(const lf_batch *b)
+{
+    const lf_tensor *ids_t = lf_batch_tensor(b, "sample_ids");
+    return !ids_t || !ids_t->device;
+}
+
+/* One eval pass: every batch of it checked and written, as training's
+ * (on a device, as training's there). Returns 0, or the error (said);
+ * *bad counts the wrong batches. */
 static int eval_pass(lf_client *c, verifier *v, FILE *out, uint32_t pass, int rank,
-                     int timeout_ms, long *bad)
+                     int timeout_ms, int device, long *bad)
 {
     int rc = lf_eval_begin(c);
     lf_batch b;
     while (rc == 0 && (rc = lf_eval_next(c, &b, timeout_ms)) == 1) {
-        *bad += check_batch(v, &b, pass, out, rank, *bad);
+        *bad += device ? check_device_batch(&b) : check_batch(v, &b, pass, out, rank, *bad);
         rc = lf_release(c, &b);
     }
     if (rc < 0)
@@ -724,12 +734,10 @@ static int parse(int argc, char **argv, args *a)
                       : a->tokens && !a->verify ? "--tokens goes with --verify"
                       : (a->eval_out || a->eval_verify) && !a->neval_at
                           ? "--eval-out and --eval-verify go with --eval-at"
-                      : a->neval_at && a->device >= 0
-                          ? "--eval-at takes host batches: not with --device"
                       : a->device >= 0 && (a->out || a->verify || a->digests || a->save ||
-                                           a->save_every > 0)
+                                           a->save_every > 0 || a->eval_out || a->eval_verify)
                           ? "--device times lf_next only: no --out, --verify, --digests, "
-                            "--save or --save-every with it"
+                            "--save, --save-every, --eval-out or --eval-verify with it"
                                       : NULL;
     if (why) fprintf(stderr, "lf-rank-loop: %s%s%s\n", why, optind < argc ? " " : "",
                      optind < argc ? argv[optind] : "");
@@ -816,18 +824,15 @@ int main(int argc, char **argv)
     uint32_t evals = 0; /* passes run */
     for (;;) {
         while (rc == 0 && evals < a.neval_at && a.eval_at[evals] == batches)
-            if ((rc = eval_pass(c, &ve, eout, evals++, a.o.rank, a.timeout_ms, &bad)) < 0)
+            if ((rc = eval_pass(c, &ve, eout, evals++, a.o.rank, a.timeout_ms, a.device >= 0,
+                                &bad)) < 0)
                 reported = 1;
         if (rc != 0 || batches == a.max_batches ||
             (rc = next_batch(c, &b, a.timeout_ms, &ready)) != 0)
             break;
         uint64_t t0 = now_ns();
-        if (a.device >= 0) {
-            const lf_tensor *ids_t = lf_batch_tensor(&b, "sample_ids");
-            if (!ids_t || !ids_t->device) bad++;
-        } else {
-            bad += check_batch(&v, &b, b.epoch, out, a.o.rank, bad);
-        }
+        bad += a.device >= 0 ? check_device_batch(&b)
+                             : check_batch(&v, &b, b.epoch, out, a.o.rank, bad);
         if (!a.no_digest) digest_batch(&h, &b);
         if (batches == 0) first_ns = now_ns();
         not_ready += !ready;

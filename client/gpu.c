@@ -488,7 +488,8 @@ static int eval_copy(lf_gpu *g, dslot *s, const lf_batch *hb)
     return released;
 }
 
-/* Milliseconds left until deadline_ns (0: forever, -1). */
+/* Milliseconds left until deadline_ns, rounded up; -1 (wait forever) for
+ * a deadline of 0. */
 static int ms_left(uint64_t deadline_ns)
 {
     if (!deadline_ns) return -1;

@@ -375,6 +375,12 @@ size_t lf_plan_rejected_ids(const lf_plan *plan, uint64_t *ids, size_t cap);
  * parameters that shape the global sequence. */
 long lf_plan_state_save(const lf_plan *plan, void *buf, size_t cap);
 
+/* A mixture's blob (sources > 1) ends in this many bytes, a hash of its
+ * weights: the blob less them identifies the plan with the weights left
+ * out (lf-server's plan id without the weights, for a resume across a
+ * change of weights at an epoch boundary). */
+#define LF_PLAN_STATE_WEIGHTS_TAIL 8
+
 /* Restores a saved position into a plan made from the same samples and
  * sequence parameters (a mixture: the same sources; see below for its
  * weights); the following steps are bit-identical to the saved

@@ -64,7 +64,7 @@ static uint64_t get64(const uint8_t *b)
 }
 
 /* The bytes a mixture's blob ends in: its weights' hash. */
-static size_t mix_tail(const lf_plan *p) { return p->nsrc > 1 ? 8 : 0; }
+static size_t mix_tail(const lf_plan *p) { return p->nsrc > 1 ? LF_PLAN_STATE_WEIGHTS_TAIL : 0; }
 
 /* A mixture's blob saved under other weights: between epochs (after the
  * epoch's last step, or before its first) the next epoch starts with the

@@ -146,3 +146,8 @@ void lf_client_close(lf_client *c)
     lf_gpu_close(c->gpu); /* stops its thread: the socket is ours again */
     lf_client_host_close(c);
 }
+
+int lf_state_restore(lf_client *c, const void *buf, size_t len)
+{
+    return to_trainer(c, lf_client_host_state_restore(c, buf, len));
+}

@@ -68,6 +68,8 @@ struct lf_client {
     uint32_t pos_epoch;          /* the trainer's position (trainer_got), or the restored one */
     uint64_t pos_step;
     uint64_t restore_plan;       /* plan_id from lf_state_restore, or 0 */
+    uint64_t restore_base;       /* its plan id without the weights (0: none, or a
+                                    version 1 state) */
     int started, ended;
     int gone;                    /* the ring socket closed: every wait ends at once */
     uint32_t last_epoch;         /* the trainer's last batch, for lf_report_step */
@@ -86,6 +88,8 @@ struct lf_client {
  * device. */
 int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
 int lf_client_host_release(lf_client *c, const lf_batch *b);
+/* lf_state_restore's checks and position (host.c), its text recorded. */
+int lf_client_host_state_restore(lf_client *c, const void *buf, size_t len);
 /* lf_eval_begin and lf_eval_next on the host path. */
 int lf_client_host_eval_begin(lf_client *c);
 int lf_client_host_eval_next(lf_client *c, lf_batch *b, int timeout_ms);

@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -52,7 +53,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#define STATE_MAGIC 0x54534c46u  /* "FLST" */
 #define SILENT_HEARTBEATS 10     /* missed server heartbeats before LF_E_GONE */
 #define PLANNING_ASK_MS 250      /* a planning server is asked again this often */
 #define LAST_WORD_MS 200         /* after the ring socket closes, wait this long for
@@ -592,7 +592,7 @@ int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms)
         c->last_heard_ns = lf_client_now_ns();
         lf_msg m = {.type = LF_MSG_START,
                     .u.start = {.epoch = c->pos_epoch, .step = c->pos_step,
-                                .plan_id = c->restore_plan}};
+                                .plan_id = c->restore_plan, .base_id = c->restore_base}};
         if ((rc = send_msg(c, &m)) < 0) return rc;
         c->started = 1;
     }
@@ -755,46 +755,166 @@ int lf_client_host_ask_trace(lf_client *c, const char *trace, const char *chart,
     return LF_E_SERVER;
 }
 
-/* State bytes: magic, rank, epoch, (pad), step, plan_id, xxh3 of the rest. */
-long lf_state_save(const lf_client *c, void *buf, size_t cap)
+/* Saved states, in the host's byte order. Version 2 (wire version 6 on):
+ *   u32 magic "FLS2", u32 rank, u32 epoch, u32 flags (STATE_ENDS_EPOCH),
+ *   u64 step, u64 plan_id, u64 base_id (plan_id without the mixture's
+ *   weights), u32 nweights, u32 weights[32] (parts per million), u32 0,
+ *   u64 xxh3 of the bytes before it.
+ * It carries what a resume across a change of mixture weights checks: the
+ * plan id without the weights, the weights (to name both sets when it is
+ * refused) and whether the position ends its epoch (after the epoch's last
+ * batch: under other weights that epoch has another length, so such a
+ * position resumes at the next epoch's start). Version 1, the 40 bytes of
+ * before (magic "FLST", rank, epoch, 0, step, plan_id, xxh3), still
+ * restores onto the unchanged plan, and lf_state_save writes it into a
+ * buffer too small for version 2: what a program built against an older
+ * levelfeed.h passes. */
+#define STATE_MAGIC_V1 0x54534c46u /* "FLST" */
+#define STATE_MAGIC 0x32534c46u    /* "FLS2" */
+#define STATE_V1_SIZE 40
+#define STATE_ENDS_EPOCH 1u        /* flags: the position is after its epoch's last batch */
+
+typedef struct saved_state {
+    uint32_t rank, epoch, flags;
+    uint64_t step, plan_id, base_id; /* base_id 0: a version 1 state */
+    uint32_t nweights, weights[LF_WIRE_WEIGHTS_MAX];
+} saved_state;
+
+_Static_assert(LF_STATE_SIZE == 48 + 4 * LF_WIRE_WEIGHTS_MAX + 8, "state v2 layout");
+
+/* Writes st as version 2 into cap bytes, or as version 1 where they are too
+ * few; returns the byte count or -ENOBUFS. */
+static long state_write(const saved_state *st, unsigned char *buf, size_t cap)
 {
-    if (cap < LF_STATE_SIZE) return -ENOBUFS;
     unsigned char s[LF_STATE_SIZE] = {0};
-    /* The trainer's position (trainer_got): with a device the prefetch
-     * thread runs ahead of it; before any batch, where a restore put it. */
-    uint32_t magic = STATE_MAGIC, rank = (uint32_t)c->rank, epoch = c->pos_epoch;
-    uint64_t step = c->pos_step;
+    int v2 = cap >= LF_STATE_SIZE;
+    size_t size = v2 ? LF_STATE_SIZE : STATE_V1_SIZE;
+    if (cap < size) return -ENOBUFS;
+    uint32_t magic = v2 ? STATE_MAGIC : STATE_MAGIC_V1, flags = v2 ? st->flags : 0;
     memcpy(s, &magic, 4);
-    memcpy(s + 4, &rank, 4);
-    memcpy(s + 8, &epoch, 4);
-    memcpy(s + 16, &step, 8);
-    memcpy(s + 24, &c->welcome.plan_id, 8);
-    uint64_t h = XXH3_64bits(s, 32);
-    memcpy(s + 32, &h, 8);
-    memcpy(buf, s, sizeof s);
-    return LF_STATE_SIZE;
+    memcpy(s + 4, &st->rank, 4);
+    memcpy(s + 8, &st->epoch, 4);
+    memcpy(s + 12, &flags, 4);
+    memcpy(s + 16, &st->step, 8);
+    memcpy(s + 24, &st->plan_id, 8);
+    if (v2) {
+        memcpy(s + 32, &st->base_id, 8);
+        memcpy(s + 40, &st->nweights, 4);
+        memcpy(s + 44, st->weights, 4 * LF_WIRE_WEIGHTS_MAX);
+    }
+    uint64_t h = XXH3_64bits(s, size - 8);
+    memcpy(s + size - 8, &h, 8);
+    memcpy(buf, s, size);
+    return (long)size;
 }
 
-int lf_state_restore(lf_client *c, const void *buf, size_t len)
+/* Reads a version 1 or 2 state; -1 for bytes that are neither. */
+static int state_read(const unsigned char *s, size_t len, saved_state *st)
 {
-    if (c->asked) return LF_E_ORDER;
-    if (len != LF_STATE_SIZE) return LF_E_STATE;
-    unsigned char s[LF_STATE_SIZE];
-    memcpy(s, buf, sizeof s);
-    uint32_t magic, rank, epoch;
-    uint64_t step, plan, h;
+    uint32_t magic, pad = 0;
+    uint64_t h;
+    if (len != LF_STATE_SIZE && len != STATE_V1_SIZE) return -1;
     memcpy(&magic, s, 4);
-    memcpy(&rank, s + 4, 4);
-    memcpy(&epoch, s + 8, 4);
-    memcpy(&step, s + 16, 8);
-    memcpy(&plan, s + 24, 8);
-    memcpy(&h, s + 32, 8);
-    if (magic != STATE_MAGIC || h != XXH3_64bits(s, 32)) return LF_E_STATE;
-    if (rank != (uint32_t)c->rank || plan != c->welcome.plan_id) return LF_E_STATE;
+    memcpy(&h, s + len - 8, 8);
+    if (magic != (len == LF_STATE_SIZE ? STATE_MAGIC : STATE_MAGIC_V1) ||
+        h != XXH3_64bits(s, len - 8))
+        return -1;
+    memset(st, 0, sizeof *st);
+    memcpy(&st->rank, s + 4, 4);
+    memcpy(&st->epoch, s + 8, 4);
+    memcpy(&st->flags, s + 12, 4);
+    memcpy(&st->step, s + 16, 8);
+    memcpy(&st->plan_id, s + 24, 8);
+    if (len == STATE_V1_SIZE) return st->flags == 0 ? 0 : -1;
+    memcpy(&st->base_id, s + 32, 8);
+    memcpy(&st->nweights, s + 40, 4);
+    memcpy(st->weights, s + 44, 4 * LF_WIRE_WEIGHTS_MAX);
+    memcpy(&pad, s + 44 + 4 * LF_WIRE_WEIGHTS_MAX, 4);
+    return st->nweights <= LF_WIRE_WEIGHTS_MAX && st->flags <= STATE_ENDS_EPOCH && pad == 0
+               ? 0 : -1;
+}
+
+long lf_state_save(const lf_client *c, void *buf, size_t cap)
+{
+    /* The trainer's position (trainer_got): with a device the prefetch
+     * thread runs ahead of it; before any batch, where a restore put it. */
+    const lf_msg_welcome *w = &c->welcome;
+    saved_state st = {.rank = (uint32_t)c->rank, .epoch = c->pos_epoch, .step = c->pos_step,
+                      .plan_id = w->plan_id, .base_id = w->base_id, .nweights = w->nweights};
+    memcpy(st.weights, w->weights, sizeof st.weights);
+    int64_t n = lf_client_epoch_batches(c, c->pos_epoch);
+    if (n > 0 && c->pos_step == (uint64_t)n) st.flags = STATE_ENDS_EPOCH;
+    return state_write(&st, buf, cap);
+}
+
+/* "0.5 0.3 0.2": weights in parts per million, as --weight takes them. */
+static const char *weights_text(char *out, size_t cap, uint32_t n, const uint32_t *w)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (uint32_t i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%g", i ? " " : "",
+                               w[i] / (double)LF_WIRE_WEIGHTS_ONE);
+    return out;
+}
+
+/* Where a saved state resumes on this server: its own position under the
+ * same plan; under the same plan with other mixture weights, at an epoch
+ * boundary only (lf_plan_state_restore's rule: each epoch's draw starts
+ * afresh, the interleave inside one is the weights'), a position after an
+ * epoch's last batch going to the next epoch's start, as that epoch's
+ * length under the new weights is another. */
+static int state_place(lf_client *c, const saved_state *st)
+{
+    const lf_msg_welcome *w = &c->welcome;
+    char saved[LF_WIRE_WEIGHTS_MAX * 12], mine[LF_WIRE_WEIGHTS_MAX * 12];
+    if (st->rank != (uint32_t)c->rank)
+        return fail(c, LF_E_STATE, "rank differs: saved by rank %u, restored by rank %d: give "
+                    "each rank the state it saved", st->rank, c->rank);
+    if (st->plan_id != w->plan_id &&
+        (st->base_id != w->base_id || st->nweights != w->nweights || w->nweights == 0))
+        return fail(c, LF_E_STATE, "plan differs: saved under plan %016" PRIx64 ", the server "
+                    "runs %016" PRIx64 ": restart lf-server with the dataset and options "
+                    "(--world, --seed, batch sizes, sampler%s) of the saved run%s", st->plan_id,
+                    w->plan_id, w->nweights ? ", the --data sources in their order" : "",
+                    st->base_id ? "" : " (a 40-byte state, version 1, carries no mixture "
+                    "weights: it resumes only under the plan it was saved under)");
+    uint32_t epoch = st->epoch;
+    uint64_t step = st->step;
+    if (st->plan_id != w->plan_id) { /* the same plan under other weights */
+        if (st->flags & STATE_ENDS_EPOCH) {
+            if (st->epoch == UINT32_MAX)
+                return fail(c, LF_E_STATE, "saved after the last epoch there is: none follows");
+            epoch = st->epoch + 1;
+            step = 0;
+        } else if (st->step != 0) {
+            return fail(c, LF_E_STATE, "mixture weights differ: saved inside epoch %u after "
+                        "%" PRIu64 " of its batches under weights %s, the server runs %s "
+                        "(--weight, in --data order): a state saved inside an epoch resumes "
+                        "only under its own weights: restart lf-server with the weights %s, or "
+                        "resume from a state saved at an epoch boundary (before an epoch's "
+                        "first batch or after its last)",
+                        st->epoch, st->step, weights_text(saved, sizeof saved, st->nweights,
+                        st->weights), weights_text(mine, sizeof mine, w->nweights, w->weights),
+                        saved);
+        }
+    }
     c->pos_epoch = epoch;
     c->pos_step = step;
-    c->restore_plan = plan;
+    c->restore_plan = st->plan_id;
+    c->restore_base = st->base_id;
     return 0;
+}
+
+int lf_client_host_state_restore(lf_client *c, const void *buf, size_t len)
+{
+    saved_state st;
+    if (c->asked) return LF_E_ORDER;
+    if (state_read(buf, len, &st) < 0)
+        return fail(c, LF_E_STATE, "not a levelfeed state: %zu bytes (a state is %d, or %d "
+                    "in version 1) with a wrong magic or checksum: a truncated or edited "
+                    "checkpoint", len, LF_STATE_SIZE, STATE_V1_SIZE);
+    return state_place(c, &st);
 }
 
 void lf_client_host_close(lf_client *c)

@@ -183,13 +183,23 @@ int lf_client_trace(lf_client *c, const char *trace_path, const char *chart_path
                     int timeout_ms);
 
 /* Writes this rank's position (the batch after the last one lf_next
- * returned; before any, the restored one) into buf. Returns the byte count
- * (LF_STATE_SIZE) or -ENOBUFS. */
-#define LF_STATE_SIZE 40
+ * returned; before any, the restored one) into buf, with the plan it is a
+ * position of (its id, its id without the mixture's weights, the weights).
+ * Returns the byte count (LF_STATE_SIZE) or -ENOBUFS. A cap of 40 to
+ * LF_STATE_SIZE - 1 (a program built against an older levelfeed.h, whose
+ * LF_STATE_SIZE was 40) gets the 40 bytes of before, version 1, which
+ * restore onto the unchanged plan only. */
+#define LF_STATE_SIZE 184
 long lf_state_save(const lf_client *c, void *buf, size_t cap);
 
 /* Resumes from a saved state: must be called before the first lf_next.
- * Returns 0, LF_E_STATE (bad bytes, other rank or plan), LF_E_ORDER. */
+ * The server's plan must be the saved one; or the same plan under other
+ * mixture weights (lf-server --weight) where the state lies at an epoch
+ * boundary (saved before an epoch's first batch or after its last): the
+ * stream goes on at the next epoch's start, drawn under the new weights
+ * (client/README.md, "Saved states"). Returns 0, LF_E_STATE (bad bytes,
+ * another rank, another plan, or other weights inside an epoch:
+ * lf_client_error says which, naming both weight sets), LF_E_ORDER. */
 int lf_state_restore(lf_client *c, const void *buf, size_t len);
 
 /* The message of the last LF_E_SERVER / LF_E_PROTOCOL / LF_E_TIMEOUT of

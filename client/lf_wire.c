@@ -48,6 +48,25 @@ static const char *get_bytes(cursor *c, size_t n)
     return s;
 }
 
+/* WELCOME's tail (version 6): the plan id without the weights and the
+ * mixture's weights; kept apart from the fields before it. */
+static int put_mix(cursor *c, const lf_msg_welcome *w)
+{
+    if (w->nweights > LF_WIRE_WEIGHTS_MAX || w->nweights == 1) return -EINVAL;
+    put_le(c, w->base_id, 8);
+    put_le(c, w->nweights, 4);
+    for (uint32_t i = 0; i < w->nweights; i++) put_le(c, w->weights[i], 4);
+    return 0;
+}
+
+static void get_mix(cursor *c, lf_msg_welcome *w)
+{
+    w->base_id = get_le(c, 8);
+    w->nweights = (uint32_t)get_le(c, 4);
+    if (w->nweights > LF_WIRE_WEIGHTS_MAX || w->nweights == 1) { c->bad = 1; return; }
+    for (uint32_t i = 0; i < w->nweights; i++) w->weights[i] = (uint32_t)get_le(c, 4);
+}
+
 static const char *const type_names[] = {
     [LF_MSG_HELLO] = "HELLO",     [LF_MSG_WELCOME] = "WELCOME",
     [LF_MSG_START] = "START",     [LF_MSG_READY] = "READY",
@@ -111,12 +130,14 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.welcome.eval_steps, 4);
         put_le(&c, n, 2);
         put_bytes(&c, m->u.welcome.fd_path, n);
+        if (put_mix(&c, &m->u.welcome) < 0) return -EINVAL;
         break;
     }
     case LF_MSG_START:
         put_le(&c, m->u.start.epoch, 4);
         put_le(&c, m->u.start.step, 8);
         put_le(&c, m->u.start.plan_id, 8);
+        put_le(&c, m->u.start.base_id, 8);
         break;
     case LF_MSG_READY:
     case LF_MSG_EVAL_READY:
@@ -210,6 +231,7 @@ static void decode_welcome(cursor *c, lf_msg_welcome *w)
     if (!s || n == 0 || n >= LF_WIRE_PATH_MAX || memchr(s, 0, n)) { c->bad = 1; return; }
     memcpy(w->fd_path, s, n);
     w->fd_path[n] = 0;
+    get_mix(c, w);
 }
 
 void lf_wire_steps(const lf_msg_welcome *w, uint32_t *out)
@@ -239,6 +261,7 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         m.u.start.epoch = (uint32_t)get_le(&c, 4);
         m.u.start.step = get_le(&c, 8);
         m.u.start.plan_id = get_le(&c, 8);
+        m.u.start.base_id = get_le(&c, 8);
         break;
     case LF_MSG_READY:
     case LF_MSG_EVAL_READY:

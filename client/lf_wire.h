@@ -22,9 +22,11 @@
  *   HELLO(rank, world, pid)        ───────►
  *                                  ◄───────  WELCOME(slots, sizes, token, fd socket,
  *                                            plan id, plan fingerprint, each
- *                                            epoch's batches per rank)
+ *                                            epoch's batches per rank, the plan
+ *                                            id without the weights and the
+ *                                            mixture's weights)
  *   (connects to the fd socket, sends the token, receives the ring's memfd)
- *   START(epoch, step)             ───────►  (once every local rank started)
+ *   START(epoch, step, plan ids)   ───────►  (once every local rank started)
  *                                  ◄───────  WAITING(rank, ...) each heartbeat
  *                                            while a local rank has not
  *                                            connected or not sent START
@@ -54,16 +56,20 @@
 #include <stdint.h>
 
 #define LF_WIRE_MAGIC 0x3157464cu /* "LFW1" read as little-endian bytes */
-#define LF_WIRE_VERSION 5         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
+#define LF_WIRE_VERSION 6         /* 2: PLANNING, WELCOME's fingerprint; 3: STEP's
                                      sync, REPORT_REQ and REPORT, WELCOME's epoch step
                                      counts, WAITING; 4: STEP's start, TRACE_REQ and
                                      TRACE; 5: WELCOME's eval slots and steps,
-                                     EVAL_REQ, EVAL_READY, EVAL_END */
+                                     EVAL_REQ, EVAL_READY, EVAL_END; 6: WELCOME's
+                                     and START's plan id without the weights,
+                                     WELCOME's weights */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
 #define LF_WIRE_UNKNOWN UINT64_MAX /* a figure the sender does not know */
 #define LF_WIRE_TRACE_PATH_MAX 4096 /* TRACE_REQ's paths, bytes (no NUL on the wire) */
+#define LF_WIRE_WEIGHTS_MAX 32    /* a mixture's sources (LF_PLAN_MAX_SOURCES) */
+#define LF_WIRE_WEIGHTS_ONE 1000000u /* a weight of 1 (LF_PLAN_WEIGHT_ONE) */
 #define LF_WIRE_EPOCHS_MAX 8192   /* epochs whose step count WELCOME carries (4 bytes
                                      each, so it stays well inside LF_WIRE_MAX) */
 
@@ -120,12 +126,20 @@ typedef struct lf_msg_welcome {
                                     only (0: the server has no --eval-data) */
     uint32_t eval_steps;         /* each rank's batches in one eval pass */
     char fd_path[LF_WIRE_PATH_MAX]; /* Unix socket that hands out the memfd */
+    /* after the path on the wire (version 6): what a resume across a change
+     * of mixture weights checks (host.c, lf_state_restore) */
+    uint64_t base_id;            /* plan_id with the mixture's weights left out
+                                    (= plan_id without a mixture) */
+    uint32_t nweights;           /* the mixture's sources; 0: no mixture */
+    uint32_t weights[LF_WIRE_WEIGHTS_MAX]; /* each source's weight, parts per million */
 } lf_msg_welcome;
 
 typedef struct lf_msg_position {  /* START */
     uint32_t epoch;
     uint64_t step;               /* step within the epoch (may equal the epoch's length) */
     uint64_t plan_id;            /* from a restored state, or 0 for a fresh start */
+    uint64_t base_id;            /* the state's plan id without the weights (version 6);
+                                    0: a fresh start or a state from before it */
 } lf_msg_position;
 
 typedef struct lf_msg_ready {    /* READY and EVAL_READY */

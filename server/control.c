@@ -137,6 +137,15 @@ static void rank_gone(control *c, uint32_t li)
     maybe_trace(c);
 }
 
+/* WELCOME's plan id without the weights, and the weights. */
+static void welcome_mix(const srv *s, lf_msg_welcome *w)
+{
+    const lf_plan_mix *mix = &s->cfg.plan.mix;
+    w->base_id = s->base_id;
+    w->nweights = mix->sources > 1 ? mix->sources : 0;
+    memcpy(w->weights, mix->weight, w->nweights * sizeof *w->weights);
+}
+
 static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf_msg_hello *h)
 {
     srv *s = c->s;
@@ -196,6 +205,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .nsteps = s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
         .steps = s->epoch_steps, .eval_slots = s->eval_slots, .eval_steps = s->eval_steps};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
+    welcome_mix(s, &w.u.welcome);
     send_to(c, id, idlen, &w);
 }
 
@@ -260,6 +270,22 @@ static void tell_waiting(control *c)
         if (live(c, k) && s->ranks[k].started) send_to(c, c->sess[k].id, c->sess[k].idlen, &m);
 }
 
+/* Why a START's saved position cannot resume here, or NULL: it must be of
+ * this plan, or of this plan under other mixture weights at the start of
+ * an epoch (the client moved a position after an epoch's last batch to the
+ * next epoch's start): the balancer's rule (lf_plan_state_restore), as the
+ * epochs' draws start afresh each epoch. */
+static const char *start_refusal(const srv *s, const lf_msg_position *p)
+{
+    if (p->plan_id == 0 || p->plan_id == s->plan_id) return NULL;
+    if (p->base_id != s->base_id || s->cfg.plan.mix.sources < 2)
+        return "saved state belongs to another plan";
+    if (p->step != 0)
+        return "saved state was taken inside an epoch under other mixture weights: resume "
+               "with the weights it was saved under, or from a state saved at an epoch boundary";
+    return NULL;
+}
+
 static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
                      const lf_msg_position *p)
 {
@@ -269,8 +295,9 @@ static void on_start(control *c, int li, const unsigned char *id, size_t idlen,
         send_error(c, id, idlen, -EPROTO, "START before the ring was mapped, or twice");
         return;
     }
-    if (p->plan_id != 0 && p->plan_id != s->plan_id) {
-        send_error(c, id, idlen, -EINVAL, "saved state belongs to another plan");
+    const char *refused = start_refusal(s, p);
+    if (refused) {
+        send_error(c, id, idlen, -EINVAL, refused);
         rank_gone(c, (uint32_t)li);
         return;
     }

@@ -629,6 +629,19 @@ static int walk_epochs_parallel(srv *s)
     return rc;
 }
 
+/* A plan id: the plan's state blob (its first size bytes) and the
+ * parameters beside it; never 0, which means "no state". */
+static uint64_t plan_hash(const void *blob, size_t size, const uint64_t *extra,
+                          size_t extra_size, double flip_prob)
+{
+    XXH3_state_t h;
+    XXH3_64bits_reset(&h);
+    XXH3_64bits_update(&h, blob, size);
+    XXH3_64bits_update(&h, extra, extra_size);
+    XXH3_64bits_update(&h, &flip_prob, sizeof flip_prob);
+    return XXH3_64bits_digest(&h) | 1;
+}
+
 /* The plan id: the plan's own hash of samples and sequence parameters (p,
  * in its initial state) plus everything else that shapes a rank's stream. */
 static int compute_plan_id(srv *s, const lf_plan *p)
@@ -650,12 +663,10 @@ static int compute_plan_id(srv *s, const lf_plan *p)
                         pp->micro_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
                         (uint64_t)s->cfg.micro_batches,
                         ip->out_w, ip->out_h, ip->crop, ip->out_dtype, ip->resize};
-    XXH3_state_t h;
-    XXH3_64bits_reset(&h);
-    XXH3_64bits_update(&h, blob, (size_t)n);
-    XXH3_64bits_update(&h, extra, sizeof extra);
-    XXH3_64bits_update(&h, &ip->flip_prob, sizeof ip->flip_prob);
-    s->plan_id = XXH3_64bits_digest(&h) | 1; /* never 0: 0 means "no state" */
+    s->plan_id = plan_hash(blob, (size_t)n, extra, sizeof extra, ip->flip_prob);
+    /* the same without the mixture's weights, the hash the blob ends in */
+    size_t tail = s->cfg.plan.mix.sources > 1 ? LF_PLAN_STATE_WEIGHTS_TAIL : 0;
+    s->base_id = plan_hash(blob, (size_t)n - tail, extra, sizeof extra, ip->flip_prob);
     s->spare_start = blob; /* p's start, to rewind it to (plan_give_back) */
     s->spare_start_size = n;
     return 0;

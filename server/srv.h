@@ -299,6 +299,9 @@ struct srv {
     uint32_t nextras;
     uint64_t slot_size;
     uint64_t plan_id;            /* the sequence (saved states carry it) */
+    uint64_t base_id;            /* plan_id with the mixture's weights left out:
+                                    a state saved under other weights resumes at
+                                    an epoch boundary (control.c, start_refusal) */
     plan_cli cli_given;          /* cfg.cli before plan_cli_finish: pad's cut, deferred
                                     to the prepass, completes it again (main.c) */
     double cut_figure;           /* the prepass's epoch 0 uncut: sum-max/sum-mean */

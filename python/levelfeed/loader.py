@@ -41,7 +41,6 @@ import ctypes
 import errno
 import gc
 import os
-import struct
 import threading
 import time
 import weakref
@@ -64,27 +63,14 @@ _NP = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32,
 _BF16 = 10
 
 _STATE_KEY = "levelfeed"
-_STATE_VERSION = 1
-# lf_state_save's bytes (client/host.c): magic, rank, epoch, pad, step,
-# plan fingerprint, checksum.
-_STATE_LAYOUT = struct.Struct("<IIIIQQQ")
-
-
-def _state_mismatch(saved, mine):
-    """Which field of a refused saved state differs from this client's own
-    (mine: its lf_state_save bytes), in words that say what to do."""
-    if len(saved) != _STATE_LAYOUT.size:
-        return ("it is %d bytes, a levelfeed state is %d: not a state_dict() of this release"
-                % (len(saved), _STATE_LAYOUT.size))
-    s, m = _STATE_LAYOUT.unpack(saved), _STATE_LAYOUT.unpack(mine)
-    if s[1] != m[1]:
-        return ("rank differs: saved by rank %d, loaded by rank %d: give each rank the "
-                "state_dict() it saved" % (s[1], m[1]))
-    if s[5] != m[5]:
-        return ("plan fingerprint differs: saved under plan %016x, the server runs %016x: "
-                "restart lf-server with the dataset and options (--world, --seed, --epochs, "
-                "batch sizes, sampler) of the saved run" % (s[5], m[5]))
-    return "bytes damaged: its magic or checksum is wrong (a truncated or edited checkpoint)"
+_STATE_VERSION = 2
+# The dict versions load_state_dict takes. Its "state" is lf_state_save's
+# bytes (client/host.c): version 2 carries the position,
+# the plan id, the plan id without the mixture's weights and the weights, so
+# that a state saved at an epoch boundary resumes under other --weight
+# values; a version 1 dict holds the 40 bytes of before, which resume only
+# under the unchanged plan.
+_STATE_VERSIONS = (1, 2)
 
 
 def _cuda_index(device):
@@ -746,15 +732,19 @@ class Loader:
 
     def load_state_dict(self, state_dict):
         """Resumes from state_dict(): call it before the first batch. The
-        server refuses a state of another rank or another plan."""
+        server refuses a state of another rank or another plan; under other
+        mixture weights (--weight) it takes one saved at an epoch boundary
+        (the next epoch is drawn under the new weights) and refuses one saved
+        inside an epoch, naming both weight sets."""
         mine = state_dict.get(_STATE_KEY) if isinstance(state_dict, dict) else None
-        if not isinstance(mine, dict) or mine.get("version") != _STATE_VERSION:
+        if not isinstance(mine, dict) or mine.get("version") not in _STATE_VERSIONS:
             raise LevelfeedError(_capi.E_STATE, "levelfeed: not a levelfeed Loader state_dict")
         raw = bytes(mine["state"])
         rc = lib.lf_state_restore(self._live(), raw, len(raw))
-        if rc == _capi.E_STATE:
+        if rc == _capi.E_STATE:     # the library's words name the field that differs
             raise LevelfeedError(rc, "levelfeed: load_state_dict: the server refuses this "
-                                 "state: " + _state_mismatch(raw, self._save()))
+                                 "state: " + lib.lf_client_error(self._client).decode(
+                                     "utf-8", "replace"))
         check(rc, self._client)
         self._yielded = int(state_dict.get("_num_yielded", 0))
         self._finished = bool(state_dict.get("_iterator_finished", False))

@@ -211,11 +211,11 @@ def refused(st, words):
         print("refused:", e)
 
 
-refused(state, "plan fingerprint differs")
+refused(state, "plan differs")
 raw = bytearray(state["levelfeed"]["state"])
-raw[4] = 7                                    # the rank field
-refused(dict(state, levelfeed=dict(state["levelfeed"], state=bytes(raw))), "rank differs")
-refused(dict(state, levelfeed=dict(state["levelfeed"], state=b"x" * 8)), "is 8 bytes")
+raw[4] = 7                                    # the rank field, its checksum not redone
+refused(dict(state, levelfeed=dict(state["levelfeed"], state=bytes(raw))), "checksum")
+refused(dict(state, levelfeed=dict(state["levelfeed"], state=b"x" * 8)), "8 bytes")
 nowhere = work + "/nowhere/ctl"
 try:
     levelfeed.Loader(endpoint=nowhere, rank=0, world_size=1, timeout=0.5)

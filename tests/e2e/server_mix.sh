@@ -13,6 +13,10 @@
 #    number after the last --data), and leave the training stream as it was.
 #  - Resume: clients that stop mid-epoch and restore into a new server go
 #    on exactly as the uninterrupted run, batch for batch and byte for byte.
+#  - Resume across a change of weights (0.4 / 0.4 / 0.2): states saved at
+#    the end of epoch 0 go on with epoch 1 drawn under the new weights
+#    (shares within 0.005, every byte checked, the same stream twice); a
+#    state saved inside epoch 0 is refused, the message naming both sets.
 #  - Two nodes whose servers got different weights print different
 #    fingerprints, each line naming its weights, and the ranks stop before
 #    their first batch with the fingerprint error naming the --weight flags.
@@ -100,6 +104,40 @@ for k in 11 $((steps0 + 5)); do
   echo "resume after $k batches: ok"
 done
 check_no_leftovers
+
+# Resume across a change of weights: states saved after epoch 0's last
+# batch, restored into a server started with 0.4 / 0.4 / 0.2, go on with
+# epoch 1 drawn under the new weights (its delivered shares within 0.005 of
+# them, every byte checked), the same stream twice; a state saved inside
+# epoch 0 is refused, naming both weight sets.
+NEW=(--data "$A" --weight 0.4 --data "$B" --weight 0.4 --data "$C" --weight 0.2 --world 4
+     --seed 5 --epochs 2 --slots 3)
+start_server "${SRV[@]}"
+run_clients e0 4 --max-batches "$steps0" --save "$WORK/e0.{r}"
+wait_server
+for tag in rw1 rw2; do
+  start_server "${NEW[@]}"
+  run_clients "$tag" 4 --restore "$WORK/e0.{r}" --verify "$A,$B,$C"
+  wait_server
+  grep -q "differ" "$WORK/$tag".r*.log && fail "$tag: tensors differ from the shards"
+  n=$(shares_near "$tag" "$WORK/server.log" "delivered from") || fail "$tag: shares"
+  [[ $n == 3 ]] && grep -q "delivered from source 1 $B: weight 0.400000" "$WORK/server.log" ||
+    fail "$tag: not the new weights' shares: $(cat "$WORK/server.log")"
+done
+[[ $(stream_of rw1 | cut -d' ' -f1 | sort -u) == 1 && $(stream_of rw1 | wc -l) -gt 8 ]] ||
+  fail "the resumed run is not epoch 1: $(stream_of rw1 | head)"
+[[ "$(stream_of rw1)" == "$(stream_of rw2)" && "$(digests_of rw1)" == "$(digests_of rw2)" ]] ||
+  fail "two resumes under the new weights differ"
+[[ "$(stream_of rw1)" != "$(stream_of full | awk '$1 == 1')" ]] ||
+  fail "epoch 1 under the new weights is the old weights' epoch 1"
+start_server "${NEW[@]}"
+if "$LF_BIN/lf-rank-loop" --endpoint "$EP" --rank 0 --world 4 --restore "$WORK/state.11.0" \
+    >"$WORK/mid.log" 2>&1; then fail "a state saved inside an epoch resumed under other weights"; fi
+grep -q "mixture weights differ: saved inside epoch 0 after 11 of its batches under weights 0.5 0.3 0.2, the server runs 0.4 0.4 0.2 .* epoch boundary" \
+  "$WORK/mid.log" || fail "mid-epoch state under other weights: $(cat "$WORK/mid.log")"
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+check_no_leftovers
+echo "resume across a change of weights at an epoch boundary: ok; inside an epoch: refused"
 
 # Two nodes, node 1 with other weights: different fingerprints, the ranks stop.
 node() {   # N WEIGHT-B WEIGHT-C... : node N's server on rtN

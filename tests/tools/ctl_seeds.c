@@ -37,11 +37,14 @@ static lf_msg sample_message(uint16_t t)
                                        .heartbeat_ms = 1000, .server_pid = 4243,
                                        .plan_id = 0xfeed, .fingerprint = 0xbeef,
                                        .first_epoch = 0, .epochs = 3, .nsteps = 3,
-                                       .steps = steps, .eval_slots = 2, .eval_steps = 5};
+                                       .steps = steps, .eval_slots = 2, .eval_steps = 5,
+                                       .base_id = 0xfade, .nweights = 2,
+                                       .weights = {700000, 300000}};
         strcpy(m.u.welcome.fd_path, "/run/levelfeed/fd");
         break;
     case LF_MSG_START:
-        m.u.start = (lf_msg_position){.epoch = 1, .step = 7, .plan_id = 0xfeed};
+        m.u.start = (lf_msg_position){.epoch = 1, .step = 7, .plan_id = 0xfeed,
+                                      .base_id = 0xfade};
         break;
     case LF_MSG_READY:
     case LF_MSG_EVAL_READY:

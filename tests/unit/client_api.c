@@ -143,7 +143,8 @@ static void *fake_main(void *arg)
     lf_msg w = {.type = LF_MSG_WELCOME};
     w.u.welcome = (lf_msg_welcome){.rank = 0, .nslots = NSLOTS, .slot_size = SLOT,
                                    .segment_size = lf_ring_segment_size(NSLOTS, SLOT),
-                                   .token = 1, .heartbeat_ms = 50, .plan_id = 77};
+                                   .token = 1, .heartbeat_ms = 50, .plan_id = 77,
+                                   .base_id = 78};
     int epochs = f->mode == ONE_EPOCH || f->mode == EPOCHS_PARTLY_TOLD;
     if (epochs) {
         w.u.welcome.first_epoch = 2;
@@ -353,6 +354,10 @@ int main(void)
     ASSERT_TRUE(strstr(lf_client_error(c), "bad slot 1") != NULL);
     unsigned char st[LF_STATE_SIZE];
     ASSERT_EQ(lf_state_save(c, st, sizeof st), LF_STATE_SIZE);
+    /* a buffer of before 1.6 (LF_STATE_SIZE was 40) gets the state of before */
+    unsigned char st1[40];
+    ASSERT_EQ(lf_state_save(c, st1, sizeof st1 - 1), -ENOBUFS);
+    ASSERT_EQ(lf_state_save(c, st1, sizeof st1), 40);
     ASSERT_EQ(lf_state_restore(c, st, sizeof st), LF_E_ORDER); /* after next */
     pthread_join(th, NULL);
     lf_client_close(c);
@@ -374,6 +379,8 @@ int main(void)
     bad[8] ^= 1;
     ASSERT_EQ(lf_state_restore(c, bad, sizeof bad), LF_E_STATE);
     ASSERT_EQ(lf_state_restore(c, st, sizeof st - 1), LF_E_STATE);
+    ASSERT_TRUE(strstr(lf_client_error(c), "not a levelfeed state") != NULL);
+    ASSERT_EQ(lf_state_restore(c, st1, sizeof st1), 0); /* the unchanged plan's */
     ASSERT_EQ(lf_state_restore(c, st, sizeof st), 0);
     check_good_batch(c, &b);
     ASSERT_EQ(lf_report_step(c, 1000), 0);
@@ -382,6 +389,7 @@ int main(void)
     ASSERT_EQ(f.start.epoch, 0);
     ASSERT_EQ(f.start.step, 1);   /* the batch after the one returned before */
     ASSERT_EQ(f.start.plan_id, 77);
+    ASSERT_EQ(f.start.base_id, 78);
     lf_client_close(c);
     /* A server that stops talking (10 heartbeats of 50 ms) is reported gone. */
     fake_start(&f, SILENT, &th);

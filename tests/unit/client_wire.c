@@ -23,10 +23,12 @@ static lf_msg sample_msg(unsigned type)
                                        .heartbeat_ms = 1000, .server_pid = 77, .plan_id = 99,
                                        .fingerprint = 0xfeedfacecafebeefull,
                                        .first_epoch = 5, .epochs = 9, .nsteps = 3,
-                                       .steps = sample_steps, .eval_slots = 2, .eval_steps = 6};
+                                       .steps = sample_steps, .eval_slots = 2, .eval_steps = 6,
+                                       .base_id = 0xabcdef, .nweights = 3,
+                                       .weights = {400000, 400000, 200000}};
         strcpy(m.u.welcome.fd_path, "/run/user/1/levelfeed/ctl.fd");
         break;
-    case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5}; break;
+    case LF_MSG_START: m.u.start = (lf_msg_position){2, 17, 5, 6}; break;
     case LF_MSG_READY:
     case LF_MSG_EVAL_READY: m.u.ready = (lf_msg_ready){1, 2, 3, 4}; break;
     case LF_MSG_RELEASE: m.u.release = (lf_msg_release){1, 4}; break;
@@ -68,6 +70,9 @@ static void check_same(const lf_msg *a, const lf_msg *b)
         ASSERT_EQ(a->u.welcome.nsteps, b->u.welcome.nsteps);
         ASSERT_EQ(a->u.welcome.eval_slots, b->u.welcome.eval_slots);
         ASSERT_EQ(a->u.welcome.eval_steps, b->u.welcome.eval_steps);
+        ASSERT_EQ(a->u.welcome.base_id, b->u.welcome.base_id);
+        ASSERT_EQ(a->u.welcome.nweights, b->u.welcome.nweights);
+        ASSERT_MEM_EQ(a->u.welcome.weights, b->u.welcome.weights, sizeof a->u.welcome.weights);
         uint32_t steps[3];
         lf_wire_steps(&b->u.welcome, steps);
         ASSERT_MEM_EQ(steps, a->u.welcome.steps, sizeof steps);
@@ -155,7 +160,7 @@ int main(void)
     ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
     m = sample_msg(LF_MSG_WELCOME);
     n = lf_wire_encode(&m, buf, sizeof buf);
-    buf[n - 3] = 0;
+    buf[n - (12 + 4 * (int)m.u.welcome.nweights) - 3] = 0; /* in the path, before the weights */
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
     /* WELCOME's step counts: more than the epochs served, or than
      * LF_WIRE_EPOCHS_MAX, are refused both ways. */
@@ -188,7 +193,18 @@ int main(void)
     m.u.welcome.eval_slots = m.u.welcome.nslots;
     n = lf_wire_encode(&m, buf, sizeof buf);
     ASSERT_GT(n, 0);
-    buf[n - 2 - (int)strlen(m.u.welcome.fd_path) - 8] = 5; /* eval_slots' low byte: 5 > 4 */
+    buf[n - (12 + 4 * (int)m.u.welcome.nweights) - 2 - (int)strlen(m.u.welcome.fd_path) - 8] = 5; /* eval_slots: 5 > 4 */
+    ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
+    /* WELCOME's weights: none or 2 to LF_WIRE_WEIGHTS_MAX, either way. */
+    m = sample_msg(LF_MSG_WELCOME);
+    m.u.welcome.nweights = 1;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m.u.welcome.nweights = LF_WIRE_WEIGHTS_MAX + 1;
+    ASSERT_EQ(lf_wire_encode(&m, buf, sizeof buf), -EINVAL);
+    m.u.welcome.nweights = 3;
+    n = lf_wire_encode(&m, buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    buf[n - 12 - 4] = LF_WIRE_WEIGHTS_MAX + 1; /* nweights' low byte */
     ASSERT_EQ(lf_wire_decode(buf, (size_t)n, &d), -EPROTO);
 
     /* TRACE_REQ: a path is wanted, fits with its NUL and holds none. */

@@ -24,14 +24,14 @@
  * never answered, so any finite wait shows the difference. */
 #define NEXT_TIMEOUT_MS 20000
 
-/* The state layout of client/host.c: magic, rank, epoch, (pad), step,
- * plan id, xxh3 of the 32 bytes before it. */
+/* The state layout of client/host.c (version 2): magic, rank, epoch,
+ * flags, step, ..., xxh3 of the bytes before it in its last 8. */
 static void set_position(unsigned char *st, uint32_t epoch, uint64_t step)
 {
     memcpy(st + 8, &epoch, 4);
     memcpy(st + 16, &step, 8);
-    uint64_t h = XXH3_64bits(st, 32);
-    memcpy(st + 32, &h, 8);
+    uint64_t h = XXH3_64bits(st, LF_STATE_SIZE - 8);
+    memcpy(st + LF_STATE_SIZE - 8, &h, 8);
 }
 
 int main(void)

@@ -14,7 +14,10 @@
  * every later message of that connection still went to the first rank, so
  * the second rank could neither start nor be taken by a real client), and
  * taken once its rank is gone (its messages used to find only the gone
- * session: "no session"). The servers leave nothing in /dev/shm or the
+ * session: "no session"). A mixture's server takes a START of another plan
+ * id only where the ids without the weights match and the position is an
+ * epoch's start (a state saved under other weights at a boundary), and
+ * serves it from there. The servers leave nothing in /dev/shm or the
  * runtime directory.
  * Skips when LF_BIN is not set (tests/run.sh sets it).
  */
@@ -288,6 +291,66 @@ static void one_rank_per_connection(const char *bin, const char *ds, const char 
     free(plan1);
 }
 
+/* A mixture's server (the dataset twice, --weight 0.6 / 0.4) on its own
+ * checks of START, beside the client's (e2e/server_mix): WELCOME carries
+ * the plan id without the weights and the weights; a START of another plan
+ * id is refused when the ids without the weights differ, or when they
+ * match but the position is inside an epoch; at an epoch's start it is
+ * served from there (a state saved under other weights, at a boundary). */
+static void mixture_start(const srv_test_dirs *d, const char *url, void *ctx)
+{
+    char ds2[600];
+    snprintf(ds2, sizeof ds2, "%s2", d->ds);
+    srv_test_dataset(ds2);
+    const char *argv[] = {"--data", d->ds, "--weight", "0.6", "--data", ds2, "--weight", "0.4",
+                          "--world", "2", "--endpoint", d->ep, "--quiet", "--samples-per-rank",
+                          "4", "--slots", "2", "--epochs", "2", NULL};
+    pid_t srv = srv_test_start(d->bin, d->ep, argv);
+    raw x = {ctx, zmq_socket(ctx, ZMQ_DEALER)};
+    int linger = 0;
+    zmq_setsockopt(x.sock, ZMQ_LINGER, &linger, sizeof linger);
+    ASSERT_EQ(zmq_connect(x.sock, url), 0);
+    lf_msg_welcome w = raw_hello(&x, 0);
+    ASSERT_EQ(w.nweights, 2);
+    ASSERT_EQ(w.weights[0], 600000);
+    ASSERT_EQ(w.weights[1], 400000);
+    ASSERT_NE(w.base_id, w.plan_id);
+    const struct { uint64_t base; uint32_t epoch; uint64_t step; const char *error; } refused[] = {
+        {w.base_id ^ 2, 1, 0, "another plan"},
+        {w.base_id, 0, 3, "inside an epoch under other mixture weights"},
+    };
+    int fd = raw_map(&w, 0);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        lf_msg m = {.type = LF_MSG_START,
+                    .u.start = {refused[i].epoch, refused[i].step, w.plan_id ^ 2, refused[i].base}};
+        raw_send(&x, &m);
+        expect_error(&x, refused[i].error);
+        close(fd);
+        w = raw_hello(&x, 0); /* the rank was let go: a new session for it */
+        fd = raw_map(&w, 0);
+    }
+    rank_run rr = {d->ep, 1, calloc(1, 1 << 16), 1 << 16};
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, rank_run_main, &rr), 0);
+    static unsigned char buf[LF_WIRE_MAX];
+    lf_msg m = {.type = LF_MSG_START, .u.start = {1, 0, w.plan_id ^ 2, w.base_id}}, got;
+    raw_send(&x, &m);
+    long n = 0;
+    for (; raw_recv(&x, &got, buf) == LF_MSG_READY; n++) {
+        ASSERT_EQ(got.u.ready.epoch, 1); /* from epoch 1's start on */
+        m = (lf_msg){.type = LF_MSG_RELEASE, .u.release = {got.u.ready.slot, got.u.ready.seq}};
+        raw_send(&x, &m);
+    }
+    ASSERT_EQ(got.type, LF_MSG_END);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    raw_bye(&x);
+    close(fd);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+    zmq_close(x.sock);
+    free(rr.got);
+}
+
 int main(void)
 {
     srv_test_dirs dirs;
@@ -435,6 +498,7 @@ int main(void)
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     one_rank_per_connection(bin, ds, ep, url, r.ctx);
+    mixture_start(&dirs, url, r.ctx);
     srv_test_no_leftovers(&dirs);
     zmq_close(r.sock);
     zmq_ctx_term(r.ctx);

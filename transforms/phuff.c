@@ -55,6 +55,9 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #define LUT_BITS 10
 #define LUT_SIZE (1u << LUT_BITS)
@@ -104,6 +107,7 @@ struct tf_phuff {
     int next_rst;                /* number of the restart marker expected next */
     uint64_t mcus_left;          /* MCUs of the scan not yet decoded */
     int reading;                 /* r holds the source's position (not handed back) */
+    int fast_pdep;               /* the CPU has BMI2 with a fast pdep */
     const huff *dc[MAX_COMPS_IN_SCAN];   /* DC first: each component's table */
     uint64_t zigzag_mask[8][256];        /* bits of a block row -> zigzag positions */
     huff tables[SCAN_TABLES];
@@ -119,10 +123,28 @@ static const uint8_t natural[64 + 16] = {
     63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
 };
 
+/* BMI2 present, and not an AMD CPU before family 0x19 (Zen 3), where pdep
+ * is microcoded and takes up to hundreds of cycles. */
+static int cpu_fast_pdep(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d;
+    if (!__builtin_cpu_supports("bmi2") || !__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    int amd = b == 0x68747541u;  /* "AuthenticAMD" */
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned family = (a >> 8) & 15u;
+    if (family == 15) family += (a >> 20) & 255u;
+    return !amd || family >= 0x19;
+#else
+    return 0;
+#endif
+}
+
 tf_phuff *tf_phuff_create(void)
 {
     tf_phuff *h = calloc(1, sizeof *h);
     if (!h) return NULL;
+    h->fast_pdep = cpu_fast_pdep();
     uint8_t zigzag[64];
     for (int k = 0; k < 64; k++) zigzag[natural[k]] = (uint8_t)k;
     for (int row = 0; row < 8; row++)
@@ -433,6 +455,25 @@ static inline uint64_t nonzero_zigzag(const tf_phuff *h, const JCOEF *block)
     return zz;
 }
 
+/* x without its n lowest set bits (n <= 15). BMI2's pdep places bit n at
+ * x's n-th set bit in one step where it is fast (not on AMD before Zen 3:
+ * microcoded there); else a loop, whose varying count costs a branch miss.
+ * pdep through asm: the rest of the file stays baseline x86-64. */
+static inline uint64_t drop_low_bits(const tf_phuff *h, uint64_t x, int n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (h->fast_pdep) {
+        uint64_t bit, keep = ~0ull << n;
+        __asm__("pdep %2, %1, %0" : "=r"(bit) : "r"(keep), "rm"(x));
+        return bit;
+    }
+#else
+    (void)h;
+#endif
+    for (int i = 0; i < n && x; i++) x &= x - 1;
+    return x;
+}
+
 /* Zigzag positions k.. (k <= 64). */
 static inline uint64_t from_pos(int k) { return k < 64 ? ~0ull << k : 0; }
 
@@ -465,8 +506,7 @@ static void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *bloc
             /* The new coefficient goes in the (run+1)-th position from k
              * still zero (or past the band: Se + 1, as libjpeg), the
              * nonzero ones before it get their correction bits. */
-            uint64_t zeros = ~nz & from_pos(k) & ~from_pos(Se + 1);
-            for (int i = 0; i < run && zeros; i++) zeros &= zeros - 1;
+            uint64_t zeros = drop_low_bits(h, ~nz & from_pos(k) & ~from_pos(Se + 1), run);
             int p = zeros ? __builtin_ctzll(zeros) : Se + 1;
             correct_all(c, r, block, nz & from_pos(k) & ~from_pos(p), p1);
             k = p;

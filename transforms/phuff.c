@@ -183,13 +183,18 @@ static void error(j_decompress_ptr c, int code)
 static int next_byte(j_decompress_ptr c, bitreader *r)
 {
     if (r->p == r->end) {
+        static const JOCTET eoi[2] = {0xFF, JPEG_EOI};
         struct jpeg_source_mgr *s = c->src;
         s->next_input_byte = r->p;
         s->bytes_in_buffer = 0;
         if (!(*s->fill_input_buffer)(c)) error(c, JERR_CANT_SUSPEND);
         r->p = s->next_input_byte;
         r->end = r->p + s->bytes_in_buffer;
-        if (r->p == r->end) return JPEG_EOI;   /* a source that gave nothing: end it */
+        if (r->p == r->end) {    /* nothing more: an EOI marker ends the data, as
+                                  * jpeg_mem_src's own fill gives */
+            r->p = eoi;
+            r->end = eoi + 2;
+        }
     }
     return *r->p++;
 }
@@ -219,8 +224,8 @@ static void fill_slow(j_decompress_ptr c, bitreader *r)
     }
 }
 
-/* Tops the buffer up to at least 57 bits: 8 bytes at once where none of
- * them is 0xFF, else byte by byte. */
+/* Tops the buffer up (from at most 56 bits) to at least 57: 8 bytes at
+ * once where none of them is 0xFF, else byte by byte. */
 static inline void fill(j_decompress_ptr c, bitreader *r)
 {
     if (!r->marker && r->end - r->p >= 8) {

@@ -158,6 +158,15 @@ static void load_tree(const char *dir, const char *rel, file_list *l)
     free(names);
 }
 
+static void free_tree(file_list *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        free(l->f[i].data);
+        free(l->f[i].name);
+    }
+    free(l->f);
+}
+
 typedef int (*work_fn)(const file *f, int index, void *ctx);
 
 /* CPU seconds of fn on one file. */
@@ -210,10 +219,8 @@ static void bad_inputs(lf_tf_ws *ws, const char *dir, void *out, size_t cap)
         }
         printf("  %-30s %-8s %8.3f ms (cpu %8.3f)  %s\n", bad.f[i].name,
                rc < 0 ? "rejected" : "DECODED", ms, cpu_ms, rc < 0 ? lf_tf_reason(ws) : "");
-        free(bad.f[i].data);
-        free(bad.f[i].name);
     }
-    free(bad.f);
+    free_tree(&bad);
     printf("slowest rejection: %.3f ms wall = %.3f x the 50 ms limit (cpu %.3f ms)\n", worst,
            worst / 50.0, worst_cpu);
 }
@@ -280,6 +287,7 @@ static int digest(const char *dir)
         }
         printf("\n");
     }
+    free_tree(&l);
     lf_tf_ws_free(ws);
     free(out);
     return 0;
@@ -335,11 +343,7 @@ int main(int argc, char **argv)
         printf("rejection times (augment, full crop, default limits):\n");
         bad_inputs(ws, argv[4], out, ac.cap);
     }
-    for (int i = 0; i < l.n; i++) {
-        free(l.f[i].data);
-        free(l.f[i].name);
-    }
-    free(l.f);
+    free_tree(&l);
     free(best);
     lf_tf_ws_free(ws);
     free(out);

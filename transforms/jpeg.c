@@ -29,6 +29,7 @@
  * max_memory_to_use bounds libjpeg's own allocations.
  */
 #include "lf_tf.h"
+#include "phuff.h"
 #include "tf_internal.h"
 
 #include <limits.h>
@@ -160,6 +161,7 @@ struct lf_tf_ws {
     resize_rows_fn resize_fn;    /* resize_rows_avx2 or resize_rows_generic */
     coef_arena coef;             /* whole-image coefficient buffers, kept across images */
     scan_tails tail;             /* multi-scan files: what no output row reads */
+    tf_phuff *phuff;             /* progressive scans' entropy decoder (phuff.c) */
 };
 
 /* ---- errors and limits --------------------------------------------------- */
@@ -225,7 +227,8 @@ static void on_output_message(j_common_ptr c) { (void)c; }
 static void tails_hook(lf_tf_ws *ws);
 
 /* Called before every step (an iMCU row, or the markers between scans)
- * while a multi-scan file is absorbed, and per output row group. */
+ * while a multi-scan file is absorbed, and per output row group. A
+ * progressive scan's entropy decoding goes to phuff.c at its first row. */
 static void on_progress(j_common_ptr c)
 {
     j_decompress_ptr d = (j_decompress_ptr)c;
@@ -234,6 +237,7 @@ static void on_progress(j_common_ptr c)
         fail(ws, LF_TF_E_LIMIT, "more than %u scans", ws->lim.max_scans);
         bail(ws);
     }
+    tf_phuff_take_scan(ws->phuff, d);
     tails_hook(ws);
 }
 
@@ -614,7 +618,9 @@ static void tails_hook(lf_tf_ws *ws)
         !c->inputctl->has_multiple_scans || !c->entropy || c->entropy->decode_mcu == skip_mcu)
         return;
     /* The bit reader stops at a marker it meets and keeps it in
-     * unread_marker: then the source is already past the scan. */
+     * unread_marker: then the source is already past the scan. phuff.c's
+     * reader hands its position and marker back first. */
+    tf_phuff_sync(ws->phuff, c);
     if (!c->unread_marker) seek_marker(c->src);
     c->entropy->decode_mcu = skip_mcu;
 }
@@ -666,6 +672,7 @@ static void free_buffers(lf_tf_ws *ws)
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
     free(ws->coef.mem);
+    tf_phuff_free(ws->phuff);
     free(ws->idct);
     free(ws->tmp);
     free(ws->region);
@@ -702,8 +709,9 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     ws->region = malloc(ws->region_cap);
     ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
     ws->idct = aligned_alloc(sizeof(v8f), sizeof *ws->idct);
+    ws->phuff = tf_phuff_create();
     int avx2 = cpu_has_avx2_fma();
-    if (!ws->region || !ws->tmp || !ws->idct || coeffs_alloc(&ws->ax, l.max_out_side, 0, avx2) ||
+    if (!ws->region || !ws->tmp || !ws->idct || !ws->phuff || coeffs_alloc(&ws->ax, l.max_out_side, 0, avx2) ||
         coeffs_alloc(&ws->ay, l.max_out_side, 1, 0))
         goto fail_alloc;
     idct_tables_build(ws->idct);
@@ -723,6 +731,7 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     ws->cinfo.mem->max_memory_to_use = (long)l.max_memory;
     coef_install(ws);
     ws->cinfo.progress = &ws->progress;
+    ws->cinfo.client_data = ws->phuff;
     *out = ws;
     return 0;
 

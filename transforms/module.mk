@@ -1,4 +1,4 @@
-transforms_SRCS := transforms/layout.c transforms/jpeg.c transforms/plan.c \
+transforms_SRCS := transforms/layout.c transforms/jpeg.c transforms/phuff.c transforms/plan.c \
                    transforms/tokens.c transforms/frames.c
 $(eval $(call static_lib,lf_tf,$(transforms_SRCS)))
 # The resize and token copy loops are written to be vectorized; -O2 (GCC 12)

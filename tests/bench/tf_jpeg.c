@@ -13,6 +13,10 @@
  *   (tests/bench/tf_report.py groups them by size class and progressive vs
  *   baseline, next to the PIL pipeline's times); then the time to reject
  *   each file in BADDIR.
+ *   tf_jpeg digest DIR        prints per file a hash of its full-size decode
+ *                             and of 8 random-resized crops as u8 and as f32
+ *                             (sample ids 0..7), or its rejection: two builds
+ *                             whose lines are equal gave the same bytes.
  *   Figures only: nothing here passes or fails on a time.
  */
 #include <dirent.h>
@@ -154,6 +158,15 @@ static void load_tree(const char *dir, const char *rel, file_list *l)
     free(names);
 }
 
+static void free_tree(file_list *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        free(l->f[i].data);
+        free(l->f[i].name);
+    }
+    free(l->f);
+}
+
 typedef int (*work_fn)(const file *f, int index, void *ctx);
 
 /* CPU seconds of fn on one file. */
@@ -206,10 +219,8 @@ static void bad_inputs(lf_tf_ws *ws, const char *dir, void *out, size_t cap)
         }
         printf("  %-30s %-8s %8.3f ms (cpu %8.3f)  %s\n", bad.f[i].name,
                rc < 0 ? "rejected" : "DECODED", ms, cpu_ms, rc < 0 ? lf_tf_reason(ws) : "");
-        free(bad.f[i].data);
-        free(bad.f[i].name);
     }
-    free(bad.f);
+    free_tree(&bad);
     printf("slowest rejection: %.3f ms wall = %.3f x the 50 ms limit (cpu %.3f ms)\n", worst,
            worst / 50.0, worst_cpu);
 }
@@ -237,13 +248,60 @@ static size_t headers(lf_tf_ws *ws, file_list *l)
     return most;
 }
 
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+#define DIGEST_CROPS 8
+
+static int digest(const char *dir)
+{
+    file_list l = {0};
+    load_tree(dir, "", &l);
+    lf_tf_ws *ws = NULL;
+    if (lf_tf_ws_create(NULL, &ws) != 0) return 1;
+    lf_tf_image_params p[2];
+    lf_tf_image_params_default(&p[0], CROP, CROP);
+    p[0].out_dtype = LF_DTYPE_U8;
+    lf_tf_image_params_default(&p[1], CROP, CROP);
+    p[1].out_dtype = LF_DTYPE_F32;
+    size_t cap = headers(ws, &l), crop_size = lf_tf_image_out_size(&p[1]);
+    cap = cap > crop_size ? cap : crop_size;
+    unsigned char *out = malloc(cap);
+    if (!out) return 1;
+    for (int i = 0; i < l.n; i++) {
+        const file *f = &l.f[i];
+        long n = lf_tf_jpeg_decode(ws, out, cap, f->data, f->size, NULL);
+        uint64_t h = n < 0 ? (uint64_t)n : fnv1a(0xcbf29ce484222325ull, out, (size_t)n);
+        printf("digest %s full %016llx", f->name, (unsigned long long)h);
+        for (int d = 0; d < 2; d++) {
+            h = 0xcbf29ce484222325ull;
+            for (uint64_t id = 0; id < DIGEST_CROPS; id++) {
+                n = lf_tf_jpeg_augment(ws, out, cap, f->data, f->size, &p[d], 0, id, NULL);
+                h = n < 0 ? fnv1a(h, &n, sizeof n) : fnv1a(h, out, (size_t)n);
+            }
+            printf(" %s %016llx", d ? "f32" : "u8", (unsigned long long)h);
+        }
+        printf("\n");
+    }
+    free_tree(&l);
+    lf_tf_ws_free(ws);
+    free(out);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "make") == 0)
         return make(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]));
+    if (argc == 3 && strcmp(argv[1], "digest") == 0) return digest(argv[2]);
     int passes = argc >= 4 ? atoi(argv[3]) : 0;
     if (argc < 4 || strcmp(argv[1], "run") != 0 || passes < 1) {
-        fprintf(stderr, "usage: tf_jpeg make DIR N SEED | tf_jpeg run DIR PASSES [BADDIR]\n");
+        fprintf(stderr, "usage: tf_jpeg make DIR N SEED | tf_jpeg run DIR PASSES [BADDIR] | "
+                        "tf_jpeg digest DIR\n");
         return 2;
     }
     file_list l = {0};
@@ -285,11 +343,7 @@ int main(int argc, char **argv)
         printf("rejection times (augment, full crop, default limits):\n");
         bad_inputs(ws, argv[4], out, ac.cap);
     }
-    for (int i = 0; i < l.n; i++) {
-        free(l.f[i].data);
-        free(l.f[i].name);
-    }
-    free(l.f);
+    free_tree(&l);
     free(best);
     lf_tf_ws_free(ws);
     free(out);

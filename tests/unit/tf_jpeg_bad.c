@@ -15,13 +15,12 @@
  */
 #include "lf_tf.h"
 #include "test.h"
+#include "tf_jpeg_gen.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <time.h>
-
-#include <jpeglib.h>
 
 static double now_ms(void)
 {
@@ -32,13 +31,14 @@ static double now_ms(void)
 
 enum { BASELINE, BOMB, PROGRESSIVE };
 
-/* A valid JPEG: baseline; (BOMB) one scan per coefficient band per bit
- * (Al 10..0); or (PROGRESSIVE) libjpeg's default progressive script. */
-static unsigned char *make_jpeg(uint32_t w, uint32_t h, int components, int subsample,
-                                int kind, size_t *size, int *nscans)
+struct kind_arg { int subsample, kind, nscans; };
+
+/* BOMB: one scan per coefficient band per bit (Al 10..0). */
+static void setup_kind(struct jpeg_compress_struct *cc, void *arg)
 {
     static jpeg_scan_info scans[11 + 3 * 63 * 11];
-    int n = 0;
+    struct kind_arg *a = arg;
+    int components = cc->num_components, n = 0;
     for (int al = 10; al >= 0; al--) {            /* DC, all components interleaved */
         jpeg_scan_info *s = &scans[n++];
         memset(s, 0, sizeof *s);
@@ -57,42 +57,33 @@ static unsigned char *make_jpeg(uint32_t w, uint32_t h, int components, int subs
                 s->Ah = al == 10 ? 0 : al + 1;
                 s->Al = al;
             }
-    struct jpeg_compress_struct cc;
-    struct jpeg_error_mgr jerr;
-    cc.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&cc);
-    unsigned char *buf = NULL;
-    unsigned long sz = 0;
-    jpeg_mem_dest(&cc, &buf, &sz);
-    cc.image_width = w;
-    cc.image_height = h;
-    cc.input_components = components;
-    cc.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&cc);
-    if (!subsample && components == 3) cc.comp_info[0].h_samp_factor = cc.comp_info[0].v_samp_factor = 1;
-    if (kind == BOMB) {
-        cc.scan_info = scans;
-        cc.num_scans = n;
-    } else if (kind == PROGRESSIVE) {
-        jpeg_simple_progression(&cc);
-        n = cc.num_scans;
+    if (!a->subsample && components == 3) cc->comp_info[0].h_samp_factor = cc->comp_info[0].v_samp_factor = 1;
+    if (a->kind == BOMB) {
+        cc->scan_info = scans;
+        cc->num_scans = n;
+    } else if (a->kind == PROGRESSIVE) {
+        jpeg_simple_progression(cc);
+        n = cc->num_scans;
     } else {
         n = 1;
     }
-    jpeg_start_compress(&cc, TRUE);
-    unsigned char *row = malloc((size_t)w * (size_t)components);
-    ASSERT_TRUE(row != NULL);
-    for (uint32_t y = 0; y < h; y++) {
-        for (uint32_t x = 0; x < w * (uint32_t)components; x++)
-            row[x] = (unsigned char)(x / 2 + y / 3 + ((x ^ y) & 7));   /* smooth + texture */
-        JSAMPROW r = row;
-        jpeg_write_scanlines(&cc, &r, 1);
-    }
-    jpeg_finish_compress(&cc);
-    jpeg_destroy_compress(&cc);
-    free(row);
-    *size = sz;
-    *nscans = n;
+    a->nscans = n;
+}
+
+static unsigned char smooth_texture(size_t x, uint32_t y)
+{
+    return (unsigned char)(x / 2 + y / 3 + ((x ^ y) & 7));
+}
+
+/* A valid JPEG: baseline; (BOMB) one scan per coefficient band per bit
+ * (Al 10..0); or (PROGRESSIVE) libjpeg's default progressive script. */
+static unsigned char *make_jpeg(uint32_t w, uint32_t h, int components, int subsample,
+                                int kind, size_t *size, int *nscans)
+{
+    struct kind_arg a = {subsample, kind, 0};
+    tf_jpeg_gen g = {w, h, components, setup_kind, smooth_texture, &a};
+    unsigned char *buf = tf_jpeg_gen_make(&g, size);
+    *nscans = a.nscans;
     return buf;
 }
 

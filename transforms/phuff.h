@@ -1,0 +1,31 @@
+/*
+ * phuff.h — the progressive-scan entropy decoder (phuff.c); not installed.
+ *
+ * It takes over libjpeg's decode_mcu at the start of each progressive scan
+ * and hands the source back at the scan's end; jpeg.c calls it from the
+ * progress monitor (see "progressive scans" in phuff.c).
+ */
+#ifndef LF_TF_PHUFF_H
+#define LF_TF_PHUFF_H
+
+#include <stdio.h>
+#include <jpeglib.h>
+
+typedef struct tf_phuff tf_phuff;
+
+/* Returns NULL when out of memory. */
+tf_phuff *tf_phuff_create(void);
+void tf_phuff_free(tf_phuff *h);
+
+/* From the progress monitor: where a progressive scan's first iMCU row is
+ * about to be consumed with libjpeg's decoder, installs ours for the scan.
+ * c->client_data must be h. */
+void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c);
+
+/* Where our decoder is reading a scan: gives the source the position our
+ * reader reached (and a marker it met, as unread_marker), so libjpeg can
+ * read on from there; our decoder reads no more of this scan. Done by the
+ * decoder itself after the scan's last MCU. */
+void tf_phuff_sync(tf_phuff *h, j_decompress_ptr c);
+
+#endif

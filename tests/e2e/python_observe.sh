@@ -8,7 +8,10 @@
 # as data wait (polled, with a deadline against a hang; the shared reading
 # of e2e/server_observe). Rank 1's compute is in proportion to its batch's
 # tokens, so the server's end-of-run report (#31 item 4) must find it
-# following the planned cost (correlation 0.5 or more), and name rank 1 the
+# following the planned cost (correlation 0.5 or more: the naive sampler
+# serves, so step costs vary ~2x and every step carries the correlation; a
+# balanced plan's steps cost nearly the same, its few uneven steps carried
+# it, and one step a loaded machine stalled sank it below 0.5), and name rank 1 the
 # late rank, rank 0's time mostly sync wait; each rank's Loader.report()
 # gives its own at the end (and refuses before it). Before, Python could report no
 # sync wait and there was no levelfeed.torch.
@@ -18,7 +21,7 @@ need_python_module torch
 export CUDA_VISIBLE_DEVICES=""   # gloo on the CPU even where GPUs are
 
 make_dataset "$WORK/ds"
-start_server --data "$WORK/ds" --world 2 --seed 4 --slots 2 --epochs 1 --samples-per-rank 8
+start_server --data "$WORK/ds" --world 2 --seed 4 --slots 2 --epochs 1 --samples-per-rank 8 --sampler naive
 cat >"$WORK/rank.py" <<'PYEOF'
 import sys, time
 import torch

@@ -289,8 +289,9 @@ static const uint32_t *prepass_uses(const srv *s, uint32_t e)
 }
 
 /* Counts into `counts` with a scout copy of the plan that runs through the
- * epoch the plan is about to start (no lock held: the copy is private). */
-static int scout_uses(srv *s, uint32_t *counts)
+ * epoch the plan is about to start (no lock held: the copy is private),
+ * and into *steps its steps, those before a resume's start included. */
+static int scout_uses(srv *s, uint32_t *counts, uint32_t *steps)
 {
     srv_pipeline *p = s->pl;
     long n = lf_plan_state_save(p->plan, NULL, 0);
@@ -301,6 +302,7 @@ static int scout_uses(srv *s, uint32_t *counts)
     if (rc >= 0) rc = lf_plan_state_restore(scout, blob, (size_t)n);
     lf_plan_step st;
     while (rc >= 0 && (rc = lf_plan_next_step(scout, &st)) == 1) {
+        ++*steps;
         if (before_start(s, &st)) continue;
         for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
             lf_plan_batch b;
@@ -314,10 +316,26 @@ static int scout_uses(srv *s, uint32_t *counts)
     return rc < 0 ? rc : 0;
 }
 
+/* Epoch index e has `steps` steps: the clients are told (EPOCH, before
+ * any READY of it: control.c, tell_epochs), in order, where start-up did
+ * not walk it (srv_plan_prepass). */
+static void tell_steps(srv *s, uint32_t e, uint32_t steps)
+{
+    pthread_mutex_lock(&s->mu);
+    int new = e == s->epochs_planned && e < LF_WIRE_EPOCHS_MAX;
+    if (new) {
+        s->epoch_steps[e] = steps;
+        s->epochs_planned = e + 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (new) srv_notify_control(s);
+}
+
 /* Installs, per block, the samples the local ranks take from it in the epoch
  * (index e) that the plan is about to start: the prepass's counts, or a
- * scout's. From then on only jobs of that epoch count samples off (a job of
- * the previous epoch still in flight must not spend the new counts). */
+ * scout's (which also counts its steps for the clients). From then on only
+ * jobs of that epoch count samples off (a job of the previous epoch still
+ * in flight must not spend the new counts). */
 static int count_epoch_uses(srv *s, uint32_t e)
 {
     srv_pipeline *p = s->pl;
@@ -328,8 +346,10 @@ static int count_epoch_uses(srv *s, uint32_t e)
     if (!counts) {
         /* an epoch wholly before a resume's start takes nothing: no scout */
         int skipped = s->cfg.plan.epoch + e < s->start_epoch;
+        uint32_t steps = 0;
         own = calloc(nb, sizeof *own);
-        rc = !own ? -ENOMEM : skipped ? 0 : scout_uses(s, own);
+        rc = !own ? -ENOMEM : skipped ? 0 : scout_uses(s, own, &steps);
+        if (rc >= 0 && !skipped) tell_steps(s, e, steps);
         counts = own;
     }
     if (rc >= 0) {
@@ -407,7 +427,8 @@ void *srv_planner_main(void *arg)
         uint64_t scout_t0 = srv_now_ns();
         rc = count_epoch_uses(s, e);
         srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
-        for (; rc >= 0;) {
+        uint32_t steps = 0;
+        for (; rc >= 0; steps++) {
             uint64_t t0 = srv_now_ns();
             rc = srv_plan_errno(lf_plan_next_step(s->pl->plan, &st));
             srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
@@ -415,6 +436,9 @@ void *srv_planner_main(void *arg)
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
         }
+        /* an epoch wholly before a resume's start, which no scout walked,
+         * is told once walked: before the next */
+        if (rc == 0) tell_steps(s, e, steps);
         if (rc < 0 && !stopping(s)) srv_fail(s, "plan: %s", strerror(-rc));
     }
     free(scratch);

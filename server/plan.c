@@ -90,14 +90,14 @@ int srv_plan_eval_create(const srv *s, lf_plan **out)
     return srv_plan_errno(lf_plan_create(&prm, s->eval_set, n, out));
 }
 
-static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
+int srv_plan_create_at(const srv *s, uint32_t e, lf_plan **out)
 {
     return srv_plan_errno(plan_create_status(s, s->cfg.plan.epoch + e, out));
 }
 
 int srv_plan_create(const srv *s, lf_plan **out)
 {
-    return plan_create_at(s, 0, out);
+    return srv_plan_create_at(s, 0, out);
 }
 
 uint32_t srv_extra_dtype(uint32_t field_type)
@@ -127,7 +127,7 @@ static int add_extras(const srv *s, lf_layout *l, uint32_t rank, const uint64_t 
  * there (only the starting thread walks from 0: no other touches it). */
 static int plan_take(srv *s, uint32_t e, lf_plan **out)
 {
-    if (e != 0 || !s->spare) return plan_create_at(s, e, out);
+    if (e != 0 || !s->spare) return srv_plan_create_at(s, e, out);
     *out = s->spare;
     s->spare = NULL;
     if (s->later_cap) lf_plan_cap_later(*out, 1, s->later_cap);
@@ -829,7 +829,7 @@ static int measure_epoch0(srv *s, uint64_t *most)
 static int set_cap(srv *s, uint64_t most)
 {
     lf_plan *p;
-    int rc = plan_create_at(s, 0, &p);
+    int rc = srv_plan_create_at(s, 0, &p);
     if (rc < 0) return rc;
     uint64_t want = most / 1000 * cap_permille() + most % 1000 * cap_permille() / 1000;
     s->later_cap = lf_plan_cap_later(p, 1, want > 0 ? want : 1);

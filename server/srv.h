@@ -407,6 +407,7 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
+int srv_plan_create_at(const srv *s, uint32_t e, lf_plan **out); /* epoch index e on */
 /* The planner's plan: start-up's (s->spare), rewound, or a new one. Call
  * from the thread that started the server, before the others run. */
 int srv_plan_first(srv *s, lf_plan **out);

@@ -829,12 +829,12 @@ static int measure_epoch0(srv *s, uint64_t *most)
 static int set_cap(srv *s, uint64_t most)
 {
     lf_plan *p;
-    int rc = srv_plan_create_at(s, 0, &p);
+    int rc = plan_take(s, 0, &p); /* the start-up's plan: it takes the cap too */
     if (rc < 0) return rc;
     uint64_t want = most / 1000 * cap_permille() + most % 1000 * cap_permille() / 1000;
     s->later_cap = lf_plan_cap_later(p, 1, want > 0 ? want : 1);
     rc = fit_cap(s, s->later_cap, lf_plan_rank_samples_max(p, s->later_cap), &s->slot_size);
-    lf_plan_free(p);
+    s->spare = p; /* still at its first epoch's start */
     if (rc == 0 && !s->cfg.quiet)
         fprintf(stderr, "lf-server: plan: epochs after the first planned while serving, a "
                 "rank's step in them capped at %" PRIu64 " padded tokens (epoch 0's most, %"

@@ -35,20 +35,28 @@ int srv_plan_errno(int status)
     }
 }
 
-/* Whether start-up plans epoch 0 alone and caps the epochs after it
- * (srv_plan_prepass): a balanced token plan of more than one epoch. Images
- * and frames (a padded-token cap bounds neither's slot) and the baselines
- * (no cap) walk every epoch first. */
+/* Whether the plan caps the epochs after epoch 0 (lf_plan_cap_later): a
+ * balanced token plan. Images and frames (a padded-token cap bounds
+ * neither's slot) and the baselines (no cap) are planned as before. The
+ * rule is part of the plan id, as it is of the sequence. */
+static int capped(const srv *s)
+{
+    return !s->images && !s->frames && s->cfg.plan.sampler == LF_PLAN_BALANCED;
+}
+
+/* Whether start-up plans its first epoch alone, the cap taken from epoch
+ * 0 (srv_plan_prepass): a capped plan that serves an epoch after epoch 0.
+ * The others walk every epoch first. */
 static int plans_ahead(const srv *s)
 {
-    return s->cfg.epochs > 1 && !s->images && !s->frames &&
-           s->cfg.plan.sampler == LF_PLAN_BALANCED;
+    return capped(s) && (uint64_t)s->cfg.plan.epoch + s->cfg.epochs > 1;
 }
 
 /* The cap on the epochs after the plan's epoch 0: that epoch's most padded
  * tokens on a rank in a step, and 1/8 more (CAP_PERMILLE / 1000 of it). The
- * rule is in the plan fingerprint (CAP_RULE): where the cap binds, a step
- * differs from the plan without it. LF_TEST_CAP_PERMILLE replaces the
+ * rule is in the plan id (CAP_RULE and the figure): where the cap binds, a
+ * step differs from the plan without it, so a state saved under another
+ * rule (or none, before it) is refused. LF_TEST_CAP_PERMILLE replaces the
  * figure, so tests can make it bind. */
 #define CAP_RULE 1u
 #define CAP_PERMILLE 1125u
@@ -689,7 +697,8 @@ static int walk_epochs_parallel(srv *s, uint32_t epochs, uint64_t *padded)
 }
 
 /* The plan id: the plan's own hash of samples and sequence parameters (p,
- * in its initial state) plus everything else that shapes a rank's stream. */
+ * in its initial state) plus everything else that shapes a rank's stream,
+ * the later epochs' cap rule included (capped). */
 static int compute_plan_id(srv *s, const lf_plan *p)
 {
     long n = lf_plan_state_save(p, NULL, 0);
@@ -714,6 +723,8 @@ static int compute_plan_id(srv *s, const lf_plan *p)
     XXH3_64bits_update(&h, blob, (size_t)n);
     XXH3_64bits_update(&h, extra, sizeof extra);
     XXH3_64bits_update(&h, &ip->flip_prob, sizeof ip->flip_prob);
+    uint64_t rule[] = {CAP_RULE, cap_permille()};
+    if (capped(s)) XXH3_64bits_update(&h, rule, sizeof rule);
     s->plan_id = XXH3_64bits_digest(&h) | 1; /* never 0: 0 means "no state" */
     s->spare_start = blob; /* p's start, to rewind it to (plan_give_back) */
     s->spare_start_size = n;
@@ -727,9 +738,7 @@ static int compute_plan_id(srv *s, const lf_plan *p)
  * layout (each block's first sample, sample count and raw size: a copy
  * converted at another --block-size differs even where its groups come out
  * the same) and the epochs served (--epoch, --epochs: a node serving fewer
- * would leave its ranks short), and where start-up plans ahead the rule
- * of the later epochs' cap (CAP_RULE, the figure: where it binds, those
- * epochs' steps differ from an uncapped plan's). Not the local ranks: it is the same on every
+ * would leave its ranks short). Not the local ranks: it is the same on every
  * node of a job exactly when their servers plan the same global sequence.
  * The plan id alone stays what saved states carry, so a state restores into
  * a run started at a later --epoch. */
@@ -737,11 +746,9 @@ static void compute_fingerprint(srv *s)
 {
     uint64_t head[] = {s->plan_id, LF_PLAN_SPLIT_VERSION, s->cfg.plan.epoch, s->cfg.epochs,
                        s->train_blocks};
-    uint64_t ahead[] = {CAP_RULE, cap_permille()};
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     XXH3_64bits_update(&h, head, sizeof head);
-    if (plans_ahead(s)) XXH3_64bits_update(&h, ahead, sizeof ahead);
     for (uint64_t b = 0; b < s->train_blocks; b++) {
         const lf_block_info *bi = lf_dataset_block(s->ds, b);
         uint64_t v[3] = {bi->first_sample, bi->nsamples, bi->raw_size};

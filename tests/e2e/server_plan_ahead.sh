@@ -11,7 +11,7 @@
 # most), epoch 0 stays the uncapped plan's, a later epoch differs from it,
 # every batch still fits the slots (the server would stop on one that did
 # not), and every sample is still delivered once an epoch; the fingerprint
-# differs from the default's, as the rule is in it.
+# differs from the default's, as the rule is in it (in the plan id).
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"

@@ -1,11 +1,18 @@
 /*
  * plan.c — what lf-server asks of the balancer: the plan over the dataset
- * index, a pre-pass over every epoch (in threads, a share of the epochs
- * each) to size the ring slots from the largest batch any local rank will
- * get and count each epoch's samples per block, the plan id clients keep
- * in their saved states, the plan fingerprint the nodes of a job compare,
- * and the batch layout of a job (which tensors, what
- * shapes).
+ * index, a pre-pass before serving (in threads, a share of the epochs
+ * each) that sizes the ring slots and counts each walked epoch's samples
+ * per block and steps, the plan id clients keep in their saved states,
+ * the plan fingerprint the nodes of a job compare, and the batch layout of
+ * a job (which tensors, what shapes).
+ *
+ * The pre-pass walks every epoch, the slots then fit the largest batch any
+ * local rank gets, unless the plan is capped and serves a later epoch
+ * (plans_ahead): then it walks the first epoch alone, and the epochs after
+ * epoch 0 are capped at epoch 0's most padded tokens a rank, and 1/8 more
+ * (lf_plan_cap_later, set on every plan made here once known), which the
+ * slots are sized for (fit_cap). The planner counts those epochs while
+ * serving (planner.c).
  */
 #include "srv.h"
 

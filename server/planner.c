@@ -8,7 +8,9 @@
  * is a hit; a missing one gets a cache entry and goes to the read queue.
  *
  * At each epoch start the planner installs the epoch's pending counts per
- * block (the prepass's, or a scout's: see cache.c), and it waits when a
+ * block (the prepass's, or a scout's: see cache.c; the scout of the next
+ * epoch runs meanwhile on a thread of its own, and counts its steps, which
+ * the clients are told), and it waits when a
  * new job's blocks would push the cache past its limit while other jobs
  * are in flight. A rank being caught up (catchup.c) gets its jobs from
  * its catch-up thread, which makes them with the functions here; the

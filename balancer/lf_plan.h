@@ -366,6 +366,40 @@ void lf_plan_counts_get(const lf_plan *plan, lf_plan_counts *c);
  * those that fit no cap), up to cap; returns how many there are in all. */
 size_t lf_plan_rejected_ids(const lf_plan *plan, uint64_t *ids, size_t cap);
 
+/* ---- a cap from a later epoch on ------------------------------------------
+ *
+ * A server sizes its ring slots before it serves. Rather than plan every
+ * epoch first, it can plan one, take the most padded tokens any rank held
+ * in it and cap the epochs after it there (with some room): the cap is
+ * then what the slots must hold. lf_plan_step_padded measures a step;
+ * lf_plan_cap_later sets the cap. Unlike rank_max_padded, the cap leaves a
+ * step alone unless the step's split gives some rank more: only then is
+ * the step split again under it (as rank_max_padded would split it), the
+ * samples no rank has room for carried to the next step. So epochs that
+ * stay within it are bit-identical to a plan without it, and the others
+ * differ from that step on (a server versions that rule in its plan
+ * fingerprint). The cap is no parameter and not in the saved state: set it
+ * on every plan of the run, also one a state is restored into. Balanced
+ * plans only (the baselines take a fixed count a rank). */
+
+/* The most padded tokens a rank holds in the current step, the figure
+ * rank_max_padded caps: pad, its samples x its longest L; pack, its rows
+ * (best-fit decreasing, as lf_plan_rank_batch lays them) x seq_len. 0 with
+ * no current step. */
+uint64_t lf_plan_step_padded(lf_plan *plan);
+
+/* From epoch `from` on (the absolute epoch number), no rank gets more than
+ * max_padded padded tokens in a step. max_padded is first raised to what
+ * one sample the plan places needs alone (pad: the longest L; pack:
+ * seq_len), so every sample still fits. Returns the cap in force, or 0 for
+ * a plan that is not balanced (nothing set). */
+uint64_t lf_plan_cap_later(lf_plan *plan, uint32_t from, uint64_t max_padded);
+
+/* The most samples one rank can hold in a step of at most max_padded
+ * padded tokens: a step's most samples, and no more than max_padded over
+ * the shortest L the plan places (a piece counts as a sample). */
+uint64_t lf_plan_rank_samples_max(const lf_plan *plan, uint64_t max_padded);
+
 /* ---- state -------------------------------------------------------------- */
 
 /* Saves the plan's position (epoch, step, stream cursor, pending window,

@@ -1189,6 +1189,50 @@ static void fill_empty_ranks(lf_plan *p)
     }
 }
 
+static int cmp_len_desc(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a < b) - (a > b);
+}
+
+/* The most padded tokens a rank holds under the split's assignment of the
+ * step's items (sidx; an unplaced one, UINT32_MAX, counts nowhere): each
+ * rank's lengths gathered into the split's scratch (counting by rank, in
+ * its world + 1 scratch arrays), then pad, their count x their longest;
+ * pack, best-fit decreasing rows x seq_len, as lay_pack lays them. */
+static uint64_t padded_max(lf_plan *p)
+{
+    lfp_split *s = &p->split;
+    uint32_t w = p->prm.world, *at = s->tmp_aux, *pos = s->tmp_ord;
+    memset(at, 0, ((size_t)w + 1) * sizeof *at);
+    for (size_t i = 0; i < p->ns; i++)
+        if (s->assign[i] != UINT32_MAX) at[s->assign[i] + 1]++;
+    for (uint32_t r = 0; r < w; r++) at[r + 1] += at[r];
+    memcpy(pos, at, (size_t)w * sizeof *pos);
+    for (size_t i = 0; i < p->ns; i++)
+        if (s->assign[i] != UINT32_MAX) s->scratch[pos[s->assign[i]]++] = p->len[p->sidx[i]];
+    uint64_t most = 0;
+    for (uint32_t r = 0; r < w; r++) {
+        uint64_t *lens = s->scratch + at[r], m = at[r + 1] - at[r], padded = 0;
+        if (m && p->prm.layout == LF_PLAN_PACK) {
+            qsort(lens, m, sizeof *lens, cmp_len_desc);
+            padded = (uint64_t)lfp_pack_rows(lens, m, p->prm.seq_len, s->room, NULL) *
+                     p->prm.seq_len;
+        }
+        for (uint64_t i = 0; m && p->prm.layout != LF_PLAN_PACK && i < m; i++)
+            if (lens[i] * m > padded) padded = lens[i] * m;
+        if (padded > most) most = padded;
+    }
+    return most;
+}
+
+/* lf_plan_cap_later: whether this step's split is over the later cap, so
+ * that it must be split again under it. */
+static int later_cap_binds(lf_plan *p)
+{
+    return p->later_cap && p->epoch >= p->later_from && padded_max(p) > p->later_cap;
+}
+
 /* Splits the selected items; hands back what the caps leave out. */
 static void split_step(lf_plan *p)
 {
@@ -1224,6 +1268,11 @@ static void split_step(lf_plan *p)
         caps.max_padded = share;
     p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
     balance_overhead(p, &it, &caps);
+    if (later_cap_binds(p)) { /* again, under the cap: lf_plan_cap_later */
+        if (!caps.max_padded || p->later_cap < caps.max_padded) caps.max_padded = p->later_cap;
+        p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
+        balance_overhead(p, &it, &caps);
+    }
     if (p->cur.cap_deferred) give_back_unplaced(p);
     fill_empty_ranks(p);
 }
@@ -1339,4 +1388,29 @@ size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)
         m++;
     }
     return m;
+}
+
+uint64_t lf_plan_step_padded(lf_plan *p)
+{
+    return p && p->have_step ? padded_max(p) : 0;
+}
+
+uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
+{
+    if (!p || p->prm.sampler != LF_PLAN_BALANCED) return 0;
+    uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : 0;
+    for (size_t s = 0; p->prm.layout != LF_PLAN_PACK && s < p->n; s++)
+        if (!p->capfail[s] && p->len[s] > alone) alone = p->len[s];
+    p->later_cap = max_padded > alone ? max_padded : alone;
+    p->later_from = from;
+    return p->later_cap;
+}
+
+uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)
+{
+    uint64_t shortest = UINT64_MAX;
+    for (size_t s = 0; s < p->n; s++)
+        if (!p->capfail[s] && p->len[s] < shortest) shortest = p->len[s];
+    uint64_t n = shortest && shortest != UINT64_MAX ? max_padded / shortest : max_padded;
+    return n < p->maxstep ? n : (uint64_t)p->maxstep;
 }

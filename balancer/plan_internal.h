@@ -197,6 +197,10 @@ struct lf_plan {
                                     that is no outlier */
     uint64_t rich_l;             /* the length of the one with the most */
 
+    /* lf_plan_cap_later: set by the caller, not part of the state */
+    uint64_t later_cap;          /* 0: none */
+    uint32_t later_from;         /* the first epoch it holds in */
+
     /* position */
     uint32_t epoch;
     int epoch_done;              /* the last call returned 0 */

@@ -23,6 +23,7 @@
 #include "lf_wire.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 typedef struct lf_gpu lf_gpu;
 
@@ -56,8 +57,11 @@ struct lf_client {
                                     thread alone uses the socket (lf_client_report) */
     lf_msg_welcome welcome;
     int planning_pct;            /* the server's last PLANNING while connecting; -1: none */
-    uint32_t *epoch_steps;       /* WELCOME's step counts (welcome.nsteps): each rank's
-                                    batches per epoch, from welcome.first_epoch */
+    uint32_t *epoch_steps;       /* each rank's batches per epoch, from
+                                    welcome.first_epoch: WELCOME's, then EPOCH's
+                                    (min(epochs, LF_WIRE_EPOCHS_MAX) entries) */
+    _Atomic uint32_t epochs_told; /* the entries told so far (the prefetch thread's
+                                    EPOCH writes one, then this) */
     unsigned char *seg;          /* mapped ring, read-only */
     uint64_t seg_size;
     held_slot *slots;            /* welcome.nslots entries */

@@ -142,9 +142,12 @@ int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch)
         return e + 1 < end ? lf_client_epoch_batches(c, e + 1) : LF_E_END;
     }
     if (epoch < first || epoch >= end) return -ERANGE;
-    if (epoch - first >= w->nsteps) return -ENODATA;
+    if (epoch - first >= LF_WIRE_EPOCHS_MAX) return -ENODATA;
+    if ((uint64_t)(epoch - first) >= atomic_load_explicit(&c->epochs_told, memory_order_acquire))
+        return -EAGAIN; /* not planned yet: EPOCH tells it before its first batch */
     return c->epoch_steps[epoch - first];
 }
+
 
 /* Records why a call fails and returns code, for `return fail(...)`; under
  * err_mu, as the trainer's thread and the prefetch thread both fail. */
@@ -207,6 +210,32 @@ static int wait_readable(lf_client *c, int timeout_ms)
     return n > 0;
 }
 
+/* The step counts of WELCOME (the epochs the server had planned), with
+ * room for every epoch EPOCH tells later. */
+static int keep_epoch_steps(lf_client *c, const lf_msg_welcome *w)
+{
+    uint32_t all = w->epochs < LF_WIRE_EPOCHS_MAX ? w->epochs : LF_WIRE_EPOCHS_MAX;
+    if (w->nsteps > all) return fail(c, LF_E_PROTOCOL, "WELCOME with more step counts than epochs");
+    c->epoch_steps = calloc((size_t)all + 1, sizeof *c->epoch_steps);
+    if (!c->epoch_steps) return -ENOMEM;
+    lf_wire_steps(w, c->epoch_steps);
+    atomic_store_explicit(&c->epochs_told, w->nsteps, memory_order_release);
+    return 0;
+}
+
+/* EPOCH: the next epoch's step count, told once the server has planned
+ * it, before its first READY. */
+static int told_epoch(lf_client *c, const lf_msg_epoch *e)
+{
+    uint32_t told = atomic_load_explicit(&c->epochs_told, memory_order_relaxed);
+    uint32_t all = c->welcome.epochs < LF_WIRE_EPOCHS_MAX ? c->welcome.epochs : LF_WIRE_EPOCHS_MAX;
+    if (e->index != told || e->index >= all)
+        return fail(c, LF_E_PROTOCOL, "EPOCH %u out of order (%u told)", e->index, told);
+    c->epoch_steps[e->index] = e->steps;
+    atomic_store_explicit(&c->epochs_told, told + 1, memory_order_release);
+    return 0;
+}
+
 static int handle_msg(lf_client *c, const lf_msg *m)
 {
     switch (m->type) {
@@ -232,6 +261,8 @@ static int handle_msg(lf_client *c, const lf_msg *m)
     case LF_MSG_END:
         c->ended = 1;
         return 0;
+    case LF_MSG_EPOCH:
+        return told_epoch(c, &m->u.epoch);
     case LF_MSG_WAITING:
         pthread_mutex_lock(&c->err_mu);
         c->waiting = m->u.waiting;
@@ -322,10 +353,7 @@ static int await_welcome(lf_client *c, uint64_t timeout_ns, uint64_t *deadline)
                     return fail(c, LF_E_PROTOCOL, "WELCOME for another rank");
                 c->welcome = m.u.welcome;
                 c->welcome.steps_le = NULL; /* into buf: copied out here */
-                c->epoch_steps = malloc((m.u.welcome.nsteps + 1) * sizeof *c->epoch_steps);
-                if (!c->epoch_steps) return -ENOMEM;
-                lf_wire_steps(&m.u.welcome, c->epoch_steps);
-                return 0;
+                return keep_epoch_steps(c, &m.u.welcome);
             }
             if (m.type == LF_MSG_ERROR) return handle_msg(c, &m);
             if (m.type == LF_MSG_PLANNING) {

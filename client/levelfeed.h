@@ -219,14 +219,18 @@ const char *lf_client_error(const lf_client *c);
 uint64_t lf_client_plan_id(const lf_client *c);
 
 /* The number of batches this rank gets in `epoch` (every rank of the job
- * gets the same number, none empty), as the server planned it at start-up
- * and told in WELCOME. LF_EPOCH_NEXT: the epoch of the batch the next
+ * gets the same number, none empty), as the server planned it: the epochs
+ * it planned at start-up (the first, or every one) told in WELCOME, each
+ * later one told before its first batch, once the server has planned it
+ * while serving the one before. LF_EPOCH_NEXT: the epoch of the batch the next
  * lf_next returns, from the position (after the last batch lf_next
  * returned, or the restored one; an epoch's end is the next epoch's start).
  * A stream restored mid-epoch delivers only the rest of that epoch.
  * Returns the count, LF_E_END when the next batch would come after the
  * server's last epoch (the plan is over), -ERANGE for an epoch the server
- * does not serve (before its --epoch or past its last), -ENODATA for an
+ * does not serve (before its --epoch or past its last), -EAGAIN for one
+ * not told yet (lf_next's next batch of it brings its count first),
+ * -ENODATA for an
  * epoch past the first 8192 of the server's run, whose counts WELCOME
  * does not carry (a longer schedule runs as consecutive servers started
  * at --epoch E, each telling its own). */

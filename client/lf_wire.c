@@ -78,7 +78,7 @@ static const char *const type_names[] = {
     [LF_MSG_REPORT] = "REPORT", [LF_MSG_WAITING] = "WAITING",
     [LF_MSG_TRACE_REQ] = "TRACE_REQ", [LF_MSG_TRACE] = "TRACE",
     [LF_MSG_EVAL_REQ] = "EVAL_REQ", [LF_MSG_EVAL_READY] = "EVAL_READY",
-    [LF_MSG_EVAL_END] = "EVAL_END",
+    [LF_MSG_EVAL_END] = "EVAL_END", [LF_MSG_EPOCH] = "EPOCH",
 };
 
 /* A TRACE_REQ path's length: at most LF_WIRE_TRACE_PATH_MAX - 1 bytes (so
@@ -182,6 +182,11 @@ int lf_wire_encode(const lf_msg *m, void *buf, size_t cap)
         put_le(&c, m->u.waiting.connected, 4);
         put_le(&c, m->u.waiting.others, 4);
         put_le(&c, m->u.waiting.waited_ms, 8);
+        break;
+    case LF_MSG_EPOCH:
+        if (m->u.epoch.index >= LF_WIRE_EPOCHS_MAX) return -EINVAL;
+        put_le(&c, m->u.epoch.index, 4);
+        put_le(&c, m->u.epoch.steps, 4);
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
@@ -306,6 +311,11 @@ int lf_wire_decode(const void *buf, size_t len, lf_msg *out)
         m.u.waiting.others = (uint32_t)get_le(&c, 4);
         m.u.waiting.waited_ms = get_le(&c, 8);
         if (m.u.waiting.connected > 1) return -EPROTO;
+        break;
+    case LF_MSG_EPOCH:
+        m.u.epoch.index = (uint32_t)get_le(&c, 4);
+        m.u.epoch.steps = (uint32_t)get_le(&c, 4);
+        if (m.u.epoch.index >= LF_WIRE_EPOCHS_MAX) return -EPROTO;
         break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:

@@ -62,7 +62,8 @@
                                      TRACE; 5: WELCOME's eval slots and steps,
                                      EVAL_REQ, EVAL_READY, EVAL_END; 6: WELCOME's
                                      and START's plan id without the weights,
-                                     WELCOME's weights */
+                                     WELCOME's weights, EPOCH, WELCOME's step
+                                     counts only those planned so far */
 #define LF_WIRE_MAX 65536         /* no message is larger; receivers drop larger */
 #define LF_WIRE_TEXT_MAX 60000    /* ERROR and STATS text, bytes, no NUL on the wire */
 #define LF_WIRE_PATH_MAX 108      /* fd socket path incl. NUL (sun_path size) */
@@ -95,6 +96,7 @@ typedef enum lf_wire_type {
     LF_MSG_EVAL_REQ = 19,
     LF_MSG_EVAL_READY = 20,
     LF_MSG_EVAL_END = 21,
+    LF_MSG_EPOCH = 22,
 } lf_wire_type;
 
 typedef struct lf_msg_hello {
@@ -117,7 +119,8 @@ typedef struct lf_msg_welcome {
     uint32_t first_epoch;        /* the first epoch served (lf-server --epoch) */
     uint32_t epochs;             /* epochs served from it (--epochs) */
     uint32_t nsteps;             /* epochs whose step count follows, from the first:
-                                    min(epochs, LF_WIRE_EPOCHS_MAX) */
+                                    those planned so far (at least the first, at most
+                                    LF_WIRE_EPOCHS_MAX); EPOCH tells each later one */
     const uint32_t *steps;       /* encode: the nsteps counts (steps of the epoch = each
                                     rank's batches in it); decode: NULL */
     const unsigned char *steps_le; /* decode: the same counts as received (little-endian
@@ -182,6 +185,12 @@ typedef struct lf_msg_waiting {  /* WAITING */
                                     since that client's WELCOME (1) */
 } lf_msg_waiting;
 
+typedef struct lf_msg_epoch {    /* EPOCH: an epoch planned after WELCOME */
+    uint32_t index;              /* the epoch's index in the run (0: --epoch), less
+                                    than LF_WIRE_EPOCHS_MAX */
+    uint32_t steps;              /* its steps: each rank's batches in it */
+} lf_msg_epoch;
+
 typedef struct lf_msg_text {      /* ERROR, STATS, REPORT and TRACE */
     int32_t code;                /* ERROR: a negative lf_status; STATS, REPORT: 0; TRACE:
                                     0 written, else -errno of the failed write */
@@ -203,6 +212,7 @@ typedef struct lf_msg {
         uint32_t planning_pct;   /* PLANNING: start-up planning done, 0..100 */
         lf_msg_waiting waiting;
         lf_msg_trace_req trace_req;
+        lf_msg_epoch epoch;
     } u;
 } lf_msg;
 

@@ -28,7 +28,10 @@
  * batch's source tensor must then name every sample's dataset. At the end it prints a digest of every
  * tensor byte it received, so two runs can be compared byte for byte;
  * --digests writes one per batch ("epoch step rank digest"), so the pieces
- * of a resumed run can be compared with an uninterrupted one.
+ * of a resumed run can be compared with an uninterrupted one. Every batch
+ * is also checked against its epoch's batch count as the server told it
+ * (lf_client_epoch_batches): its step within the count, and an epoch got
+ * whole of exactly that many (a mismatch counts as one).
  *
  * --save-every K writes the state to --state-file after every K-th batch,
  * as a trainer checkpoints, so a process killed with SIGKILL leaves its last
@@ -546,6 +549,37 @@ static int check_plan_peers(const char *dir, const lf_client *c, int rank, int w
 
 #define EVAL_AT_MAX 64
 
+/* This run's batches of the epoch it is in, for check_count. */
+typedef struct epoch_tally {
+    long batches;                /* of this run so far */
+    uint32_t epoch;
+    int64_t seen;                /* batches of `epoch` */
+    int whole;                   /* this run has every batch of `epoch` */
+} epoch_tally;
+
+/* The batch against its epoch's count as the server told it (WELCOME, or
+ * EPOCH before the epoch's first batch: it is known by now): its step lies
+ * within it, and at the epoch's last step this run got that many of the
+ * epoch, where it got the epoch whole (not one a restored run began
+ * inside). Returns 1 when wrong (said), else 0. */
+static int check_count(lf_client *c, const lf_batch *b, epoch_tally *t, int rank)
+{
+    int64_t n = lf_client_epoch_batches(c, b->epoch);
+    if (t->batches++ == 0 || b->epoch != t->epoch) {
+        t->whole = t->batches > 1 || b->step == 0;
+        t->epoch = b->epoch;
+        t->seen = 0;
+    }
+    t->seen++;
+    if (n == -ENODATA) return 0; /* past the epochs a server tells */
+    if (n >= 0 && b->step < (uint64_t)n && (b->step + 1 < (uint64_t)n || !t->whole || t->seen == n))
+        return 0;
+    fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": the server told %" PRId64
+            " batch(es) for the epoch%s%s, this run got %" PRId64 " of it by this one\n", rank,
+            b->epoch, b->step, n, n < 0 ? ": " : "", n < 0 ? lf_strerror((int)n) : "", t->seen);
+    return 1;
+}
+
 /* A host batch: its line in out (NULL: none; `label` in the epoch column),
  * its bytes checked against v's shards (v->ds NULL: not). Returns 1 when
  * it is wrong (said for the first few: `bad` so far), else 0. */
@@ -822,6 +856,7 @@ int main(int argc, char **argv)
     lf_batch b;
     int ready;
     uint32_t evals = 0; /* passes run */
+    epoch_tally tally = {0};
     for (;;) {
         while (rc == 0 && evals < a.neval_at && a.eval_at[evals] == batches)
             if ((rc = eval_pass(c, &ve, eout, evals++, a.o.rank, a.timeout_ms, a.device >= 0,
@@ -833,6 +868,7 @@ int main(int argc, char **argv)
         uint64_t t0 = now_ns();
         bad += a.device >= 0 ? check_device_batch(&b)
                              : check_batch(&v, &b, b.epoch, out, a.o.rank, bad);
+        bad += check_count(c, &b, &tally, a.o.rank);
         if (!a.no_digest) digest_batch(&h, &b);
         if (batches == 0) first_ns = now_ns();
         not_ready += !ready;

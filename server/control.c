@@ -60,6 +60,7 @@ typedef struct session {
     int fdconn;                  /* kept fd-socket connection; -1 none */
     uint32_t pid;
     uint64_t welcomed_ns;        /* when WELCOME went out */
+    uint32_t epochs_told;        /* epoch step counts sent: WELCOME's, then EPOCH's */
     held_slot *held;             /* per slot */
     char *trace, *chart;         /* its TRACE_REQ's paths ("": not wanted), held until every
                                     local rank has asked or left; NULL: none asked */
@@ -195,6 +196,9 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
     ss->idlen = idlen;
     ss->pid = h->pid;
     ss->welcomed_ns = srv_now_ns();
+    pthread_mutex_lock(&s->mu); /* the planner adds epochs (planner.c, tell_steps) */
+    ss->epochs_told = s->epochs_planned;
+    pthread_mutex_unlock(&s->mu);
     lf_msg w = {.type = LF_MSG_WELCOME};
     w.u.welcome = (lf_msg_welcome){
         .rank = h->rank, .nslots = srv_ring_slots(s), .slot_size = s->slot_size,
@@ -202,8 +206,7 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
         .plan_id = s->plan_id, .fingerprint = s->fingerprint,
         .first_epoch = s->cfg.plan.epoch, .epochs = s->cfg.epochs,
-        .nsteps = s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
-        .steps = s->epoch_steps, .eval_slots = s->eval_slots, .eval_steps = s->eval_steps};
+        .nsteps = ss->epochs_told, .steps = s->epoch_steps, .eval_slots = s->eval_slots, .eval_steps = s->eval_steps};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     welcome_mix(s, &w.u.welcome);
     send_to(c, id, idlen, &w);
@@ -585,11 +588,26 @@ static void announce_jobs(control *c, uint32_t li, srv_job **head, srv_job **tai
     }
 }
 
+/* EPOCH for each epoch the planner counted since the session's WELCOME
+ * (or its last EPOCH): before any READY of it, which the planner makes
+ * only after counting it. Under mu. */
+static void tell_epochs(control *c, uint32_t li)
+{
+    session *ss = &c->sess[li];
+    while (ss->idlen && ss->epochs_told < c->s->epochs_planned) {
+        lf_msg m = {.type = LF_MSG_EPOCH};
+        m.u.epoch = (lf_msg_epoch){ss->epochs_told, c->s->epoch_steps[ss->epochs_told]};
+        send_to(c, ss->id, ss->idlen, &m);
+        ss->epochs_told++;
+    }
+}
+
 static void announce_rank(control *c, uint32_t li)
 {
     srv *s = c->s;
     srv_rank *r = &s->ranks[li];
     session *ss = &c->sess[li];
+    tell_epochs(c, li);
     announce_jobs(c, li, &r->jobs_head, &r->jobs_tail);
     announce_jobs(c, li, &r->eval_head, &r->eval_tail);
     if (r->eval_on && r->eval_planned && !r->eval_head && live(c, li)) {

@@ -1,11 +1,18 @@
 /*
  * plan.c — what lf-server asks of the balancer: the plan over the dataset
- * index, a pre-pass over every epoch (in threads, a share of the epochs
- * each) to size the ring slots from the largest batch any local rank will
- * get and count each epoch's samples per block, the plan id clients keep
- * in their saved states, the plan fingerprint the nodes of a job compare,
- * and the batch layout of a job (which tensors, what
- * shapes).
+ * index, a pre-pass before serving (in threads, a share of the epochs
+ * each) that sizes the ring slots and counts each walked epoch's samples
+ * per block and steps, the plan id clients keep in their saved states,
+ * the plan fingerprint the nodes of a job compare, and the batch layout of
+ * a job (which tensors, what shapes).
+ *
+ * The pre-pass walks every epoch, the slots then fit the largest batch any
+ * local rank gets, unless the plan is capped and serves a later epoch
+ * (plans_ahead): then it walks the first epoch alone, and the epochs after
+ * epoch 0 are capped at epoch 0's most padded tokens a rank, and 1/8 more
+ * (lf_plan_cap_later, set on every plan made here once known), which the
+ * slots are sized for (fit_cap). The planner counts those epochs while
+ * serving (planner.c).
  */
 #include "srv.h"
 
@@ -35,19 +42,53 @@ int srv_plan_errno(int status)
     }
 }
 
-/* The plan from epoch index e of the run on (epochs do not depend on each
- * other: a plan started at epoch e makes the same steps as one that walked
- * the epochs before it), over the training samples alone (the first ones):
- * with or without --eval-data, the same plan. Returns the balancer's
+/* Whether the plan caps the epochs after epoch 0 (lf_plan_cap_later): a
+ * balanced token plan. Images and frames (a padded-token cap bounds
+ * neither's slot) and the baselines (no cap) are planned as before. The
+ * rule is part of the plan id, as it is of the sequence. */
+static int capped(const srv *s)
+{
+    return !s->images && !s->frames && s->cfg.plan.sampler == LF_PLAN_BALANCED;
+}
+
+/* Whether start-up plans its first epoch alone, the cap taken from epoch
+ * 0 (srv_plan_prepass): a capped plan that serves an epoch after epoch 0.
+ * The others walk every epoch first. */
+static int plans_ahead(const srv *s)
+{
+    return capped(s) && (uint64_t)s->cfg.plan.epoch + s->cfg.epochs > 1;
+}
+
+/* The cap on the epochs after the plan's epoch 0: that epoch's most padded
+ * tokens on a rank in a step, and 1/8 more (CAP_PERMILLE / 1000 of it). The
+ * rule is in the plan id (CAP_RULE and the figure): where the cap binds, a
+ * step differs from the plan without it, so a state saved under another
+ * rule (or none, before it) is refused. LF_TEST_CAP_PERMILLE replaces the
+ * figure, so tests can make it bind. */
+#define CAP_RULE 1u
+#define CAP_PERMILLE 1125u
+
+static uint64_t cap_permille(void)
+{
+    const char *t = getenv("LF_TEST_CAP_PERMILLE");
+    return t && atoi(t) > 0 ? (uint64_t)atoi(t) : CAP_PERMILLE;
+}
+
+/* The plan from the run's epoch `epoch` on (the absolute number: epochs do
+ * not depend on each other, a plan started at epoch e makes the same steps
+ * as one that walked the epochs before it), over the training samples
+ * alone (the first ones): with or without --eval-data, the same plan; the
+ * later epochs' cap on it once start-up knows it. Returns the balancer's
  * status (LF_PLAN_E_*). */
-static int plan_create_status(const srv *s, uint32_t e, lf_plan **out)
+static int plan_create_status(const srv *s, uint32_t epoch, lf_plan **out)
 {
     lf_plan_sample *own = s->plan_input ? NULL : plan_cli_samples(s->ds);
     const lf_plan_sample *v = s->plan_input ? s->plan_input : own;
     if (!v) return LF_PLAN_E_NOMEM;
     lf_plan_params prm = s->cfg.plan;
-    prm.epoch += e;
+    prm.epoch = epoch;
     int rc = lf_plan_create(&prm, v, s->train_samples, out);
+    if (rc == 0 && s->later_cap) lf_plan_cap_later(*out, 1, s->later_cap);
     free(own);
     return rc;
 }
@@ -64,14 +105,14 @@ int srv_plan_eval_create(const srv *s, lf_plan **out)
     return srv_plan_errno(lf_plan_create(&prm, s->eval_set, n, out));
 }
 
-static int plan_create_at(const srv *s, uint32_t e, lf_plan **out)
+int srv_plan_create_at(const srv *s, uint32_t e, lf_plan **out)
 {
-    return srv_plan_errno(plan_create_status(s, e, out));
+    return srv_plan_errno(plan_create_status(s, s->cfg.plan.epoch + e, out));
 }
 
 int srv_plan_create(const srv *s, lf_plan **out)
 {
-    return plan_create_at(s, 0, out);
+    return srv_plan_create_at(s, 0, out);
 }
 
 uint32_t srv_extra_dtype(uint32_t field_type)
@@ -101,9 +142,10 @@ static int add_extras(const srv *s, lf_layout *l, uint32_t rank, const uint64_t 
  * there (only the starting thread walks from 0: no other touches it). */
 static int plan_take(srv *s, uint32_t e, lf_plan **out)
 {
-    if (e != 0 || !s->spare) return plan_create_at(s, e, out);
+    if (e != 0 || !s->spare) return srv_plan_create_at(s, e, out);
     *out = s->spare;
     s->spare = NULL;
+    if (s->later_cap) lf_plan_cap_later(*out, 1, s->later_cap);
     return 0;
 }
 
@@ -242,7 +284,7 @@ int srv_job_layout(const srv *s, const srv_job *j, lf_layout *l)
  * epoch_end (unless NULL) when an epoch has been planned to its end, with
  * the plan, whose counts are then the epoch's. */
 typedef struct walk_hooks {
-    void (*step)(void *arg, const lf_plan_step *st);
+    void (*step)(void *arg, lf_plan *p, const lf_plan_step *st);
     int (*batch)(srv *s, void *arg, const lf_plan_step *st, const lf_plan_batch *b);
     void (*epoch_end)(void *arg, const lf_plan *p);
 } walk_hooks;
@@ -262,7 +304,7 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void
                 rc = -EINTR;
                 break;
             }
-            if (h->step) h->step(arg, &st);
+            if (h->step) h->step(arg, p, &st);
             for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
                 lf_plan_batch b;
                 rc = srv_plan_errno(lf_plan_rank_batch(p, s->cfg.local[li], &b));
@@ -345,10 +387,19 @@ typedef struct prepass_part {
     uint32_t flagged;
     left_out left;
     step_tally balance;          /* its first epoch's steps (part 0: the run's first) */
+    int measure;                 /* part 0 of a plan ahead: the most padded tokens */
+    uint64_t padded;             /* a rank held in a step of its first epoch */
     int rc;
     int started;                 /* has a thread of its own (part 0: the caller) */
     pthread_t thread;
 } prepass_part;
+
+/* Grows *slot_size to the slot layout l needs. */
+static void grow_to(const lf_layout *l, uint64_t *slot_size)
+{
+    uint64_t need = (l->end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
+    if (need > *slot_size) *slot_size = need;
+}
 
 /* Grows *slot_size to the slot batch b needs. */
 static int fit_slot(const srv *s, const lf_plan_batch *b, uint64_t *slot_size)
@@ -357,10 +408,27 @@ static int fit_slot(const srv *s, const lf_plan_batch *b, uint64_t *slot_size)
     int micro = s->cfg.micro_batches;
     int rc = batch_layout(s, b->nsamples, micro ? b->micro : b->rows, b->row_len,
                           b->padded_tokens, &l);
-    if (rc < 0) return rc;
-    uint64_t need = (l.end + LF_SLOT_ALIGN - 1) / LF_SLOT_ALIGN * LF_SLOT_ALIGN;
-    if (need > *slot_size) *slot_size = need;
-    return 0;
+    if (rc == 0) grow_to(&l, slot_size);
+    return rc;
+}
+
+/* Grows *slot_size to what any token batch of at most n samples and
+ * `padded` padded tokens needs: every tensor of that layout at least as
+ * large as the batch's (pad, tokens [n, longest] within [1, padded]; pack,
+ * rows within padded / seq_len; micro-batches, cells within padded and at
+ * most n of them), in the same order, so every offset too. */
+static int fit_cap(const srv *s, uint64_t padded, uint64_t n, uint64_t *slot_size)
+{
+    uint32_t seq = s->cfg.plan.seq_len;
+    if (padded > UINT32_MAX || n > UINT32_MAX) return -EOVERFLOW;
+    lf_layout l;
+    int rc;
+    if (s->cfg.micro_batches) rc = micro_layout(s, (uint32_t)n, (uint32_t)n, padded, &l);
+    else if (s->cfg.plan.layout == LF_PLAN_PACK)
+        rc = token_layout(s, (uint32_t)n, (uint32_t)(padded / seq), seq, &l);
+    else rc = token_layout(s, (uint32_t)n, 1, (uint32_t)padded, &l);
+    if (rc == 0) grow_to(&l, slot_size);
+    return rc;
 }
 
 /* Sizes the slot from the batch, and counts its samples per block (each
@@ -428,12 +496,14 @@ static uint64_t id_tokens(const srv *s, uint64_t id)
  * WELCOME tells the clients; the entry is the one walking thread's), and
  * its released outliers and what they waited (the first noutliers ids;
  * their delay is the steps each waited for its group). */
-static void count_outliers(void *arg, const lf_plan_step *st)
+static void count_outliers(void *arg, lf_plan *p, const lf_plan_step *st)
 {
     prepass_part *part = arg;
     srv *s = part->s;
     uint32_t e = st->epoch - s->cfg.plan.epoch;
     if (e == part->e0) tally_balance(&part->balance, st);
+    uint64_t padded = part->measure && e == part->e0 ? lf_plan_step_padded(p) : 0;
+    if (padded > part->padded) part->padded = padded;
     for (uint32_t i = 0; e == part->e0 && s->mixture && i < st->nsamples; i++)
         part->balance.source_tokens[lf_plan_mix_source(&s->cfg.plan.mix, st->ids[i])] +=
             id_tokens(s, st->ids[i]);
@@ -567,7 +637,7 @@ static void report_balance(const srv *s, step_tally *b, const left_out *l)
 
 /* How many threads walk the epochs: one per epoch up to the online CPUs,
  * PREPASS_THREADS and the plans' memory bound. */
-static uint32_t prepass_threads(const srv *s)
+static uint32_t prepass_threads(const srv *s, uint32_t epochs)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -576,7 +646,7 @@ static uint32_t prepass_threads(const srv *s)
     uint64_t n = (room < PREPASS_PLAN_BYTES ? room : PREPASS_PLAN_BYTES) / plan_bytes;
     if (cpus > 0 && (uint64_t)cpus < n) n = (uint64_t)cpus;
     if (n > PREPASS_THREADS) n = PREPASS_THREADS;
-    if (n > s->cfg.epochs) n = s->cfg.epochs;
+    if (n > epochs) n = epochs;
     return n < 1 ? 1 : (uint32_t)n;
 }
 
@@ -594,18 +664,21 @@ static int cut_decided(srv *s, const step_tally *b)
     return plan_cli_cut_over(&s->cfg.cli, s->cut_figure) ? -EAGAIN : 0;
 }
 
-/* Walks every epoch, a contiguous share of them per thread (the prepass is
- * the server's start-up time: epochs x planning, cut by the threads). */
-static int walk_epochs_parallel(srv *s)
+/* Walks the first `epochs` epochs, a contiguous share of them per thread
+ * (the prepass is the server's start-up time: epochs x planning, cut by
+ * the threads); *padded (unless NULL): the most padded tokens a rank held
+ * in a step of the first. */
+static int walk_epochs_parallel(srv *s, uint32_t epochs, uint64_t *padded)
 {
     prepass_part parts[PREPASS_THREADS];
-    uint32_t n = prepass_threads(s);
+    uint32_t n = prepass_threads(s, epochs);
     if (!s->cfg.quiet) /* minutes on a large index: say what start-up is doing */
         fprintf(stderr, "lf-server: planning %u epoch(s) of %" PRIu64 " samples to size the "
-                "rings (%u thread(s))\n", s->cfg.epochs, s->train_samples, n);
+                "rings (%u thread(s))\n", epochs, s->train_samples, n);
     for (uint32_t t = 0; t < n; t++)
-        parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)s->cfg.epochs * t / n),
-                                  .e1 = (uint32_t)((uint64_t)s->cfg.epochs * (t + 1) / n)};
+        parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)epochs * t / n),
+                                  .e1 = (uint32_t)((uint64_t)epochs * (t + 1) / n),
+                                  .measure = t == 0 && padded};
     /* This thread walks the first share, and any a thread could not be
      * made for (slower, but the start-up goes on). */
     for (uint32_t t = 1; t < n; t++)
@@ -621,6 +694,7 @@ static int walk_epochs_parallel(srv *s)
         if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
         flag_epochs(&flagged, &worst, parts[t].flagged, &parts[t].worst);
     }
+    if (padded) *padded = parts[0].padded;
     if (rc == 0) rc = cut_decided(s, &parts[0].balance);
     if (rc == 0 && !s->cfg.quiet) report_balance(s, &parts[0].balance, &parts[0].left);
     if (rc == 0 && flagged) warn_outliers(s, &worst, flagged);
@@ -629,21 +703,25 @@ static int walk_epochs_parallel(srv *s)
     return rc;
 }
 
-/* A plan id: the plan's state blob (its first size bytes) and the
- * parameters beside it; never 0, which means "no state". */
+/* A plan id: the plan's state blob (its first size bytes), the parameters
+ * beside it and the later epochs' cap rule where one applies (rule, or
+ * NULL); never 0, which means "no state". */
 static uint64_t plan_hash(const void *blob, size_t size, const uint64_t *extra,
-                          size_t extra_size, double flip_prob)
+                          size_t extra_size, double flip_prob, const uint64_t *rule,
+                          size_t rule_size)
 {
     XXH3_state_t h;
     XXH3_64bits_reset(&h);
     XXH3_64bits_update(&h, blob, size);
     XXH3_64bits_update(&h, extra, extra_size);
     XXH3_64bits_update(&h, &flip_prob, sizeof flip_prob);
+    if (rule) XXH3_64bits_update(&h, rule, rule_size);
     return XXH3_64bits_digest(&h) | 1;
 }
 
 /* The plan id: the plan's own hash of samples and sequence parameters (p,
- * in its initial state) plus everything else that shapes a rank's stream. */
+ * in its initial state) plus everything else that shapes a rank's stream,
+ * the later epochs' cap rule included (capped). */
 static int compute_plan_id(srv *s, const lf_plan *p)
 {
     long n = lf_plan_state_save(p, NULL, 0);
@@ -663,10 +741,13 @@ static int compute_plan_id(srv *s, const lf_plan *p)
                         pp->micro_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
                         (uint64_t)s->cfg.micro_batches,
                         ip->out_w, ip->out_h, ip->crop, ip->out_dtype, ip->resize};
-    s->plan_id = plan_hash(blob, (size_t)n, extra, sizeof extra, ip->flip_prob);
+    uint64_t rule[] = {CAP_RULE, cap_permille()};
+    const uint64_t *r = capped(s) ? rule : NULL;
+    s->plan_id = plan_hash(blob, (size_t)n, extra, sizeof extra, ip->flip_prob, r, sizeof rule);
     /* the same without the mixture's weights, the hash the blob ends in */
     size_t tail = s->cfg.plan.mix.sources > 1 ? LF_PLAN_STATE_WEIGHTS_TAIL : 0;
-    s->base_id = plan_hash(blob, (size_t)n - tail, extra, sizeof extra, ip->flip_prob);
+    s->base_id = plan_hash(blob, (size_t)n - tail, extra, sizeof extra, ip->flip_prob, r,
+                           sizeof rule);
     s->spare_start = blob; /* p's start, to rewind it to (plan_give_back) */
     s->spare_start_size = n;
     return 0;
@@ -701,7 +782,7 @@ static void compute_fingerprint(srv *s)
 int srv_plan_identify(srv *s)
 {
     lf_plan *p;
-    int rc = plan_create_status(s, 0, &p);
+    int rc = plan_create_status(s, s->cfg.plan.epoch, &p);
     if (rc < 0) {
         fprintf(stderr, "lf-server: plan: %s\n", lf_plan_strerror(rc));
         return -ECANCELED; /* reported */
@@ -752,6 +833,45 @@ static int eval_prepass(srv *s)
     return 0;
 }
 
+/* The most padded tokens a rank holds in a step of the plan's epoch 0:
+ * the absolute epoch, for a run started at --epoch E caps its epochs as a
+ * run from 0 does (a state saved in one resumes in the other onto the same
+ * steps). Counted in start-up's progress. */
+static int measure_epoch0(srv *s, uint64_t *most)
+{
+    lf_plan *p = NULL;
+    int rc = srv_plan_errno(plan_create_status(s, 0, &p));
+    lf_plan_step st;
+    while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+        atomic_fetch_add_explicit(&s->planned, st.nsamples, memory_order_relaxed);
+        if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) rc = -EINTR;
+        uint64_t padded = lf_plan_step_padded(p);
+        if (padded > *most) *most = padded;
+    }
+    lf_plan_free(p);
+    return rc < 0 ? rc : 0;
+}
+
+/* The later epochs' cap from epoch 0's most padded tokens (CAP_PERMILLE),
+ * as the balancer takes it (at least one sample's), and the slots it
+ * needs: no batch of those epochs needs more. */
+static int set_cap(srv *s, uint64_t most)
+{
+    lf_plan *p;
+    int rc = plan_take(s, 0, &p); /* the start-up's plan: it takes the cap too */
+    if (rc < 0) return rc;
+    uint64_t want = most / 1000 * cap_permille() + most % 1000 * cap_permille() / 1000;
+    s->later_cap = lf_plan_cap_later(p, 1, want > 0 ? want : 1);
+    rc = fit_cap(s, s->later_cap, lf_plan_rank_samples_max(p, s->later_cap), &s->slot_size);
+    s->spare = p; /* still at its first epoch's start */
+    if (rc == 0 && !s->cfg.quiet)
+        fprintf(stderr, "lf-server: plan: epochs after the first planned while serving, a "
+                "rank's step in them capped at %" PRIu64 " padded tokens (epoch 0's most, %"
+                PRIu64 ", x %.3f), the ring slots sized for it\n", s->later_cap, most,
+                (double)cap_permille() / 1000);
+    return rc;
+}
+
 int srv_plan_prepass(srv *s)
 {
     /* a second time after pad's default cut: anew (main.c, cut_again) */
@@ -759,16 +879,30 @@ int srv_plan_prepass(srv *s)
     free(s->epoch_steps);
     atomic_store(&s->planned, 0);
     s->slot_size = LF_SLOT_ALIGN;
-    /* Every epoch while the counts stay small, else the first alone. */
+    s->later_cap = 0;
+    /* Planning ahead, epoch 0 alone: the planner counts the others (and
+     * tells them: EPOCH) as it reaches them. */
+    uint32_t walked = plans_ahead(s) ? 1 : s->cfg.epochs;
+    uint64_t most = 0;
+    /* Every walked epoch while the counts stay small, else the first alone. */
     uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
     uint64_t fit = EPOCH_USES_MAX / per_epoch;
-    s->counted_epochs = fit < 1 ? 1 : fit < s->cfg.epochs ? (uint32_t)fit : s->cfg.epochs;
+    s->counted_epochs = fit < 1 ? 1 : fit < walked ? (uint32_t)fit : walked;
     s->epoch_uses = calloc(s->counted_epochs, per_epoch);
     s->epoch_steps = calloc(s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
                             sizeof *s->epoch_steps);
     if (!s->epoch_uses || !s->epoch_steps) return -ENOMEM;
-    atomic_store(&s->plan_total, s->plan_samples * s->cfg.epochs);
-    int rc = walk_epochs_parallel(s);
+    int first = plans_ahead(s) && s->cfg.plan.epoch == 0; /* epoch 0 is walked here */
+    atomic_store(&s->plan_total, s->plan_samples * (walked + (plans_ahead(s) && !first)));
+    int rc = 0;
+    if (plans_ahead(s) && !first && (rc = measure_epoch0(s, &most)) == 0) rc = set_cap(s, most);
+    if (rc == 0) rc = walk_epochs_parallel(s, walked, first ? &most : NULL);
+    if (rc == 0 && first) rc = set_cap(s, most);
+    s->epochs_planned = walked < LF_WIRE_EPOCHS_MAX ? walked : LF_WIRE_EPOCHS_MAX;
+    if (rc == 0 && !s->cfg.quiet) /* the work start-up did, which tests count */
+        fprintf(stderr, "lf-server: plan: start-up walked %" PRIu64 " sample(s) or piece(s), "
+                "%u of the run's %u epoch(s)\n", atomic_load(&s->planned),
+                walked + (plans_ahead(s) && !first), s->cfg.epochs);
     if (rc == 0 && s->eval_slots) rc = eval_prepass(s);
     free(s->plan_input); /* start-up's plans are made (a cut makes it anew) */
     s->plan_input = NULL;
@@ -796,5 +930,8 @@ static int print_batch(srv *s, void *arg, const lf_plan_step *st, const lf_plan_
 int srv_print_plan(srv *s)
 {
     static const walk_hooks hooks = {.batch = print_batch};
-    return walk_plan(s, 0, s->cfg.epochs, &hooks, NULL);
+    uint64_t most = 0;
+    int rc = plans_ahead(s) ? measure_epoch0(s, &most) : 0;
+    if (rc == 0 && plans_ahead(s)) rc = set_cap(s, most);
+    return rc < 0 ? rc : walk_plan(s, 0, s->cfg.epochs, &hooks, NULL);
 }

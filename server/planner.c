@@ -8,7 +8,9 @@
  * is a hit; a missing one gets a cache entry and goes to the read queue.
  *
  * At each epoch start the planner installs the epoch's pending counts per
- * block (the prepass's, or a scout's: see cache.c), and it waits when a
+ * block (the prepass's, or a scout's: see cache.c; the scout of the next
+ * epoch runs meanwhile on a thread of its own, and counts its steps, which
+ * the clients are told), and it waits when a
  * new job's blocks would push the cache past its limit while other jobs
  * are in flight. A rank being caught up (catchup.c) gets its jobs from
  * its catch-up thread, which makes them with the functions here; the
@@ -288,9 +290,41 @@ static const uint32_t *prepass_uses(const srv *s, uint32_t e)
     return s->epoch_uses + e * (lf_dataset_blocks(s->ds) + 1);
 }
 
-/* Counts into `counts` with a scout copy of the plan that runs through the
- * epoch the plan is about to start (no lock held: the copy is private). */
-static int scout_uses(srv *s, uint32_t *counts)
+/* Whether the server is shutting down: s->stop is written under mu by
+ * whichever thread fails first. */
+static int stopping(srv *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+/* Walks a scout's epoch (no lock held: the scout is private), counting
+ * into `counts` the local ranks' samples per block and into *steps its
+ * steps, those before a resume's start included. Stops early (-ECANCELED)
+ * when the server does. */
+static int walk_uses(srv *s, lf_plan *scout, uint32_t *counts, uint32_t *steps)
+{
+    lf_plan_step st;
+    int rc;
+    while ((rc = lf_plan_next_step(scout, &st)) == 1) {
+        if ((++*steps & 1023) == 0 && stopping(s)) return -ECANCELED;
+        if (before_start(s, &st)) continue;
+        for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
+            lf_plan_batch b;
+            rc = lf_plan_rank_batch(scout, s->cfg.local[li], &b);
+            for (uint32_t i = 0; rc >= 0 && i < b.nsamples; i++)
+                counts[lf_dataset_sample_block(s->ds, lf_plan_piece_sample(b.ids[i]))]++;
+        }
+        if (rc < 0) break;
+    }
+    return rc < 0 ? srv_plan_errno(rc) : 0;
+}
+
+/* Counts with a scout copy of the plan that runs through the epoch the
+ * plan is about to start. */
+static int scout_uses(srv *s, uint32_t *counts, uint32_t *steps)
 {
     srv_pipeline *p = s->pl;
     long n = lf_plan_state_save(p->plan, NULL, 0);
@@ -299,25 +333,86 @@ static int scout_uses(srv *s, uint32_t *counts)
     int rc = blob ? (int)lf_plan_state_save(p->plan, blob, (size_t)n) : -ENOMEM;
     if (rc >= 0) rc = srv_plan_create(s, &scout);
     if (rc >= 0) rc = lf_plan_state_restore(scout, blob, (size_t)n);
-    lf_plan_step st;
-    while (rc >= 0 && (rc = lf_plan_next_step(scout, &st)) == 1) {
-        if (before_start(s, &st)) continue;
-        for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
-            lf_plan_batch b;
-            rc = lf_plan_rank_batch(scout, s->cfg.local[li], &b);
-            for (uint32_t i = 0; rc >= 0 && i < b.nsamples; i++)
-                counts[lf_dataset_sample_block(s->ds, lf_plan_piece_sample(b.ids[i]))]++;
-        }
-    }
+    if (rc >= 0) rc = walk_uses(s, scout, counts, steps);
     lf_plan_free(scout);
     free(blob);
-    return rc < 0 ? rc : 0;
+    return rc < 0 ? srv_plan_errno(rc) : 0;
+}
+
+/* Whether epoch index e needs a scout: the prepass did not count it, and
+ * some step of it is served (not wholly before a resume's start). */
+static int needs_scout(const srv *s, uint32_t e)
+{
+    return !prepass_uses(s, e) && s->cfg.plan.epoch + e >= s->start_epoch;
+}
+
+/* Epoch index e has `steps` steps: the clients are told (EPOCH, before
+ * any READY of it: control.c, tell_epochs), in order, where start-up did
+ * not walk it (srv_plan_prepass). */
+static void tell_steps(srv *s, uint32_t e, uint32_t steps)
+{
+    pthread_mutex_lock(&s->mu);
+    int new = e == s->epochs_planned && e < LF_WIRE_EPOCHS_MAX;
+    if (new) {
+        s->epoch_steps[e] = steps;
+        s->epochs_planned = e + 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (new) srv_notify_control(s);
+}
+
+/* The scout an epoch ahead: a plan of its own from that epoch on (epochs
+ * do not depend on each other), walked while the planner serves the one
+ * before; its count is told as soon as it is known (tell_steps keeps the
+ * order). */
+static void *ahead_main(void *arg)
+{
+    srv *s = arg;
+    scout_ahead *a = &s->pl->ahead;
+    lf_plan *scout = NULL;
+    a->rc = srv_plan_create_at(s, a->e, &scout);
+    if (a->rc >= 0) a->rc = walk_uses(s, scout, a->counts, &a->steps);
+    lf_plan_free(scout);
+    if (a->rc >= 0) tell_steps(s, a->e, a->steps);
+    return NULL;
+}
+
+/* Starts the scout of epoch index e, where it needs one; where its thread
+ * cannot start, the planner scouts at the epoch's start instead. */
+static void start_ahead(srv *s, uint32_t e)
+{
+    scout_ahead *a = &s->pl->ahead;
+    if (e >= s->cfg.epochs || !needs_scout(s, e)) return;
+    *a = (scout_ahead){.e = e, .counts = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *a->counts)};
+    a->started = a->counts && pthread_create(&a->thread, NULL, ahead_main, s) == 0;
+    if (!a->started) free(a->counts);
+    if (!a->started) a->counts = NULL;
+}
+
+/* Joins the scout ahead; returns its counts for epoch index e (the
+ * caller's to free) with *steps and *rc, or NULL where it walked none. */
+static uint32_t *join_ahead(srv *s, uint32_t e, uint32_t *steps, int *rc)
+{
+    scout_ahead *a = &s->pl->ahead;
+    if (!a->started) return NULL;
+    pthread_join(a->thread, NULL);
+    a->started = 0;
+    uint32_t *counts = a->counts;
+    a->counts = NULL;
+    if (a->e == e) {
+        *steps = a->steps;
+        *rc = a->rc;
+        return counts;
+    }
+    free(counts);
+    return NULL;
 }
 
 /* Installs, per block, the samples the local ranks take from it in the epoch
  * (index e) that the plan is about to start: the prepass's counts, or a
- * scout's. From then on only jobs of that epoch count samples off (a job of
- * the previous epoch still in flight must not spend the new counts). */
+ * scout's (which also counts its steps for the clients). From then on only
+ * jobs of that epoch count samples off (a job of the previous epoch still
+ * in flight must not spend the new counts). */
 static int count_epoch_uses(srv *s, uint32_t e)
 {
     srv_pipeline *p = s->pl;
@@ -328,8 +423,12 @@ static int count_epoch_uses(srv *s, uint32_t e)
     if (!counts) {
         /* an epoch wholly before a resume's start takes nothing: no scout */
         int skipped = s->cfg.plan.epoch + e < s->start_epoch;
-        own = calloc(nb, sizeof *own);
-        rc = !own ? -ENOMEM : skipped ? 0 : scout_uses(s, own);
+        uint32_t steps = 0;
+        own = join_ahead(s, e, &steps, &rc);
+        if (!own && (own = calloc(nb, sizeof *own)))
+            rc = skipped ? 0 : scout_uses(s, own, &steps);
+        if (!own) rc = -ENOMEM;
+        if (rc >= 0 && !skipped) tell_steps(s, e, steps);
         counts = own;
     }
     if (rc >= 0) {
@@ -381,16 +480,6 @@ static int plan_step(srv *s, const lf_plan_step *st, uint64_t **scratch)
     return 0;
 }
 
-/* Whether the server is shutting down: s->stop is written under mu by
- * whichever thread fails first. */
-static int stopping(srv *s)
-{
-    pthread_mutex_lock(&s->mu);
-    int stop = s->stop;
-    pthread_mutex_unlock(&s->mu);
-    return stop;
-}
-
 void *srv_planner_main(void *arg)
 {
     srv *s = arg;
@@ -407,7 +496,9 @@ void *srv_planner_main(void *arg)
         uint64_t scout_t0 = srv_now_ns();
         rc = count_epoch_uses(s, e);
         srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
-        for (; rc >= 0;) {
+        if (rc >= 0) start_ahead(s, e + 1);
+        uint32_t steps = 0;
+        for (; rc >= 0; steps++) {
             uint64_t t0 = srv_now_ns();
             rc = srv_plan_errno(lf_plan_next_step(s->pl->plan, &st));
             srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
@@ -415,9 +506,16 @@ void *srv_planner_main(void *arg)
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
         }
+        /* an epoch wholly before a resume's start, which no scout walked,
+         * is told once walked: before the next */
+        if (rc == 0) tell_steps(s, e, steps);
         if (rc < 0 && !stopping(s)) srv_fail(s, "plan: %s", strerror(-rc));
     }
     free(scratch);
+    if (s->pl->ahead.started) { /* stopped before its epoch */
+        pthread_join(s->pl->ahead.thread, NULL);
+        free(s->pl->ahead.counts);
+    }
     pthread_mutex_lock(&s->mu);
     s->planner_done = 1;
     pthread_mutex_unlock(&s->mu);

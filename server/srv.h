@@ -323,8 +323,14 @@ struct srv {
     uint32_t *epoch_uses;        /* prepass: per epoch and block, the local
                                     ranks' samples, for the first counted_epochs */
     uint32_t counted_epochs;
-    uint32_t *epoch_steps;       /* prepass: the steps (each rank's batches) of the run's
-                                    first min(epochs, LF_WIRE_EPOCHS_MAX) epochs, for WELCOME */
+    uint32_t *epoch_steps;       /* the steps (each rank's batches) of the run's first
+                                    min(epochs, LF_WIRE_EPOCHS_MAX) epochs: WELCOME's and
+                                    EPOCH's, the first epochs_planned of them known */
+    uint32_t epochs_planned;     /* epoch_steps known: the prepass's, then one more as
+                                    the planner reaches each epoch (under mu) */
+    uint64_t later_cap;          /* plans ahead (srv_plan_prepass): the padded tokens
+                                    no rank gets more of after epoch 0
+                                    (lf_plan_cap_later); 0: every epoch walked */
     srv_rank ranks[SRV_MAX_RANKS];
 
     pthread_mutex_t mu;
@@ -404,6 +410,7 @@ uint64_t srv_pos_key(uint32_t epoch, uint64_t step);
  * reports every error with strerror, so none is read in the wrong space. */
 int srv_plan_errno(int status);
 int srv_plan_create(const srv *s, lf_plan **out);
+int srv_plan_create_at(const srv *s, uint32_t e, lf_plan **out); /* epoch index e on */
 /* The planner's plan: start-up's (s->spare), rewound, or a new one. Call
  * from the thread that started the server, before the others run. */
 int srv_plan_first(srv *s, lf_plan **out);

@@ -55,8 +55,20 @@ typedef struct queue {
     uint32_t len;
 } queue;
 
+/* The scout of the epoch after the planner's (planner.c): walks it on a
+ * thread of its own while the planner serves the current one. */
+typedef struct scout_ahead {
+    pthread_t thread;
+    int started;                 /* not joined yet */
+    uint32_t e;                  /* the epoch index it walks */
+    uint32_t *counts;            /* per block: the local ranks' samples */
+    uint32_t steps;
+    int rc;
+} scout_ahead;
+
 typedef struct srv_pipeline {
     lf_plan *plan;
+    scout_ahead ahead;           /* the planner's */
     pthread_t planner;
     int planner_started;
     reader *readers;

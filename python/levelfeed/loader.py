@@ -498,13 +498,13 @@ class Loader:
         the first 8192 epochs of a server's run."""
         if self._client is None:
             raise TypeError("levelfeed: len() of a closed Loader")
-        if self._ahead is not None:
-            epoch = self._ahead.epoch
-        elif self._pass is not None and not self._finished:
-            epoch = self._pass
-        else:
-            epoch = _capi.EPOCH_NEXT
-        n = lib.lf_client_epoch_batches(self._client, epoch)
+        n = self._epoch_batches()
+        if n == -errno.EAGAIN and self._ahead is None and not self._finished:
+            # The server plans each epoch after the first while serving the
+            # one before, and tells its count before its first batch: that
+            # batch, taken now, is the next `for`'s first.
+            self._ahead = self._take()
+            n = self._epoch_batches()
         if n >= 0:
             return n
         if n == _capi.E_END:
@@ -513,6 +513,15 @@ class Loader:
         raise TypeError("levelfeed: len(): the server did not tell this epoch's batch count "
                         "(%s): it tells the first 8192 epochs of a run; run longer schedules "
                         "as consecutive servers started at --epoch E" % _capi.strerror(n))
+
+    def _epoch_batches(self):
+        if self._ahead is not None:
+            epoch = self._ahead.epoch
+        elif self._pass is not None and not self._finished:
+            epoch = self._pass
+        else:
+            epoch = _capi.EPOCH_NEXT
+        return lib.lf_client_epoch_batches(self._client, epoch)
 
     def __bool__(self):
         # Always true, as before __len__: `if loader:` must not ask the

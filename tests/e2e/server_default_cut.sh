@@ -8,7 +8,9 @@
 # the same fingerprint (the plan id hashes the samples, pieces and
 # parameters) and slot size as the code before this change printed
 # (recorded below; recorded again, slot sizes unchanged, when the split's
-# version entered the fingerprint), and the same decision as lf-plan's, on index-only
+# version entered the fingerprint; again when the later epochs' cap rule
+# entered the plan id and the slots came to be sized for the cap, #35
+# item 2), and the same decision as lf-plan's, on index-only
 # datasets where the cut applies (documents up to 600k tokens) and where
 # samples cost more than the bound allows but the epoch balances uncut.
 source "$(dirname "$0")/server_lib.sh"
@@ -41,18 +43,18 @@ check() {
   if [[ $cut == yes ]]; then
     [[ -n "$(cut_line "$WORK/server.log")" ]] || fail "$name: not cut: $(cat "$WORK/server.log")"
     # decided on the uncut plan's epoch 0, then the cut plan planned
-    [[ $(grep -c "^lf-server: planning 2 epoch(s)" "$WORK/server.log") == 2 ]] ||
+    [[ $(grep -c "^lf-server: planning 1 epoch(s)" "$WORK/server.log") == 2 ]] ||
       fail "$name: the cut plan was not planned anew: $(cat "$WORK/server.log")"
   else
     [[ -z "$(cut_line "$WORK/server.log")" ]] || fail "$name: cut: $(cut_line "$WORK/server.log")"
     grep -q "^lf-server: plan: note: [0-9]* samples cost more than --step-bound" "$WORK/server.log" ||
       fail "$name: no sample over the bound, the decision was not needed: $(cat "$WORK/server.log")"
-    [[ $(grep -c "^lf-server: planning 2 epoch(s)" "$WORK/server.log") == 1 ]] ||
+    [[ $(grep -c "^lf-server: planning 1 epoch(s)" "$WORK/server.log") == 1 ]] ||
       fail "$name: planned twice: $(cat "$WORK/server.log")"
   fi
   echo "$name: fingerprint and slot size $got as before, cut: $cut as lf-plan decides: ok"
 }
 
-check cut "--samples 3000 --len-sigma 2 --len-max 600000 --seed 3" "bf514b93c7515683 1380352" yes
-check uncut "--samples 20000 --seed 3" "fa2457b61df1c517 548864" no
+check cut "--samples 3000 --len-sigma 2 --len-max 600000 --seed 3" "960360315659f40d 1781760" yes
+check uncut "--samples 20000 --seed 3" "fd5da99d578a53d1 819200" no
 check_no_leftovers

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# lf-server's start-up prepass walks the epochs in threads of their own (a
-# share of the epochs each): the slots of a 4-epoch run fit the largest
-# batch of any epoch, as large as the largest of four one-epoch servers
-# started at epochs 0..3, and the 4-epoch stream equals the plan with every
-# sample once per epoch. The seed is one whose largest batch falls in a
-# later epoch (checked), so a prepass that kept only its first share's
-# largest batch fails here. And a server started at a later epoch plans it
+# lf-server's start-up prepass walks epoch 0 and caps the later epochs
+# from it (server/README.md, *Planning ahead*): the slots of a 4-epoch run
+# fit the largest batch of any epoch, at least as large as the largest of
+# four one-epoch servers started at epochs 0..3, and the 4-epoch stream
+# equals the plan with every sample once per epoch. The seed is one whose
+# largest batch falls in a later epoch (checked), so slots sized from epoch
+# 0's batches alone, without the cap's bound, fail here. And a server started at a later epoch plans it
 # as a run from epoch 0 does, for every sampler. The server says what its
 # start-up is doing (planning E epochs, in how many threads), and warns
 # once when a budget far below the default makes many samples outliers that
@@ -32,8 +32,8 @@ for e in 0 1 2 3; do
 done
 ((largest > first)) || fail "seed 4: epoch 0 has the largest batch ($first bytes); pick another seed"
 all=$(slot_bytes --epochs 4)
-[[ "$all" == "$largest" ]] || fail "4 epochs: slots of $all bytes, the largest epoch needs $largest"
-echo "prepass: slots of $all bytes, the largest of the epochs' (epoch 0: $first): ok"
+((all >= largest)) || fail "4 epochs: slots of $all bytes, the largest epoch needs $largest"
+echo "prepass: slots of $all bytes, at least the largest of the epochs' ($largest; epoch 0: $first): ok"
 
 # Each epoch's plan depends on nothing before it, for every sampler: a
 # server started at --epoch 2 plans epoch 2 as one started at epoch 0. With
@@ -53,7 +53,7 @@ echo "--epoch 2 plans epoch 2 as a run from epoch 0 (balanced, naive, sorted): o
 start_server "${PLAN[@]}" --epochs 4
 run_clients four 2
 wait_server
-grep -Eq "^lf-server: planning 4 epoch\(s\) of 2000 samples to size the rings \([1-4] thread\(s\)\)$" \
+grep -Eq "^lf-server: planning 1 epoch\(s\) of 2000 samples to size the rings \(1 thread\(s\)\)$" \
   "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
 # the first epoch as a trainer sees it, every step counted (balancer/README.md)
 grep -Eq "^lf-server: plan: epoch 0, every step counted: [0-9]+ steps, epoch sum-max/sum-mean 1\.[0-9]{5}, worst step 1\.[0-9]{5}; step tokens 0\.[0-9]{3}-[0-9.]+x the median step's; 0 empty rank-step\(s\); nothing dropped: 0 samples, 0 tokens \(0 % of the tokens\)$" \
@@ -66,7 +66,7 @@ echo "4 epochs: plan, exactly-once, no leftovers: ok"
 
 # A budget a twelfth of the default (515198 here): 457 of the 2000 samples
 # (23 %) are outliers, waiting about half the epoch for their group. The
-# warning says so once (epochs 0 and 1 alike) with lf-plan's count and
+# warning says so once (of epoch 0, the one start-up walks) with lf-plan's count and
 # longest wait for the same flags; --quiet keeps the warning (and only it).
 # Outliers wait for a group only unbounded (--step-bound none); bounded, they
 # go at their place in the order and start-up's note names the fix instead.
@@ -76,7 +76,7 @@ read -r n waited < <(sed -n 's/^  outliers *\([0-9]*\) released in groups, .* ma
   "$WORK/tiny.plan")
 [[ -n "$n" ]] && ((n > 100)) || fail "lf-plan --budget 40000: few outliers: $(cat "$WORK/tiny.plan")"
 slot_bytes --budget 40000 --step-bound none --epochs 2 >/dev/null
-grep -q "^lf-server: warning: epoch 0 holds back $n of its 2000 samples ([0-9.]*%) as outliers, .*, at most $waited, of the epoch's [0-9]* (the run's 2 epochs alike)$" \
+grep -q "^lf-server: warning: epoch 0 holds back $n of its 2000 samples ([0-9.]*%) as outliers, .*, at most $waited, of the epoch's [0-9]*$" \
   "$WORK/server.log" || fail "budget 40000: no warning of $n outliers waiting up to $waited steps: $(cat "$WORK/server.log")"
 [[ $(grep -c "warning" "$WORK/server.log") == 1 ]] && grep -q -- "raise --budget (now 40000;" "$WORK/server.log" ||
   fail "budget 40000: not one warning naming --budget: $(cat "$WORK/server.log")"

@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         fputs("usage: ctl_seeds DIR  (writes one encoded control message a type)\n", stderr);
         return 2;
     }
-    for (uint16_t t = LF_MSG_HELLO; t <= LF_MSG_EVAL_END; t++)
+    for (uint16_t t = LF_MSG_HELLO; t <= LF_MSG_EPOCH; t++)
         if (write_seed(argv[1], t) < 0) return 1;
     return 0;
 }

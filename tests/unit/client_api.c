@@ -40,8 +40,10 @@ enum { GOOD_THEN_CORRUPT, SLOT_OUT_OF_RANGE, OUT_OF_SEQUENCE, GOOD_THEN_END, SIL
        ONE_EPOCH, EPOCHS_PARTLY_TOLD };
 
 /* The step counts the epoch modes' WELCOME tells, from epoch 2 (--epoch 2):
- * ONE_EPOCH serves epoch 2 alone, EPOCHS_PARTLY_TOLD epochs 2..4 but tells
- * two (as a server past LF_WIRE_EPOCHS_MAX would). */
+ * ONE_EPOCH serves epoch 2 alone, EPOCHS_PARTLY_TOLD epochs 2 ..
+ * 2 + LF_WIRE_EPOCHS_MAX but tells two (the rest not planned yet), then
+ * epoch 4's in an EPOCH before its READY (EPOCH_LATER's count). */
+#define EPOCH_LATER 9u
 static const uint32_t epoch_steps[2] = {1, 4};
 
 #define OTHER_UID 65534          /* "nobody": the other local user of the foreign cases */
@@ -148,7 +150,7 @@ static void *fake_main(void *arg)
     int epochs = f->mode == ONE_EPOCH || f->mode == EPOCHS_PARTLY_TOLD;
     if (epochs) {
         w.u.welcome.first_epoch = 2;
-        w.u.welcome.epochs = f->mode == ONE_EPOCH ? 1 : 3;
+        w.u.welcome.epochs = f->mode == ONE_EPOCH ? 1 : LF_WIRE_EPOCHS_MAX + 1;
         w.u.welcome.nsteps = f->mode == ONE_EPOCH ? 1 : 2;
         w.u.welcome.steps = epoch_steps;
     }
@@ -181,6 +183,10 @@ static void *fake_main(void *arg)
     lf_msg r = {.type = LF_MSG_READY,
                 .u.ready = {.slot = 0, .epoch = epochs ? 2 : 0, .step = 0, .seq = 0}};
     write_batch(f, &r.u.ready, 3);
+    if (f->mode == EPOCHS_PARTLY_TOLD) {
+        lf_msg e = {.type = LF_MSG_EPOCH, .u.epoch = {2, EPOCH_LATER}};
+        fsend(f, &e);
+    }
     if (f->mode == SLOT_OUT_OF_RANGE) r.u.ready.slot = NSLOTS;
     if (f->mode == OUT_OF_SEQUENCE) r.u.ready.seq = 1;
     fsend(f, &r);
@@ -461,9 +467,11 @@ int main(void)
     fake_start(&f, EPOCHS_PARTLY_TOLD, &th);
     c = open_client(&f);
     ASSERT_EQ(lf_client_epoch_batches(c, 3), 4);
-    ASSERT_EQ(lf_client_epoch_batches(c, 4), -ENODATA);
-    ASSERT_EQ(lf_client_epoch_batches(c, 5), -ERANGE);
-    check_good_batch(c, &b);
+    ASSERT_EQ(lf_client_epoch_batches(c, 4), -EAGAIN);  /* not planned yet */
+    ASSERT_EQ(lf_client_epoch_batches(c, 2 + LF_WIRE_EPOCHS_MAX), -ENODATA);
+    ASSERT_EQ(lf_client_epoch_batches(c, 3 + LF_WIRE_EPOCHS_MAX), -ERANGE);
+    check_good_batch(c, &b);  /* its EPOCH came first */
+    ASSERT_EQ(lf_client_epoch_batches(c, 4), EPOCH_LATER);
     ASSERT_EQ(lf_client_epoch_batches(c, LF_EPOCH_NEXT), 4); /* epoch 2 is over */
     pthread_join(th, NULL);
     lf_client_close(c);

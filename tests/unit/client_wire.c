@@ -37,6 +37,7 @@ static lf_msg sample_msg(unsigned type)
     case LF_MSG_HEARTBEAT: m.u.heartbeat_ns = 123456789; break;
     case LF_MSG_PLANNING: m.u.planning_pct = 42; break;
     case LF_MSG_WAITING: m.u.waiting = (lf_msg_waiting){3, 1, 2, 30000}; break;
+    case LF_MSG_EPOCH: m.u.epoch = (lf_msg_epoch){3, 977}; break;
     case LF_MSG_ERROR:
     case LF_MSG_STATS:
     case LF_MSG_REPORT:
@@ -94,7 +95,7 @@ static void check_same(const lf_msg *a, const lf_msg *b)
 int main(void)
 {
     unsigned char buf[LF_WIRE_MAX + 16];
-    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_EVAL_END; t++) {
+    for (unsigned t = LF_MSG_HELLO; t <= LF_MSG_EPOCH; t++) {
         lf_msg m = sample_msg(t), d;
         int n = lf_wire_encode(&m, buf, sizeof buf);
         ASSERT_GT(n, 0);

@@ -3,7 +3,8 @@
 # documented shape for every sampler, every sample is placed once per
 # sampler, balanced beats naive on max/mean by a wide margin, pad's
 # micro-batches trade padding against --micro-overhead, pack's padding is
-# no lower than its floor, the text report and --help work, bad
+# no lower than its floor, the split's floor bounds max/mean from below
+# (8/7 for 28 equal samples on 8 ranks), the text report and --help work, bad
 # arguments are usage errors (exit 2), and costs summing past 2^64 (in
 # FLOPs, or d per micro-batch) give the same fill and max/mean, and pad cuts
 # documents too long for the step bound by default.
@@ -51,6 +52,13 @@ for name, r in s.items():
     assert r["step_tokens_to_median"]["p50"] == 1 and r["step_cost_to_median"]["p50"] == 1
     assert 0 < r["step_tokens_min_to_median"] <= 1, (name, r)
     assert r["dropped_tokens"] == 0, (name, r["dropped_tokens"])
+    # the split's floor: a lower bound on every step's max/mean (d is 0 here,
+    # so the mean is the samples' alone), so on each percentile and the epoch
+    f = r["split_bound"]
+    assert 1 <= f["p50"] <= f["p99"] <= f["max"], (name, f)
+    for k in ("p50", "p99", "max"):
+        assert f[k] <= r["max_over_mean"][k] + 1e-6, (name, k, f, r["max_over_mean"])
+    assert 1 <= r["epoch_split_bound"] <= r["epoch_max_over_mean"] + 1e-6, (name, r)
 b, nv = s["balanced"], s["naive"]
 assert b["max_over_mean"]["p99"] < 1.01, b
 assert nv["max_over_mean"]["p50"] > 1.1, nv
@@ -170,4 +178,15 @@ grep -q -- "--micro-max-padded 8192 (default" "$tmp/cut.err" ||
 "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
 assert r["step_tokens_to_median"]["max"] <= 1.25 and r["epoch_max_over_mean"] <= 1.002, r
 assert r["dropped_tokens"] == 0, r' "$tmp/cut.json" || fail "pad's default cut: $(cat "$tmp/cut.json")"
+# The split's floor where it is known: 2000 samples of 1000 tokens (c =
+# 16,325), a budget of 28 of them at 8 ranks: every step but the last holds
+# 28, some rank 4, the mean 3.5, so no split does better than 8/7, and
+# balanced reaches it.
+"$B/lf-plan" --synth 2000 --len-median 1000 --len-sigma 0 --len-min 1000 --len-max 1000 \
+  --world 8 --sampler balanced --budget 457112 --json >"$tmp/floor.json" ||
+  fail "lf-plan, samples of one length"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
+assert r["samples_per_step"] > 27.9 and abs(r["split_bound"]["p50"] - 8 / 7) < 1e-5, r
+assert abs(r["max_over_mean"]["p50"] - 8 / 7) < 1e-5, r' "$tmp/floor.json" ||
+  fail "the split floor of equal samples is not 8/7: $(cat "$tmp/floor.json")"
 echo "ok"

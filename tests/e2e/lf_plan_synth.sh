@@ -4,7 +4,8 @@
 # sampler, balanced beats naive on max/mean by a wide margin, pad's
 # micro-batches trade padding against --micro-overhead, pack's padding is
 # no lower than its floor, the split's floor bounds max/mean from below
-# (8/7 for 28 equal samples on 8 ranks), the text report and --help work, bad
+# (8/7 for 28 equal samples on 8 ranks; 1.1692, the optimum, for 900, 500,
+# 500, 500 tokens on 2), the text report and --help work, bad
 # arguments are usage errors (exit 2), and costs summing past 2^64 (in
 # FLOPs, or d per micro-batch) give the same fill and max/mean, and pad cuts
 # documents too long for the step bound by default.
@@ -189,4 +190,19 @@ assert r["dropped_tokens"] == 0, r' "$tmp/cut.json" || fail "pad's default cut: 
 assert r["samples_per_step"] > 27.9 and abs(r["split_bound"]["p50"] - 8 / 7) < 1e-5, r
 assert abs(r["max_over_mean"]["p50"] - 8 / 7) < 1e-5, r' "$tmp/floor.json" ||
   fail "the split floor of equal samples is not 8/7: $(cat "$tmp/floor.json")"
+# Where counting cannot see it: one sample of 900 tokens (c = 14,664) and
+# three of 500 (8,081) on 2 ranks in one step: the best split is 900 + 500
+# against 500 + 500, 22,745 ÷ the mean 19,453.5 = 1.1692; the pigeonhole
+# alone says 1.0. A small step gets its optimum (score.c, best_split).
+"$PY" -c 'import json
+for n in (900, 500, 500, 500): print(json.dumps({"tokens": [7] * n}))' >"$tmp/four.jsonl"
+"$B/lf-shard" create tokens --in "$tmp/four.jsonl" --out "$tmp/four" >/dev/null 2>&1 ||
+  fail "lf-shard create tokens (four samples)"
+"$B/lf-plan" "$tmp/four" --world 2 --sampler balanced --budget 40000 --json >"$tmp/four.json" ||
+  fail "lf-plan, four samples"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
+assert r["steps"] == 1 and r["split_bound_exact_steps"] == 1, r
+assert abs(r["split_bound"]["max"] - 22745 / 19453.5) < 1e-4, r
+assert abs(r["max_over_mean"]["max"] - r["split_bound"]["max"]) < 1e-6, r' "$tmp/four.json" ||
+  fail "the split floor of 900, 500, 500, 500 on 2 ranks is not 1.1692: $(cat "$tmp/four.json")"
 echo "ok"

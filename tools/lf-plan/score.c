@@ -57,6 +57,7 @@ typedef struct tally {
     size_t nbalance, nfull, ndelay, nodelay, nsteps, nbound, cap;
     double sum_max, sum_mean;    /* the epoch's Σ max rank cost and Σ mean */
     double sum_floor, sum_items; /* Σ split_floor and Σ of the samples' mean */
+    uint64_t exact_steps;        /* steps whose floor is their optimum */
     uint64_t *item;              /* the step's samples: lengths, then costs */
     size_t nitem;
     uint64_t empty_ranks;        /* rank-steps with no sample */
@@ -122,7 +123,8 @@ static int cmp_desc_u64(const void *x, const void *y)
  * k cheapest of the j; and no rank can be under the mean. The largest of
  * these over j is a lower bound, not the optimum: on text cut into pieces
  * of one length it is the pieces' pigeonhole (4 pieces on some rank where
- * the mean is 3.43), which is what keeps most cells from the targets. */
+ * the mean is 3.43), which is what keeps most cells from the targets. A
+ * small step gets its optimum instead (best_split). */
 static cost_sum split_floor(const uint64_t *c, size_t n, uint32_t world, cost_sum total)
 {
     cost_sum best = (total + world - 1) / world, least = 0;   /* least: the k cheapest of the j */
@@ -136,6 +138,79 @@ static cost_sum split_floor(const uint64_t *c, size_t n, uint32_t world, cost_su
     return best;
 }
 
+/* A small step's optimum: branch and bound over the samples, costliest
+ * first, each to a rank whose load it keeps under the best found (ranks of
+ * equal load are one choice), stopping at the floor. Gives up past
+ * EXACT_NODES nodes. On dev-text cut at 8192, four a rank at world 8, a
+ * step of 11 whole pieces and 12 others has a pigeonhole of 1.0 but an
+ * optimum of 1.069 (the split reached 1.073): 3 ranks must hold two pieces
+ * and no mix of the others evens the rest out. */
+#define EXACT_ITEMS 64           /* larger steps keep the pigeonhole, */
+#define EXACT_WORLD 16           /* as do larger worlds (a node costs world^2) */
+#define EXACT_NODES (1u << 18)
+
+typedef struct exact {
+    const uint64_t *c;           /* costliest first */
+    size_t n;
+    uint32_t world;
+    cost_sum load[EXACT_ITEMS];  /* world <= n <= EXACT_ITEMS */
+    cost_sum rest[EXACT_ITEMS + 1]; /* rest[i]: Σ c[i..n) */
+    cost_sum best, floor;        /* the least max found; no split beats floor */
+    uint32_t nodes;
+} exact;
+
+/* Whether the room the ranks have under the best found, where it takes
+ * the cheapest sample left at least, holds what is left. */
+static int room_left(const exact *e, size_t i)
+{
+    cost_sum room = 0;
+    for (uint32_t r = 0; r < e->world; r++) {
+        cost_sum free = e->best - 1 - e->load[r];    /* load < best */
+        if (free >= e->c[e->n - 1]) room += free;
+    }
+    return room >= e->rest[i];
+}
+
+static void exact_search(exact *e, size_t i, cost_sum top)
+{
+    if (e->best <= e->floor || ++e->nodes > EXACT_NODES) return;
+    if (i == e->n) {
+        e->best = top;               /* top < best: only such branches get here */
+        return;
+    }
+    if (!room_left(e, i)) return;
+    for (uint32_t r = 0; r < e->world; r++) {
+        uint32_t q = 0;
+        while (q < r && e->load[q] != e->load[r]) q++;
+        if (q < r || e->load[r] + e->c[i] >= e->best) continue;
+        e->load[r] += e->c[i];
+        exact_search(e, i + 1, e->load[r] > top ? e->load[r] : top);
+        e->load[r] -= e->c[i];
+    }
+}
+
+/* The optimum of c[0..n) (costliest first) over world ranks where the
+ * search ends in time (*exact_out = 1), else floor (split_floor's). */
+static cost_sum best_split(const uint64_t *c, size_t n, uint32_t world, cost_sum floor,
+                           int *exact_out)
+{
+    *exact_out = 0;
+    if (n > EXACT_ITEMS || world > EXACT_WORLD || world > n)   /* world > n: the costliest alone */
+        return floor;
+    exact e = {.c = c, .n = n, .world = world, .floor = floor};
+    for (size_t i = n; i-- > 0;) e.rest[i] = e.rest[i + 1] + c[i];
+    for (size_t i = 0; i < n; i++) {                  /* LPT: where the search starts */
+        uint32_t least = 0;
+        for (uint32_t r = 1; r < world; r++) if (e.load[r] < e.load[least]) least = r;
+        e.load[least] += c[i];
+    }
+    for (uint32_t r = 0; r < world; r++) if (e.load[r] > e.best) e.best = e.load[r];
+    memset(e.load, 0, sizeof e.load);
+    exact_search(&e, 0, 0);
+    *exact_out = e.nodes <= EXACT_NODES;
+    return *exact_out ? e.best : floor;
+}
+
 /* The step's split floor (t->item holds its samples' lengths), as a ratio
  * to the samples' mean cost a rank, tallied beside max/mean. */
 static void tally_floor(tally *t, const lf_plan_cost_model *m, uint32_t world)
@@ -147,7 +222,10 @@ static void tally_floor(tally *t, const lf_plan_cost_model *m, uint32_t world)
     }
     if (!total) return;
     qsort(t->item, t->nitem, sizeof *t->item, cmp_desc_u64);
-    double floor = (double)split_floor(t->item, t->nitem, world, total);
+    cost_sum least = split_floor(t->item, t->nitem, world, total);
+    int optimum;
+    double floor = (double)best_split(t->item, t->nitem, world, least, &optimum);
+    t->exact_steps += optimum;
     double mean = (double)total / world;
     t->bound[t->nbound++] = floor / mean;
     t->sum_floor += floor;
@@ -238,6 +316,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->epoch_max_over_mean = t.sum_mean > 0 ? t.sum_max / t.sum_mean : 0;
     out->split_bound = percentiles(t.bound, t.nbound);
     out->epoch_split_bound = t.sum_items > 0 ? t.sum_floor / t.sum_items : 0;
+    out->split_bound_exact_steps = t.exact_steps;
     out->empty_rank_steps = t.empty_ranks;
     int tok_ok, cost_ok;
     out->step_tokens = ratio_to_median(t.stok, t.nsteps, &out->step_tokens_min, &tok_ok);

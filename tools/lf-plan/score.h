@@ -28,6 +28,9 @@ typedef struct plan_score {
                                     samples could reach (a lower bound: score.c,
                                     split_floor), of the samples' cost */
     double epoch_split_bound;    /* Σ of those least maxima ÷ Σ of the means */
+    uint64_t split_bound_exact_steps; /* steps whose floor is the optimum (a
+                                    small step searched to the end), not
+                                    only a bound */
     uint64_t empty_rank_steps;   /* (step, rank) pairs with no sample */
     int steps_ok;                /* a median step to compare with (tokens and cost > 0) */
     plan_pcts step_tokens;       /* per step: global tokens ÷ the median step's */

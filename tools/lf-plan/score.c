@@ -52,12 +52,18 @@ static plan_pcts percentiles(double *v, size_t n)
  * 0.956 for 0.981). */
 __extension__ typedef unsigned __int128 cost_sum;
 
+/* The nodes lf-plan's split floor may search in a run (best_split): 24,000
+ * steps of 4 a rank at world 8 took minutes at 2^18 nodes each; the steps
+ * past it keep the bound. */
+#define EXACT_TOTAL (1u << 26)
+
 typedef struct tally {
     double *balance, *full, *delay, *odelay, *stok, *scost, *bound;
     size_t nbalance, nfull, ndelay, nodelay, nsteps, nbound, cap;
     double sum_max, sum_mean;    /* the epoch's Σ max rank cost and Σ mean */
     double sum_floor, sum_items; /* Σ split_floor and Σ of the samples' mean */
     uint64_t exact_steps;        /* steps whose floor is their optimum */
+    uint32_t exact_budget;       /* the search's nodes left for the run */
     uint64_t *item;              /* the step's samples: lengths, then costs */
     size_t nitem;
     uint64_t empty_ranks;        /* rank-steps with no sample */
@@ -96,6 +102,7 @@ static int tally_init(tally *t, size_t n)
 {
     memset(t, 0, sizeof *t);
     t->cap = n + 1;                  /* a step places one sample at least */
+    t->exact_budget = EXACT_TOTAL;
     double **arr[] = {&t->balance, &t->full, &t->delay, &t->odelay, &t->stok, &t->scost,
                       &t->bound};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
@@ -147,7 +154,7 @@ static cost_sum split_floor(const uint64_t *c, size_t n, uint32_t world, cost_su
  * and no mix of the others evens the rest out. */
 #define EXACT_ITEMS 64           /* larger steps keep the pigeonhole, */
 #define EXACT_WORLD 16           /* as do larger worlds (a node costs world^2) */
-#define EXACT_NODES (1u << 18)
+#define EXACT_NODES (1u << 18)  /* a step's */
 
 typedef struct exact {
     const uint64_t *c;           /* costliest first */
@@ -156,7 +163,7 @@ typedef struct exact {
     cost_sum load[EXACT_ITEMS];  /* world <= n <= EXACT_ITEMS */
     cost_sum rest[EXACT_ITEMS + 1]; /* rest[i]: Σ c[i..n) */
     cost_sum best, floor;        /* the least max found; no split beats floor */
-    uint32_t nodes;
+    uint32_t nodes, max_nodes;
 } exact;
 
 /* Whether the room the ranks have under the best found, where it takes
@@ -173,7 +180,7 @@ static int room_left(const exact *e, size_t i)
 
 static void exact_search(exact *e, size_t i, cost_sum top)
 {
-    if (e->best <= e->floor || ++e->nodes > EXACT_NODES) return;
+    if (e->best <= e->floor || ++e->nodes > e->max_nodes) return;
     if (i == e->n) {
         e->best = top;               /* top < best: only such branches get here */
         return;
@@ -190,14 +197,16 @@ static void exact_search(exact *e, size_t i, cost_sum top)
 }
 
 /* The optimum of c[0..n) (costliest first) over world ranks where the
- * search ends in time (*exact_out = 1), else floor (split_floor's). */
+ * search ends within its nodes (*exact_out = 1), else floor (split_floor's);
+ * *budget, the run's nodes left, pays for the search. */
 static cost_sum best_split(const uint64_t *c, size_t n, uint32_t world, cost_sum floor,
-                           int *exact_out)
+                           uint32_t *budget, int *exact_out)
 {
     *exact_out = 0;
-    if (n > EXACT_ITEMS || world > EXACT_WORLD || world > n)   /* world > n: the costliest alone */
-        return floor;
-    exact e = {.c = c, .n = n, .world = world, .floor = floor};
+    if (n > EXACT_ITEMS || world > EXACT_WORLD || world > n || !*budget)
+        return floor;                                /* world > n: the costliest alone */
+    exact e = {.c = c, .n = n, .world = world, .floor = floor,
+               .max_nodes = *budget < EXACT_NODES ? *budget : EXACT_NODES};
     for (size_t i = n; i-- > 0;) e.rest[i] = e.rest[i + 1] + c[i];
     for (size_t i = 0; i < n; i++) {                  /* LPT: where the search starts */
         uint32_t least = 0;
@@ -207,7 +216,8 @@ static cost_sum best_split(const uint64_t *c, size_t n, uint32_t world, cost_sum
     for (uint32_t r = 0; r < world; r++) if (e.load[r] > e.best) e.best = e.load[r];
     memset(e.load, 0, sizeof e.load);
     exact_search(&e, 0, 0);
-    *exact_out = e.nodes <= EXACT_NODES;
+    *exact_out = e.nodes <= e.max_nodes;
+    *budget -= *exact_out ? e.nodes : e.max_nodes;
     return *exact_out ? e.best : floor;
 }
 
@@ -224,7 +234,8 @@ static void tally_floor(tally *t, const lf_plan_cost_model *m, uint32_t world)
     qsort(t->item, t->nitem, sizeof *t->item, cmp_desc_u64);
     cost_sum least = split_floor(t->item, t->nitem, world, total);
     int optimum;
-    double floor = (double)best_split(t->item, t->nitem, world, least, &optimum);
+    double floor = (double)best_split(t->item, t->nitem, world, least, &t->exact_budget,
+                                      &optimum);
     t->exact_steps += optimum;
     double mean = (double)total / world;
     t->bound[t->nbound++] = floor / mean;

@@ -3,7 +3,9 @@
 # documented shape for every sampler, every sample is placed once per
 # sampler, balanced beats naive on max/mean by a wide margin, pad's
 # micro-batches trade padding against --micro-overhead, pack's padding is
-# no lower than its floor, the text report and --help work, bad
+# no lower than its floor, the split's floor bounds max/mean from below
+# (8/7 for 28 equal samples on 8 ranks; 1.1692, the optimum, for 900, 500,
+# 500, 500 tokens on 2), the text report and --help work, bad
 # arguments are usage errors (exit 2), and costs summing past 2^64 (in
 # FLOPs, or d per micro-batch) give the same fill and max/mean, and pad cuts
 # documents too long for the step bound by default.
@@ -51,6 +53,13 @@ for name, r in s.items():
     assert r["step_tokens_to_median"]["p50"] == 1 and r["step_cost_to_median"]["p50"] == 1
     assert 0 < r["step_tokens_min_to_median"] <= 1, (name, r)
     assert r["dropped_tokens"] == 0, (name, r["dropped_tokens"])
+    # the split's floor: a lower bound on every step's max/mean (d is 0 here,
+    # so the mean is the samples' alone), so on each percentile and the epoch
+    f = r["split_bound"]
+    assert 1 <= f["p50"] <= f["p99"] <= f["max"], (name, f)
+    for k in ("p50", "p99", "max"):
+        assert f[k] <= r["max_over_mean"][k] + 1e-6, (name, k, f, r["max_over_mean"])
+    assert 1 <= r["epoch_split_bound"] <= r["epoch_max_over_mean"] + 1e-6, (name, r)
 b, nv = s["balanced"], s["naive"]
 assert b["max_over_mean"]["p99"] < 1.01, b
 assert nv["max_over_mean"]["p50"] > 1.1, nv
@@ -170,4 +179,30 @@ grep -q -- "--micro-max-padded 8192 (default" "$tmp/cut.err" ||
 "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
 assert r["step_tokens_to_median"]["max"] <= 1.25 and r["epoch_max_over_mean"] <= 1.002, r
 assert r["dropped_tokens"] == 0, r' "$tmp/cut.json" || fail "pad's default cut: $(cat "$tmp/cut.json")"
+# The split's floor where it is known: 2000 samples of 1000 tokens (c =
+# 16,325), a budget of 28 of them at 8 ranks: every step but the last holds
+# 28, some rank 4, the mean 3.5, so no split does better than 8/7, and
+# balanced reaches it.
+"$B/lf-plan" --synth 2000 --len-median 1000 --len-sigma 0 --len-min 1000 --len-max 1000 \
+  --world 8 --sampler balanced --budget 457112 --json >"$tmp/floor.json" ||
+  fail "lf-plan, samples of one length"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
+assert r["samples_per_step"] > 27.9 and abs(r["split_bound"]["p50"] - 8 / 7) < 1e-5, r
+assert abs(r["max_over_mean"]["p50"] - 8 / 7) < 1e-5, r' "$tmp/floor.json" ||
+  fail "the split floor of equal samples is not 8/7: $(cat "$tmp/floor.json")"
+# Where counting cannot see it: one sample of 900 tokens (c = 14,664) and
+# three of 500 (8,081) on 2 ranks in one step: the best split is 900 + 500
+# against 500 + 500, 22,745 ÷ the mean 19,453.5 = 1.1692; the pigeonhole
+# alone says 1.0. A small step gets its optimum (score.c, best_split).
+"$PY" -c 'import json
+for n in (900, 500, 500, 500): print(json.dumps({"tokens": [7] * n}))' >"$tmp/four.jsonl"
+"$B/lf-shard" create tokens --in "$tmp/four.jsonl" --out "$tmp/four" >/dev/null 2>&1 ||
+  fail "lf-shard create tokens (four samples)"
+"$B/lf-plan" "$tmp/four" --world 2 --sampler balanced --budget 40000 --json >"$tmp/four.json" ||
+  fail "lf-plan, four samples"
+"$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))["samplers"]["balanced"]
+assert r["steps"] == 1 and r["split_bound_exact_steps"] == 1, r
+assert abs(r["split_bound"]["max"] - 22745 / 19453.5) < 1e-4, r
+assert abs(r["max_over_mean"]["max"] - r["split_bound"]["max"]) < 1e-6, r' "$tmp/four.json" ||
+  fail "the split floor of 900, 500, 500, 500 on 2 ranks is not 1.1692: $(cat "$tmp/four.json")"
 echo "ok"

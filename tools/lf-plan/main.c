@@ -276,6 +276,9 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
         printf(", \"measured_steps\": %" PRIu64 ", \"epoch_max_over_mean\": %.6f, "
                "\"empty_rank_steps\": %" PRIu64 ", ", s->measured, s->epoch_max_over_mean,
                s->empty_rank_steps);
+        print_pcts_json("split_bound", &s->split_bound);
+        printf(", \"epoch_split_bound\": %.6f, \"split_bound_exact_steps\": %" PRIu64 ", ",
+               s->epoch_split_bound, s->split_bound_exact_steps);
         /* nothing measured is null, not 0 */
         if (s->steps_ok) {
             print_pcts_json("step_tokens_to_median", &s->step_tokens);
@@ -317,6 +320,10 @@ static void print_balance(const plan_score *s)
         printf("  max/mean cost     p50 %.5f  p99 %.5f  max %.5f  (every step); "
                "epoch sum-max/sum-mean %.5f\n", s->max_over_mean.p50, s->max_over_mean.p99,
                s->max_over_mean.max, s->epoch_max_over_mean);
+        printf("  split's floor     p50 %.5f  p99 %.5f  max %.5f  (no split of the same "
+               "steps does better); epoch %.5f; the optimum in %" PRIu64 " steps\n",
+               s->split_bound.p50, s->split_bound.p99, s->split_bound.max,
+               s->epoch_split_bound, s->split_bound_exact_steps);
     }
     if (s->steps > s->tail_steps && s->measured)
         printf("                    p50 %.5f  p99 %.5f  max %.5f  (before the tail step)\n",

@@ -5,6 +5,11 @@
  * the tail out says less than the epoch costs. The tail is also counted
  * apart (tail_steps, and max/mean over the other steps) so a regression can
  * be placed. Budget fill leaves the tail out: it takes whatever is left.
+ *
+ * Next to each step's max/mean stands the least max/mean any split of the
+ * same samples could reach (split_floor): where that floor is over a target
+ * no split can meet it, and what would have to change is which samples
+ * share a step (the selection), not how they are split.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +52,20 @@ static plan_pcts percentiles(double *v, size_t n)
  * 0.956 for 0.981). */
 __extension__ typedef unsigned __int128 cost_sum;
 
+/* The nodes lf-plan's split floor may search in a run (best_split): 24,000
+ * steps of 4 a rank at world 8 took minutes at 2^18 nodes each; the steps
+ * past it keep the bound. */
+#define EXACT_TOTAL (1u << 26)
+
 typedef struct tally {
-    double *balance, *full, *delay, *odelay, *stok, *scost;
-    size_t nbalance, nfull, ndelay, nodelay, nsteps, cap;
+    double *balance, *full, *delay, *odelay, *stok, *scost, *bound;
+    size_t nbalance, nfull, ndelay, nodelay, nsteps, nbound, cap;
     double sum_max, sum_mean;    /* the epoch's Σ max rank cost and Σ mean */
+    double sum_floor, sum_items; /* Σ split_floor and Σ of the samples' mean */
+    uint64_t exact_steps;        /* steps whose floor is their optimum */
+    uint32_t exact_budget;       /* the search's nodes left for the run */
+    uint64_t *item;              /* the step's samples: lengths, then costs */
+    size_t nitem;
     uint64_t empty_ranks;        /* rank-steps with no sample */
     uint64_t padded, tokens, micro, rank_steps;
     cost_sum cost, budget;       /* over the steps in balance and fill */
@@ -87,16 +102,145 @@ static int tally_init(tally *t, size_t n)
 {
     memset(t, 0, sizeof *t);
     t->cap = n + 1;                  /* a step places one sample at least */
-    double **arr[] = {&t->balance, &t->full, &t->delay, &t->odelay, &t->stok, &t->scost};
+    t->exact_budget = EXACT_TOTAL;
+    double **arr[] = {&t->balance, &t->full, &t->delay, &t->odelay, &t->stok, &t->scost,
+                      &t->bound};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
         if (!(*arr[i] = malloc(t->cap * sizeof(double)))) return LF_PLAN_E_NOMEM;
+    if (!(t->item = malloc(t->cap * sizeof(uint64_t)))) return LF_PLAN_E_NOMEM;
     return 0;
 }
 
 static void tally_free(tally *t)
 {
-    double *arr[] = {t->balance, t->full, t->delay, t->odelay, t->stok, t->scost};
+    double *arr[] = {t->balance, t->full, t->delay, t->odelay, t->stok, t->scost, t->bound};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) free(arr[i]);
+    free(t->item);
+}
+
+static int cmp_desc_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a < b) - (a > b);
+}
+
+/* The least the costliest rank can hold, over any split of costs c[0..n)
+ * (sorted costliest first) over world ranks: of the j costliest samples
+ * some rank holds k = ⌈j ÷ world⌉ at least, and those k cost at least the
+ * k cheapest of the j; and no rank can be under the mean. The largest of
+ * these over j is a lower bound, not the optimum: on text cut into pieces
+ * of one length it is the pieces' pigeonhole (4 pieces on some rank where
+ * the mean is 3.43), which is what keeps most cells from the targets. A
+ * small step gets its optimum instead (best_split). */
+static cost_sum split_floor(const uint64_t *c, size_t n, uint32_t world, cost_sum total)
+{
+    cost_sum best = (total + world - 1) / world, least = 0;   /* least: the k cheapest of the j */
+    size_t k = 0;
+    for (size_t j = 1; j <= n; j++) {
+        least += c[j - 1];
+        if (k < (j + world - 1) / world) k++;   /* k grows by one at most */
+        else least -= c[j - 1 - k];
+        if (least > best) best = least;
+    }
+    return best;
+}
+
+/* A small step's optimum: branch and bound over the samples, costliest
+ * first, each to a rank whose load it keeps under the best found (ranks of
+ * equal load are one choice), stopping at the floor. Gives up past
+ * EXACT_NODES nodes. On dev-text cut at 8192, four a rank at world 8, a
+ * step of 11 whole pieces and 12 others has a pigeonhole of 1.0 but an
+ * optimum of 1.069 (the split reached 1.073): 3 ranks must hold two pieces
+ * and no mix of the others evens the rest out. */
+#define EXACT_ITEMS 64           /* larger steps keep the pigeonhole, */
+#define EXACT_WORLD 16           /* as do larger worlds (a node costs world^2) */
+#define EXACT_NODES (1u << 18)  /* a step's */
+
+typedef struct exact {
+    const uint64_t *c;           /* costliest first */
+    size_t n;
+    uint32_t world;
+    cost_sum load[EXACT_ITEMS];  /* world <= n <= EXACT_ITEMS */
+    cost_sum rest[EXACT_ITEMS + 1]; /* rest[i]: Σ c[i..n) */
+    cost_sum best, floor;        /* the least max found; no split beats floor */
+    uint32_t nodes, max_nodes;
+} exact;
+
+/* Whether the room the ranks have under the best found, where it takes
+ * the cheapest sample left at least, holds what is left. */
+static int room_left(const exact *e, size_t i)
+{
+    cost_sum room = 0;
+    for (uint32_t r = 0; r < e->world; r++) {
+        cost_sum free = e->best - 1 - e->load[r];    /* load < best */
+        if (free >= e->c[e->n - 1]) room += free;
+    }
+    return room >= e->rest[i];
+}
+
+static void exact_search(exact *e, size_t i, cost_sum top)
+{
+    if (e->best <= e->floor || ++e->nodes > e->max_nodes) return;
+    if (i == e->n) {
+        e->best = top;               /* top < best: only such branches get here */
+        return;
+    }
+    if (!room_left(e, i)) return;
+    for (uint32_t r = 0; r < e->world; r++) {
+        uint32_t q = 0;
+        while (q < r && e->load[q] != e->load[r]) q++;
+        if (q < r || e->load[r] + e->c[i] >= e->best) continue;
+        e->load[r] += e->c[i];
+        exact_search(e, i + 1, e->load[r] > top ? e->load[r] : top);
+        e->load[r] -= e->c[i];
+    }
+}
+
+/* The optimum of c[0..n) (costliest first) over world ranks where the
+ * search ends within its nodes (*exact_out = 1), else floor (split_floor's);
+ * *budget, the run's nodes left, pays for the search. */
+static cost_sum best_split(const uint64_t *c, size_t n, uint32_t world, cost_sum floor,
+                           uint32_t *budget, int *exact_out)
+{
+    *exact_out = 0;
+    if (n > EXACT_ITEMS || world > EXACT_WORLD || world > n || !*budget)
+        return floor;                                /* world > n: the costliest alone */
+    exact e = {.c = c, .n = n, .world = world, .floor = floor,
+               .max_nodes = *budget < EXACT_NODES ? *budget : EXACT_NODES};
+    for (size_t i = n; i-- > 0;) e.rest[i] = e.rest[i + 1] + c[i];
+    for (size_t i = 0; i < n; i++) {                  /* LPT: where the search starts */
+        uint32_t least = 0;
+        for (uint32_t r = 1; r < world; r++) if (e.load[r] < e.load[least]) least = r;
+        e.load[least] += c[i];
+    }
+    for (uint32_t r = 0; r < world; r++) if (e.load[r] > e.best) e.best = e.load[r];
+    memset(e.load, 0, sizeof e.load);
+    exact_search(&e, 0, 0);
+    *exact_out = e.nodes <= e.max_nodes;
+    *budget -= *exact_out ? e.nodes : e.max_nodes;
+    return *exact_out ? e.best : floor;
+}
+
+/* The step's split floor (t->item holds its samples' lengths), as a ratio
+ * to the samples' mean cost a rank, tallied beside max/mean. */
+static void tally_floor(tally *t, const lf_plan_cost_model *m, uint32_t world)
+{
+    cost_sum total = 0;
+    for (size_t i = 0; i < t->nitem; i++) {
+        t->item[i] = lf_plan_cost(m, t->item[i]);
+        total += t->item[i];
+    }
+    if (!total) return;
+    qsort(t->item, t->nitem, sizeof *t->item, cmp_desc_u64);
+    cost_sum least = split_floor(t->item, t->nitem, world, total);
+    int optimum;
+    double floor = (double)best_split(t->item, t->nitem, world, least, &t->exact_budget,
+                                      &optimum);
+    t->exact_steps += optimum;
+    double mean = (double)total / world;
+    t->bound[t->nbound++] = floor / mean;
+    t->sum_floor += floor;
+    t->sum_items += mean;
 }
 
 /* p50/p99/max of v ÷ its median, and the least such ratio; no median (no
@@ -142,6 +286,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
                 t.tokens += b.tokens;
                 t.micro += b.micro;
                 t.rank_steps++;
+                memcpy(t.item + t.nitem, b.lengths, b.nsamples * sizeof *t.item);
+                t.nitem += b.nsamples;
                 for (uint32_t i = 0; i < b.nsamples; i++)
                     source_tokens[lf_plan_mix_source(&prm->mix, b.ids[i])] += b.lengths[i];
             }
@@ -152,6 +298,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
             epoch_done = rc == 0;
             break;
         }
+        tally_floor(&t, &prm->cost, st.world);
+        t.nitem = 0;
         if (prm->layout == LF_PLAN_PACK && row_len) {
             /* every rank with samples has a row, and the rows hold the tokens */
             uint64_t rows = (step_tokens + row_len - 1) / row_len;
@@ -177,6 +325,9 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->max_over_mean = percentiles(t.balance, t.nbalance);
     out->max_over_mean_full = percentiles(t.full, t.nfull);
     out->epoch_max_over_mean = t.sum_mean > 0 ? t.sum_max / t.sum_mean : 0;
+    out->split_bound = percentiles(t.bound, t.nbound);
+    out->epoch_split_bound = t.sum_items > 0 ? t.sum_floor / t.sum_items : 0;
+    out->split_bound_exact_steps = t.exact_steps;
     out->empty_rank_steps = t.empty_ranks;
     int tok_ok, cost_ok;
     out->step_tokens = ratio_to_median(t.stok, t.nsteps, &out->step_tokens_min, &tok_ok);

@@ -24,6 +24,13 @@ typedef struct plan_score {
     plan_pcts max_over_mean;     /* per step, every step: max rank cost / mean */
     plan_pcts max_over_mean_full;/* the same over the steps before the tail */
     double epoch_max_over_mean;  /* Σ over every step of max rank cost ÷ Σ of mean */
+    plan_pcts split_bound;       /* per step: the least max/mean any split of its
+                                    samples could reach (a lower bound: score.c,
+                                    split_floor), of the samples' cost */
+    double epoch_split_bound;    /* Σ of those least maxima ÷ Σ of the means */
+    uint64_t split_bound_exact_steps; /* steps whose floor is the optimum (a
+                                    small step searched to the end), not
+                                    only a bound */
     uint64_t empty_rank_steps;   /* (step, rank) pairs with no sample */
     int steps_ok;                /* a median step to compare with (tokens and cost > 0) */
     plan_pcts step_tokens;       /* per step: global tokens ÷ the median step's */

@@ -63,7 +63,10 @@ static int raw_recv(raw *r, lf_msg *m, unsigned char *buf)
         int n = zmq_recv(r->sock, buf, LF_WIRE_MAX, 0);
         ASSERT_GT(n, 0);
         ASSERT_EQ(lf_wire_decode(buf, (size_t)n, m), 0);
-        if (m->type != LF_MSG_HEARTBEAT && m->type != LF_MSG_WAITING) return m->type;
+        /* EPOCH (a later epoch's count, told while serving) is the
+         * client's bookkeeping; these checks read the batches */
+        if (m->type != LF_MSG_HEARTBEAT && m->type != LF_MSG_WAITING && m->type != LF_MSG_EPOCH)
+            return m->type;
     }
 }
 

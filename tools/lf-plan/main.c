@@ -320,16 +320,18 @@ static void print_balance(const plan_score *s)
         printf("  max/mean cost     p50 %.5f  p99 %.5f  max %.5f  (every step); "
                "epoch sum-max/sum-mean %.5f\n", s->max_over_mean.p50, s->max_over_mean.p99,
                s->max_over_mean.max, s->epoch_max_over_mean);
-        printf("  split's floor     p50 %.5f  p99 %.5f  max %.5f  (no split of the same "
-               "steps does better); epoch %.5f; the optimum in %" PRIu64 " steps\n",
-               s->split_bound.p50, s->split_bound.p99, s->split_bound.max,
-               s->epoch_split_bound, s->split_bound_exact_steps);
     }
     if (s->steps > s->tail_steps && s->measured)
         printf("                    p50 %.5f  p99 %.5f  max %.5f  (before the tail step)\n",
                s->max_over_mean_full.p50, s->max_over_mean_full.p99, s->max_over_mean_full.max);
     else
         printf("                    not measured before the tail: the run is its tail step\n");
+    /* after max/mean's two lines, which read as one */
+    if (s->measured)
+        printf("  split's floor     p50 %.5f  p99 %.5f  max %.5f  (no split of the same "
+               "steps does better); epoch %.5f; the optimum in %" PRIu64 " steps\n",
+               s->split_bound.p50, s->split_bound.p99, s->split_bound.max,
+               s->epoch_split_bound, s->split_bound_exact_steps);
     if (s->steps_ok)
         printf("  step / median     tokens min %.3f  p99 %.3f  max %.3f;  cost min %.3f  "
                "p99 %.3f  max %.3f\n", s->step_tokens_min, s->step_tokens.p99,

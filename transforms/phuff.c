@@ -26,7 +26,12 @@
  * for every scan (it checks the scan's parameters and Huffman tables and
  * keeps coef_bits, which block smoothing reads); then, before the scan's
  * first iMCU row is consumed, the progress monitor calls
- * tf_phuff_take_scan, which builds our tables and points decode_mcu here.
+ * tf_phuff_take_scan, which builds our tables, points decode_mcu here and,
+ * for the rest of the scan, the input controller's consume_input at
+ * consume_row: libjpeg's consume_data gathers block pointers and makes an
+ * indirect call per block (~18% of a progressive crop around our decoder);
+ * ours decodes an iMCU row a call into the coefficient arrays the
+ * controller publishes, the reader in registers along the row.
  * From then on the scan's bytes are ours: our reader keeps its own position
  * and hands it back to the source (and a marker it met, as unread_marker)
  * after the scan's last MCU or when the scan's tail is skipped
@@ -529,9 +534,9 @@ static void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *bloc
 /* At a restart interval's end: the bits left in the buffer are dropped (as
  * libjpeg does), the data must go on with the restart marker expected, and
  * the predictions and the EOB run start over. */
-static void restart(j_decompress_ptr c, tf_phuff *h)
+__attribute__((noinline))
+static void restart(j_decompress_ptr c, tf_phuff *h, bitreader *r)
 {
-    bitreader *r = &h->r;
     int skipped = 0, m = r->marker;
     while (!m) {
         int b = next_byte(c, r);
@@ -553,36 +558,125 @@ static void restart(j_decompress_ptr c, tf_phuff *h)
     memset(h->last_dc, 0, sizeof h->last_dc);
 }
 
-static boolean decode_mcu(j_decompress_ptr c, JBLOCKROW *blocks)
+/* One MCU of a scan of the given kind, with r in registers; after the
+ * scan's last MCU the reader is handed back to the source. Inlined with a
+ * constant kind into the row loops below. */
+static inline __attribute__((always_inline))
+void mcu(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks, int kind)
 {
-    tf_phuff *h = c->client_data;
     if (c->restart_interval) {
-        if (!h->restarts_to_go) restart(c, h);
+        if (!h->restarts_to_go) restart(c, h, r);
         h->restarts_to_go--;
     }
-    bitreader r = h->r;          /* in registers for the MCU */
-    switch (h->kind) {
-    case SCAN_DC_FIRST: dc_first(c, h, &r, blocks); break;
-    case SCAN_DC_REFINE: dc_refine(c, h, &r, blocks); break;
-    case SCAN_AC_FIRST: ac_first(c, h, &r, blocks[0][0]); break;
-    default: ac_refine(c, h, &r, blocks[0][0]); break;
+    switch (kind) {
+    case SCAN_DC_FIRST: dc_first(c, h, r, blocks); break;
+    case SCAN_DC_REFINE: dc_refine(c, h, r, blocks); break;
+    case SCAN_AC_FIRST: ac_first(c, h, r, blocks[0][0]); break;
+    default: ac_refine(c, h, r, blocks[0][0]); break;
     }
-    if (r.bits < r.pad) {        /* read past the data: libjpeg's warning */
+    if (r->bits < r->pad) {      /* read past the data: libjpeg's warning */
         warn(c, JWRN_HIT_MARKER, 0, 0);
-        r.pad = r.bits;          /* said once, as libjpeg */
+        r->pad = r->bits;        /* said once, as libjpeg */
     }
     if (--h->mcus_left == 0) {
         /* The scan's end: read on as far as a full buffer goes, as
          * libjpeg's reader, which fills up to 57 bits whenever it runs
          * short, may have done: stray bytes it took in before the marker
          * pass unnoticed there, so they do here too. */
-        if (r.bits <= 56) fill(c, &r);
-        h->r = r;
+        if (r->bits <= 56) fill(c, r);
+        h->r = *r;
         tf_phuff_sync(h, c);
-        return TRUE;
     }
+}
+
+static boolean decode_mcu(j_decompress_ptr c, JBLOCKROW *blocks)
+{
+    tf_phuff *h = c->client_data;
+    bitreader r = h->r;
+    mcu(c, h, &r, blocks, h->kind);
     h->r = r;
     return TRUE;
+}
+
+/* An MCU through decode_mcu as it stands (ours, or the scan tails' skip),
+ * for the row loops below: the kind after SCAN_AC_REFINE. */
+enum { SCAN_BY_POINTER = SCAN_AC_REFINE + 1 };
+
+/* The blocks of an iMCU row of a one-component scan (one block an MCU),
+ * left to right and top to bottom, the reader in registers throughout. */
+static inline __attribute__((always_inline))
+void blocks_of_row(j_decompress_ptr c, tf_phuff *h, JBLOCKARRAY rows, int nrows, int kind)
+{
+    JDIMENSION ncols = c->MCUs_per_row;
+    bitreader r = h->r;
+    for (int y = 0; y < nrows; y++)
+        for (JDIMENSION x = 0; x < ncols; x++) {
+            JBLOCKROW b = rows[y] + x;
+            if (kind == SCAN_BY_POINTER) (*c->entropy->decode_mcu)(c, &b);
+            else mcu(c, h, &r, &b, kind);
+        }
+    if (kind != SCAN_BY_POINTER) h->r = r;
+}
+
+/* An interleaved scan's iMCU row (one MCU row; DC scans only): each MCU's
+ * blocks gathered as libjpeg's consume_data does. */
+static inline __attribute__((always_inline))
+void mcus_of_row(j_decompress_ptr c, tf_phuff *h, JBLOCKARRAY *rows, int kind)
+{
+    JBLOCKROW blocks[C_MAX_BLOCKS_IN_MCU];
+    bitreader r = h->r;
+    for (JDIMENSION x = 0; x < c->MCUs_per_row; x++) {
+        int n = 0;
+        for (int ci = 0; ci < c->comps_in_scan; ci++) {
+            const jpeg_component_info *comp = c->cur_comp_info[ci];
+            for (int y = 0; y < comp->MCU_height; y++)
+                for (int bx = 0; bx < comp->MCU_width; bx++)
+                    blocks[n++] = rows[ci][y] + x * (JDIMENSION)comp->MCU_width + (JDIMENSION)bx;
+        }
+        if (kind == SCAN_BY_POINTER) (*c->entropy->decode_mcu)(c, blocks);
+        else mcu(c, h, &r, blocks, kind);
+    }
+    if (kind != SCAN_BY_POINTER) h->r = r;
+}
+
+/* In place of libjpeg's consume_data (jdcoefct.c) for the scans we read:
+ * an iMCU row a call, as there, into the coefficient arrays the controller
+ * publishes (coef_arrays), but without an indirect call per MCU, our
+ * reader in registers along the row, and the loop made for each kind of
+ * scan. Once the scan tails' skip has replaced our decode_mcu, the MCUs go
+ * through that. */
+static int consume_row(j_decompress_ptr c)
+{
+    tf_phuff *h = c->client_data;
+    JBLOCKARRAY rows[MAX_COMPS_IN_SCAN];
+    for (int ci = 0; ci < c->comps_in_scan; ci++) {
+        const jpeg_component_info *comp = c->cur_comp_info[ci];
+        rows[ci] = (*c->mem->access_virt_barray)((j_common_ptr)c, c->coef->coef_arrays[comp->component_index],
+                                                 c->input_iMCU_row * (JDIMENSION)comp->v_samp_factor,
+                                                 (JDIMENSION)comp->v_samp_factor, TRUE);
+    }
+    if (!c->entropy->insufficient_data) c->master->last_good_iMCU_row = c->input_iMCU_row;
+    int kind = c->entropy->decode_mcu == decode_mcu ? h->kind : SCAN_BY_POINTER;
+    if (c->comps_in_scan > 1) {
+        switch (kind) {
+        case SCAN_DC_FIRST: mcus_of_row(c, h, rows, SCAN_DC_FIRST); break;
+        case SCAN_DC_REFINE: mcus_of_row(c, h, rows, SCAN_DC_REFINE); break;
+        default: mcus_of_row(c, h, rows, SCAN_BY_POINTER); break;
+        }
+    } else {
+        const jpeg_component_info *comp = c->cur_comp_info[0];
+        int nrows = c->input_iMCU_row + 1 < c->total_iMCU_rows ? comp->v_samp_factor : comp->last_row_height;
+        switch (kind) {
+        case SCAN_DC_FIRST: blocks_of_row(c, h, rows[0], nrows, SCAN_DC_FIRST); break;
+        case SCAN_DC_REFINE: blocks_of_row(c, h, rows[0], nrows, SCAN_DC_REFINE); break;
+        case SCAN_AC_FIRST: blocks_of_row(c, h, rows[0], nrows, SCAN_AC_FIRST); break;
+        case SCAN_AC_REFINE: blocks_of_row(c, h, rows[0], nrows, SCAN_AC_REFINE); break;
+        default: blocks_of_row(c, h, rows[0], nrows, SCAN_BY_POINTER); break;
+        }
+    }
+    if (++c->input_iMCU_row < c->total_iMCU_rows) return JPEG_ROW_COMPLETED;
+    (*c->inputctl->finish_input_pass)(c);
+    return JPEG_SCAN_COMPLETED;
 }
 
 void tf_phuff_sync(tf_phuff *h, j_decompress_ptr c)
@@ -596,7 +690,8 @@ void tf_phuff_sync(tf_phuff *h, j_decompress_ptr c)
 
 void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c)
 {
-    if (!c->progressive_mode || !c->entropy || !c->coef || !c->inputctl ||
+    if (!c->progressive_mode || !c->entropy || !c->coef || !c->coef->coef_arrays || !c->inputctl ||
+        !c->master ||
         c->inputctl->consume_input != c->coef->consume_data || c->input_iMCU_row != 0 ||
         c->entropy->decode_mcu == decode_mcu || c->unread_marker || c->client_data != h)
         return;
@@ -633,4 +728,6 @@ void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c)
                        c->src->next_input_byte + c->src->bytes_in_buffer, 0};
     h->reading = 1;
     c->entropy->decode_mcu = decode_mcu;
+    c->inputctl->consume_input = consume_row;    /* until the scan's end
+                                                  * (finish_input_pass) */
 }

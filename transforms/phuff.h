@@ -18,7 +18,8 @@ tf_phuff *tf_phuff_create(void);
 void tf_phuff_free(tf_phuff *h);
 
 /* From the progress monitor: where a progressive scan's first iMCU row is
- * about to be consumed with libjpeg's decoder, installs ours for the scan.
+ * about to be consumed with libjpeg's decoder, installs ours for the scan
+ * (decode_mcu, and consume_input until the scan's finish_input_pass).
  * c->client_data must be h. */
 void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c);
 

@@ -363,7 +363,8 @@ static inline uint32_t next_entry(j_decompress_ptr c, const huff *t, bitreader *
 
 /* ---- the four kinds of scan ---------------------------------------------- */
 
-static void dc_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks)
+static inline __attribute__((always_inline))
+void dc_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks)
 {
     for (int b = 0; b < c->blocks_in_MCU; b++) {
         int ci = c->MCU_membership[b];
@@ -381,14 +382,16 @@ static void dc_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *b
     }
 }
 
-static void dc_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks)
+static inline __attribute__((always_inline))
+void dc_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks)
 {
     if (r->bits < c->blocks_in_MCU) fill(c, r);
     for (int b = 0; b < c->blocks_in_MCU; b++)
         if (take(r, 1)) blocks[b][0][0] = (JCOEF)(blocks[b][0][0] | (1 << h->Al));
 }
 
-static void ac_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
+static inline __attribute__((always_inline))
+void ac_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
 {
     if (h->eobrun) {
         h->eobrun--;
@@ -487,7 +490,8 @@ static inline uint64_t drop_low_bits(const tf_phuff *h, uint64_t x, int n)
 /* Zigzag positions k.. (k <= 64). */
 static inline uint64_t from_pos(int k) { return k < 64 ? ~0ull << k : 0; }
 
-static void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
+static inline __attribute__((always_inline))
+void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
 {
     int p1 = 1 << h->Al, Se = h->Se, k = h->Ss;
     const huff *t = &h->tables[0];

@@ -206,7 +206,8 @@ static void on_hello(control *c, const unsigned char *id, size_t idlen, const lf
         .heartbeat_ms = s->cfg.heartbeat_ms, .server_pid = (uint32_t)getpid(),
         .plan_id = s->plan_id, .fingerprint = s->fingerprint,
         .first_epoch = s->cfg.plan.epoch, .epochs = s->cfg.epochs,
-        .nsteps = ss->epochs_told, .steps = s->epoch_steps, .eval_slots = s->eval_slots, .eval_steps = s->eval_steps};
+        .nsteps = ss->epochs_told, .steps = s->epoch_steps, .eval_slots = s->eval_slots,
+        .eval_steps = s->eval_steps};
     snprintf(w.u.welcome.fd_path, sizeof w.u.welcome.fd_path, "%s", c->ep->fd_path);
     welcome_mix(s, &w.u.welcome);
     send_to(c, id, idlen, &w);

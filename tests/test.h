@@ -24,9 +24,14 @@
         exit(1);                                                              \
     } while (0)
 
-/* Integer comparisons print both sides as signed 64-bit values. */
+/* Integer comparisons print both sides as signed 64-bit values. A floating
+ * operand would be truncated (1.02 > 1.002 read as 1 > 1), so it is refused
+ * when the test compiles: compare doubles with ASSERT_DBL_LT / ASSERT_DBL_LE. */
+#define TEST_IS_FLOAT_(x) _Generic((x), float: 1, double: 1, long double: 1, default: 0)
 #define ASSERT_CMP_(a, op, b)                                                 \
     do {                                                                      \
+        _Static_assert(!TEST_IS_FLOAT_(a) && !TEST_IS_FLOAT_(b),              \
+                       "integer ASSERT given a floating-point operand");      \
         long long a_ = (long long)(a), b_ = (long long)(b);                   \
         if (!(a_ op b_))                                                      \
             TEST_FAIL_("ASSERT(%s %s %s): %lld vs %lld", #a, #op, #b, a_, b_); \
@@ -42,6 +47,16 @@
     do {                                                                      \
         if (!(x)) TEST_FAIL_("ASSERT(%s) is false", #x);                      \
     } while (0)
+
+/* Floating-point comparisons print both sides with 9 significant digits. */
+#define ASSERT_DBL_CMP_(a, op, b)                                             \
+    do {                                                                      \
+        double a_ = (double)(a), b_ = (double)(b);                            \
+        if (!(a_ op b_))                                                      \
+            TEST_FAIL_("ASSERT(%s %s %s): %.9g vs %.9g", #a, #op, #b, a_, b_); \
+    } while (0)
+#define ASSERT_DBL_LT(a, b) ASSERT_DBL_CMP_(a, <, b)
+#define ASSERT_DBL_LE(a, b) ASSERT_DBL_CMP_(a, <=, b)
 
 #define ASSERT_DBL_NEAR(a, b, tol)                                            \
     do {                                                                      \

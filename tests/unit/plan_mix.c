@@ -219,7 +219,7 @@ int main(void)
            one_mm = es.max_over_mean / (double)es.steps;
     printf("mean max/mean rank cost: mixture %.5f over %" PRIu64 " steps, one source %.5f "
            "over %" PRIu64 "\n", mix_mm, e[0].steps, one_mm, es.steps);
-    ASSERT_LE(mix_mm, one_mm + 0.002);
+    ASSERT_DBL_LE(mix_mm, one_mm + 0.002);
 
     check_resume(&p);
     check_refusals(&p);

@@ -496,7 +496,7 @@ static void test_locality(void)
     /* window: 8 blocks x 16 samples, lookahead 512, ~128 samples a step */
     printf("block span in steps: locality mean %.1f max %" PRIu64 ", naive mean %.1f\n",
            local, max_local, naive);
-    ASSERT_LT(local * 10, naive);
+    ASSERT_DBL_LT(local * 10, naive);
     /* a sample waits at most lookahead / step (4) + max_defer (4) steps */
     ASSERT_LE(max_local, 8);
 }

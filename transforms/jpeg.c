@@ -466,12 +466,13 @@ static jvirt_barray_ptr coef_request(j_common_ptr c, int pool, boolean pre_zero,
     return (jvirt_barray_ptr)(void *)arr;
 }
 
-/* Bytes of one array in the arena: its blocks (a multiple of 128), then its
- * row pointers, rounded up to 64. */
+/* Bytes of one array in the arena: its blocks (a multiple of 128), a
+ * nonzero mask per block (phuff.c's, tf_phuff_set_masks), then its row
+ * pointers, rounded up to 64. */
 static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows)
 {
-    uint64_t b = (uint64_t)numrows * blocks_per_row * sizeof(JBLOCK) +
-                 (uint64_t)numrows * sizeof(JBLOCKROW);
+    uint64_t blocks = (uint64_t)numrows * blocks_per_row;
+    uint64_t b = blocks * (sizeof(JBLOCK) + sizeof(uint64_t)) + (uint64_t)numrows * sizeof(JBLOCKROW);
     return (b + 63) & ~(uint64_t)63;
 }
 
@@ -508,12 +509,20 @@ static void coef_realize(j_common_ptr c)
         }
     }
     unsigned char *p = a->mem;
+    for (int i = 0; i < COEF_ARRAYS; i++) tf_phuff_set_masks(ws->phuff, i, NULL, 0);
     for (int i = 0; i < a->n; i++) {
         coef_array *arr = &a->arr[i];
         size_t row_bytes = (size_t)arr->blocks_per_row * sizeof(JBLOCK);
         size_t blocks = row_bytes * arr->numrows;
-        if (arr->pre_zero) memset(p, 0, row_bytes * coef_rows_used(ws, i, arr->numrows));
-        arr->rows = (JBLOCKARRAY)(void *)(p + blocks);
+        size_t mask_row_bytes = (size_t)arr->blocks_per_row * sizeof(uint64_t);
+        uint64_t *masks = (uint64_t *)(void *)(p + blocks);
+        if (arr->pre_zero) {     /* the masks hold only for blocks that start at zero */
+            JDIMENSION used = coef_rows_used(ws, i, arr->numrows);
+            memset(p, 0, row_bytes * used);
+            memset(masks, 0, mask_row_bytes * used);
+            tf_phuff_set_masks(ws->phuff, i, masks, arr->blocks_per_row);
+        }
+        arr->rows = (JBLOCKARRAY)(void *)(p + blocks + mask_row_bytes * arr->numrows);
         for (JDIMENSION r = 0; r < arr->numrows; r++)
             arr->rows[r] = (JBLOCKROW)(void *)(p + r * row_bytes);
         p += coef_bytes(arr->blocks_per_row, arr->numrows);

@@ -19,7 +19,15 @@
  *     0xFF (stuffed bytes and markers take the byte-wise path), and only
  *     when fewer than 32 bits are left: one symbol with its extra bits
  *     always fits in what remains;
- *   - refinement scans read the correction bits without branching on them.
+ *   - refinement scans read the correction bits without branching on them,
+ *     and find a block's nonzero coefficients from a 64-bit mask per block
+ *     that the decoder keeps beside the coefficient arrays (given by the
+ *     caller, tf_phuff_set_masks) instead of loading and comparing the
+ *     block's 128 bytes: a block of an EOB run with none in the band is
+ *     not touched at all (on real photographs the scans are bound by
+ *     memory traffic over arrays larger than the cache);
+ *   - in an AC first scan the blocks of an EOB run are passed over in one
+ *     step along the row.
  *
  * It plugs into libjpeg through public method pointers only (struct
  * jpeg_entropy_decoder in jpegint.h): libjpeg's own start_pass still runs
@@ -114,6 +122,10 @@ struct tf_phuff {
     int reading;                 /* r holds the source's position (not handed back) */
     int fast_pdep;               /* the CPU has BMI2 with a fast pdep */
     const huff *dc[MAX_COMPS_IN_SCAN];   /* DC first: each component's table */
+    uint64_t *masks[MAX_COMPONENTS];     /* per block, its nonzero AC coefficients
+                                          * (zigzag bits), or NULL (tf_phuff_set_masks) */
+    size_t mask_stride[MAX_COMPONENTS];  /* masks per block row */
+    int last_scan;               /* input_scan_number of the last scan taken, 0: none yet */
     uint64_t zigzag_mask[8][256];        /* bits of a block row -> zigzag positions */
     huff tables[SCAN_TABLES];
 };
@@ -390,8 +402,21 @@ void dc_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks)
         if (take(r, 1)) blocks[b][0][0] = (JCOEF)(blocks[b][0][0] | (1 << h->Al));
 }
 
+/* Stores coefficient v at zigzag position k (past 63: 63, as libjpeg's
+ * table) and keeps the block's mask of nonzero coefficients up to date (a
+ * value that does not fit a JCOEF may store 0). */
+static inline void put_coef(JCOEF *block, uint64_t *nz, int k, int v)
+{
+    JCOEF x = (JCOEF)v;
+    block[natural[k]] = x;
+    uint64_t bit = 1ull << (k < 63 ? k : 63);
+    *nz = (*nz & ~bit) | (x ? bit : 0);
+}
+
+/* mask: the block's nonzero mask where the masks are kept (read and
+ * written only for a block with coefficients in this scan), else NULL. */
 static inline __attribute__((always_inline))
-void ac_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
+void ac_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block, uint64_t *mask)
 {
     if (h->eobrun) {
         h->eobrun--;
@@ -399,28 +424,30 @@ void ac_first(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
     }
     const huff *t = &h->tables[0];
     int Al = h->Al, Se = h->Se;
+    uint64_t nz = mask ? *mask : 0;
     for (int k = h->Ss; k <= Se; k++) {
         uint32_t e = next_entry(c, t, r);
         if (E_KIND(e) == E_COEF) {
             k += E_RUN(e);
-            block[natural[k]] = (JCOEF)(int)((unsigned)E_VALUE(e) << Al);
+            put_coef(block, &nz, k, (int)((unsigned)E_VALUE(e) << Al));
             continue;
         }
         if (E_KIND(e) == E_EOB) {
             h->eobrun = (unsigned)E_COUNT(e) - 1;
-            return;
+            break;
         }
         int run = E_RS(e) >> 4, s = E_RS(e) & 15;
         if (s) {
             k += run;
-            block[natural[k]] = (JCOEF)(int)((unsigned)extend(take(r, s), s) << Al);
+            put_coef(block, &nz, k, (int)((unsigned)extend(take(r, s), s) << Al));
         } else if (run == 15) {
             k += 15;
         } else {
             h->eobrun = (1u << run) - 1 + (run ? (unsigned)take(r, run) : 0);
-            return;
+            break;
         }
     }
+    if (mask) *mask = nz;
 }
 
 /* Appends a correction bit (there is one in the buffer) to a coefficient
@@ -448,7 +475,7 @@ static inline void correct_all(j_decompress_ptr c, bitreader *r, JCOEF *block, u
 
 /* Bit k set: the coefficient at zigzag position k is nonzero. The
  * natural-order mask comes 16 coefficients per compare, then goes to
- * zigzag order a row (8 bits) per lookup. */
+ * zigzag order a row (8 bits) per lookup. Where the masks are not kept. */
 static inline uint64_t nonzero_zigzag(const tf_phuff *h, const JCOEF *block)
 {
     uint64_t nat = 0;
@@ -490,12 +517,15 @@ static inline uint64_t drop_low_bits(const tf_phuff *h, uint64_t x, int n)
 /* Zigzag positions k.. (k <= 64). */
 static inline uint64_t from_pos(int k) { return k < 64 ? ~0ull << k : 0; }
 
+/* mask as in ac_first; without it the block's nonzero coefficients are
+ * found from the block itself. With it, a block with none in the band and
+ * inside an EOB run is not touched at all. */
 static inline __attribute__((always_inline))
-void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
+void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block, uint64_t *mask)
 {
     int p1 = 1 << h->Al, Se = h->Se, k = h->Ss;
     const huff *t = &h->tables[0];
-    uint64_t nz = nonzero_zigzag(h, block) & ~from_pos(Se + 1);
+    uint64_t nz = (mask ? *mask : nonzero_zigzag(h, block)) & ~from_pos(Se + 1);
     if (!h->eobrun) {
         for (; k <= Se; k++) {
             uint32_t e = next_entry(c, t, r);
@@ -524,7 +554,10 @@ void ac_refine(j_decompress_ptr c, tf_phuff *h, bitreader *r, JCOEF *block)
             int p = zeros ? __builtin_ctzll(zeros) : Se + 1;
             correct_all(c, r, block, nz & from_pos(k) & ~from_pos(p), p1);
             k = p;
-            if (s) block[natural[k]] = (JCOEF)s;
+            if (s) {             /* s != 0 fits a JCOEF (Al <= 13) */
+                block[natural[k]] = (JCOEF)s;
+                if (mask) *mask |= 1ull << (k < 63 ? k : 63);
+            }
         }
     }
     if (h->eobrun) {
@@ -566,17 +599,22 @@ static void restart(j_decompress_ptr c, tf_phuff *h, bitreader *r)
  * scan's last MCU the reader is handed back to the source. Inlined with a
  * constant kind into the row loops below. */
 static inline __attribute__((always_inline))
-void mcu(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks, int kind)
+void mcu(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks, uint64_t *mask,
+         int kind)
 {
     if (c->restart_interval) {
-        if (!h->restarts_to_go) restart(c, h, r);
+        if (!h->restarts_to_go) {
+            bitreader t = *r;    /* a copy, so r itself can stay in registers */
+            restart(c, h, &t);
+            *r = t;
+        }
         h->restarts_to_go--;
     }
     switch (kind) {
     case SCAN_DC_FIRST: dc_first(c, h, r, blocks); break;
     case SCAN_DC_REFINE: dc_refine(c, h, r, blocks); break;
-    case SCAN_AC_FIRST: ac_first(c, h, r, blocks[0][0]); break;
-    default: ac_refine(c, h, r, blocks[0][0]); break;
+    case SCAN_AC_FIRST: ac_first(c, h, r, blocks[0][0], mask); break;
+    default: ac_refine(c, h, r, blocks[0][0], mask); break;
     }
     if (r->bits < r->pad) {      /* read past the data: libjpeg's warning */
         warn(c, JWRN_HIT_MARKER, 0, 0);
@@ -593,11 +631,21 @@ void mcu(j_decompress_ptr c, tf_phuff *h, bitreader *r, JBLOCKROW *blocks, int k
     }
 }
 
+/* The masks of the current image are no longer kept (see
+ * tf_phuff_set_masks). */
+static void drop_masks(tf_phuff *h)
+{
+    memset(h->masks, 0, sizeof h->masks);
+}
+
+/* An MCU through the method pointer: the block's mask is not at hand, so
+ * an AC scan here stops the masks. */
 static boolean decode_mcu(j_decompress_ptr c, JBLOCKROW *blocks)
 {
     tf_phuff *h = c->client_data;
+    if (h->kind == SCAN_AC_FIRST || h->kind == SCAN_AC_REFINE) drop_masks(h);
     bitreader r = h->r;
-    mcu(c, h, &r, blocks, h->kind);
+    mcu(c, h, &r, blocks, NULL, h->kind);
     h->r = r;
     return TRUE;
 }
@@ -607,18 +655,36 @@ static boolean decode_mcu(j_decompress_ptr c, JBLOCKROW *blocks)
 enum { SCAN_BY_POINTER = SCAN_AC_REFINE + 1 };
 
 /* The blocks of an iMCU row of a one-component scan (one block an MCU),
- * left to right and top to bottom, the reader in registers throughout. */
+ * left to right and top to bottom, the reader in registers throughout.
+ * In an AC first scan the blocks of an EOB run are passed over in one
+ * step (nothing to read or write there), up to the scan's last block,
+ * which goes through mcu() for the scan's end. */
 static inline __attribute__((always_inline))
 void blocks_of_row(j_decompress_ptr c, tf_phuff *h, JBLOCKARRAY rows, int nrows, int kind)
 {
+    const jpeg_component_info *comp = c->cur_comp_info[0];
     JDIMENSION ncols = c->MCUs_per_row;
+    uint64_t *masks = kind == SCAN_AC_FIRST || kind == SCAN_AC_REFINE ? h->masks[comp->component_index] : NULL;
+    size_t row0 = (size_t)c->input_iMCU_row * (size_t)comp->v_samp_factor;
     bitreader r = h->r;
-    for (int y = 0; y < nrows; y++)
+    for (int y = 0; y < nrows; y++) {
+        uint64_t *m = masks ? masks + (row0 + (size_t)y) * h->mask_stride[comp->component_index] : NULL;
         for (JDIMENSION x = 0; x < ncols; x++) {
             JBLOCKROW b = rows[y] + x;
+            if (kind == SCAN_AC_FIRST && h->eobrun && !c->restart_interval) {
+                uint64_t n = h->eobrun;
+                if (n > ncols - x) n = ncols - x;
+                if (n > h->mcus_left - 1) n = h->mcus_left - 1;
+                h->eobrun -= (unsigned)n;
+                h->mcus_left -= n;
+                x += (JDIMENSION)n;
+                if (x == ncols) break;
+                b = rows[y] + x;
+            }
             if (kind == SCAN_BY_POINTER) (*c->entropy->decode_mcu)(c, &b);
-            else mcu(c, h, &r, &b, kind);
+            else mcu(c, h, &r, &b, m ? m + x : NULL, kind);
         }
+    }
     if (kind != SCAN_BY_POINTER) h->r = r;
 }
 
@@ -638,7 +704,7 @@ void mcus_of_row(j_decompress_ptr c, tf_phuff *h, JBLOCKARRAY *rows, int kind)
                     blocks[n++] = rows[ci][y] + x * (JDIMENSION)comp->MCU_width + (JDIMENSION)bx;
         }
         if (kind == SCAN_BY_POINTER) (*c->entropy->decode_mcu)(c, blocks);
-        else mcu(c, h, &r, blocks, kind);
+        else mcu(c, h, &r, blocks, NULL, kind);
     }
     if (kind != SCAN_BY_POINTER) h->r = r;
 }
@@ -692,6 +758,14 @@ void tf_phuff_sync(tf_phuff *h, j_decompress_ptr c)
     h->reading = 0;
 }
 
+void tf_phuff_set_masks(tf_phuff *h, int ci, uint64_t *masks, size_t stride)
+{
+    if (ci < 0 || ci >= MAX_COMPONENTS) return;
+    h->masks[ci] = masks;
+    h->mask_stride[ci] = stride;
+    h->last_scan = 0;
+}
+
 void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c)
 {
     if (!c->progressive_mode || !c->entropy || !c->coef || !c->coef->coef_arrays || !c->inputctl ||
@@ -699,6 +773,10 @@ void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c)
         c->inputctl->consume_input != c->coef->consume_data || c->input_iMCU_row != 0 ||
         c->entropy->decode_mcu == decode_mcu || c->unread_marker || c->client_data != h)
         return;
+    /* A scan before this one that libjpeg decoded (or the first of an image
+     * whose masks were not given) left masks we cannot trust. */
+    if (c->input_scan_number != h->last_scan + 1) drop_masks(h);
+    h->last_scan = c->input_scan_number;
     int dc = c->Ss == 0;
     h->kind = dc ? (c->Ah ? SCAN_DC_REFINE : SCAN_DC_FIRST) : (c->Ah ? SCAN_AC_REFINE : SCAN_AC_FIRST);
     h->Ss = c->Ss;

@@ -8,6 +8,8 @@
 #ifndef LF_TF_PHUFF_H
 #define LF_TF_PHUFF_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <jpeglib.h>
 
@@ -16,6 +18,15 @@ typedef struct tf_phuff tf_phuff;
 /* Returns NULL when out of memory. */
 tf_phuff *tf_phuff_create(void);
 void tf_phuff_free(tf_phuff *h);
+
+/* From the allocator of the whole-image coefficient arrays, for every
+ * component ci (0..MAX_COMPONENTS-1) of each image before its first scan:
+ * masks, one uint64_t per block of ci's array (stride per block row), all
+ * zero, which the decoder keeps as the block's nonzero AC coefficients
+ * (bit k: zigzag position k), so AC refinement finds them without reading
+ * the block; NULL where not kept. Where a scan of the image is not ours
+ * (libjpeg decoded it), the decoder stops using them for the image. */
+void tf_phuff_set_masks(tf_phuff *h, int ci, uint64_t *masks, size_t stride);
 
 /* From the progress monitor: where a progressive scan's first iMCU row is
  * about to be consumed with libjpeg's decoder, installs ours for the scan

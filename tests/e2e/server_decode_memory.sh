@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # JPEG decode memory stays inside --memory-limit (issue 32): 7000x7000
-# progressive photos (147 MiB of coefficient buffers each) served with 1 and
+# progressive photos (149 MiB of coefficient buffers each: 140 MiB of
+# coefficients, 9 MiB of transforms/phuff.c's nonzero masks) served with 1 and
 # with 16 workers under a 640 MiB limit; the server's peak RSS (VmHWM from
 # /proc/PID/status, read while it runs) must stay within 10% of the limit.
 # 6 images, 2 ranks, 8 slots each: all 6 in flight at once, which is what
-# 16 workers decoded together before decode memory was accounted (6 x 147
+# 16 workers decoded together before decode memory was accounted (6 x 149
 # MiB); 6 rather than 16 images to keep the test short (about 1 s of CPU per
 # image, several times that in wall time on a loaded machine: the clients
 # get a 600 s hang guard instead of run_clients' 60 s). Under a 42 MiB

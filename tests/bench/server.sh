@@ -26,26 +26,17 @@
 #    longer than the server needs, on a fixed cadence as in a synchronous
 #    job; lf-rank-loop first asks without waiting, and a batch that was not
 #    there yet is counted apart), p50/p99, on a smaller dataset (LAT_SAMPLES);
-#  - image path: delivered images/s next to the transforms-only rate
-#    (server_tf: the same JPEGs through lf_tf_jpeg_augment on one thread),
-#    ROUNDS times for each worker count, best and median, on synthetic
-#    images and on the real dev-images/ ($LF_REALDATA, skipped without it);
+#  - (the image path is server_image.sh's);
 #  - the server's peak RSS next to its --memory-limit;
 #  - start-up time (to the control socket) with 1 and 10 epochs.
 # LAYOUTS (default "pad micro pack") and DTYPES ("i32 u16") pick the token
 # configurations. SAMPLES (default 200000) sizes the synthetic token dataset, EPOCHS (2) the
-# token runs, LAT_SAMPLES (30000) the latency run, IMAGES (2000) the image
-# dataset. The load average is printed: the figures mean little without it.
+# token runs, LAT_SAMPLES (30000) the latency run; WORKERS and ROUNDS
+# (server_lib.sh). The load average is printed: the figures mean little without it.
 set -euo pipefail
-BIN=${LF_BIN:?}; BUILD=${LF_BUILD:?}
-work=$(mktemp -d "${TMPDIR:-/tmp}/lf-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-mkdir -m 700 "$work/rt"
-EP="$work/rt/ctl"
+source "$(dirname "$0")/server_lib.sh"
 samples=${SAMPLES:-200000}
-workers=${WORKERS:-1 2}
 layouts=${LAYOUTS:-pad micro pack} dtypes=${DTYPES:-i32 u16}
-gnu_time=$(type -P time) || { echo "server bench: GNU time is needed (apt-get install time)"; exit 1; }
 epochs=${EPOCHS:-2}
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -73,37 +64,6 @@ zstd_run() {   # appends "wall-ns cpu-seconds" of one run to zstd.runs
 }
 echo "dataset: $samples samples, $raw raw bytes in $stored stored bytes; $epochs epochs per token run"
 
-summary() {   # SERVER-LOG SED-PATTERN: one figure from the server's summary
-  sed -n "s/$2/\\1/p" "$1"
-}
-
-serve() {   # LOG CLIENT-ARGS SERVER-ARGS... : runs a server and 2 clients; a failure ends the bench
-  local log=$1 cargs=$2 pids=() p; shift 2
-  "$gnu_time" -f "peak_rss_kb %M" "$BIN/lf-server" --endpoint "$EP" --world 2 "$@" \
-    >"$log.server" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do [[ -S "$EP" ]] && break; sleep 0.05; done
-  for r in 0 1; do
-    # shellcheck disable=SC2086
-    "$BIN/lf-rank-loop" --endpoint "$EP" --rank $r --world 2 $cargs >"$log.r$r" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" && continue
-    echo "server bench: a run failed (lf-server $*): $(tail -3 "$log".*)"
-    exit 1
-  done
-}
-
-# Prints run, steady and cpu seconds of a server log.
-times_of() {
-  local secs steady cpu
-  secs=$(summary "$1" '.* samples in \([0-9.]*\) s;.*')
-  steady=$(summary "$1" '.*steady \([0-9.]*\) s.*')
-  cpu=$(sed -n 's/.*cpu user \([0-9.]*\) s, sys \([0-9.]*\) s.*/\1 \2/p' "$1" | awk '{print $1 + $2}')
-  echo "$secs $steady $cpu"
-}
-
 # What one decode thread can do in each layout without the server: every
 # block decoded and its samples transformed on one thread, sources hot
 # (server_tokens; "tokens" is the least any layout writes, as micro does).
@@ -125,7 +85,6 @@ done <"$work/alone"
 # run; a round's figures: decompressed bytes per worker CPU-second (the
 # target's "per decode thread"), per wall second (steady and whole run), per
 # server CPU-second, and tensor bytes per second.
-rounds=${ROUNDS:-3}
 : >"$work/rounds"
 one_round() {   # LAYOUT DTYPE WORKERS ROUND: appends its figures to rounds
   local layout=$1 dt=$2 w=$3 k=$4 tok secs steady cpu wcpu tbytes decoded layout_args
@@ -219,49 +178,4 @@ s10=$(startup_ms 10)
 threads=$(sed -n 's/.*size the rings (\([0-9]*\) thread(s)).*/\1/p' "$work/startup.log")
 echo "server start-up ($samples samples, world 8): 1 epoch $s1 ms, 10 epochs $s10 ms in ${threads:-?} prepass thread(s) ($(awk -v a="$s10" -v b="$s1" 'BEGIN {printf "%.1f", a / b}')x the 1-epoch start-up)"
 
-# The image path: each round measures the transforms-only rate and then
-# serves the images with each worker count, so both sides of a ratio see the
-# same moment of the machine; best and median round by the steady ratio.
-image_path() {   # LABEL DATASET IMAGES-PER-EPOCH EPOCHS
-  local label=$1 ds=$2 per=$3 ep=$4 n w k tf secs steady cpu pick picks what
-  n=$((per * ep))
-  : >"$work/img.rounds"
-  for k in $(seq "$rounds"); do
-    tf=$("$BUILD/bench/server_tf" "$ds" 224x224)
-    for w in $workers; do
-      serve "$work/img$w-$k" "--no-digest" --data "$ds" --workers "$w" --image-size 224x224 \
-        --memory-limit 1G --epochs "$ep"
-      read -r secs steady cpu <<<"$(times_of "$work/img$w-$k.server")"
-      wcpu=$(summary "$work/img$w-$k.server" '.*thread cpu:.* workers \([0-9.]*\) s.*')
-      echo "$w $tf $secs $steady $cpu $(cut -d' ' -f1 /proc/loadavg) $wcpu" >>"$work/img.rounds"
-    done
-  done
-  for w in $workers; do
-    awk -v w="$w" -v n="$n" '$1 == w {print n / $5 / $2, $0}' "$work/img.rounds" | sort -g -r >"$work/cfg"
-    k=$(wc -l <"$work/cfg")
-    picks=1
-    ((k > 2)) && picks+=" $(((k + 1) / 2))"
-    for pick in $picks; do
-      [[ $pick == 1 ]] && what="best of $k rounds" || what="median round"
-      sed -n "${pick}p" "$work/cfg" | awk -v n="$n" -v what="$what" -v label="$label" '{
-        w = $2; tf = $3; tfc = $4; r = n / $5; rs = n / $6; rc = n / $7; rw = n / $9
-        printf "image path (%s), %d worker(s), %s (by steady ratio), load %s: transforms only (1 thread, 224x224 random-resized crop, f32) %.1f images/s, %.1f per CPU-second; run %.1f images/s (%.2fx the transforms-only rate, %.2fx per worker); steady %.1f images/s (%.2fx, %.2fx per worker); %.1f images per worker CPU-second (%.2fx the transforms-only rate per CPU-second; target >= 0.9), %.1f per server CPU-second (%.2fx)\n",
-          label, w, what, $8, tf, tfc, r, r / tf, r / tf / w, rs, rs / tf, rs / tf / w, rw, rw / tfc, rc, rc / tfc }'
-    done
-  done
-}
-images=${IMAGES:-2000}
-"$BIN/lf-shard" synth images --out "$work/img" --samples "$images" --seed 2 --max-side 512 >/dev/null 2>&1
-image_path synthetic "$work/img" "$images" 1
-# Real photographs: dev-images/ from shared/realdata/fetch.sh in $LF_REALDATA
-# (default fetch.sh's ~/.cache/levelfeed-realdata), 123 files served for
-# REAL_EPOCHS (8) epochs; skipped, and said so, without them.
-real=${LF_REALDATA:-$HOME/.cache/levelfeed-realdata}
-if [[ -d $real/dev-images ]]; then
-  "$BIN/lf-shard" create images --in "$real/dev-images" --out "$work/realimg" >/dev/null 2>&1
-  image_path real "$work/realimg" "$(find "$real/dev-images" -type f | wc -l)" "${REAL_EPOCHS:-8}"
-else
-  echo "image path (real): $real/dev-images is absent (shared/realdata/fetch.sh fetches it;"
-  echo "  LF_REALDATA names another folder): skipped"
-fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -47,6 +47,14 @@
 # LF_BENCH_GPU=1: one rank on the GPU instead (nccl; levelfeed's batches through
 # Loader(device="cuda"), the DataLoader's copied with .to(device)), a larger
 # model; skips (77) where torch sees no GPU.
+# Last measured (defaults, 2-core shared VM, load 9.9-11.4, 26 min, each
+# round's ratio min/median/max): tokens/s 1.14/1.53/1.70 chunked,
+# 1.83/1.95/2.03 unchunked (target met); all-reduce wait 0.69/0.70/1.84
+# chunked (not met: the DataLoader's padded batches leave its ranks within
+# 0.16 %, so its wait is the scheduler's noise), 0.38/0.41/0.56 unchunked
+# (met). levelfeed.calibrate's fit for this model plans as --hidden 32
+# does (b/a 1/376 against 1/384), and ranks pinned to a core each
+# (taskset) waited more, so the bench does neither (python/README.md).
 root=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$root/tests/e2e/server_lib.sh"
 source "$root/tests/e2e/python_lib.sh"

@@ -37,10 +37,24 @@
 # LF_BENCH_RUNS rounds (default 3); each figure and each round's ratio is
 # given as min/median/max, with the load average.
 # Env: LF_BENCH_SPR (samples per rank per step: the DataLoader's batch size,
-# levelfeed's mean; default 3 real, 8 synthetic). LF_BENCH_GPU=1: one rank
-# on the GPU instead (nccl; levelfeed's batches through
+# levelfeed's mean; default 6 real, 8 synthetic). At 3 a rank levelfeed's
+# steps of about 6 samples, most of 2048 tokens, cannot be split evenly
+# (lf-plan's epoch max/mean 1.046 chunked, 1.068 unchunked); at 6 its plan
+# is within 1 % (1.005, 1.009), so what either loader waits is the
+# machine's noise and the DataLoader's own imbalance (python/README.md,
+# Figures). Before the rounds it prints lf-plan's balance for each set,
+# priced as lf-server prices it, to read the waits against.
+# LF_BENCH_GPU=1: one rank on the GPU instead (nccl; levelfeed's batches through
 # Loader(device="cuda"), the DataLoader's copied with .to(device)), a larger
 # model; skips (77) where torch sees no GPU.
+# Last measured (defaults, 2-core shared VM, load 9.9-11.4, 26 min, each
+# round's ratio min/median/max): tokens/s 1.14/1.53/1.70 chunked,
+# 1.83/1.95/2.03 unchunked (target met); all-reduce wait 0.69/0.70/1.84
+# chunked (not met: the DataLoader's padded batches leave its ranks within
+# 0.16 %, so its wait is the scheduler's noise), 0.38/0.41/0.56 unchunked
+# (met). levelfeed.calibrate's fit for this model plans as --hidden 32
+# does (b/a 1/376 against 1/384), and ranks pinned to a core each
+# (taskset) waited more, so the bench does neither (python/README.md).
 root=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$root/tests/e2e/server_lib.sh"
 source "$root/tests/e2e/python_lib.sh"
@@ -121,7 +135,7 @@ compare() {        # NAME: min/median/max of each figure and of the rounds' rati
 where=$([[ $HIDE_GPUS == 1 ]] && echo "CPU, gloo" || echo "GPU, nccl")
 RUNS=${LF_BENCH_RUNS:-3}
 if [[ -f "$real/dev-text.jsonl" ]]; then
-  DOCS=${LF_BENCH_DOCS:-41} SPR=${LF_BENCH_SPR:-3} CTX=${LF_BENCH_MAX_LEN:-2048}
+  DOCS=${LF_BENCH_DOCS:-41} SPR=${LF_BENCH_SPR:-6} CTX=${LF_BENCH_MAX_LEN:-2048}
   MODEL+=(--max-len "$CTX" --out-vocab "${LF_BENCH_OUT_VOCAB:-512}")
   head -n "$DOCS" "$real/dev-text.jsonl" >"$WORK/docs.jsonl"
   "$LF_BIN/lf-shard" create tokens --in "$WORK/docs.jsonl" --out "$WORK/chunked" \
@@ -135,6 +149,11 @@ if [[ -f "$real/dev-text.jsonl" ]]; then
   echo "python_ddp: real text (dev-text.jsonl), context $CTX: chunked = the first $DOCS documents cut into $pieces pieces, unchunked = the first $pieces documents cut to their first $CTX tokens"
   echo "python_ddp: $RANKS rank(s) ($where), $SPR samples per rank per step (levelfeed: the mean), $RUNS round(s); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   SETS=(chunked unchunked)
+  for set in "${SETS[@]}"; do
+    echo "python_ddp: $set, levelfeed's plan (lf-plan):" \
+      "$("$LF_BIN/lf-plan" --world "$RANKS" --sampler balanced --samples-per-rank "$SPR" --hidden "$DIM" \
+          "$WORK/$set" | grep -m1 'max/mean' | tr -s ' ')"
+  done
 else
   SAMPLES=${LF_BENCH_SAMPLES:-2000} SPR=${LF_BENCH_SPR:-8}
   "$LF_BIN/lf-shard" synth tokens --out "$WORK/synthetic" --samples "$SAMPLES" --seed 11 --threads 1 \

@@ -184,10 +184,15 @@ typedef struct compact_index {
     const uint8_t *lengths;      /* samples u32 lengths */
 } compact_index;
 
-/* Maps path and checks it: self hash, magic, version, exact size, data hash,
- * that it was written for the manifest whose checksum is manifest_hash (0:
- * a dataset without manifest), and that its blocks' counts sum to its
- * samples. Returns 0 or a status with err naming the file. */
+/* Checks the size bytes of an index.lfx: self hash, magic, version, exact
+ * size, data hash (the two hashes not when skip_hashes: fuzzing only), that
+ * it was written for the manifest whose checksum is manifest_hash (0: a
+ * dataset without manifest), and that its blocks' counts sum to its
+ * samples; fills *ci (base NULL: bytes are the caller's). Returns 0 or a
+ * status with err naming path. */
+int compact_check(const uint8_t *bytes, size_t size, uint64_t manifest_hash, bool skip_hashes,
+                  const char *path, compact_index *ci, lf_shard_error *err);
+/* Maps path and checks it as compact_check does. */
 int compact_map(const char *path, uint64_t manifest_hash, compact_index *ci,
                 lf_shard_error *err);
 void compact_unmap(compact_index *ci);   /* accepts an unmapped one */

@@ -1,10 +1,12 @@
 /*
  * index_only.c — index-only synthetic datasets (index_only.h).
  *
- * The description is a handful of numbers, so a dataset of 10^9 samples
- * takes a few hundred bytes on disk; the lengths are drawn again each time
- * it is opened, from the streams `lf-shard synth tokens` and
- * `lf-plan --synth` draw them from, so the three agree for a seed.
+ * The description is a handful of numbers; the lengths are drawn from the
+ * streams `lf-shard synth tokens` and `lf-plan --synth` draw them from, so
+ * the three agree for a seed. They are drawn once, when the dataset is
+ * written, into index.lfx (4 bytes a sample), which opening maps: a
+ * process planning 10^9 samples then holds no per-sample table of its own.
+ * A directory without index.lfx (written before it) draws them again.
  */
 #include "index_only.h"
 
@@ -20,8 +22,36 @@
 
 #define HEADER "levelfeed-index-only 1"
 
+static uint64_t synth_length(void *arg, uint64_t i);
+
 static const char *const keys[] = {"samples", "seed", "len-median", "len-sigma", "len-min",
                                    "len-max", "block-samples", NULL};
+
+/* Block b's samples and raw bytes: the size table and u16 tokens of each
+ * (the record lf_dataset_open_index_only lays out); a block past the
+ * format's limit gets UINT32_MAX, which opening refuses naming it. */
+static void synth_block(void *arg, uint64_t b, uint32_t *nsamples, uint32_t *raw_size)
+{
+    const index_only *d = arg;
+    uint64_t first = b * d->block_samples, end = first + d->block_samples, raw = 0;
+    if (end > d->samples) end = d->samples;
+    for (uint64_t i = first; i < end; i++) raw += 4 + 2 * synth_length(arg, i);
+    *nsamples = (uint32_t)(end - first);
+    *raw_size = raw > LF_MAX_RECORD_BYTES ? UINT32_MAX : (uint32_t)raw;
+}
+
+/* Writes dir/index.lfx: the lengths drawn once. */
+static int write_lengths(const char *dir, const index_only *d, char *why, size_t why_size)
+{
+    index_only copy = *d;   /* the callbacks' argument is not const */
+    lf_index_spec spec = {.samples = d->samples,
+                          .blocks = (d->samples + d->block_samples - 1) / d->block_samples,
+                          .block = synth_block, .length = synth_length, .arg = &copy};
+    lf_shard_error err;
+    if (lf_index_write(dir, &spec, &err) == 0) return 0;
+    snprintf(why, why_size, "%s", err.msg);
+    return -1;
+}
 
 int index_only_write(const char *dir, const index_only *d, char *why, size_t why_size)
 {
@@ -51,7 +81,7 @@ int index_only_write(const char *dir, const index_only *d, char *why, size_t why
         snprintf(why, why_size, "%s: %s", path, strerror(errno));
         return -1;
     }
-    return 0;
+    return write_lengths(dir, d, why, why_size);
 }
 
 /* Takes one `KEY VALUE` line into d; seen: a bit per key. Returns 0 or -1. */
@@ -121,18 +151,43 @@ static uint64_t synth_length(void *arg, uint64_t i)
     return synth_rng_length(&r, d->len_median, d->len_sigma, d->len_min, d->len_max);
 }
 
-int dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
+/* Opens the lengths in lfx, which must be the ones d describes (desc:
+ * the description's path, the dataset's name in messages). */
+static int open_mapped(const char *lfx, const char *desc, const lf_schema *s,
+                       const index_only *d, lf_dataset **out, lf_shard_error *err)
 {
-    char path[PATH_MAX];
+    lf_dataset *ds;
+    int rc = lf_dataset_open_index_file(lfx, desc, s, &ds, err);
+    if (rc != 0) return rc;
+    uint64_t blocks = (d->samples + d->block_samples - 1) / d->block_samples;
+    if (lf_dataset_samples(ds) == d->samples && lf_dataset_blocks(ds) == blocks) {
+        *out = ds;
+        return 0;
+    }
+    lf_dataset_close(ds);
+    err->status = LF_SHARD_E_FORMAT;
+    snprintf(err->msg, sizeof err->msg, "%.300s: %" PRIu64 " samples in blocks of %u, but %s "
+             "holds other counts: write the directory again with lf-shard synth tokens "
+             "--index-only", desc, d->samples, d->block_samples, LF_INDEX_NAME);
+    return LF_SHARD_E_FORMAT;
+}
+
+int dataset_open(const char *dir, unsigned flags, lf_dataset **out, lf_shard_error *err)
+{
+    char path[PATH_MAX], lfx[PATH_MAX];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, INDEX_ONLY_NAME);
-    if (stat(path, &st) != 0) return lf_dataset_open(dir, out, err);
+    if (stat(path, &st) != 0)
+        return flags & DATASET_LENGTHS ? lf_dataset_open_lengths(dir, out, err)
+                                       : lf_dataset_open(dir, out, err);
     index_only d = {0};
     int rc = read_description(path, &d, err);
     if (rc != 0) return rc;
     lf_schema s = {.nfields = 1, .cost_field = 0};
     snprintf(s.fields[0].name, LF_FIELD_NAME_MAX, "tokens");
     s.fields[0].type = LF_FIELD_TOKENS_U16;
+    snprintf(lfx, sizeof lfx, "%s/%s", dir, LF_INDEX_NAME);
+    if (stat(lfx, &st) == 0) return open_mapped(lfx, path, &s, &d, out, err);
     return lf_dataset_open_index_only(path, &s, d.samples, d.block_samples, synth_length, &d,
                                       out, err);
 }

@@ -11,7 +11,10 @@
  * The file: the line `levelfeed-index-only 1` (the version), then one
  * `KEY VALUE` per line, each key once: samples, seed, len-median,
  * len-sigma, len-min, len-max, block-samples. Written by
- * `lf-shard synth tokens --index-only`.
+ * `lf-shard synth tokens --index-only`, with index.lfx beside it (the
+ * lengths drawn once, 4 bytes a sample: shard_format/FORMAT.md, section
+ * 10), which opening maps rather than draw every length again into a
+ * per-sample table; a directory without it (made before it) still opens.
  */
 #ifndef LF_INDEX_ONLY_H
 #define LF_INDEX_ONLY_H
@@ -35,9 +38,15 @@ typedef struct index_only {
  * reason. */
 int index_only_write(const char *dir, const index_only *d, char *why, size_t why_size);
 
-/* Opens dir: as an index-only dataset when it holds index-only.lfi, else
- * with lf_dataset_open. Returns what lf_dataset_open returns; err names
- * the file and line of a malformed description. */
-int dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err);
+/* dataset_open's flags: open a dataset of bytes from its index.lfx alone
+ * (lf_dataset_open_lengths), as a planner that reads none of them does. */
+#define DATASET_LENGTHS 1u
+
+/* Opens dir: as an index-only dataset when it holds index-only.lfi (its
+ * lengths mapped from index.lfx when that is there, else drawn again from
+ * the description), else with lf_dataset_open (lf_dataset_open_lengths
+ * under DATASET_LENGTHS). Returns what those return; err names the file
+ * and line of a malformed description. */
+int dataset_open(const char *dir, unsigned flags, lf_dataset **out, lf_shard_error *err);
 
 #endif

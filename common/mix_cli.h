@@ -40,10 +40,11 @@ int mix_cli_check(const mix_cli *m, lf_plan_mix *mix, char *why, size_t why_size
 
 /* Opens the datasets as one, held_out (lf-server's --eval-data; NULL:
  * none) the last source after them (a single one as dataset_open does,
- * index-only descriptions included), and fills mix->first from it.
+ * index-only descriptions included; open_flags as dataset_open's), and
+ * fills mix->first from it.
  * Returns what lf_dataset_open_many returns. */
-int mix_cli_open(const mix_cli *m, const char *held_out, lf_plan_mix *mix, lf_dataset **ds,
-                 lf_shard_error *err);
+int mix_cli_open(const mix_cli *m, const char *held_out, unsigned open_flags, lf_plan_mix *mix,
+                 lf_dataset **ds, lf_shard_error *err);
 
 /* Prints, per source, "PREFIXsource S DIR: weight W, T tokens (share X)"
  * for tokens[s] drawn; nothing without a mixture. */

@@ -163,9 +163,12 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
 {
     uint64_t n = lf_dataset_samples(ds);
     lf_plan_sample *s = n < SIZE_MAX / sizeof *s ? malloc((n ? n : 1) * sizeof *s) : NULL;
-    for (uint64_t i = 0; s && i < n; i++)
-        s[i] = (lf_plan_sample){.id = i, .length = lf_dataset_sample(ds, i)->length,
-                                .block = lf_dataset_sample_block(ds, i)};
+    for (uint64_t b = 0; s && b < lf_dataset_blocks(ds); b++) {   /* samples block by block */
+        const lf_block_info *bi = lf_dataset_block(ds, b);
+        for (uint64_t i = bi->first_sample; i < bi->first_sample + bi->nsamples; i++)
+            s[i] = (lf_plan_sample){.id = i, .length = lf_dataset_sample_length(ds, i),
+                                    .block = b};
+    }
     return s;
 }
 

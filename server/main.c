@@ -611,7 +611,7 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
 static int open_data(srv *s)
 {
     lf_shard_error err;
-    if (mix_cli_open(&s->cfg.mix, s->cfg.eval_dir, &s->cfg.cli.params.mix, &s->ds, &err) < 0) {
+    if (mix_cli_open(&s->cfg.mix, s->cfg.eval_dir, 0, &s->cfg.cli.params.mix, &s->ds, &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return -ECANCELED;
     }

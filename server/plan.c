@@ -487,7 +487,7 @@ static void tally_balance(step_tally *b, const lf_plan_step *st)
 /* The tokens of a plan id: its sample's, or its piece's. */
 static uint64_t id_tokens(const srv *s, uint64_t id)
 {
-    uint64_t len = lf_dataset_sample(s->ds, lf_plan_piece_sample(id))->length;
+    uint64_t len = lf_dataset_sample_length(s->ds, lf_plan_piece_sample(id));
     uint64_t at = lf_plan_piece_index(id) * s->piece_len;
     return s->piece_len && len - at > s->piece_len ? s->piece_len : len - at;
 }
@@ -574,7 +574,7 @@ static double dropped_pct(const srv *s, const left_out *l)
 {
     uint64_t all = 0;
     for (uint64_t i = 0; i < s->train_samples; i++)
-        all += lf_dataset_sample(s->ds, i)->length;
+        all += lf_dataset_sample_length(s->ds, i);
     return all ? 100.0 * (double)l->tokens / (double)all : 0;
 }
 

@@ -188,7 +188,10 @@ const char *lf_dataset_shard_path(const lf_dataset *ds, uint32_t shard);
 int lf_dataset_shard_fd(const lf_dataset *ds, uint32_t shard);
 
 /* Index entries. Return NULL when the id is out of range. Blocks are numbered
- * dataset-wide too (0..blocks-1); info->shard says which file. */
+ * dataset-wide too (0..blocks-1); info->shard says which file.
+ * lf_dataset_sample is NULL too for a dataset read from its compact index
+ * (lf_dataset_open_lengths, lf_dataset_open_index_file), which holds no
+ * per-sample entries. */
 const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample);
 const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block);
 uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample); /* dataset-wide block id */
@@ -226,6 +229,57 @@ int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64
 /* 1 for a dataset made by lf_dataset_open_index_only, else 0. */
 int lf_dataset_index_only(const lf_dataset *ds);
 
+/* ---- compact index (index.lfx) ------------------------------------------ */
+
+/* A dataset directory may hold index.lfx beside its manifest: every
+ * sample's cost length in 4 bytes and each block's sample count and raw
+ * size in 8, checksummed and tied to the manifest by its checksum
+ * (FORMAT.md, section 10). A planner maps it in place of the shard
+ * indexes (lf_dataset_open_lengths), so it holds no per-sample table.
+ * `lf-shard create`, `split` and `synth` write it; `lf-shard index DIR`
+ * writes it for a dataset made before it existed. */
+#define LF_INDEX_NAME "index.lfx"
+
+/* Block b's sample count and raw bytes, for lf_index_write. */
+typedef void (*lf_index_block_fn)(void *arg, uint64_t block, uint32_t *nsamples,
+                                  uint32_t *raw_size);
+
+typedef struct lf_index_spec {
+    uint64_t samples, blocks;
+    uint64_t manifest_hash;      /* the manifest's checksum; 0 without a manifest */
+    lf_index_block_fn block;     /* called for blocks 0..blocks-1 in order */
+    lf_index_length_fn length;   /* called for samples 0..samples-1 in order */
+    void *arg;
+} lf_index_spec;
+
+/* Writes dir/index.lfx from spec (under a temporary name, renamed when
+ * complete). Returns 0, or a status with err naming the file: LF_SHARD_E_ARG
+ * when a length passes 2^32-1 or the blocks' counts do not sum to samples. */
+int lf_index_write(const char *dir, const lf_index_spec *spec, lf_shard_error *err);
+
+/* Opens the dataset in dir (every shard index checked) and writes its
+ * index.lfx. Returns 0 or a status. */
+int lf_dataset_write_index(const char *dir, lf_shard_error *err);
+
+/* Opens dir for planning: its manifest and index.lfx, mapped, and no shard
+ * file; lf_dataset_sample gives NULL (use lf_dataset_sample_length and
+ * lf_dataset_sample_block) and every read of bytes is refused, naming the
+ * dataset. A dataset without index.lfx is opened by lf_dataset_open; an
+ * index.lfx written for another manifest is refused, naming the
+ * `lf-shard index` command that rewrites it. */
+int lf_dataset_open_lengths(const char *dir, lf_dataset **out, lf_shard_error *err);
+
+/* Opens the index.lfx at path, of a directory without a manifest (an
+ * index-only dataset written by lf-shard synth --index-only), as
+ * lf_dataset_open_index_only would open it: one pseudo-shard named `name`
+ * (in messages), lengths read in place. */
+int lf_dataset_open_index_file(const char *path, const char *name, const lf_schema *schema,
+                               lf_dataset **out, lf_shard_error *err);
+
+/* Sample's cost length (as lf_dataset_sample's length), whichever way the
+ * dataset was opened; 0 when the sample is out of range. */
+uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample);
+
 /* Per-thread decompression state; allocation happens here, not per block. */
 typedef struct lf_block_decoder lf_block_decoder;
 int lf_block_decoder_create(lf_block_decoder **out);
@@ -252,7 +306,8 @@ int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
                      size_t raw_size, lf_field_view *out, lf_shard_error *err);
 
 /* Checks every checksum of the dataset (manifest, headers, indexes, footers,
- * every block, and every record's field layout). Returns 0 when all hold;
+ * every block, and every record's field layout), and its index.lfx, when it
+ * has one, against the shard indexes. Returns 0 when all hold;
  * on the first failure returns its status and err names shard, block and
  * sample. `progress`, when set, is called after each block. */
 typedef void (*lf_verify_progress_fn)(void *arg, uint64_t blocks_done,

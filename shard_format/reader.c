@@ -61,6 +61,9 @@ struct lf_dataset {
     uint32_t max_raw, max_stored;
     bool skip_checksums;         /* fuzzing only (SHARD_OPEN_SKIP_CHECKSUMS) */
     bool index_only;             /* an index without bytes: every read refused */
+    bool from_compact;           /* a real dataset opened from index.lfx alone */
+    compact_index compact;       /* index.lfx mapped (samples is NULL then) */
+    uint64_t manifest_hash;      /* the manifest's checksum (lf_dataset_open) */
     ds_source *sources;          /* one for a single directory, else one a directory */
     uint32_t nsources;
 };
@@ -284,6 +287,7 @@ void lf_dataset_close(lf_dataset *ds)
     free(ds->shards);
     free(ds->blocks);
     free(ds->samples);
+    compact_unmap(&ds->compact);
     for (uint32_t i = 0; ds->sources && i < ds->nsources; i++) free(ds->sources[i].dir);
     free(ds->sources);
     free(ds);
@@ -354,7 +358,8 @@ static int open_regular(const char *path, int *fd, struct stat *st, lf_shard_err
     return 0;
 }
 
-static int read_manifest(const char *dir, manifest *m, lf_shard_error *err)
+/* Reads and checks dir's manifest; *hash gets its checksum. */
+static int read_manifest(const char *dir, manifest *m, uint64_t *hash, lf_shard_error *err)
 {
     char path[PATH_MAX];
     int n = snprintf(path, sizeof path, "%s/%s", dir, LF_MANIFEST_NAME);
@@ -373,6 +378,7 @@ static int read_manifest(const char *dir, manifest *m, lf_shard_error *err)
     file.size = (uint64_t)st.st_size;
     if (rc == 0) rc = shard_read(&file, 0, buf, (size_t)file.size, err);
     if (rc == 0) rc = manifest_decode(buf, (size_t)file.size, false, path, m, err);
+    if (rc == 0) *hash = get_u64(buf + file.size - 8);
     free(buf);
     close(file.fd);
     return rc;
@@ -447,7 +453,8 @@ int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
     char *abs = realpath(dir, NULL);
     if (!abs) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", dir, strerror(errno));
     manifest m;
-    int rc = read_manifest(abs, &m, err);
+    uint64_t hash;
+    int rc = read_manifest(abs, &m, &hash, err);
     if (rc != 0) {
         free(abs);
         return rc;
@@ -455,6 +462,7 @@ int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
     lf_dataset *ds = calloc(1, sizeof *ds);
     rc = ds ? open_with_manifest(ds, abs, &m, err)
             : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) ds->manifest_hash = hash;
     if (rc == 0) rc = set_one_source(ds, dir, err);
     free(m.shards);
     free(abs);
@@ -549,33 +557,168 @@ static int index_only_tables(lf_dataset *ds, uint64_t samples, uint32_t per,
     return rc;
 }
 
+/* An index-only dataset of schema with one pseudo-shard named name and no
+ * table yet; NULL when out of memory or the schema is refused (err set). */
+static lf_dataset *index_only_shell(const char *name, const lf_schema *schema,
+                                    lf_shard_error *err)
+{
+    if (lf_schema_validate(schema, err) != 0) return NULL;
+    lf_dataset *ds = calloc(1, sizeof *ds);
+    if (ds) ds->shards = calloc(1, sizeof *ds->shards);
+    char *path = ds && ds->shards ? strdup(name) : NULL;
+    if (!path || set_one_source(ds, name, err) != 0) {
+        free(path);
+        lf_dataset_close(ds);
+        shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
+        return NULL;
+    }
+    ds->shards[0] = (ds_shard){.path = path, .fd = -1};
+    ds->nshards = 1;
+    ds->schema = *schema;
+    ds->index_only = true;
+    return ds;
+}
+
+/* Hands ds to *out when rc is 0, else closes it; returns rc. */
+static int finish_open(lf_dataset *ds, int rc, lf_dataset **out)
+{
+    if (rc != 0) lf_dataset_close(ds);
+    else *out = ds;
+    return rc;
+}
+
 int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64_t samples,
                                uint32_t block_samples, lf_index_length_fn length, void *arg,
                                lf_dataset **out, lf_shard_error *err)
 {
     if (!name || !schema || !length || !out || block_samples == 0 || samples > UINT32_MAX)
         return shard_fail(err, LF_SHARD_E_ARG, "index-only dataset: invalid argument");
-    int rc = lf_schema_validate(schema, err);
-    if (rc != 0) return rc;
-    lf_dataset *ds = calloc(1, sizeof *ds);
-    if (ds) ds->shards = calloc(1, sizeof *ds->shards);
-    char *path = ds && ds->shards ? strdup(name) : NULL;
-    if (!path) {
-        lf_dataset_close(ds);
-        return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    lf_dataset *ds = index_only_shell(name, schema, err);
+    if (!ds) return err ? err->status : LF_SHARD_E_NOMEM;
+    return finish_open(ds, index_only_tables(ds, samples, block_samples, length, arg, err), out);
+}
+
+/* ---- compact index (compact.c) ------------------------------------------- */
+
+/* Fills the block table from the mapped index.lfx. With a manifest, block
+ * b belongs to the shard whose block range holds it, and each shard's
+ * blocks must hold the samples the manifest lists for it; without, every
+ * block is shard 0's. Blocks are given pseudo places (nothing is read). */
+static int compact_tables(lf_dataset *ds, const manifest *m, const char *path,
+                          lf_shard_error *err)
+{
+    const compact_index *ci = &ds->compact;
+    if (m && (ci->blocks != m->blocks || ci->samples != m->samples))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: its counts differ from the manifest's: "
+                          "run `lf-shard index DIR` to write it again", path);
+    if (ci->blocks > SIZE_MAX / sizeof *ds->blocks ||
+        !(ds->blocks = malloc(ci->blocks ? (size_t)ci->blocks * sizeof *ds->blocks : 1)))
+        return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
+    uint32_t shard = 0;
+    uint64_t first = 0, shard_first = 0;
+    uint64_t shard_end = m && m->nshards ? m->shards[0].blocks : UINT64_MAX;
+    for (uint64_t b = 0; b < ci->blocks; b++) {
+        if (b == shard_end) {   /* the manifest's block total is ci->blocks: shard+1 exists */
+            if (first - shard_first != m->shards[shard].samples) break;
+            shard_first = first;
+            ds->shards[++shard].first_block = b;
+            shard_end += m->shards[shard].blocks;
+        }
+        const uint8_t *e = ci->block_table + b * COMPACT_BLOCK_ENTRY;
+        ds->blocks[b] = (lf_block_info){.file_offset = LF_SHARD_ALIGN * (b + 1),
+                                        .stored_size = LF_SHARD_ALIGN, .raw_size = get_u32(e + 4),
+                                        .first_sample = first, .nsamples = get_u32(e),
+                                        .shard = shard};
+        if (ds->blocks[b].raw_size > ds->max_raw) ds->max_raw = ds->blocks[b].raw_size;
+        first += ds->blocks[b].nsamples;
     }
-    ds->shards[0] = (ds_shard){.path = path, .fd = -1};
-    ds->nshards = 1;
-    ds->schema = *schema;
-    ds->index_only = true;
-    rc = index_only_tables(ds, samples, block_samples, length, arg, err);
-    if (rc == 0) rc = set_one_source(ds, name, err);
-    if (rc != 0) {
-        lf_dataset_close(ds);
-        return rc;
-    }
-    *out = ds;
+    if (m && m->nshards && first - shard_first != m->shards[shard].samples)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: its blocks do not hold the samples the "
+                          "manifest lists for %s: run `lf-shard index DIR` to write it again",
+                          path, m->shards[shard].name);
+    ds->nblocks = ci->blocks;
+    ds->nsamples = ci->samples;
+    ds->max_stored = LF_SHARD_ALIGN;
     return 0;
+}
+
+int lf_dataset_open_index_file(const char *path, const char *name, const lf_schema *schema,
+                               lf_dataset **out, lf_shard_error *err)
+{
+    if (!path || !name || !schema || !out)
+        return shard_fail(err, LF_SHARD_E_ARG, "index file: NULL argument");
+    lf_dataset *ds = index_only_shell(name, schema, err);
+    if (!ds) return err ? err->status : LF_SHARD_E_NOMEM;
+    int rc = compact_map(path, 0, &ds->compact, err);
+    if (rc == 0) rc = compact_tables(ds, NULL, path, err);
+    return finish_open(ds, rc, out);
+}
+
+/* A dataset of m's shards (named, never opened) read from index.lfx. */
+static int open_compact(lf_dataset *ds, const char *abs, const manifest *m, uint64_t hash,
+                        const char *path, lf_shard_error *err)
+{
+    ds->schema = m->schema;
+    ds->index_only = ds->from_compact = true;
+    ds->shards = calloc(m->nshards ? m->nshards : 1, sizeof *ds->shards);
+    if (!ds->shards) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    /* Each shard is still opened once, so a missing, resized or irregular
+     * one is refused as lf_dataset_open refuses it; none is kept open. */
+    int rc = open_files(ds, abs, m, err);
+    for (uint32_t i = 0; i < ds->nshards; i++) {
+        if (ds->shards[i].fd >= 0) close(ds->shards[i].fd);
+        ds->shards[i].fd = -1;
+    }
+    if (rc == 0) rc = compact_map(path, hash, &ds->compact, err);
+    return rc == 0 ? compact_tables(ds, m, path, err) : rc;
+}
+
+int lf_dataset_open_lengths(const char *dir, lf_dataset **out, lf_shard_error *err)
+{
+    if (!dir || !out) return shard_fail(err, LF_SHARD_E_ARG, "dataset: NULL argument");
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s", dir, LF_INDEX_NAME);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
+    if (access(path, F_OK) != 0) return lf_dataset_open(dir, out, err);   /* made before it */
+    char *abs = realpath(dir, NULL);
+    if (!abs) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", dir, strerror(errno));
+    manifest m = {0};
+    uint64_t hash;
+    lf_dataset *ds = NULL;
+    int rc = read_manifest(abs, &m, &hash, err);
+    if (rc == 0 && !(ds = calloc(1, sizeof *ds)))
+        rc = shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) rc = open_compact(ds, abs, &m, hash, path, err);
+    if (rc == 0) rc = set_one_source(ds, dir, err);
+    free(m.shards);
+    free(abs);
+    return ds ? finish_open(ds, rc, out) : rc;
+}
+
+static uint64_t length_of(void *arg, uint64_t sample)
+{
+    return lf_dataset_sample_length(arg, sample);
+}
+
+static void block_of(void *arg, uint64_t block, uint32_t *nsamples, uint32_t *raw_size)
+{
+    const lf_block_info *b = lf_dataset_block(arg, block);
+    *nsamples = b->nsamples;
+    *raw_size = b->raw_size;
+}
+
+int lf_dataset_write_index(const char *dir, lf_shard_error *err)
+{
+    lf_dataset *ds;
+    int rc = lf_dataset_open(dir, &ds, err);
+    if (rc != 0) return rc;
+    lf_index_spec spec = {.samples = ds->nsamples, .blocks = ds->nblocks,
+                          .manifest_hash = ds->manifest_hash, .block = block_of,
+                          .length = length_of, .arg = ds};
+    rc = lf_index_write(dir, &spec, err);
+    lf_dataset_close(ds);
+    return rc;
 }
 
 int lf_dataset_index_only(const lf_dataset *ds) { return ds->index_only; }
@@ -756,7 +899,13 @@ int lf_dataset_shard_fd(const lf_dataset *ds, uint32_t shard)
 
 const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample)
 {
-    return sample < ds->nsamples ? &ds->samples[sample] : NULL;
+    return sample < ds->nsamples && ds->samples ? &ds->samples[sample] : NULL;
+}
+
+uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample)
+{
+    if (sample >= ds->nsamples) return 0;
+    return ds->samples ? ds->samples[sample].length : compact_length(&ds->compact, sample);
 }
 
 const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block)
@@ -767,8 +916,17 @@ const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block)
 uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
 {
     if (sample >= ds->nsamples) return UINT64_MAX;
-    const lf_sample_info *s = &ds->samples[sample];
-    return ds->shards[s->shard].first_block + s->block;
+    if (ds->samples) {
+        const lf_sample_info *s = &ds->samples[sample];
+        return ds->shards[s->shard].first_block + s->block;
+    }
+    uint64_t lo = 0, hi = ds->nblocks - 1;   /* the last block starting at or before it */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (ds->blocks[mid].first_sample <= sample) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 /* ---- blocks ------------------------------------------------------------- */
@@ -777,6 +935,11 @@ uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
  * run that reaches a batch is told which dataset and why. */
 static int refuse_index_only(const lf_dataset *ds, uint64_t block, lf_shard_error *err)
 {
+    if (ds->from_compact)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": the dataset was opened "
+                          "from its %s alone, for planning, so none of its bytes are read "
+                          "(open it with lf_dataset_open to read them)", ds->sources[0].dir,
+                          block, LF_INDEX_NAME);
     return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": an index-only dataset "
                       "describes its %" PRIu64 " samples but holds none of their bytes, so "
                       "no batch can be read from it (it is for planning and start-up "
@@ -872,7 +1035,7 @@ int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
                      size_t raw_size, lf_field_view *out, lf_shard_error *err)
 {
     if (!ds || !raw || !out) return shard_fail(err, LF_SHARD_E_ARG, "fields: NULL argument");
-    if (sample >= ds->nsamples)
+    if (sample >= ds->nsamples || !ds->samples)   /* none when read from index.lfx */
         return shard_fail(err, LF_SHARD_E_RANGE, "sample %" PRIu64 " out of range", sample);
     const lf_sample_info *s = &ds->samples[sample];
     const char *path = ds->shards[s->shard].path;
@@ -943,6 +1106,39 @@ static int verify_blocks(const lf_dataset *ds, lf_verify_progress_fn progress, v
     return rc;
 }
 
+/* Where c (read from index.lfx) and ds (from the shard indexes) first
+ * differ, as an error naming path; 0 when they agree. */
+static int compare_compact(const lf_dataset *ds, const lf_dataset *c, const char *path,
+                           lf_shard_error *err)
+{
+    for (uint64_t b = 0; b < ds->nblocks; b++)
+        if (c->blocks[b].nsamples != ds->blocks[b].nsamples ||
+            c->blocks[b].raw_size != ds->blocks[b].raw_size)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 " differs from the "
+                              "shard index: run `lf-shard index DIR` to write it again", path, b);
+    for (uint64_t i = 0; i < ds->nsamples; i++)
+        if (compact_length(&c->compact, i) != ds->samples[i].length)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 ": length %u, the "
+                              "shard index says %" PRIu64 ": run `lf-shard index DIR` to write "
+                              "it again", path, i, compact_length(&c->compact, i),
+                              ds->samples[i].length);
+    return 0;
+}
+
+/* index.lfx, when dir has one, against the shard indexes of ds. */
+static int verify_compact(const lf_dataset *ds, const char *dir, lf_shard_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, LF_INDEX_NAME);
+    if (access(path, F_OK) != 0) return 0;
+    lf_dataset *c;
+    int rc = lf_dataset_open_lengths(dir, &c, err);
+    if (rc != 0) return rc;
+    rc = compare_compact(ds, c, path, err);
+    lf_dataset_close(c);
+    return rc;
+}
+
 int lf_dataset_verify(const char *dir, lf_verify_progress_fn progress,
                       void *arg, lf_shard_error *err)
 {
@@ -950,6 +1146,7 @@ int lf_dataset_verify(const char *dir, lf_verify_progress_fn progress,
     int rc = lf_dataset_open(dir, &ds, err);
     if (rc != 0) return rc;
     rc = verify_blocks(ds, progress, arg, err);
+    if (rc == 0) rc = verify_compact(ds, dir, err);
     lf_dataset_close(ds);
     return rc;
 }

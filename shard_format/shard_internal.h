@@ -165,6 +165,43 @@ void manifest_encode(const manifest *m, uint8_t *out);
 int manifest_decode(const uint8_t *in, size_t size, bool skip_hash, const char *path,
                     manifest *m, lf_shard_error *err);
 
+/* ---- compact index (index.lfx, FORMAT.md section 10) -------------------- */
+
+#define COMPACT_MAGIC "LFINDEX\0"
+#define COMPACT_VERSION 1
+#define COMPACT_HEADER_SIZE 64
+#define COMPACT_BLOCK_ENTRY 8            /* nsamples u32, raw_size u32 */
+#define COMPACT_LENGTH_BYTES 4           /* one u32 cost length a sample */
+
+/* A compact index mapped read-only and checked (compact_map): its block
+ * table and lengths are read in place, never copied. */
+typedef struct compact_index {
+    void *base;                  /* the mapping, for munmap (NULL when unmapped) */
+    const uint8_t *map;          /* the whole file */
+    size_t size;
+    uint64_t samples, blocks;
+    const uint8_t *block_table;  /* blocks entries of COMPACT_BLOCK_ENTRY bytes */
+    const uint8_t *lengths;      /* samples u32 lengths */
+} compact_index;
+
+/* Checks the size bytes of an index.lfx: self hash, magic, version, exact
+ * size, data hash (the two hashes not when skip_hashes: fuzzing only), that
+ * it was written for the manifest whose checksum is manifest_hash (0: a
+ * dataset without manifest), and that its blocks' counts sum to its
+ * samples; fills *ci (base NULL: bytes are the caller's). Returns 0 or a
+ * status with err naming path. */
+int compact_check(const uint8_t *bytes, size_t size, uint64_t manifest_hash, bool skip_hashes,
+                  const char *path, compact_index *ci, lf_shard_error *err);
+/* Maps path and checks it as compact_check does. */
+int compact_map(const char *path, uint64_t manifest_hash, compact_index *ci,
+                lf_shard_error *err);
+void compact_unmap(compact_index *ci);   /* accepts an unmapped one */
+
+static inline uint32_t compact_length(const compact_index *ci, uint64_t sample)
+{
+    return get_u32(ci->lengths + sample * COMPACT_LENGTH_BYTES);
+}
+
 /* ---- record layout ------------------------------------------------------ */
 
 /* A record is a table of nfields u32 field sizes followed by the fields'

@@ -10,6 +10,7 @@
 #    plan made and walked, the rings sized: the first batch could be asked
 #    for; an index-only dataset has no bytes, so none is read) and its
 #    peak RSS then (VmHWM);
+#  - the disk index's bytes a sample (index.lfx, the lengths both map);
 # and each figure's growth over the size before. A size is skipped, and
 # said so, when the bytes a sample took at the size before (the larger
 # peak RSS of lf-plan and lf-server, over samples) project past
@@ -22,6 +23,7 @@ epochs=${LF_SCALE_EPOCHS:-1}
 cap_kb=$(( ${LF_SCALE_MEM_MAX:-$((6 << 30))} / 1024 ))
 [[ -x /usr/bin/time ]] || { echo "scale bench: /usr/bin/time is needed for peak RSS"; exit 77; }
 ms() { echo $(($(date +%s%N) / 1000000)); }
+LF_INDEX=index.lfx   # the lengths the planners map (shard_format/FORMAT.md, section 10)
 
 # lf-plan at world W: "ms_per_step create_s wall_s peak_kb"
 plan_run() {   # DIR W
@@ -86,7 +88,8 @@ for n in $sizes; do
   (( hwm > peak )) && peak=$hwm
   cur[up]=$up cur[hwm]=$hwm
   echo "$line $(printf "%-24s" "$up ms, $((hwm / 1024)) MiB")"
-  echo "            lf-plan world 8: create ${cur[create]} s, run ${cur[wall]} s; peak $((peak * 1024 / n)) bytes a sample"
+  disk=$(awk -v b="$(stat -c %s "$dir/$LF_INDEX")" -v n="$n" 'BEGIN { printf "%.2f", b / n }')
+  echo "            lf-plan world 8: create ${cur[create]} s, run ${cur[wall]} s; peak $((peak * 1024 / n)) bytes a sample; disk index ($LF_INDEX) $disk bytes a sample"
   if [[ $prev_n != 0 ]]; then
     echo "            growth over $prev_n ($(ratio "$n" "$prev_n") samples): server start-up" \
          "$(ratio "${cur[up]}" "${prev[up]}"), server RSS $(ratio "${cur[hwm]}" "${prev[hwm]}")," \

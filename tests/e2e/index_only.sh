@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # An index-only dataset (lf-shard synth tokens --index-only, issue 35 item
-# 3): a few lines describe the samples, no bytes are written. lf-plan plans
+# 3): a few lines describe the samples and index.lfx holds their lengths
+# (under 16 bytes a sample), no bytes are written; one written before
+# index.lfx (the description alone) plans the same. lf-plan plans
 # it exactly as it plans `--synth N` with the same seed and blocks (the
 # same lengths, every figure but the times equal); lf-server starts on it
 # and serves; the first batch a rank asks for stops the server with an
@@ -12,27 +14,42 @@ PY=/usr/bin/python3
 
 "$LF_BIN/lf-shard" synth tokens --index-only --out "$WORK/io" --samples 200000 --seed 5 \
   >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "lf-shard synth --index-only"; }
-[[ $(ls "$WORK/io") == index-only.lfi ]] || fail "the dataset holds more than its description: $(ls "$WORK/io")"
+[[ $(ls "$WORK/io" | tr '\n' ' ') == "index-only.lfi index.lfx " ]] ||
+  fail "the dataset holds more than its description and compact index: $(ls "$WORK/io")"
 size=$(stat -c %s "$WORK/io/index-only.lfi")
 [[ $size -lt 1024 ]] || fail "the description takes $size bytes"
-echo "index-only: 200000 samples described in $size bytes"
+lfx=$(stat -c %s "$WORK/io/index.lfx")
+(( lfx < 16 * 200000 )) || fail "index.lfx takes $lfx bytes for 200000 samples"
+echo "index-only: 200000 samples described in $size bytes, their lengths in $lfx"
+
+# Two lf-plan --json outputs agree in every figure but the times.
+same_plans() {   # A.json B.json WHAT
+  "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import json, sys
+times = ("plan_ms_per_step", "plan_cpu_ms_per_step", "epoch_s", "create_s", "epoch_cpu_s")
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for d in (a, b):
+    for s in d["samplers"].values():
+        for k in times: s.pop(k)
+assert a == b, (a, b)
+print("lf-plan:", sys.argv[3], a["samplers"]["balanced"]["steps"], "balanced steps, figures equal")
+PYEOF
+}
 
 # The same plan as lf-plan --synth (lengths from the same streams, blocks of 64).
 "$LF_BIN/lf-plan" "$WORK/io" --seed 5 --world 8 --json >"$WORK/io.json" 2>/dev/null ||
   fail "lf-plan on the index-only dataset"
 "$LF_BIN/lf-plan" --synth 200000 --synth-block 64 --seed 5 --world 8 --json \
   >"$WORK/synth.json" 2>/dev/null || fail "lf-plan --synth"
-"$PY" - "$WORK/io.json" "$WORK/synth.json" <<'PYEOF' || fail "the plans differ"
-import json, sys
-times = ("plan_ms_per_step", "plan_cpu_ms_per_step", "epoch_s", "create_s", "epoch_cpu_s")
-a, b = (json.load(open(f)) for f in sys.argv[1:])
-for d in (a, b):
-    for s in d["samplers"].values():
-        for k in times: s.pop(k)
-assert a == b, (a, b)
-print("lf-plan: the index-only dataset plans as --synth does:",
-      a["samplers"]["balanced"]["steps"], "balanced steps, figures equal")
-PYEOF
+same_plans "$WORK/io.json" "$WORK/synth.json" "the index-only dataset plans as --synth does:" ||
+  fail "the plans differ"
+
+# A description written before index.lfx (none beside it) plans the same.
+mkdir "$WORK/old" && cp "$WORK/io/index-only.lfi" "$WORK/old/"
+"$LF_BIN/lf-plan" "$WORK/old" --seed 5 --world 8 --json >"$WORK/old.json" 2>/dev/null ||
+  fail "lf-plan on an index-only dataset without index.lfx"
+same_plans "$WORK/io.json" "$WORK/old.json" "without index.lfx (an older description) the same:" ||
+  fail "the plans with and without index.lfx differ"
 
 # lf-server starts, serves, and refuses the first batch naming the dataset.
 "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/io" --world 1 >"$WORK/server.log" 2>&1 &

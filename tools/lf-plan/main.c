@@ -215,7 +215,7 @@ static lf_plan_sample *dataset_samples(opts *o, size_t *n)
 {
     lf_dataset *ds = NULL;
     lf_shard_error err;
-    if (mix_cli_open(&o->mix, NULL, &o->cli.params.mix, &ds, &err)) {
+    if (mix_cli_open(&o->mix, NULL, DATASET_LENGTHS, &o->cli.params.mix, &ds, &err)) {
         fprintf(stderr, "lf-plan: %s\n", err.msg);
         return NULL;
     }

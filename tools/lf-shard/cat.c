@@ -170,8 +170,7 @@ int cmd_cat(int argc, char **argv)
     uint64_t i = cli_parse_u64(&c, "INDEX", pos[1], 0, UINT64_MAX);
     lf_dataset *ds = cli_open_dataset(pos[0]);
     const lf_schema *s = lf_dataset_schema(ds);
-    const lf_sample_info *si = lf_dataset_sample(ds, i);
-    if (!si)
+    if (i >= lf_dataset_samples(ds))
         cli_die("%s: no sample %" PRIu64 " (the dataset has %" PRIu64 ")", pos[0], i,
                 lf_dataset_samples(ds));
 
@@ -184,7 +183,8 @@ int cmd_cat(int argc, char **argv)
 
     uint8_t *raw;
     size_t raw_size;
-    load_block(ds, i, &raw, &raw_size);
+    load_block(ds, i, &raw, &raw_size);   /* refused for an index-only dataset */
+    const lf_sample_info *si = lf_dataset_sample(ds, i);
     lf_field_view v[LF_MAX_FIELDS];
     lf_shard_error err;
     if (lf_sample_fields(ds, i, raw, raw_size, v, &err) < 0)

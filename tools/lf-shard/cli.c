@@ -375,6 +375,10 @@ void cli_out_finish(cli_out *o, const char *verb)
         cli_warn("cannot finish dataset %s: %s", o->dir, err.msg);
         cli_out_fail(o, CLI_EXIT_FAIL);
     }
+    /* The planner's compact index: without it the dataset still opens, its
+     * planners just read every shard index. */
+    if (lf_dataset_write_index(o->dir, &err) < 0)
+        cli_warn("dataset %s is complete, but without %s: %s", o->dir, LF_INDEX_NAME, err.msg);
     cli_print_write_summary(verb, o->dir, &st, o->in_bytes, cli_now() - o->prog.start);
 }
 
@@ -405,7 +409,7 @@ lf_dataset *cli_open_dataset(const char *dir)
 {
     lf_dataset *ds;
     lf_shard_error err;
-    if (dataset_open(dir, &ds, &err) < 0) /* an index-only one too (stats, cat) */
+    if (dataset_open(dir, 0, &ds, &err) < 0) /* an index-only one too (stats, cat) */
         cli_die("cannot open dataset %s: %s", dir, err.msg);
     return ds;
 }

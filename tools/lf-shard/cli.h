@@ -227,6 +227,7 @@ int create_frames(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_index(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_digest(int argc, char **argv);
 int cmd_split(int argc, char **argv);

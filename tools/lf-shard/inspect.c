@@ -179,7 +179,7 @@ static void cost_collect(const lf_dataset *ds, cost_stats *st)
     if (!v)
         cli_die("out of memory");
     for (uint64_t i = 0; i < st->n; i++) {
-        v[i] = lf_dataset_sample(ds, i)->length;
+        v[i] = lf_dataset_sample_length(ds, i);
         st->total = v[i] > UINT64_MAX - st->total ? UINT64_MAX : st->total + v[i];
     }
     qsort(v, st->n, sizeof *v, by_value);

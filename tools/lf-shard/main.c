@@ -24,6 +24,7 @@ static const char usage[] =
     "  inspect DIR                  schema, shards, blocks, sizes, compression ratio\n"
     "  stats DIR [--json]           cost-input percentiles and a histogram\n"
     "  verify DIR                   check every checksum; non-zero exit names the place\n"
+    "  index DIR                    write the planner's compact index (" LF_INDEX_NAME ") again\n"
     "  cat DIR INDEX                print one sample's fields\n"
     "  split DIR --fraction F ...   hold out a share of the samples, deterministically\n"
     "\n"
@@ -43,7 +44,7 @@ static const struct {
 } commands[] = {
     {"create", cmd_create}, {"synth", cmd_synth}, {"inspect", cmd_inspect},
     {"stats", cmd_stats},   {"verify", cmd_verify}, {"cat", cmd_cat},
-    {"digest", cmd_digest}, {"split", cmd_split},
+    {"digest", cmd_digest}, {"split", cmd_split}, {"index", cmd_index},
 };
 
 int main(int argc, char **argv)

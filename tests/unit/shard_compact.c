@@ -1,0 +1,256 @@
+/*
+ * shard_compact.c — the compact index, index.lfx (FORMAT.md, section 10):
+ * written from a dataset's shard indexes, read mapped, it gives every
+ * sample's length and block and every block's count, shard and raw size
+ * as the full open does, with no per-sample entries; a dataset without it
+ * opens as before; a damaged, truncated or stale one (written for another
+ * manifest) is refused naming the file, and verify finds one that
+ * disagrees with the shard indexes; an index-only one opens from its path.
+ */
+#include "unit/shard_gen.h"
+
+#include <unistd.h>
+
+static void path_of(char *out, size_t cap, const char *dir, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+/* ds_c (read from index.lfx) agrees with ds (the shard indexes) everywhere. */
+static void check_same(const lf_dataset *ds, const lf_dataset *c)
+{
+    ASSERT_EQ(lf_dataset_samples(c), lf_dataset_samples(ds));
+    ASSERT_EQ(lf_dataset_blocks(c), lf_dataset_blocks(ds));
+    ASSERT_EQ(lf_dataset_shards(c), lf_dataset_shards(ds));
+    ASSERT_EQ(lf_dataset_max_block_raw(c), lf_dataset_max_block_raw(ds));
+    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
+        const lf_block_info *x = lf_dataset_block(ds, b), *y = lf_dataset_block(c, b);
+        ASSERT_EQ(y->first_sample, x->first_sample);
+        ASSERT_EQ(y->nsamples, x->nsamples);
+        ASSERT_EQ(y->raw_size, x->raw_size);
+        ASSERT_EQ(y->shard, x->shard);
+    }
+    for (uint64_t i = 0; i < lf_dataset_samples(ds); i++) {
+        ASSERT_EQ(lf_dataset_sample_length(c, i), lf_dataset_sample(ds, i)->length);
+        ASSERT_EQ(lf_dataset_sample_length(ds, i), lf_dataset_sample(ds, i)->length);
+        ASSERT_EQ(lf_dataset_sample_block(c, i), lf_dataset_sample_block(ds, i));
+    }
+    ASSERT_TRUE(lf_dataset_sample(c, 0) == NULL);
+    ASSERT_EQ(lf_dataset_sample_block(c, lf_dataset_samples(c)), UINT64_MAX);
+    ASSERT_EQ(lf_dataset_sample_length(c, lf_dataset_samples(c)), 0);
+}
+
+/* A dataset of n samples in dir, several shards, with its index.lfx. */
+static void make_dataset(const char *dir, uint32_t cost_field, uint64_t n)
+{
+    lf_schema s;
+    gen_schema(&s, cost_field);
+    lf_writer_options o = {.block_bytes = 8192, .shard_bytes = 64 << 10, .threads = 2};
+    gen_write(dir, &s, &o, n);
+    lf_shard_error err;
+    if (lf_dataset_write_index(dir, &err) != 0) TEST_FAIL_("write index: %s", err.msg);
+}
+
+static void test_same_as_shards(const char *root, uint32_t cost_field)
+{
+    char dir[4200], lfx[4300];
+    snprintf(dir, sizeof dir, "%s/same%u", root, cost_field);
+    make_dataset(dir, cost_field, 700);
+    lf_dataset *ds, *c;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open(dir, &ds, &err), 0);
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
+    ASSERT_GT(lf_dataset_shards(ds), 1);
+    check_same(ds, c);
+    path_of(lfx, sizeof lfx, dir, LF_INDEX_NAME);
+    size_t size;
+    free(gen_slurp(lfx, &size));
+    ASSERT_EQ(size, 64 + 8 * lf_dataset_blocks(ds) + 4 * lf_dataset_samples(ds));
+    uint8_t buf[1 << 16];   /* a read is refused, naming the dataset and index.lfx */
+    ASSERT_EQ(lf_dataset_read_block(c, 0, buf, sizeof buf, &err), LF_SHARD_E_ARG);
+    ASSERT_TRUE(strstr(err.msg, dir) && strstr(err.msg, LF_INDEX_NAME));
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
+    lf_dataset_close(c);
+    lf_dataset_close(ds);
+}
+
+/* Without index.lfx the planner's open reads the shard indexes. */
+static void test_older_dataset(const char *root)
+{
+    char dir[4200], lfx[4300];
+    snprintf(dir, sizeof dir, "%s/older", root);
+    make_dataset(dir, 0, 200);
+    path_of(lfx, sizeof lfx, dir, LF_INDEX_NAME);
+    ASSERT_EQ(unlink(lfx), 0);
+    lf_dataset *c;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
+    ASSERT_TRUE(lf_dataset_sample(c, 0) != NULL);   /* the full open */
+    ASSERT_EQ(lf_dataset_sample_length(c, 7), lf_dataset_sample(c, 7)->length);
+    lf_dataset_close(c);
+}
+
+/* Overwrites one byte of path at off with its complement. */
+static void flip(const char *path, long off)
+{
+    FILE *f = fopen(path, "r+b");
+    ASSERT_TRUE(f != NULL);
+    ASSERT_EQ(fseek(f, off, SEEK_SET), 0);
+    int ch = fgetc(f);
+    ASSERT_EQ(fseek(f, off, SEEK_SET), 0);
+    fputc(~ch & 0xff, f);
+    fclose(f);
+}
+
+static void expect_refused(const char *dir, int status, const char *words)
+{
+    lf_dataset *c = NULL;
+    lf_shard_error err = {0};
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), status);
+    ASSERT_TRUE(c == NULL);
+    if (!strstr(err.msg, LF_INDEX_NAME) || !strstr(err.msg, words))
+        TEST_FAIL_("message lacks '%s': %s", words, err.msg);
+}
+
+static void test_damaged(const char *root)
+{
+    char dir[4200], other[4200], lfx[4300], olfx[4300], cmd[9000];
+    snprintf(dir, sizeof dir, "%s/damaged", root);
+    snprintf(other, sizeof other, "%s/other", root);
+    make_dataset(dir, 0, 300);
+    make_dataset(other, 1, 300);   /* the same blocks, another cost field: another manifest */
+    path_of(lfx, sizeof lfx, dir, LF_INDEX_NAME);
+    path_of(olfx, sizeof olfx, other, LF_INDEX_NAME);
+    size_t size;
+    free(gen_slurp(lfx, &size));
+    flip(lfx, (long)size - 3);                               /* a length */
+    expect_refused(dir, LF_SHARD_E_CHECKSUM, "checksum");
+    flip(lfx, (long)size - 3);
+    flip(lfx, 20);                                           /* the header */
+    expect_refused(dir, LF_SHARD_E_CHECKSUM, "header");
+    flip(lfx, 20);
+    ASSERT_EQ(truncate(lfx, (off_t)size - 4), 0);
+    expect_refused(dir, LF_SHARD_E_FORMAT, "counts");
+    /* Another dataset's: written for another manifest, stale. */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", olfx, lfx);
+    ASSERT_EQ(system(cmd), 0);
+    expect_refused(dir, LF_SHARD_E_FORMAT, "another manifest");
+}
+
+static uint64_t manifest_hash(const char *dir)
+{
+    char path[4300];
+    path_of(path, sizeof path, dir, LF_MANIFEST_NAME);
+    size_t size;
+    uint8_t *m = gen_slurp(path, &size);
+    uint64_t h = 0;
+    for (int k = 7; k >= 0; k--) h = h << 8 | m[size - 8 + (size_t)k];
+    free(m);
+    return h;
+}
+
+typedef struct spec_arg {
+    const lf_dataset *ds;
+    uint64_t wrong;              /* this sample's length is given one more */
+} spec_arg;
+
+static uint64_t spec_length(void *arg, uint64_t i)
+{
+    const spec_arg *a = arg;
+    return lf_dataset_sample_length(a->ds, i) + (i == a->wrong);
+}
+
+static void spec_block(void *arg, uint64_t b, uint32_t *n, uint32_t *raw)
+{
+    const spec_arg *a = arg;
+    *n = lf_dataset_block(a->ds, b)->nsamples;
+    *raw = lf_dataset_block(a->ds, b)->raw_size;
+}
+
+/* A well-formed index.lfx for the right manifest that disagrees with the
+ * shard indexes: verify names the sample. */
+static void test_verify_disagreement(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/disagree", root);
+    make_dataset(dir, 0, 300);
+    lf_dataset *ds;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open(dir, &ds, &err), 0);
+    spec_arg a = {ds, 123};
+    lf_index_spec spec = {.samples = lf_dataset_samples(ds), .blocks = lf_dataset_blocks(ds),
+                          .manifest_hash = manifest_hash(dir), .block = spec_block,
+                          .length = spec_length, .arg = &a};
+    ASSERT_EQ(lf_index_write(dir, &spec, &err), 0);
+    lf_dataset_close(ds);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), LF_SHARD_E_FORMAT);
+    if (!strstr(err.msg, "sample 123")) TEST_FAIL_("verify: %s", err.msg);
+}
+
+static uint64_t ten_by_i(void *arg, uint64_t i)
+{
+    (void)arg;
+    return i == 9 ? (uint64_t)UINT32_MAX + 1 : 10 * i + 1;
+}
+
+static void threes(void *arg, uint64_t b, uint32_t *n, uint32_t *raw)
+{
+    (void)arg;
+    *n = b < 3 ? 3 : 1;
+    *raw = 100;
+}
+
+/* A manifest-less index (index-only): blocks of 3, lengths in place; a
+ * length past u32 is refused and leaves no file. */
+static void test_index_file(const char *root)
+{
+    char dir[4200], lfx[4300];
+    snprintf(dir, sizeof dir, "%s/io", root);
+    ASSERT_EQ(mkdir(dir, 0777), 0);
+    path_of(lfx, sizeof lfx, dir, LF_INDEX_NAME);
+    lf_index_spec spec = {.samples = 10, .blocks = 4, .block = threes, .length = ten_by_i};
+    lf_shard_error err;
+    ASSERT_EQ(lf_index_write(dir, &spec, &err), LF_SHARD_E_ARG);
+    ASSERT_TRUE(strstr(err.msg, "sample 9") != NULL);
+    ASSERT_NE(access(lfx, F_OK), 0);
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, LF_INDEX_NAME);
+    ASSERT_NE(access(tmp, F_OK), 0);
+    spec.samples = 5;   /* the blocks' counts no longer sum to the samples */
+    ASSERT_EQ(lf_index_write(dir, &spec, &err), LF_SHARD_E_ARG);
+    spec.blocks = 2;
+    spec.samples = 6;
+    ASSERT_EQ(lf_index_write(dir, &spec, &err), 0);
+    lf_schema s = {.nfields = 1};
+    snprintf(s.fields[0].name, sizeof s.fields[0].name, "tokens");
+    s.fields[0].type = LF_FIELD_TOKENS_U16;
+    lf_dataset *c;
+    ASSERT_EQ(lf_dataset_open_index_file(lfx, "the-name", &s, &c, &err), 0);
+    ASSERT_EQ(lf_dataset_samples(c), 6);
+    ASSERT_EQ(lf_dataset_blocks(c), 2);
+    ASSERT_EQ(lf_dataset_index_only(c), 1);
+    for (uint64_t i = 0; i < 6; i++) {
+        ASSERT_EQ(lf_dataset_sample_length(c, i), 10 * i + 1);
+        ASSERT_EQ(lf_dataset_sample_block(c, i), i / 3);
+    }
+    uint8_t buf[4096];
+    ASSERT_EQ(lf_dataset_read_block(c, 1, buf, sizeof buf, &err), LF_SHARD_E_ARG);
+    ASSERT_TRUE(strstr(err.msg, "the-name") != NULL);
+    lf_dataset_close(c);
+    /* A manifest's hash where none is wanted: refused as stale. */
+    spec.manifest_hash = 42;
+    ASSERT_EQ(lf_index_write(dir, &spec, &err), 0);
+    ASSERT_EQ(lf_dataset_open_index_file(lfx, "the-name", &s, &c, &err), LF_SHARD_E_FORMAT);
+}
+
+int main(void)
+{
+    const char *root = test_tmpdir();
+    test_same_as_shards(root, 0);   /* tokens */
+    test_same_as_shards(root, 2);   /* jpeg: width x height */
+    test_older_dataset(root);
+    test_damaged(root);
+    test_verify_disagreement(root);
+    test_index_file(root);
+    return 0;
+}

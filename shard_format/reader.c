@@ -557,26 +557,29 @@ static int index_only_tables(lf_dataset *ds, uint64_t samples, uint32_t per,
     return rc;
 }
 
-/* An index-only dataset of schema with one pseudo-shard named name and no
- * table yet; NULL when out of memory or the schema is refused (err set). */
-static lf_dataset *index_only_shell(const char *name, const lf_schema *schema,
-                                    lf_shard_error *err)
+/* *out = an index-only dataset of schema with one pseudo-shard named name
+ * and no table yet. Returns 0, or the schema's refusal or
+ * LF_SHARD_E_NOMEM (err set) with *out untouched: the status is returned,
+ * not left in err alone, since callers may pass no err. */
+static int index_only_shell(const char *name, const lf_schema *schema, lf_dataset **out,
+                            lf_shard_error *err)
 {
-    if (lf_schema_validate(schema, err) != 0) return NULL;
+    int rc = lf_schema_validate(schema, err);
+    if (rc != 0) return rc;
     lf_dataset *ds = calloc(1, sizeof *ds);
     if (ds) ds->shards = calloc(1, sizeof *ds->shards);
     char *path = ds && ds->shards ? strdup(name) : NULL;
     if (!path || set_one_source(ds, name, err) != 0) {
         free(path);
         lf_dataset_close(ds);
-        shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
-        return NULL;
+        return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", name);
     }
     ds->shards[0] = (ds_shard){.path = path, .fd = -1};
     ds->nshards = 1;
     ds->schema = *schema;
     ds->index_only = true;
-    return ds;
+    *out = ds;
+    return 0;
 }
 
 /* Hands ds to *out when rc is 0, else closes it; returns rc. */
@@ -593,8 +596,9 @@ int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64
 {
     if (!name || !schema || !length || !out || block_samples == 0 || samples > UINT32_MAX)
         return shard_fail(err, LF_SHARD_E_ARG, "index-only dataset: invalid argument");
-    lf_dataset *ds = index_only_shell(name, schema, err);
-    if (!ds) return err ? err->status : LF_SHARD_E_NOMEM;
+    lf_dataset *ds;
+    int rc = index_only_shell(name, schema, &ds, err);
+    if (rc != 0) return rc;
     return finish_open(ds, index_only_tables(ds, samples, block_samples, length, arg, err), out);
 }
 
@@ -647,9 +651,10 @@ int lf_dataset_open_index_file(const char *path, const char *name, const lf_sche
 {
     if (!path || !name || !schema || !out)
         return shard_fail(err, LF_SHARD_E_ARG, "index file: NULL argument");
-    lf_dataset *ds = index_only_shell(name, schema, err);
-    if (!ds) return err ? err->status : LF_SHARD_E_NOMEM;
-    int rc = compact_map(path, 0, &ds->compact, err);
+    lf_dataset *ds;
+    int rc = index_only_shell(name, schema, &ds, err);
+    if (rc != 0) return rc;
+    rc = compact_map(path, 0, &ds->compact, err);
     if (rc == 0) rc = compact_tables(ds, NULL, path, err);
     return finish_open(ds, rc, out);
 }

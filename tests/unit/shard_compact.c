@@ -237,6 +237,11 @@ static void test_index_file(const char *root)
     ASSERT_EQ(lf_dataset_read_block(c, 1, buf, sizeof buf, &err), LF_SHARD_E_ARG);
     ASSERT_TRUE(strstr(err.msg, "the-name") != NULL);
     lf_dataset_close(c);
+    /* A refused schema is told as itself, not as out of memory, with or
+     * without an error record. */
+    lf_schema bad = {.nfields = 0};
+    ASSERT_EQ(lf_dataset_open_index_file(lfx, "the-name", &bad, &c, &err), LF_SHARD_E_ARG);
+    ASSERT_EQ(lf_dataset_open_index_file(lfx, "the-name", &bad, &c, NULL), LF_SHARD_E_ARG);
     /* A manifest's hash where none is wanted: refused as stale. */
     spec.manifest_hash = 42;
     ASSERT_EQ(lf_index_write(dir, &spec, &err), 0);

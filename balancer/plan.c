@@ -894,11 +894,17 @@ static uint32_t lateness(const lf_plan *p, size_t i)
  * further only finds tiny samples and passes over every sample on the way. */
 #define FULL_SHIFT 11
 
-static int fits(const lf_plan *p, const step_fill *f, uint32_t s)
+/* Whether sample s fits the step's budget (and, in pack, its rows). */
+static int fits_step(const lf_plan *p, const step_fill *f, uint32_t s)
 {
     return f->cost + p->cost[s] <= f->budget &&
-           (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap) &&
-           (!p->bin_cap || bin_for(p, p->cost[s]) != NO_BIN);
+           (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap);
+}
+
+/* ... and, the step composed for the world, a bin with room. */
+static int fits(const lf_plan *p, const step_fill *f, uint32_t s)
+{
+    return fits_step(p, f, s) && (!p->bin_cap || bin_for(p, p->cost[s]) != NO_BIN);
 }
 
 /* Where a step with this cost and these tokens stands against its course
@@ -997,13 +1003,13 @@ static int bins_more_even(const lf_plan *p, uint64_t max, uint64_t sum)
  * pieces, 0.88 of its share, a fourth does not fit, and the bins with a few
  * short samples more are up to 14 % over the others), the step is made
  * again of heavy samples alone, each bin up to the emptiest's level (three
- * pieces a bin: even), and kept if its bins are more even; else it is made
- * again, the window taken in its order (on dev-text's cells at 4 a rank
- * this did better than heavy samples first again: p99 1.093 against 1.231
- * unsplit at world 8). The short samples passed over wait in the window
- * for a step they fill evenly (or go first once max_defer steps late, as
- * any). */
-static void fill_bins(lf_plan *p, step_fill *f)
+ * pieces a bin: even), and kept if its bins are more even and it costs
+ * least or more (see select_world); else it is made again, the window
+ * taken in its order (on dev-text's cells at 4 a rank this did better than
+ * heavy samples first again: p99 1.093 against 1.231 unsplit at world 8).
+ * The short samples passed over wait in the window for a step they fill
+ * evenly (or go first once max_defer steps late, as any). */
+static void fill_bins(lf_plan *p, step_fill *f, uint64_t least)
 {
     uint64_t cap = p->bin_cap, low = UINT64_MAX, max = 0, sum = 0;
     bins_scan(p, f, cap / HEAVY_DIV);
@@ -1014,7 +1020,7 @@ static void fill_bins(lf_plan *p, step_fill *f)
         if (p->bin[b] > max) max = p->bin[b];
         if (p->bin[b] < low) low = p->bin[b];
     }
-    if (low == 0) return;
+    if (low == 0 || (lfp_u128)low * p->prm.world < least) return;
     bins_undo(p, f);
     bins_fill(p, low);
     bins_scan(p, f, low / HEAVY_DIV);
@@ -1024,20 +1030,37 @@ static void fill_bins(lf_plan *p, step_fill *f)
     bins_scan(p, f, 0);
 }
 
-/* Composes the step for the world; returns 0 where the bins took nothing
- * (a sample costlier than a bin, outlier_cost set above budget / world,
- * fits none): that step is selected as by default, rather than left empty
- * with the window full for good. */
+/* A step composed for the world costs at least its budget less
+ * 1 / WORLD_SHORT_DIV of it, or is selected as by default: steps of whole
+ * pieces alone (0.88 of the budget on dev-text cut at 2048, 4 a rank)
+ * made the median step smaller, so full steps stood 1.256x its tokens,
+ * over step_bound's 1.25; and the plan fell behind the due steps (each
+ * step short of the budget its due position counts), so samples waited up
+ * to 22 steps, far past max_defer. Measured on dev-text's pad cells
+ * (balancer/README.md, "Selection for the world"): 1/32 still let the plan
+ * fall behind (a delay of 5 at 2048, world 8, 4 a rank), 1/1024 (a bin's
+ * tolerance) lost the one cell the selection meets that the default
+ * misses (2048, world 8, 16 a rank: p99 1.00605). */
+#define WORLD_SHORT_DIV 128u
+
+/* Composes the step for the world; returns 0 where it is selected as by
+ * default instead: where the bins took nothing (a sample costlier than a
+ * bin, outlier_cost set above budget / world, fits none: else the window
+ * would fill for good), or cost less than the budget allows (above). */
 static int select_world(lf_plan *p, step_fill *f)
 {
-    fill_bins(p, f);
-    if (p->ns || !p->np) return 1;
+    uint64_t least = f->budget - f->budget / WORLD_SHORT_DIV;
+    fill_bins(p, f, least);
+    if (!p->np || (p->ns && f->cost >= least)) return 1;
+    bins_undo(p, f);
     p->bin_cap = 0;
     return 0;
 }
 
 /* Takes the pending samples max_defer or more steps past due, first, where
- * they fit; sets due_floor to the earliest due step of those left. Returns
+ * they fit the budget (composed for the world, whether or not a bin has
+ * room: bin_put puts one into the emptiest, else it could wait for good);
+ * sets due_floor to the earliest due step of those left. Returns
  * one past the last entry taken (0: none). */
 static size_t take_late(lf_plan *p, step_fill *f)
 {
@@ -1045,7 +1068,7 @@ static size_t take_late(lf_plan *p, step_fill *f)
     uint32_t floor = UINT32_MAX;
     for (size_t i = 0; i < p->np; i++) {
         uint32_t s = p->pidx[i];
-        if (lateness(p, i) >= p->prm.max_defer && fits(p, f, s)) {
+        if (lateness(p, i) >= p->prm.max_defer && fits_step(p, f, s)) {
             take(p, s, lateness(p, i), 0, f);
             p->ptaken[i] = 1;
             end = i + 1;

@@ -10,6 +10,8 @@
  *    composed for the world, every step and the epoch are within 1.002
  *    (max/mean p99 and sum-max/sum-mean, every step counted, the tail too)
  *    and no step holds more than 1.25x the median step's tokens;
+ *  - at 4 a rank, where the short samples run out, steps still within
+ *    1.25x the median step's tokens and no sample past max_defer;
  *  - every piece once an epoch, no rank empty in any step;
  *  - where whole pieces cost more than a bin (one a rank, outlier_cost the
  *    budget) the epoch still ends;
@@ -32,6 +34,7 @@
 #define WORLD 8u
 #define PIECE 2048u
 #define MAXSTEPS 16384u
+#define MAX_DEFER 4u   /* max_defer's default (plan.c, resolve) */
 
 static lf_plan_sample docs[NDOCS];
 
@@ -83,7 +86,7 @@ static int cmp_dbl(const void *x, const void *y)
 typedef struct figures {
     double p99, epoch, tokens_max;   /* max/mean p99, sum-max/sum-mean, step
                                         tokens max / median */
-    uint32_t steps;
+    uint32_t steps, delay_max;       /* steps a sample came after its due one */
     uint64_t hash;                   /* of every step's ids rank by rank */
 } figures;
 
@@ -93,7 +96,7 @@ static figures walk_epoch(lf_plan *plan, uint32_t world, size_t npieces, int ran
     static double ratio[MAXSTEPS], tok[MAXSTEPS], sorted[MAXSTEPS];
     uint8_t *seen = calloc(npieces, 1);
     ASSERT_TRUE(seen != NULL);
-    figures f = {0, 0, 0, 0, 1469598103934665603ull};
+    figures f = {0, 0, 0, 0, 0, 1469598103934665603ull};
     double sum_max = 0, sum_mean = 0;
     size_t placed = 0;
     lf_plan_step st;
@@ -115,6 +118,7 @@ static figures walk_epoch(lf_plan *plan, uint32_t world, size_t npieces, int ran
             ASSERT_LT(first_piece[doc] + k, first_piece[doc + 1]);
             ASSERT_EQ(seen[first_piece[doc] + k]++, 0);   /* once */
             placed++;
+            if (st.delay[i] > f.delay_max) f.delay_max = st.delay[i];
         }
         ratio[f.steps] = max / (total / world);
         tok[f.steps++] = tokens;
@@ -134,9 +138,9 @@ static figures walk_epoch(lf_plan *plan, uint32_t world, size_t npieces, int ran
     return f;
 }
 
-static figures plan_epoch(uint32_t select, uint32_t world, size_t *npieces)
+static figures plan_epoch(uint32_t select, uint32_t world, uint32_t per_rank, size_t *npieces)
 {
-    lf_plan_params p = params(select, world, 16);
+    lf_plan_params p = params(select, world, per_rank);
     lf_plan_sample *pieces;
     ASSERT_EQ(lf_plan_pieces(&p, docs, NDOCS, &pieces, npieces), 0);
     free(pieces);
@@ -200,12 +204,28 @@ static void costlier_than_a_bin(void)
     lf_plan_free(plan);
 }
 
+/* 4 a rank: too few short samples to fill every bin (balancer/README.md,
+ * "Selection for the world"); the selection must still keep what the
+ * default does: no step over 1.25x the median step's tokens (it reached
+ * 1.256 with steps of whole pieces alone, 0.88 of the budget) and no sample
+ * more than max_defer steps late (it reached 22: samples no bin had room
+ * for waited past it). */
+static void four_a_rank(void)
+{
+    size_t n;
+    figures f = plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, 4, &n);
+    printf("world, 4 a rank: %u steps, p99 %.5f, epoch %.5f, tokens max %.3f, delay max %u\n",
+           f.steps, f.p99, f.epoch, f.tokens_max, f.delay_max);
+    ASSERT_TRUE(f.tokens_max <= 1.25);
+    ASSERT_LE(f.delay_max, MAX_DEFER);
+}
+
 int main(void)
 {
     make_docs();
     size_t n;
-    figures old = plan_epoch(LF_PLAN_SELECT_STEP, WORLD, &n);
-    figures now = plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, &n);
+    figures old = plan_epoch(LF_PLAN_SELECT_STEP, WORLD, 16, &n);
+    figures now = plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, 16, &n);
     printf("%zu pieces, world %u, 16 a rank: step: %u steps, p99 %.5f, epoch %.5f, tokens max "
            "%.3f; world: %u steps, p99 %.5f, epoch %.5f, tokens max %.3f\n",
            n, WORLD, old.steps, old.p99, old.epoch, old.tokens_max, now.steps, now.p99,
@@ -214,8 +234,9 @@ int main(void)
     ASSERT_TRUE(now.p99 <= 1.002);
     ASSERT_TRUE(now.epoch <= 1.002);
     ASSERT_TRUE(now.tokens_max <= 1.25);
-    ASSERT_EQ(plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, &n).hash, now.hash);
+    ASSERT_EQ(plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, 16, &n).hash, now.hash);
     ASSERT_EQ(n, first_piece[NDOCS]);
+    four_a_rank();
     resume();
     costlier_than_a_bin();
     lf_plan_params pack = params(LF_PLAN_SELECT_WORLD, WORLD, 16);

@@ -209,7 +209,9 @@ typedef struct lf_plan_params {
  *    a bin or more first), the step closing when every bin is within 2^-10
  *    of its share; where they cannot all be filled, the step is made again
  *    of those heavy samples alone up to the emptiest bin's level, if that
- *    is more even; the split starts from the bins where they are more even
+ *    is more even; a step that costs less than its budget less 1/128 is
+ *    selected as by default instead (so steps keep step_bound and samples
+ *    max_defer); the split starts from the bins where they are more even
  *    than its own result. The sequence then
  *    depends on world (it is in the plan's hash: a state restores onto the
  *    same world only). Balanced pad only: with pack it is LF_PLAN_E_ARG, and

@@ -626,8 +626,10 @@ typedef struct step_fill {
  * the world, a step is world bins of budget / world each: each sample the
  * scan takes goes to the fullest bin it fits (best fit, ties to the lower
  * bin), a sample no bin has room for is passed over (it stays in the window
- * for a later step, and goes first once max_defer steps late, as any), and
- * the step closes once every bin is within 2^-BIN_TOL_SHIFT of its share.
+ * for a later step, and goes first once max_defer steps late, as any, into
+ * the emptiest bin if none has room), and the step closes once every bin
+ * is within 2^-BIN_TOL_SHIFT of its share; a step that falls short of its
+ * budget by more than 1/WORLD_SHORT_DIV is selected as by default.
  * So a step holds only what can be dealt evenly, and the bins are a split
  * of it: split_step starts from them where they are more even than its own.
  * Outliers and late samples go into the bins first (the emptiest, where

@@ -8,7 +8,8 @@
  * (seed, epoch), so no floating point or platform detail enters a decision.
  *
  * Per step the planner (1) selects a global set of samples whose total cost
- * fills a global budget (independent of world size), drawing from a
+ * fills a global budget (independent of world size, unless select is
+ * LF_PLAN_SELECT_WORLD: world equal bins), drawing from a
  * locality-aware shuffle through a lookahead window with bounded deferral;
  * (2) splits that set across ranks (k-way Karmarkar–Karp with free per-rank
  * counts over the costliest samples, LPT for the rest, then a move/swap local
@@ -194,7 +195,31 @@ typedef struct lf_plan_params {
     uint32_t overflow;           /* lf_plan_overflow: a sample longer than a
                                     row or a cap (0: split it into pieces) */
     lf_plan_mix mix;             /* several sources by weight (zero: one) */
+    uint32_t select;             /* lf_plan_select: which samples share a step
+                                    (0: LF_PLAN_SELECT_STEP) */
 } lf_plan_params;
+
+/* How a balanced pad step's samples are chosen (README.md, "Selection for
+ * the world").
+ *  - STEP (the default): the step's cost fills the global budget, whatever
+ *    the world size, so the global sequence is the same for every world and
+ *    a state restores onto another world;
+ *  - WORLD: the step is composed as world bins of budget / world each, each
+ *    sample placed in the fullest bin it fits (best fit; samples of 1/8 of
+ *    a bin or more first), the step closing when every bin is within 2^-10
+ *    of its share; where they cannot all be filled, the step is made again
+ *    of those heavy samples alone up to the emptiest bin's level, if that
+ *    is more even; a step that costs less than its budget less 1/128 is
+ *    selected as by default instead (so steps keep step_bound and samples
+ *    max_defer); the split starts from the bins where they are more even
+ *    than its own result. The sequence then
+ *    depends on world (it is in the plan's hash: a state restores onto the
+ *    same world only). Balanced pad only: with pack it is LF_PLAN_E_ARG, and
+ *    the baselines, whose steps are a fixed count, ignore it. */
+typedef enum lf_plan_select {
+    LF_PLAN_SELECT_STEP = 0,
+    LF_PLAN_SELECT_WORLD = 1,
+} lf_plan_select;
 
 /* A sample longer than a pack row (seq_len) or than a memory cap that one
  * sample must fit (rank_max_tokens, rank_max_padded, micro_max_padded) is

@@ -241,6 +241,14 @@ struct lf_plan {
     uint64_t *item_excess;       /* pack: cost - leanest price * L */
     uint8_t *item_urgent;        /* pack: an outlier, or max_defer steps late */
     uint32_t *keep_assign;       /* the split kept while balancing overheads */
+    /* select WORLD (plan.c, "selection for the world"): the step as bins */
+    uint64_t bin_cap;            /* a bin's share of the step's budget (0: off) */
+    uint64_t bin_tol;            /* a bin this far below its share is full */
+    uint32_t bins_short;         /* bins not yet full */
+    uint64_t *bin;               /* per rank: the cost of its bin */
+    uint32_t *sbin;              /* per step item: its bin */
+    uint32_t *swin;              /* per step item: its window entry, if the scan
+                                    took it (it may give it back), else NONE */
 
     /* one rank's layout */
     uint64_t *b_ids, *b_lens, *b_room;

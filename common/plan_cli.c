@@ -70,7 +70,12 @@ const char plan_cli_help[] =
     "                       samples are served in pieces, start-up says so)\n"
     "  --micro-overhead T   pad: a micro-batch's fixed cost in tokens, weighed\n"
     "                       against padding when cutting (default: d in tokens,\n"
-    "                       or 256 when d is 0)\n";
+    "                       or 256 when d is 0)\n"
+    "  --select S           balanced pad: step (default) fills each step's budget\n"
+    "                       the same for every world size; world composes each\n"
+    "                       step as world equal bins, so it splits evenly (the\n"
+    "                       steps then depend on --world: a saved state resumes\n"
+    "                       at the same world only). Not with --layout pack\n";
 
 void plan_cli_init(plan_cli *c)
 {
@@ -99,6 +104,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     static const char *const outliers[] = {"delay", "reject", NULL};
     static const char *const layouts[] = {"pad", "pack", NULL};
     static const char *const overflows[] = {"split", "drop", NULL};
+    static const char *const selects[] = {"step", "world", NULL};
     const uint64_t micro_max = UINT64_C(1) << 36;
     lf_plan_params *p = &c->params;
     uint32_t w;
@@ -136,6 +142,7 @@ int plan_cli_set(plan_cli *c, int code, const char *a)
     case PLAN_CLI_MICROPAD: return parse_u64(a, 1, micro_max, &p->micro_max_padded);
     case PLAN_CLI_MICROOVH: return parse_u64(a, 1, micro_max, &p->micro_overhead);
     case PLAN_CLI_OVERFLOW: return parse_word(a, overflows, &p->overflow);
+    case PLAN_CLI_SELECT: return parse_word(a, selects, &p->select);
     case PLAN_CLI_STEPBOUND: {
         double x;
         if (!strcmp(a, "none")) {
@@ -502,6 +509,9 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
     else if (p->layout == LF_PLAN_PACK && p->rank_max_padded && p->rank_max_padded < p->seq_len)
         snprintf(c->why, sizeof c->why, "--max-padded %" PRIu64 " is less than one row "
                  "(--seq-len %u)", p->rank_max_padded, p->seq_len);
+    else if (p->layout == LF_PLAN_PACK && p->select == LF_PLAN_SELECT_WORLD)
+        snprintf(c->why, sizeof c->why, "--select world is for --layout pad (pack's rows "
+                 "steer its steps already): leave it out or use --layout pad");
     if (c->why[0]) return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && !p->seq_len &&
         (rc = default_row(c, s, n, all.tokens, all.longest)))

@@ -72,7 +72,7 @@ enum {
     PLAN_CLI_OCOST, PLAN_CLI_OGROUP, PLAN_CLI_PRESET, PLAN_CLI_HIDDEN, PLAN_CLI_COST,
     PLAN_CLI_SEED, PLAN_CLI_EPOCH, PLAN_CLI_LAYOUT, PLAN_CLI_SEQLEN, PLAN_CLI_MICROPAD,
     PLAN_CLI_MICROOVH, PLAN_CLI_STEPBOUND, PLAN_CLI_COSTFILE, PLAN_CLI_OVERFLOW,
-    PLAN_CLI_END,
+    PLAN_CLI_SELECT, PLAN_CLI_END,
 };
 
 /* getopt_long entries for the codes above (all take a value). */
@@ -89,7 +89,8 @@ enum {
     {"layout", 1, 0, PLAN_CLI_LAYOUT}, {"seq-len", 1, 0, PLAN_CLI_SEQLEN},          \
     {"micro-max-padded", 1, 0, PLAN_CLI_MICROPAD},                                  \
     {"micro-overhead", 1, 0, PLAN_CLI_MICROOVH}, {"step-bound", 1, 0, PLAN_CLI_STEPBOUND}, \
-    {"cost-file", 1, 0, PLAN_CLI_COSTFILE}, {"overflow", 1, 0, PLAN_CLI_OVERFLOW}
+    {"cost-file", 1, 0, PLAN_CLI_COSTFILE}, {"overflow", 1, 0, PLAN_CLI_OVERFLOW}, \
+    {"select", 1, 0, PLAN_CLI_SELECT}
 
 /* The --help lines for these options. */
 extern const char plan_cli_help[];

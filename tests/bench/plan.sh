@@ -28,7 +28,8 @@
 #      beside the file are used as they are) and unsplit; first issue #27
 #      item 4's table (worlds 8 and 64, 16 and 4 samples a rank, pad and
 #      pack at their default cut and --seq-len, balanced only, a verdict a
-#      cell), then each cell in full. Skipped, and said so, without the file.
+#      cell; then the pad cells with --select world), then each cell in
+#      full. Skipped, and said so, without the file.
 # Every step counts, the epoch's tail included: next to the per-step
 # max/mean, the epoch's sum-max/sum-mean, the steps' global tokens against
 # the median step's (min and max) and the tokens the epoch lost (issue #27:
@@ -210,10 +211,12 @@ fi
 # any split of the same steps could reach); "misses, floor" where the floor
 # itself misses, so that only another choice of which samples share a step
 # (the selection) could meet it, not a better split.
+# Further arguments go to lf-plan (the second table: --select world).
 cell() {
   local set=$1 w=$2 spr=$3 layout=$4 ds=$5
+  shift 5
   "$bin/lf-plan" "$ds" --world "$w" --samples-per-rank "$spr" --sampler balanced \
-    --layout "$layout" --json 2>/dev/null >"$tmp/cell" || { echo "   $set w$w $spr/rank $layout: lf-plan failed"; return; }
+    --layout "$layout" --json "$@" 2>/dev/null >"$tmp/cell" || { echo "   $set w$w $spr/rank $layout: lf-plan failed"; return; }
   "$PY" - "$set" "$w" "$spr" "$layout" "$tmp/cell" <<'PYEOF'
 import json, sys
 set_, w, spr, layout = sys.argv[1:5]
@@ -232,8 +235,9 @@ print("   %-8s %5s %6s %-5s %5s %6d %9.5f %9.5f %8.5f %8.5f %8.3f %6s  %s"
          fe, f99, tok, "n/a" if lost is None else lost, verdict))
 PYEOF
 }
+header="   set       world  /rank layout  row  steps     epoch       p99  floor:ep  floor:p99  tok max  lost  (<= 1.002, 1.002, 1.25, 0)"
 echo "-- issue #27 item 4 on real text ($real), balanced, every step counted:"
-echo "   set       world  /rank layout  row  steps     epoch       p99  floor:ep  floor:p99  tok max  lost  (<= 1.002, 1.002, 1.25, 0)"
+echo "$header"
 for set in "${sets[@]}"; do
   ds=$real/ds-$set                       # a set prepared beside the file, if there
   if [[ ! -f $ds/manifest.lfm ]]; then
@@ -248,6 +252,20 @@ for set in "${sets[@]}"; do
       for layout in pad pack; do
         cell "$set" "$w" "$spr" "$layout" "$ds"
       done
+    done
+  done
+done
+# The pad cells again with the selection for the world (--select world,
+# opt-in: its steps depend on world; balancer/README.md, "Selection for
+# the world"), in the same run as the table above.
+echo "-- the same, pad, --select world:"
+echo "$header"
+for set in "${sets[@]}"; do
+  ds=$real/ds-$set
+  [[ -f $ds/manifest.lfm ]] || ds=$tmp/real-$set
+  for w in 8 64; do
+    for spr in 16 4; do
+      cell "$set" "$w" "$spr" pad "$ds" --select world
     done
   done
 done

@@ -216,7 +216,7 @@ static void four_a_rank(void)
     figures f = plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, 4, &n);
     printf("world, 4 a rank: %u steps, p99 %.5f, epoch %.5f, tokens max %.3f, delay max %u\n",
            f.steps, f.p99, f.epoch, f.tokens_max, f.delay_max);
-    ASSERT_TRUE(f.tokens_max <= 1.25);
+    ASSERT_DBL_LE(f.tokens_max, 1.25);
     ASSERT_LE(f.delay_max, MAX_DEFER);
 }
 
@@ -230,10 +230,10 @@ int main(void)
            "%.3f; world: %u steps, p99 %.5f, epoch %.5f, tokens max %.3f\n",
            n, WORLD, old.steps, old.p99, old.epoch, old.tokens_max, now.steps, now.p99,
            now.epoch, now.tokens_max);
-    ASSERT_TRUE(old.p99 > 1.002);   /* what the default's steps allow */
-    ASSERT_TRUE(now.p99 <= 1.002);
-    ASSERT_TRUE(now.epoch <= 1.002);
-    ASSERT_TRUE(now.tokens_max <= 1.25);
+    ASSERT_DBL_LT(1.002, old.p99);   /* what the default's steps allow */
+    ASSERT_DBL_LE(now.p99, 1.002);
+    ASSERT_DBL_LE(now.epoch, 1.002);
+    ASSERT_DBL_LE(now.tokens_max, 1.25);
     ASSERT_EQ(plan_epoch(LF_PLAN_SELECT_WORLD, WORLD, 16, &n).hash, now.hash);
     ASSERT_EQ(n, first_piece[NDOCS]);
     four_a_rank();

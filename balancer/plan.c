@@ -426,6 +426,14 @@ static int build_groups(lf_plan *p, const lf_plan_sample *smp)
 
 static uint64_t hash_step(uint64_t h, uint64_t v) { return lfp_mix(h ^ v); }
 
+/* A baseline's steps: world x batch_per_rank, and the rule that an epoch's
+ * rest of fewer than world samples joins the step before (select_fixed;
+ * its bit tells these plans from those that left it a step of its own). */
+static uint64_t fixed_rule(const lf_plan_params *q)
+{
+    return (uint64_t)q->world * q->batch_per_rank | 1ull << 62;
+}
+
 /* What the global sequence depends on; a state restores only onto a match. */
 static uint64_t sequence_hash(const lf_plan *p)
 {
@@ -440,7 +448,7 @@ static uint64_t sequence_hash(const lf_plan *p)
                     q->outlier_policy, q->outlier_cost, q->outlier_group,
                     q->locality_blocks, q->seed, q->cost.a_q16, q->cost.b_q32,
                     q->cost.c0,
-                    q->sampler == LF_PLAN_BALANCED ? 0 : (uint64_t)q->world * q->batch_per_rank,
+                    q->sampler == LF_PLAN_BALANCED ? 0 : fixed_rule(q),
                     bounded(q) ? q->step_bound : 0};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = hash_step(h, v[i]);
     if (p->rows) h = hash_step(h, p->rows * q->seq_len);   /* pack fills rows */
@@ -523,13 +531,15 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     if (!p) return LF_PLAN_E_NOMEM;
     p->prm = prm;
     p->n = n;
-    /* a baseline's step, and a sorted mega-batch, holds at most the n
-     * samples there are, however large world x batch_per_rank */
+    /* a baseline's step holds at most world - 1 more than world x
+     * batch_per_rank (the epoch's rest, select_fixed), and it and a sorted
+     * mega-batch at most the n samples there are */
     size_t global = (size_t)prm.world * prm.batch_per_rank, mega = SORTED_MEGA * global;
     /* a step's last group of outliers may take up to a group less one more
      * (last_group, release_bounded) */
+    size_t fixed = global + prm.world - 1;
     p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + 2 * prm.outlier_group
-                                                 : (global < n ? global : n);
+                                                 : (fixed < n ? fixed : n);
     p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
     p->ocap = n;
     if ((rc = alloc_all(p)) || (rc = build_groups(p, samples))) goto fail;
@@ -1231,10 +1241,16 @@ static void give_back(lf_plan *p, uint32_t s, uint32_t delay, int from_o)
 
 /* ---- baselines ------------------------------------------------------------ */
 
+/* A global batch of world x batch_per_rank; where fewer than world samples
+ * would be left after it, it takes them too (its first ranks one more), so
+ * no step leaves a rank without a batch: a DDP rank with none would never
+ * join its peers' all-reduce. DistributedSampler repeats samples to fill the
+ * last batch instead; here every sample stays once an epoch. */
 static void select_fixed(lf_plan *p)
 {
     step_fill f = {0, 0, 0, 0, 0, 0};
     size_t global = (size_t)p->prm.world * p->prm.batch_per_rank;
+    if (p->norder - p->cursor < global + p->prm.world) global = p->norder - p->cursor;
     p->cur.budget = p->prm.step_budget;
     p->cur.flags = 0;
     while (p->ns < global && p->cursor < p->norder) take(p, p->order[p->cursor++], 0, 0, &f);

@@ -19,7 +19,9 @@
  * (they waited for a group of world, and such steps reached 2.3 x). Setting
  * step_bound to LF_PLAN_UNBOUNDED (the old release) fails these checks.
  * Outlier steps' balance is printed, not checked (with whole documents at 4
- * a rank and 64 ranks they are most of the epoch).
+ * a rank and 64 ranks they are most of the epoch). The baselines (naive,
+ * sorted) leave no rank empty either: an epoch's rest of fewer samples
+ * than ranks joins the step before it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -205,6 +207,43 @@ static void check_case(const layout_case *c, uint32_t world, uint32_t per_rank)
     if (c->layout == LF_PLAN_PAD && !whole_docs) check_bound(c, world, per_rank, n);
 }
 
+/* The baselines (naive, sorted) at world 64, 1 a rank: 20000 samples leave
+ * 32 for a last step of 64 ranks. That rest joins the step before it, so no
+ * rank is ever empty and every sample is placed once. */
+static void check_baselines(void)
+{
+    static const lf_plan_sampler samplers[] = {LF_PLAN_NAIVE, LF_PLAN_SORTED};
+    for (size_t k = 0; k < 2; k++) {
+        lf_plan_params p;
+        lf_plan_params_default(&p);
+        p.world = 64;
+        p.sampler = samplers[k];
+        p.batch_per_rank = 1;
+        lf_plan *plan = NULL;
+        ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &plan), 0);
+        lf_plan_step st;
+        uint64_t steps = 0, placed = 0, most = 0;
+        while (lf_plan_next_step(plan, &st) == 1) {
+            for (uint32_t r = 0; r < p.world; r++) {
+                lf_plan_batch b;
+                ASSERT_EQ(lf_plan_rank_batch(plan, r, &b), 0);
+                if (b.nsamples == 0)
+                    TEST_FAIL_("sampler %u: step %" PRIu64 " (of %u samples): rank %u has no "
+                               "sample", (unsigned)p.sampler, st.step, st.nsamples, r);
+            }
+            placed += st.nsamples;
+            if (st.nsamples > most) most = st.nsamples;
+            steps++;
+        }
+        lf_plan_free(plan);
+        printf("sampler %u, world 64, 1 a rank: %" PRIu64 " steps, none with an empty rank, "
+               "at most %" PRIu64 " samples a step\n", (unsigned)p.sampler, steps, most);
+        ASSERT_EQ(placed, NSAMPLES);
+        ASSERT_EQ(steps, NSAMPLES / 64);
+        ASSERT_EQ(most, 64 + NSAMPLES % 64);
+    }
+}
+
 int main(void)
 {
     static const layout_case cases[] = {
@@ -228,5 +267,6 @@ int main(void)
         for (size_t w = 0; w < 2; w++)
             for (size_t k = 0; k < 2; k++) check_case(&cases[c], worlds[w], per_rank[k]);
     }
+    check_baselines();
     return 0;
 }

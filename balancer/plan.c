@@ -993,15 +993,25 @@ static void bins_scan(lf_plan *p, step_fill *f, uint64_t min_cost)
     }
 }
 
+/* The bins' costliest; their sum and their cheapest where asked. */
+static uint64_t bins_max(const lf_plan *p, uint64_t *sum, uint64_t *low)
+{
+    uint64_t max = 0, t = 0, min = UINT64_MAX;
+    for (uint32_t b = 0; b < p->prm.world; b++) {
+        t += p->bin[b];
+        if (p->bin[b] > max) max = p->bin[b];
+        if (p->bin[b] < min) min = p->bin[b];
+    }
+    if (sum) *sum = t;
+    if (low) *low = min;
+    return max;
+}
+
 /* Whether the bins now are more even (their costliest over their sum
  * lower) than max over sum, compared exactly. */
 static int bins_more_even(const lf_plan *p, uint64_t max, uint64_t sum)
 {
-    uint64_t m = 0, t = 0;
-    for (uint32_t b = 0; b < p->prm.world; b++) {
-        t += p->bin[b];
-        if (p->bin[b] > m) m = p->bin[b];
-    }
+    uint64_t t, m = bins_max(p, &t, NULL);
     return (lfp_u128)m * sum < (lfp_u128)max * t;
 }
 
@@ -1023,15 +1033,11 @@ static int bins_more_even(const lf_plan *p, uint64_t max, uint64_t sum)
  * evenly (or go first once max_defer steps late, as any). */
 static void fill_bins(lf_plan *p, step_fill *f, uint64_t least)
 {
-    uint64_t cap = p->bin_cap, low = UINT64_MAX, max = 0, sum = 0;
+    uint64_t cap = p->bin_cap, low, sum;
     bins_scan(p, f, cap / HEAVY_DIV);
     bins_scan(p, f, 0);
     if (!p->bins_short) return;
-    for (uint32_t b = 0; b < p->prm.world; b++) {
-        sum += p->bin[b];
-        if (p->bin[b] > max) max = p->bin[b];
-        if (p->bin[b] < low) low = p->bin[b];
-    }
+    uint64_t max = bins_max(p, &sum, &low);
     if (low == 0 || (lfp_u128)low * p->prm.world < least) return;
     bins_undo(p, f);
     bins_fill(p, low);
@@ -1455,12 +1461,10 @@ static int later_cap_binds(lf_plan *p)
 static void start_from_bins(lf_plan *p, const lfp_items *it, const lfp_caps *caps)
 {
     lfp_split *s = &p->split;
-    uint64_t split_max = 0, bin_max = 0;
-    for (uint32_t r = 0; r < p->prm.world; r++) {
+    uint64_t split_max = 0;
+    for (uint32_t r = 0; r < p->prm.world; r++)
         if (s->cost[r] > split_max) split_max = s->cost[r];
-        if (p->bin[r] > bin_max) bin_max = p->bin[r];
-    }
-    if (bin_max >= split_max) return;
+    if (bins_max(p, NULL, NULL) >= split_max) return;
     memcpy(s->assign, p->sbin, p->ns * sizeof *s->assign);
     lfp_split_polish(s, it, caps);
 }

@@ -472,7 +472,8 @@ static jvirt_barray_ptr coef_request(j_common_ptr c, int pool, boolean pre_zero,
 static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows)
 {
     uint64_t blocks = (uint64_t)numrows * blocks_per_row;
-    uint64_t b = blocks * (sizeof(JBLOCK) + sizeof(uint64_t)) + (uint64_t)numrows * sizeof(JBLOCKROW);
+    uint64_t b = blocks * (sizeof(JBLOCK) + sizeof(uint64_t)) +
+                 (uint64_t)numrows * sizeof(JBLOCKROW);
     return (b + 63) & ~(uint64_t)63;
 }
 

@@ -663,12 +663,13 @@ static inline __attribute__((always_inline))
 void blocks_of_row(j_decompress_ptr c, tf_phuff *h, JBLOCKARRAY rows, int nrows, int kind)
 {
     const jpeg_component_info *comp = c->cur_comp_info[0];
+    int ci = comp->component_index;
     JDIMENSION ncols = c->MCUs_per_row;
-    uint64_t *masks = kind == SCAN_AC_FIRST || kind == SCAN_AC_REFINE ? h->masks[comp->component_index] : NULL;
+    uint64_t *masks = kind == SCAN_AC_FIRST || kind == SCAN_AC_REFINE ? h->masks[ci] : NULL;
     size_t row0 = (size_t)c->input_iMCU_row * (size_t)comp->v_samp_factor;
     bitreader r = h->r;
     for (int y = 0; y < nrows; y++) {
-        uint64_t *m = masks ? masks + (row0 + (size_t)y) * h->mask_stride[comp->component_index] : NULL;
+        uint64_t *m = masks ? masks + (row0 + (size_t)y) * h->mask_stride[ci] : NULL;
         for (JDIMENSION x = 0; x < ncols; x++) {
             JBLOCKROW b = rows[y] + x;
             if (kind == SCAN_AC_FIRST && h->eobrun && !c->restart_interval) {

@@ -40,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include <jpeglib.h>
 #include <jerror.h>
 #include <jpegint.h>             /* struct jpeg_inverse_dct: see "scaled IDCT" */
@@ -126,7 +128,7 @@ typedef struct coef_array {
 typedef struct coef_arena {
     coef_array arr[COEF_ARRAYS];
     int n;                       /* arrays requested for the current image */
-    unsigned char *mem;          /* 64-byte aligned; high-water size, up to max_memory */
+    unsigned char *mem;          /* mapped (coef_unmap); high-water size, up to max_memory */
     size_t cap;
     uint64_t budget;             /* what a decode may hold here (lf_tf_ws_set_decode_budget) */
     /* Strips ("strips" below): the iMCU rows [win0, win1) whose blocks are
@@ -509,6 +511,20 @@ static JDIMENSION coef_rows_used(const lf_tf_ws *ws, int ci, JDIMENSION numrows)
     return used < numrows ? (JDIMENSION)used : numrows;
 }
 
+/* The arena is mapped by itself, not malloc'd: freed, its pages go back
+ * to the kernel at once. From glibc's heap they did not: after the first
+ * free of a block over its mmap threshold (a whole 7000x7000 image's 149
+ * MiB), glibc raises the threshold to 32 MiB, serves smaller blocks from
+ * each thread's heap and keeps them there after free, so 16 workers
+ * trimming 13 MiB strip buffers held 117 MiB under a 42 MiB limit
+ * (e2e/server_decode_memory). */
+static void coef_unmap(coef_arena *a)
+{
+    if (a->mem) munmap(a->mem, a->cap);
+    a->mem = NULL;
+    a->cap = 0;
+}
+
 static void coef_realize(j_common_ptr c)
 {
     lf_tf_ws *ws = ws_of(c);
@@ -524,8 +540,10 @@ static void coef_realize(j_common_ptr c)
         bail(ws);
     }
     if (total > a->cap) {
-        free(a->mem);
-        a->mem = aligned_alloc(64, (size_t)total);
+        coef_unmap(a);
+        void *m = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        a->mem = m == MAP_FAILED ? NULL : m;
         a->cap = a->mem ? (size_t)total : 0;
         if (!a->mem) {
             fail(ws, LF_TF_E_NOMEM, "no memory for %llu bytes of coefficients",
@@ -603,9 +621,10 @@ void lf_tf_ws_set_decode_budget(lf_tf_ws *ws, uint64_t bytes)
 
 void lf_tf_ws_trim(lf_tf_ws *ws)
 {
-    free(ws->coef.mem);
-    ws->coef.mem = NULL;
-    ws->coef.cap = 0;
+    coef_unmap(&ws->coef);
+    /* the region's pages too: a large image's crop at a small DCT scale
+     * leaves megabytes of them (2.3 MiB for 7000x7000 at 1/8) */
+    madvise(ws->region, ws->region_cap, MADV_DONTNEED);
 }
 
 /* ---- scan tails ------------------------------------------------------------ */
@@ -796,11 +815,11 @@ static void free_buffers(lf_tf_ws *ws)
 {
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
-    free(ws->coef.mem);
+    coef_unmap(&ws->coef);
     tf_phuff_free(ws->phuff);
     free(ws->idct);
     free(ws->tmp);
-    free(ws->region);
+    if (ws->region) munmap(ws->region, ws->region_cap);
     free(ws);
 }
 
@@ -831,7 +850,9 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     if (!ws) return LF_TF_E_NOMEM;
     ws->lim = l;
     ws->region_cap = (size_t)l.max_region_pixels * 4;
-    ws->region = malloc(ws->region_cap);
+    void *region = mmap(NULL, ws->region_cap, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ws->region = region == MAP_FAILED ? NULL : region;
     ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
     ws->idct = aligned_alloc(sizeof(v8f), sizeof *ws->idct);
     ws->phuff = tf_phuff_create();

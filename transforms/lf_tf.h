@@ -80,7 +80,8 @@ size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws);
  * in strips). Buffers already held above it stay held. */
 void lf_tf_ws_set_decode_budget(lf_tf_ws *ws, uint64_t bytes);
 
-/* Frees those buffers (lf_tf_ws_decode_memory becomes 0): for a caller that
+/* Frees those buffers (lf_tf_ws_decode_memory becomes 0) and gives the
+ * pages of the decoded crop region back to the kernel: for a caller that
  * keeps small ones and lends the memory of large ones out (lf-server). */
 void lf_tf_ws_trim(lf_tf_ws *ws);
 

@@ -746,11 +746,22 @@ static void coef_geometry(const jpeg_component_info *comp, JDIMENSION *bpr, JDIM
     *rows = (comp->height_in_blocks + v - 1) / v * v;
 }
 
+/* Strips need phuff.c for every scan: a progressive Huffman-coded file.
+ * A sequential file with several scans (components not interleaved) or an
+ * arithmetic-coded one is read by libjpeg's own decoder, which finds a
+ * refinement's nonzero coefficients in the blocks themselves. */
+static int strips_possible(j_decompress_ptr c)
+{
+    return c->progressive_mode && !c->arith_code;
+}
+
 /* Bytes of coefficient memory a multi-scan file takes, after its header:
- * whole (s == 0), or in strips of s iMCU rows. */
+ * whole (s == 0, or where it cannot go in strips), or in strips of s iMCU
+ * rows. */
 static uint64_t strip_bytes(j_decompress_ptr c, JDIMENSION s)
 {
     uint64_t total = 0;
+    if (!strips_possible(c)) s = 0;
     for (int ci = 0; ci < c->num_components; ci++) {
         JDIMENSION bpr, rows, kept;
         coef_geometry(&c->comp_info[ci], &bpr, &rows);
@@ -768,6 +779,12 @@ static JDIMENSION strip_rows(lf_tf_ws *ws)
     j_decompress_ptr c = &ws->cinfo;
     uint64_t budget = ws->coef.budget, whole = strip_bytes(c, 0);
     if (!c->inputctl->has_multiple_scans || whole <= budget) return 0;
+    if (!strips_possible(c)) {
+        fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes > decode memory %llu (a "
+             "multi-scan file that is not progressive Huffman cannot go in strips)",
+             (unsigned long long)whole, (unsigned long long)budget);
+        bail(ws);
+    }
     if (strip_bytes(c, 1) > budget) {
         fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes, and %llu in strips of one "
              "iMCU row, > decode memory %llu", (unsigned long long)whole,

@@ -75,9 +75,10 @@ size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws);
  * (lf_tf_jpeg_decode_need) exceed it is decoded in strips of iMCU rows,
  * as many as fit (lf_tf_jpeg_strip_need): its scans run again for each
  * strip, and the pixels are the same as decoded whole. One whose strips of
- * a single iMCU row do not fit fails with LF_TF_E_LIMIT; one with a scan
- * that is not Huffman-coded needs its whole buffers (LF_TF_E_UNSUPPORTED
- * in strips). Buffers already held above it stay held. */
+ * a single iMCU row do not fit fails with LF_TF_E_LIMIT, as does a
+ * multi-scan file that is not progressive Huffman-coded (sequential with
+ * several scans, or arithmetic) whose whole buffers do not fit. Buffers
+ * already held above it stay held. */
 void lf_tf_ws_set_decode_budget(lf_tf_ws *ws, uint64_t bytes);
 
 /* Frees those buffers (lf_tf_ws_decode_memory becomes 0) and gives the
@@ -102,7 +103,9 @@ long lf_tf_jpeg_decode_need(lf_tf_ws *ws, const void *src, size_t src_size);
 
 /* The same in strips of `rows` iMCU rows (0: whole; see
  * lf_tf_ws_set_decode_budget): the least a progressive file can be decoded
- * in is lf_tf_jpeg_strip_need(ws, src, size, 1). */
+ * in is lf_tf_jpeg_strip_need(ws, src, size, 1). A multi-scan file that
+ * cannot go in strips (sequential with several scans, or arithmetic-coded)
+ * needs its whole buffers whatever `rows`. */
 long lf_tf_jpeg_strip_need(lf_tf_ws *ws, const void *src, size_t src_size, uint32_t rows);
 
 /* Reads the header only (plus the limit checks). Returns 0 or < 0. */

@@ -13,7 +13,9 @@
  * then again under a decode budget that holds strips of 1, 2 and 5 iMCU
  * rows (lf_tf_jpeg_strip_need): the bytes must be equal, and the workspace
  * must hold no more than the budget. A budget below strips of one row is
- * refused (LF_TF_E_LIMIT).
+ * refused (LF_TF_E_LIMIT). A sequential file with one scan per component
+ * (multi-scan, read by libjpeg's own decoder) cannot go in strips: its
+ * least is its whole need, and a budget below that refuses it.
  *
  * The check bites: with the nonzero masks zeroed only in a decode's first
  * pass (the fault the design warns of: "bad Huffman code"), or the
@@ -92,6 +94,43 @@ static void decode_all(lf_tf_ws *ws, const variant *v, const unsigned char *jpg,
     }
 }
 
+/* A budget one byte below `least` refuses the file before allocating. */
+static void refused_below(lf_tf_ws *ws, const unsigned char *jpg, size_t n, long least,
+                          unsigned char *out, size_t cap)
+{
+    lf_tf_ws_trim(ws);
+    lf_tf_ws_set_decode_budget(ws, (uint64_t)least - 1);
+    ASSERT_EQ(lf_tf_jpeg_decode(ws, out, cap, jpg, n, NULL), LF_TF_E_LIMIT);
+    ASSERT_EQ(lf_tf_ws_decode_memory(ws), 0);
+}
+
+static void setup_sequential(struct jpeg_compress_struct *cc, void *arg)
+{
+    static jpeg_scan_info scans[3];
+    (void)arg;
+    for (int c = 0; c < 3; c++) tf_jpeg_gen_scan(scans, c, 1, c, 0, 63, 0, 0);
+    cc->scan_info = scans;
+    cc->num_scans = 3;
+}
+
+/* A sequential file with a scan per component. */
+static void sequential_scans(lf_tf_ws *ws)
+{
+    tf_jpeg_gen g = {W_MAX, H_MAX, 3, setup_sequential, sample, NULL};
+    size_t n, rgb = (size_t)W_MAX * H_MAX * 3;
+    unsigned char *jpg = tf_jpeg_gen_make(&g, &n), *out = malloc(rgb);
+    ASSERT_TRUE(out != NULL);
+    long whole = lf_tf_jpeg_decode_need(ws, jpg, n);
+    ASSERT_TRUE(whole > 0);
+    ASSERT_EQ(lf_tf_jpeg_strip_need(ws, jpg, n, 1), whole);
+    lf_tf_ws_trim(ws);
+    lf_tf_ws_set_decode_budget(ws, (uint64_t)whole);
+    ASSERT_EQ(lf_tf_jpeg_decode(ws, out, rgb, jpg, n, NULL), (long)rgb);
+    refused_below(ws, jpg, n, whole, out, rgb);
+    free(out);
+    free(jpg);
+}
+
 int main(void)
 {
     lf_tf_ws *ws = NULL;
@@ -133,18 +172,16 @@ int main(void)
                     decodes += 5;
                 }
                 /* Below strips of one row: refused, nothing allocated. */
-                long least = lf_tf_jpeg_strip_need(ws, jpg, n, 1);
-                lf_tf_ws_trim(ws);
-                lf_tf_ws_set_decode_budget(ws, (uint64_t)least - 1);
-                ASSERT_EQ(lf_tf_jpeg_decode(ws, b, all, jpg, n, NULL), LF_TF_E_LIMIT);
-                ASSERT_EQ(lf_tf_ws_decode_memory(ws), 0);
+                refused_below(ws, jpg, n, lf_tf_jpeg_strip_need(ws, jpg, n, 1), b, all);
                 free(a);
                 free(b);
                 free(jpg);
                 files++;
             }
+    sequential_scans(ws);
     printf("tf_jpeg_strips: %d progressive files, %d decodes in strips of 1, 2, 5 iMCU rows: "
-           "identical to the whole-image decodes\n", files, decodes);
+           "identical to the whole-image decodes; a sequential multi-scan file only whole\n",
+           files, decodes);
     lf_tf_ws_free(ws);
     return 0;
 }

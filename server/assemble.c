@@ -238,20 +238,26 @@ static int copy_label(const srv *s, const lf_field_view *views, unsigned char *s
 /* ---- decode memory -------------------------------------------------------
  *
  * A progressive JPEG is decoded from whole-image coefficient buffers, about
- * 2 bytes per sample of each component (147 MiB for a 7000x7000 4:2:0
+ * 2 bytes per sample of each component (149 MiB for a 7000x7000 4:2:0
  * photo), whatever the crop; a single-scan one needs none. Unbounded, 16
  * workers on such images took 16 of them, far past --memory-limit. So on
  * the image path half of the cache's share of the limit (never leaving it
- * less than two blocks; JPEG blocks are small) is decode memory: half of it split
- * evenly as what each worker's workspace may keep between images (the
- * common case: the pages stay mapped, see transforms/README.md), the other
- * half a pool lent for one image at a time to a worker whose image needs
- * more (lf_tf_jpeg_decode_need, from the header): it waits until the pool
- * has room, and gives the loan back, with its workspace trimmed, after the
- * image. An image that needs more than keep + pool cannot be decoded within
- * the limit: the server stops and says which sample and what limit would
- * do. Workers never hold a loan while they wait, so waiting cannot
- * deadlock.
+ * less than two blocks; JPEG blocks are small) is decode memory: an eighth
+ * of it split evenly as what each worker's workspace may keep between
+ * images (the common case: the pages stay mapped, see transforms/README.md),
+ * the rest a pool lent to workers whose image needs more
+ * (lf_tf_jpeg_decode_need, from the header). A worker takes what the pool
+ * has, up to that need; less than it makes the transform decode the image
+ * in strips (lf_tf_ws_set_decode_budget), each pass re-reading the scans,
+ * so it waits only while its keep and the pool's free part together are
+ * below the least that strips of one iMCU row take (lf_tf_jpeg_strip_need),
+ * holding no loan. It gives the loan back, with its workspace trimmed,
+ * after the image. An image whose least exceeds keep + pool cannot be
+ * decoded within the limit: the server stops and says which sample and
+ * what limit would do. The pool is most of the share because strips have
+ * a floor: the nonzero masks of the whole image (1/16 of its buffers, 9
+ * MiB at 7000x7000) plus a few iMCU rows, which a 42 MiB limit's pool must
+ * hold with 16 workers (e2e/server_decode_memory).
  */
 void srv_decode_budget(srv *s)
 {
@@ -261,69 +267,76 @@ void srv_decode_budget(srv *s)
     uint64_t share = s->cache_limit / 2;
     if (s->cache_limit - share < floor) share = s->cache_limit > floor ? s->cache_limit - floor : 0;
     s->cache_limit -= share;
-    p->decode_keep = share / 2 / s->cfg.workers;
+    p->decode_keep = share / 8 / s->cfg.workers;
     p->decode_pool = share - p->decode_keep * s->cfg.workers;
 }
 
-/* Lends `need` bytes beyond the worker's keep for sample id's decode,
- * waiting for room. Returns 0 (lent), or < 0 when stopping or when the
- * image can never fit (reported). Not under mu. */
-static int decode_borrow(srv *s, uint64_t id, uint64_t need)
+/* Lends between lo and hi bytes beyond the worker's keep for sample id's
+ * decode, as much as the pool has, waiting while it has less than lo.
+ * least: the image's least decode memory (strips of one row). Returns the
+ * loan (>= 0), or < 0 when stopping or when the image can never fit
+ * (reported). Not under mu. */
+static long decode_borrow(srv *s, uint64_t id, uint64_t least, uint64_t lo, uint64_t hi)
 {
     srv_pipeline *p = s->pl;
-    if (need > p->decode_pool + p->decode_keep) {
-        /* keep + pool >= share / 2 = cache / 4: a cache of 4 x need does */
+    if (least > p->decode_pool + p->decode_keep) {
+        /* keep + pool >= share / 2 = cache / 4: a cache of 4 x least does */
         uint64_t others = s->cfg.memory_limit - s->cache_limit - p->decode_pool -
                           p->decode_keep * s->cfg.workers;
         srv_fail(s, "sample %" PRIu64 ": the JPEG needs %" PRIu64 " bytes of decode memory "
-                 "(a progressive file's coefficients); --memory-limit leaves %" PRIu64
-                 " for one image: raise --memory-limit to %" PRIu64 " or more",
-                 id, need, p->decode_pool + p->decode_keep, others + 4 * need);
+                 "(a progressive file's coefficients, decoded in strips of one block row); "
+                 "--memory-limit leaves %" PRIu64 " for one image: raise --memory-limit to %"
+                 PRIu64 " or more", id, least, p->decode_pool + p->decode_keep,
+                 others + 4 * least);
         return -E2BIG;
     }
     /* Its own condition variable: a wait on cv_work would swallow the
      * signal that hands an idle worker new work. srv_fail and the
      * pipeline's stop wake it. */
     pthread_mutex_lock(&s->mu);
-    while (!s->stop && !s->failed && p->decode_lent + need > p->decode_pool)
+    while (!s->stop && !s->failed && p->decode_pool - p->decode_lent < lo)
         pthread_cond_wait(&s->cv_decode, &s->mu);
-    int rc = s->stop || s->failed ? -ECANCELED : 0;
-    if (rc == 0) p->decode_lent += need;
+    long rc = s->stop || s->failed ? -ECANCELED : 0;
+    if (rc == 0) {
+        uint64_t loan = p->decode_pool - p->decode_lent < hi ? p->decode_pool - p->decode_lent : hi;
+        p->decode_lent += loan;
+        rc = (long)loan;
+    }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
-static void decode_return(srv *s, uint64_t need)
+static void decode_return(srv *s, uint64_t loan)
 {
     pthread_mutex_lock(&s->mu);
-    s->pl->decode_lent -= need;
+    s->pl->decode_lent -= loan;
     pthread_cond_broadcast(&s->cv_decode);
     pthread_mutex_unlock(&s->mu);
 }
 
-/* One sample's JPEG into its place: decode memory borrowed first when the
- * image needs more than the worker keeps. An image whose coefficients
- * exceed the transform's own max_memory borrows nothing: the transform
- * refuses it before it allocates (a refused image, below), and no
- * --memory-limit would change that. */
+/* One sample's JPEG into its place, within its worker's keep plus what it
+ * borrows when the image needs more (see "decode memory"). */
 static long augment_one(srv *s, worker_ctx *w, const srv_job *j, uint32_t i,
                         const lf_field_view *v, void *dst, size_t each)
 {
-    lf_tf_limits lim;
-    lf_tf_limits_default(&lim);   /* the limits lf_tf_ws_create(NULL) gave w->ws */
+    uint64_t keep = s->pl->decode_keep;
     long need = lf_tf_jpeg_decode_need(w->ws, v->data, v->size);
-    int borrowed = need > 0 && (uint64_t)need > s->pl->decode_keep &&
-                   (uint64_t)need <= lim.max_memory;
+    long loan = 0, least = need > 0 && (uint64_t)need > keep ?
+                           lf_tf_jpeg_strip_need(w->ws, v->data, v->size, 1) : 0;
+    int borrowed = least > 0;
     if (borrowed) {
         lf_tf_ws_trim(w->ws);    /* what it kept counts in keep, not in the loan */
-        int rc = decode_borrow(s, j->ids[i], (uint64_t)need);
-        if (rc < 0) return rc;
+        loan = decode_borrow(s, j->ids[i], (uint64_t)least,
+                             (uint64_t)least > keep ? (uint64_t)least - keep : 0,
+                             (uint64_t)need - keep);
+        if (loan < 0) return loan;
     }
+    lf_tf_ws_set_decode_budget(w->ws, keep + (uint64_t)loan);
     long n = lf_tf_jpeg_augment(w->ws, dst, each, v->data, v->size, &s->cfg.image, j->epoch,
                                 j->ids[i], NULL);
     if (borrowed) {
         lf_tf_ws_trim(w->ws);
-        decode_return(s, (uint64_t)need);
+        decode_return(s, (uint64_t)loan);
     }
     return n;
 }

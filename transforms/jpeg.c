@@ -40,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include <jpeglib.h>
 #include <jerror.h>
 #include <jpegint.h>             /* struct jpeg_inverse_dct: see "scaled IDCT" */
@@ -126,8 +128,12 @@ typedef struct coef_array {
 typedef struct coef_arena {
     coef_array arr[COEF_ARRAYS];
     int n;                       /* arrays requested for the current image */
-    unsigned char *mem;          /* 64-byte aligned; high-water size, up to max_memory */
+    unsigned char *mem;          /* mapped (coef_unmap); high-water size, up to max_memory */
     size_t cap;
+    uint64_t budget;             /* what a decode may hold here (lf_tf_ws_set_decode_budget) */
+    /* Strips ("strips" below): the iMCU rows [win0, win1) whose blocks are
+     * kept, the others sent to one scratch row; win1 == 0: all kept. */
+    JDIMENSION win0, win1;
     /* libjpeg's own methods, called for everything that is not ours */
     struct jpeg_memory_mgr orig;
 } coef_arena;
@@ -466,15 +472,32 @@ static jvirt_barray_ptr coef_request(j_common_ptr c, int pool, boolean pre_zero,
     return (jvirt_barray_ptr)(void *)arr;
 }
 
-/* Bytes of one array in the arena: its blocks (a multiple of 128), a
- * nonzero mask per block (phuff.c's, tf_phuff_set_masks), then its row
- * pointers, rounded up to 64. */
-static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows)
+/* Bytes of one array in the arena: the blocks of `kept` block rows (a
+ * multiple of 128), a nonzero mask per block of all `numrows` rows
+ * (phuff.c's, tf_phuff_set_masks), then a row pointer per row, rounded up
+ * to 64. */
+static uint64_t coef_bytes(JDIMENSION blocks_per_row, JDIMENSION numrows, JDIMENSION kept)
 {
-    uint64_t blocks = (uint64_t)numrows * blocks_per_row;
-    uint64_t b = blocks * (sizeof(JBLOCK) + sizeof(uint64_t)) +
+    uint64_t b = (uint64_t)kept * blocks_per_row * sizeof(JBLOCK) +
+                 (uint64_t)numrows * blocks_per_row * sizeof(uint64_t) +
                  (uint64_t)numrows * sizeof(JBLOCKROW);
     return (b + 63) & ~(uint64_t)63;
+}
+
+/* Block rows of component ci's array (numrows in all) that keep their
+ * blocks: all, or in strips the window's, from *first, plus the scratch
+ * row that takes the others' (the last slot). */
+static JDIMENSION coef_kept(const lf_tf_ws *ws, int ci, JDIMENSION numrows, JDIMENSION *first)
+{
+    const coef_arena *a = &ws->coef;
+    *first = 0;
+    if (!a->win1 || ci >= ws->cinfo.num_components) return numrows;
+    uint64_t v = (unsigned)ws->cinfo.comp_info[ci].v_samp_factor;
+    uint64_t r0 = a->win0 * v, r1 = a->win1 * v;
+    if (r1 > numrows) r1 = numrows;
+    if (r0 > r1) r0 = r1;
+    *first = (JDIMENSION)r0;
+    return (JDIMENSION)(r1 - r0) + 1;
 }
 
 /* Block rows of component ci's array that scans will write: not those in
@@ -488,20 +511,39 @@ static JDIMENSION coef_rows_used(const lf_tf_ws *ws, int ci, JDIMENSION numrows)
     return used < numrows ? (JDIMENSION)used : numrows;
 }
 
+/* The arena is mapped by itself, not malloc'd: freed, its pages go back
+ * to the kernel at once. From glibc's heap they did not: after the first
+ * free of a block over its mmap threshold (a whole 7000x7000 image's 149
+ * MiB), glibc raises the threshold to 32 MiB, serves smaller blocks from
+ * each thread's heap and keeps them there after free, so 16 workers
+ * trimming 13 MiB strip buffers held 117 MiB under a 42 MiB limit
+ * (e2e/server_decode_memory). */
+static void coef_unmap(coef_arena *a)
+{
+    if (a->mem) munmap(a->mem, a->cap);
+    a->mem = NULL;
+    a->cap = 0;
+}
+
 static void coef_realize(j_common_ptr c)
 {
     lf_tf_ws *ws = ws_of(c);
     coef_arena *a = &ws->coef;
     uint64_t total = 0;
-    for (int i = 0; i < a->n; i++) total += coef_bytes(a->arr[i].blocks_per_row, a->arr[i].numrows);
+    JDIMENSION first;
+    for (int i = 0; i < a->n; i++)
+        total += coef_bytes(a->arr[i].blocks_per_row, a->arr[i].numrows,
+                            coef_kept(ws, i, a->arr[i].numrows, &first));
     if (total > ws->lim.max_memory) {
         fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes > memory limit %llu",
              (unsigned long long)total, (unsigned long long)ws->lim.max_memory);
         bail(ws);
     }
     if (total > a->cap) {
-        free(a->mem);
-        a->mem = aligned_alloc(64, (size_t)total);
+        coef_unmap(a);
+        void *m = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        a->mem = m == MAP_FAILED ? NULL : m;
         a->cap = a->mem ? (size_t)total : 0;
         if (!a->mem) {
             fail(ws, LF_TF_E_NOMEM, "no memory for %llu bytes of coefficients",
@@ -513,20 +555,27 @@ static void coef_realize(j_common_ptr c)
     for (int i = 0; i < COEF_ARRAYS; i++) tf_phuff_set_masks(ws->phuff, i, NULL, 0);
     for (int i = 0; i < a->n; i++) {
         coef_array *arr = &a->arr[i];
+        JDIMENSION kept = coef_kept(ws, i, arr->numrows, &first);
         size_t row_bytes = (size_t)arr->blocks_per_row * sizeof(JBLOCK);
-        size_t blocks = row_bytes * arr->numrows;
+        size_t blocks = row_bytes * kept;
         size_t mask_row_bytes = (size_t)arr->blocks_per_row * sizeof(uint64_t);
         uint64_t *masks = (uint64_t *)(void *)(p + blocks);
         if (arr->pre_zero) {     /* the masks hold only for blocks that start at zero */
             JDIMENSION used = coef_rows_used(ws, i, arr->numrows);
-            memset(p, 0, row_bytes * used);
+            JDIMENSION zeroed = used > first ? used - first : 0;
+            memset(p, 0, row_bytes * (zeroed < kept ? zeroed : kept));
+            /* every pass of a strip decode starts from zero masks: each
+             * runs the scans from the start */
             memset(masks, 0, mask_row_bytes * used);
             tf_phuff_set_masks(ws->phuff, i, masks, arr->blocks_per_row);
         }
         arr->rows = (JBLOCKARRAY)(void *)(p + blocks + mask_row_bytes * arr->numrows);
-        for (JDIMENSION r = 0; r < arr->numrows; r++)
-            arr->rows[r] = (JBLOCKROW)(void *)(p + r * row_bytes);
-        p += coef_bytes(arr->blocks_per_row, arr->numrows);
+        JDIMENSION scratch = a->win1 ? kept - 1 : kept;
+        for (JDIMENSION r = 0; r < arr->numrows; r++) {
+            JDIMENSION slot = r >= first && r - first < scratch ? r - first : kept - 1;
+            arr->rows[r] = (JBLOCKROW)(void *)(p + slot * row_bytes);
+        }
+        p += coef_bytes(arr->blocks_per_row, arr->numrows, kept);
     }
     a->orig.realize_virt_arrays(c);
 }
@@ -565,11 +614,17 @@ static void coef_install(lf_tf_ws *ws)
 
 size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws) { return ws->coef.cap; }
 
+void lf_tf_ws_set_decode_budget(lf_tf_ws *ws, uint64_t bytes)
+{
+    ws->coef.budget = bytes && bytes < ws->lim.max_memory ? bytes : ws->lim.max_memory;
+}
+
 void lf_tf_ws_trim(lf_tf_ws *ws)
 {
-    free(ws->coef.mem);
-    ws->coef.mem = NULL;
-    ws->coef.cap = 0;
+    coef_unmap(&ws->coef);
+    /* the region's pages too: a large image's crop at a small DCT scale
+     * leaves megabytes of them (2.3 MiB for 7000x7000 at 1/8) */
+    madvise(ws->region, ws->region_cap, MADV_DONTNEED);
 }
 
 /* ---- scan tails ------------------------------------------------------------ */
@@ -631,6 +686,12 @@ static void tails_hook(lf_tf_ws *ws)
      * unread_marker: then the source is already past the scan. phuff.c's
      * reader hands its position and marker back first. */
     tf_phuff_sync(ws->phuff, c);
+    /* A restart marker met is inside the scan's data: the scan ends at
+     * the next other marker (before this, libjpeg read on from the
+     * restart, took the data up to it for garbage and warned: seen with
+     * restart intervals in strips, whose tails fall on every row,
+     * unit/tf_jpeg_strips). */
+    if (c->unread_marker >= JPEG_RST0 && c->unread_marker <= JPEG_RST0 + 7) c->unread_marker = 0;
     if (!c->unread_marker) seek_marker(c->src);
     c->entropy->decode_mcu = skip_mcu;
 }
@@ -646,6 +707,96 @@ static void tails_set(lf_tf_ws *ws, uint32_t y_end)
     uint32_t imcu_rows = (uint32_t)(c->max_v_samp_factor * c->min_DCT_scaled_size);
     uint64_t from = (uint64_t)(y_end - 1) / imcu_rows + 1 + 3;
     ws->tail.from = from < c->total_iMCU_rows ? (JDIMENSION)from : UINT_MAX;
+}
+
+/* ---- strips ---------------------------------------------------------------- */
+/*
+ * Where a progressive file's whole-image coefficient buffers exceed the
+ * workspace's decode budget (lf_tf_ws_set_decode_budget; lf-server lends
+ * what --memory-limit leaves), its output rows are decoded in strips of S
+ * iMCU rows, one pass of libjpeg per strip: header, all scans from the
+ * start, then the strip's rows (jpeg_skip_scanlines to its first row, as a
+ * crop does). In a pass only the block rows around the strip keep their
+ * coefficients (the window: STRIP_ABOVE iMCU rows above it: the skip
+ * decodes the row above the strip for the upsampler's context, and block
+ * smoothing of that row reads two more; and the scan tails' 3 below; with
+ * 2 above, unit/tf_jpeg_strips fails on its smoothed files); the blocks
+ * above the window are entropy-decoded into one scratch
+ * row, as their bits must be read to reach the strip's, and those below it
+ * are not decoded at all (scan tails). What makes the scratch row safe:
+ * phuff.c parses a refinement scan from the nonzero masks, never from a
+ * block's coefficients, so the masks are kept for the whole image (8
+ * bytes a block, 1/16 of the coefficients) and start from zero in every
+ * pass (coef_realize); a file with a scan phuff.c does not read (not
+ * Huffman-coded) is refused in strips (tf_phuff_masks_held). The strip's
+ * output rows are those of the whole-image decode, bit for bit
+ * (unit/tf_jpeg_strips): the same coefficients reach every block the IDCT,
+ * smoothing and upsampling of those rows read. The cost: every pass
+ * entropy-decodes the scans down to its window's end, so N passes cost
+ * about (N + 1) / 2 whole entropy decodes.
+ */
+#define STRIP_ABOVE 3
+
+/* Each array's geometry as jdcoefct.c requests it: its blocks rounded up
+ * to whole MCUs. */
+static void coef_geometry(const jpeg_component_info *comp, JDIMENSION *bpr, JDIMENSION *rows)
+{
+    JDIMENSION h = (JDIMENSION)comp->h_samp_factor, v = (JDIMENSION)comp->v_samp_factor;
+    *bpr = (comp->width_in_blocks + h - 1) / h * h;
+    *rows = (comp->height_in_blocks + v - 1) / v * v;
+}
+
+/* Strips need phuff.c for every scan: a progressive Huffman-coded file.
+ * A sequential file with several scans (components not interleaved) or an
+ * arithmetic-coded one is read by libjpeg's own decoder, which finds a
+ * refinement's nonzero coefficients in the blocks themselves. */
+static int strips_possible(j_decompress_ptr c)
+{
+    return c->progressive_mode && !c->arith_code;
+}
+
+/* Bytes of coefficient memory a multi-scan file takes, after its header:
+ * whole (s == 0, or where it cannot go in strips), or in strips of s iMCU
+ * rows. */
+static uint64_t strip_bytes(j_decompress_ptr c, JDIMENSION s)
+{
+    uint64_t total = 0;
+    if (!strips_possible(c)) s = 0;
+    for (int ci = 0; ci < c->num_components; ci++) {
+        JDIMENSION bpr, rows, kept;
+        coef_geometry(&c->comp_info[ci], &bpr, &rows);
+        uint64_t win = ((uint64_t)s + STRIP_ABOVE + 3) * (unsigned)c->comp_info[ci].v_samp_factor;
+        kept = !s ? rows : win < rows ? (JDIMENSION)win + 1 : rows + 1;
+        total += coef_bytes(bpr, rows, kept);
+    }
+    return total;
+}
+
+/* iMCU rows per strip within the budget: 0 where the whole image fits
+ * (or a single-scan file, which needs none), else the most that fit. */
+static JDIMENSION strip_rows(lf_tf_ws *ws)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    uint64_t budget = ws->coef.budget, whole = strip_bytes(c, 0);
+    if (!c->inputctl->has_multiple_scans || whole <= budget) return 0;
+    if (!strips_possible(c)) {
+        fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes > decode memory %llu (a "
+             "multi-scan file that is not progressive Huffman cannot go in strips)",
+             (unsigned long long)whole, (unsigned long long)budget);
+        bail(ws);
+    }
+    if (strip_bytes(c, 1) > budget) {
+        fail(ws, LF_TF_E_LIMIT, "coefficient buffers of %llu bytes, and %llu in strips of one "
+             "iMCU row, > decode memory %llu", (unsigned long long)whole,
+             (unsigned long long)strip_bytes(c, 1), (unsigned long long)budget);
+        bail(ws);
+    }
+    JDIMENSION lo = 1, hi = c->total_iMCU_rows;     /* strip_bytes(lo) fits */
+    while (lo < hi) {
+        JDIMENSION mid = lo + (hi - lo + 1) / 2;
+        if (strip_bytes(c, mid) <= budget) lo = mid; else hi = mid - 1;
+    }
+    return lo;
 }
 
 /* ---- workspace ----------------------------------------------------------- */
@@ -681,11 +832,11 @@ static void free_buffers(lf_tf_ws *ws)
 {
     coeffs_free(&ws->ay);
     coeffs_free(&ws->ax);
-    free(ws->coef.mem);
+    coef_unmap(&ws->coef);
     tf_phuff_free(ws->phuff);
     free(ws->idct);
     free(ws->tmp);
-    free(ws->region);
+    if (ws->region) munmap(ws->region, ws->region_cap);
     free(ws);
 }
 
@@ -716,7 +867,9 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     if (!ws) return LF_TF_E_NOMEM;
     ws->lim = l;
     ws->region_cap = (size_t)l.max_region_pixels * 4;
-    ws->region = malloc(ws->region_cap);
+    void *region = mmap(NULL, ws->region_cap, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ws->region = region == MAP_FAILED ? NULL : region;
     ws->tmp = malloc(((size_t)MAX_JPEG_SIDE * 3 + VEC_SLACK) * sizeof *ws->tmp);
     ws->idct = aligned_alloc(sizeof(v8f), sizeof *ws->idct);
     ws->phuff = tf_phuff_create();
@@ -739,6 +892,7 @@ int lf_tf_ws_create(const lf_tf_limits *lim, lf_tf_ws **out)
     if (setjmp(ws->err.jump)) goto fail_alloc;
     jpeg_create_decompress(&ws->cinfo);
     ws->cinfo.mem->max_memory_to_use = (long)l.max_memory;
+    ws->coef.budget = l.max_memory;
     coef_install(ws);
     ws->cinfo.progress = &ws->progress;
     ws->cinfo.client_data = ws->phuff;
@@ -785,6 +939,7 @@ static int read_header(lf_tf_ws *ws, const void *src, size_t src_size, lf_tf_jpe
     if (src_size > (unsigned long)-1) return fail(ws, LF_TF_E_LIMIT, "input too large");
     jpeg_mem_src(c, (const unsigned char *)src, (unsigned long)src_size);
     ws->tail = (scan_tails){UINT_MAX};
+    ws->coef.win0 = ws->coef.win1 = 0;
     if (jpeg_read_header(c, TRUE) != JPEG_HEADER_OK)
         return fail(ws, LF_TF_E_CORRUPT, "no image in the datastream");
     uint64_t pixels = (uint64_t)c->image_width * c->image_height;
@@ -827,28 +982,111 @@ int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,
 
 /* What coef_realize will take for this header: libjpeg's coefficient
  * controller keeps whole-image arrays only for a multi-scan file, one per
- * component, its blocks rounded up to whole MCUs (jdcoefct.c). */
+ * component (jdcoefct.c); in strips of j->rows iMCU rows, the strip's. */
+struct need_ctx { const void *src; size_t size; uint32_t rows; };
+
 static long need_job(lf_tf_ws *ws, void *ctx)
 {
-    struct { const void *src; size_t size; } *j = ctx;
+    struct need_ctx *j = ctx;
     int rc = read_header(ws, j->src, j->size, NULL);
     if (rc) return rc;
     j_decompress_ptr c = &ws->cinfo;
     if (!c->inputctl->has_multiple_scans) return 0;
-    uint64_t total = 0;
-    for (int ci = 0; ci < c->num_components; ci++) {
-        const jpeg_component_info *comp = &c->comp_info[ci];
-        JDIMENSION h = (JDIMENSION)comp->h_samp_factor, v = (JDIMENSION)comp->v_samp_factor;
-        total += coef_bytes((comp->width_in_blocks + h - 1) / h * h,
-                            (comp->height_in_blocks + v - 1) / v * v);
-    }
+    uint64_t total = strip_bytes(c, j->rows);
     return total > LONG_MAX ? LONG_MAX : (long)total;
 }
 
 long lf_tf_jpeg_decode_need(lf_tf_ws *ws, const void *src, size_t src_size)
 {
-    struct { const void *src; size_t size; } j = {src, src_size};
+    return lf_tf_jpeg_strip_need(ws, src, src_size, 0);
+}
+
+long lf_tf_jpeg_strip_need(lf_tf_ws *ws, const void *src, size_t src_size, uint32_t rows)
+{
+    struct need_ctx j = {src, src_size, rows};
     return guarded(ws, need_job, &j);
+}
+
+/* ---- decoding rows, whole or in strips ------------------------------------- */
+
+/* Output rows [y0, y1) of columns [x0, x1) after the header (scale set):
+ * emit reads rows ya..yb-1 each pass, with the columns libjpeg decodes
+ * (xoff, cw) set. */
+typedef struct rows_job rows_job;
+struct rows_job {
+    const void *src; size_t size;
+    uint32_t x0, x1, y0, y1;
+    JDIMENSION xoff, cw;
+    void (*emit)(lf_tf_ws *ws, rows_job *j, uint32_t ya, uint32_t yb);
+    void *arg;
+};
+
+/* Before a pass after the first: the decompressor as the caller left it
+ * after the header (header read again, the same scale). */
+static void pass_restart(lf_tf_ws *ws, const rows_job *j)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    unsigned num = c->scale_num, denom = c->scale_denom;
+    jpeg_abort_decompress(c);
+    if (read_header(ws, j->src, j->size, NULL)) bail(ws);
+    c->scale_num = num;
+    c->scale_denom = denom;
+    jpeg_calc_output_dimensions(c);
+}
+
+/* One pass: the scans absorbed with the blocks of iMCU rows from win0 on
+ * kept (strips: those up to the scan tails; whole: all), then rows
+ * ya..yb-1 out. */
+static void pass_run(lf_tf_ws *ws, rows_job *j, int strips, JDIMENSION win0, uint32_t ya,
+                     uint32_t yb)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    tails_set(ws, strips ? yb : j->y1);
+    if (strips) {
+        ws->coef.win0 = win0;
+        ws->coef.win1 = ws->tail.from == UINT_MAX ? c->total_iMCU_rows : ws->tail.from;
+    }
+    jpeg_start_decompress(c);
+    if (strips && !tf_phuff_masks_held(ws->phuff, c)) {
+        fail(ws, LF_TF_E_UNSUPPORTED, "a progressive file with scans phuff.c does not read "
+             "needs its whole coefficient buffers (%llu bytes > decode memory %llu)",
+             (unsigned long long)strip_bytes(c, 0), (unsigned long long)ws->coef.budget);
+        bail(ws);
+    }
+    /* A column of margin each side where the image has one: libjpeg's
+     * chroma upsampling takes the region's edges for the image's and
+     * copies the edge chroma instead of blending in the neighbour's, which
+     * would colour columns x0 and x1 - 1 wrongly (4:2:0 and 4:2:2). */
+    j->xoff = j->x0 > 0 ? j->x0 - 1 : 0;
+    j->cw = (j->x1 < c->output_width ? j->x1 + 1 : j->x1) - j->xoff;
+    if (j->cw < c->output_width) jpeg_crop_scanline(c, &j->xoff, &j->cw);
+    idct_install(ws);
+    if (ya > 0 && jpeg_skip_scanlines(c, ya) != ya) {
+        fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", ya);
+        bail(ws);
+    }
+    j->emit(ws, j, ya, yb);
+}
+
+/* Decodes j's rows: in one pass where the whole-image coefficients fit the
+ * decode budget, else in strips (see "strips"). */
+static void decode_rows(lf_tf_ws *ws, rows_job *j)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    JDIMENSION s = strip_rows(ws);
+    if (!s) {
+        pass_run(ws, j, 0, 0, j->y0, j->y1);
+        return;
+    }
+    uint64_t per = (uint64_t)c->max_v_samp_factor * (unsigned)c->min_DCT_scaled_size;
+    uint64_t first = j->y0 / per, end = (j->y1 - 1) / per + 1;
+    for (uint64_t a = first; a < end; a += s) {
+        uint64_t ya = a * per > j->y0 ? a * per : j->y0;
+        uint64_t yb = (a + s) * per < j->y1 ? (a + s) * per : j->y1;
+        if (a != first) pass_restart(ws, j);
+        pass_run(ws, j, 1, (JDIMENSION)(a > STRIP_ABOVE ? a - STRIP_ABOVE : 0), (uint32_t)ya,
+                 (uint32_t)yb);
+    }
 }
 
 /* ---- pixels -------------------------------------------------------------- */
@@ -898,6 +1136,23 @@ struct decode_ctx {
     lf_tf_jpeg_info *info;
 };
 
+/* Full-size rows ya..yb-1 into the caller's buffer (j->arg). */
+static void decode_emit(lf_tf_ws *ws, rows_job *j, uint32_t ya, uint32_t yb)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    size_t stride = (size_t)c->output_width * 3;
+    unsigned char *out = (unsigned char *)j->arg + ya * stride;
+    if (c->out_color_space != JCS_CMYK) {
+        read_rows(ws, out, stride, yb - ya, c->output_width);
+        return;
+    }
+    /* 4-byte pixels do not fit the 3-byte rows: go through the workspace. */
+    for (uint32_t y = ya; y < yb; y++, out += stride) {
+        read_rows(ws, ws->region, 0, 1, c->output_width);
+        memcpy(out, ws->region, stride);
+    }
+}
+
 static long decode_job(lf_tf_ws *ws, void *ctx)
 {
     struct decode_ctx *j = ctx;
@@ -909,18 +1164,10 @@ static long decode_job(lf_tf_ws *ws, void *ctx)
         return fail(ws, LF_TF_E_BUFFER, "need %zu bytes, have %zu", need, j->dst_cap);
     if (c->out_color_space == JCS_CMYK && (size_t)c->image_width * 4 > ws->region_cap)
         return fail(ws, LF_TF_E_LIMIT, "row too wide for the workspace");
-    jpeg_start_decompress(c);
-    unsigned char *out = j->dst;
-    size_t stride = (size_t)c->output_width * 3;
-    if (c->out_color_space != JCS_CMYK) {
-        read_rows(ws, out, stride, c->output_height, c->output_width);
-    } else {
-        /* 4-byte pixels do not fit the 3-byte rows: go through the workspace. */
-        for (uint32_t y = 0; y < c->output_height; y++) {
-            read_rows(ws, ws->region, 0, 1, c->output_width);
-            memcpy(out + y * stride, ws->region, stride);
-        }
-    }
+    jpeg_calc_output_dimensions(c);
+    rows_job r = {j->src, j->src_size, 0, c->output_width, 0, c->output_height, 0, 0,
+                  decode_emit, j->dst};
+    decode_rows(ws, &r);
     jpeg_finish_decompress(c);
     return (long)need;
 }
@@ -1367,6 +1614,19 @@ static int check_box(lf_tf_ws *ws, const lf_tf_box *b, uint32_t width, uint32_t 
     return 0;
 }
 
+/* Crop rows ya..yb-1 into the workspace's region, row y0 first. */
+static void region_emit(lf_tf_ws *ws, rows_job *j, uint32_t ya, uint32_t yb)
+{
+    j_decompress_ptr c = &ws->cinfo;
+    size_t stride = (size_t)j->cw * (c->out_color_space == JCS_CMYK ? 4 : 3);
+    if ((uint64_t)stride * (j->y1 - j->y0) > ws->region_cap) {
+        fail(ws, LF_TF_E_LIMIT, "crop region %ux%u at scale %u/8 exceeds the workspace limit",
+             j->cw, j->y1 - j->y0, c->scale_num);
+        bail(ws);
+    }
+    read_rows(ws, ws->region + (ya - j->y0) * stride, stride, yb - ya, j->cw);
+}
+
 /* Chooses the DCT scale and the region, decodes it and resizes it. */
 static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf_tf_box *b)
 {
@@ -1385,29 +1645,13 @@ static long crop_resize_decoded(lf_tf_ws *ws, const struct crop_ctx *j, const lf
     coeffs_span(&ws->ax, p->out_w, &x0, &x1);
     coeffs_span(&ws->ay, p->out_h, &y0, &y1);
     coeffs_quantize(&ws->ay, p->out_h);
-    uint64_t rows = y1 - y0;
 
-    tails_set(ws, y1);
-    jpeg_start_decompress(c);
-    /* A column of margin each side where the image has one: libjpeg's
-     * chroma upsampling takes the region's edges for the image's and
-     * copies the edge chroma instead of blending in the neighbour's, which
-     * would colour columns x0 and x1 - 1 wrongly (4:2:0 and 4:2:2). */
-    JDIMENSION xoff = x0 > 0 ? x0 - 1 : 0;
-    JDIMENSION cw = (x1 < c->output_width ? x1 + 1 : x1) - xoff;
-    if (cw < c->output_width) jpeg_crop_scanline(c, &xoff, &cw);
-    idct_install(ws);
-    size_t comps = c->out_color_space == JCS_CMYK ? 4 : 3;
-    if ((uint64_t)cw * comps * rows > ws->region_cap)
-        return fail(ws, LF_TF_E_LIMIT, "crop region %ux%llu at scale %d/8 exceeds the "
-                    "workspace limit", cw, (unsigned long long)rows, n);
-    if (y0 > 0 && jpeg_skip_scanlines(c, y0) != y0)
-        return fail(ws, LF_TF_E_CORRUPT, "could not skip to row %u", y0);
-    size_t stride = (size_t)cw * comps;
-    read_rows(ws, ws->region, stride, (uint32_t)rows, cw);
+    rows_job d = {j->src, j->src_size, x0, x1, y0, y1, 0, 0, region_emit, NULL};
+    decode_rows(ws, &d);
+    size_t stride = (size_t)d.cw * (c->out_color_space == JCS_CMYK ? 4 : 3);
     /* libjpeg widened the region to an iMCU boundary (xoff < x0 where
      * x0 > 0, x1 <= xoff + cw); the filters read only columns x0..x1. */
-    resize_job r = {{{0, 0, 0, 0}, {0, 0, 0, 0}}, ws->region + (size_t)(x0 - xoff) * 3,
+    resize_job r = {{{0, 0, 0, 0}, {0, 0, 0, 0}}, ws->region + (size_t)(x0 - d.xoff) * 3,
                     stride, (size_t)(x1 - x0) * 3, y0, j->dst, p};
     for (int ch = 0; ch < 3; ch++) {
         r.norm[0][ch] = 1.0f / (255.0f * p->std[ch]);

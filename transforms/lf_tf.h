@@ -70,7 +70,19 @@ const char *lf_tf_reason(const lf_tf_ws *ws);
  * the next one; never more than max_memory. */
 size_t lf_tf_ws_decode_memory(const lf_tf_ws *ws);
 
-/* Frees those buffers (lf_tf_ws_decode_memory becomes 0): for a caller that
+/* Bytes of those buffers the next decodes may take (0, or over max_memory:
+ * max_memory, the default). A progressive file whose whole-image buffers
+ * (lf_tf_jpeg_decode_need) exceed it is decoded in strips of iMCU rows,
+ * as many as fit (lf_tf_jpeg_strip_need): its scans run again for each
+ * strip, and the pixels are the same as decoded whole. One whose strips of
+ * a single iMCU row do not fit fails with LF_TF_E_LIMIT, as does a
+ * multi-scan file that is not progressive Huffman-coded (sequential with
+ * several scans, or arithmetic) whose whole buffers do not fit. Buffers
+ * already held above it stay held. */
+void lf_tf_ws_set_decode_budget(lf_tf_ws *ws, uint64_t bytes);
+
+/* Frees those buffers (lf_tf_ws_decode_memory becomes 0) and gives the
+ * pages of the decoded crop region back to the kernel: for a caller that
  * keeps small ones and lends the memory of large ones out (lf-server). */
 void lf_tf_ws_trim(lf_tf_ws *ws);
 
@@ -88,6 +100,13 @@ typedef struct lf_tf_jpeg_info {
  * each component for a progressive one, whatever the crop or DCT scale.
  * Reads the header only. Returns >= 0, or < 0 as lf_tf_jpeg_info_get. */
 long lf_tf_jpeg_decode_need(lf_tf_ws *ws, const void *src, size_t src_size);
+
+/* The same in strips of `rows` iMCU rows (0: whole; see
+ * lf_tf_ws_set_decode_budget): the least a progressive file can be decoded
+ * in is lf_tf_jpeg_strip_need(ws, src, size, 1). A multi-scan file that
+ * cannot go in strips (sequential with several scans, or arithmetic-coded)
+ * needs its whole buffers whatever `rows`. */
+long lf_tf_jpeg_strip_need(lf_tf_ws *ws, const void *src, size_t src_size, uint32_t rows);
 
 /* Reads the header only (plus the limit checks). Returns 0 or < 0. */
 int lf_tf_jpeg_info_get(lf_tf_ws *ws, const void *src, size_t src_size,

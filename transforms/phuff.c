@@ -767,6 +767,14 @@ void tf_phuff_set_masks(tf_phuff *h, int ci, uint64_t *masks, size_t stride)
     h->last_scan = 0;
 }
 
+int tf_phuff_masks_held(const tf_phuff *h, j_decompress_ptr c)
+{
+    if (h->last_scan != c->input_scan_number) return 0;
+    for (int ci = 0; ci < c->num_components; ci++)
+        if (!h->masks[ci]) return 0;
+    return 1;
+}
+
 void tf_phuff_take_scan(tf_phuff *h, j_decompress_ptr c)
 {
     if (!c->progressive_mode || !c->entropy || !c->coef || !c->coef->coef_arrays || !c->inputctl ||

@@ -28,6 +28,12 @@ void tf_phuff_free(tf_phuff *h);
  * (libjpeg decoded it), the decoder stops using them for the image. */
 void tf_phuff_set_masks(tf_phuff *h, int ci, uint64_t *masks, size_t stride);
 
+/* After the image's last scan is absorbed: 1 where every scan was ours and
+ * the masks were kept throughout, so that no scan read a block's
+ * coefficients to find its nonzero ones (jpeg.c's strips send the blocks
+ * outside a strip to one scratch row and rely on this), else 0. */
+int tf_phuff_masks_held(const tf_phuff *h, j_decompress_ptr c);
+
 /* From the progress monitor: where a progressive scan's first iMCU row is
  * about to be consumed with libjpeg's decoder, installs ours for the scan
  * (decode_mcu, and consume_input until the scan's finish_input_pass).

@@ -13,10 +13,14 @@
  *   (tests/bench/tf_report.py groups them by size class and progressive vs
  *   baseline, next to the PIL pipeline's times); then the time to reject
  *   each file in BADDIR.
- *   tf_jpeg digest DIR        prints per file a hash of its full-size decode
+ *   tf_jpeg digest DIR [ROWS] prints per file a hash of its full-size decode
  *                             and of 8 random-resized crops as u8 and as f32
  *                             (sample ids 0..7), or its rejection: two builds
- *                             whose lines are equal gave the same bytes.
+ *                             whose lines are equal gave the same bytes. With
+ *                             ROWS, each progressive file is decoded in
+ *                             strips of ROWS iMCU rows (its decode budget set
+ *                             to lf_tf_jpeg_strip_need): the lines must
+ *                             still be those of the whole-image decodes.
  *   Figures only: nothing here passes or fails on a time.
  */
 #include <dirent.h>
@@ -259,7 +263,15 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 #define DIGEST_CROPS 8
 
-static int digest(const char *dir)
+/* The decode budget for strips of `rows` iMCU rows of f (0: no limit). */
+static void strip_budget(lf_tf_ws *ws, const file *f, uint32_t rows)
+{
+    long need = rows ? lf_tf_jpeg_strip_need(ws, f->data, f->size, rows) : 0;
+    lf_tf_ws_trim(ws);
+    lf_tf_ws_set_decode_budget(ws, need > 0 ? (uint64_t)need : 0);
+}
+
+static int digest(const char *dir, uint32_t rows)
 {
     file_list l = {0};
     load_tree(dir, "", &l);
@@ -276,6 +288,7 @@ static int digest(const char *dir)
     if (!out) return 1;
     for (int i = 0; i < l.n; i++) {
         const file *f = &l.f[i];
+        strip_budget(ws, f, rows);
         long n = lf_tf_jpeg_decode(ws, out, cap, f->data, f->size, NULL);
         uint64_t h = n < 0 ? (uint64_t)n : fnv1a(0xcbf29ce484222325ull, out, (size_t)n);
         printf("digest %s full %016llx", f->name, (unsigned long long)h);
@@ -299,11 +312,12 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "make") == 0)
         return make(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]));
-    if (argc == 3 && strcmp(argv[1], "digest") == 0) return digest(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "digest") == 0)
+        return digest(argv[2], argc == 4 ? (uint32_t)atoi(argv[3]) : 0);
     int passes = argc >= 4 ? atoi(argv[3]) : 0;
     if (argc < 4 || strcmp(argv[1], "run") != 0 || passes < 1) {
         fprintf(stderr, "usage: tf_jpeg make DIR N SEED | tf_jpeg run DIR PASSES [BADDIR] | "
-                        "tf_jpeg digest DIR\n");
+                        "tf_jpeg digest DIR [ROWS]\n");
         return 2;
     }
     file_list l = {0};

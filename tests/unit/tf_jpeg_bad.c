@@ -253,21 +253,11 @@ int main(int argc, char **argv)
     free(bomb);
 
     /* Memory bound: a progressive 4:4:4 image needs a whole-image
-     * coefficient buffer (512*512*3*2 bytes) that a 1 MiB limit refuses. */
-    unsigned char *prog = make_jpeg(512, 512, 3, 0, BOMB, &bn, &nscans);
-    lf_tf_limits_default(&lim);
-    lim.max_memory = 1u << 20;
-    lim.max_scans = 5000;
-    lf_tf_ws *tight = NULL;
-    ASSERT_EQ(lf_tf_ws_create(&lim, &tight), 0);
-    expect_rejected(tight, "1.5 MiB coefficients > 1 MiB", prog, bn, LF_TF_E_LIMIT);
-    ASSERT_EQ(lf_tf_ws_decode_memory(tight), 0);
-    expect_good(tight, good, gn);
-    lf_tf_ws_free(tight);
-    /* Under the default limit it decodes; the workspace keeps the buffer
-     * (512*512*3 coefficients of 2 bytes, an 8-byte mask per 64 of them,
-     * plus row pointers) for the next
+     * coefficient buffer (512*512*3*2 bytes). Under the default limit it
+     * decodes; the workspace keeps the buffer (512*512*3 coefficients of 2
+     * bytes, an 8-byte mask per 64 of them, plus row pointers) for the next
      * progressive image instead of growing, and the pixels are the same. */
+    unsigned char *prog = make_jpeg(512, 512, 3, 0, BOMB, &bn, &nscans);
     lf_tf_ws *roomy = NULL;
     lf_tf_limits_default(&lim);
     lim.max_scans = 5000;
@@ -285,11 +275,30 @@ int main(int argc, char **argv)
      * reserves it before decoding); a single-scan file takes none. */
     ASSERT_EQ(lf_tf_jpeg_decode_need(roomy, prog, bn), (long)held);
     ASSERT_EQ(lf_tf_jpeg_decode_need(roomy, good, gn), 0);
+    long least = lf_tf_jpeg_strip_need(roomy, prog, bn, 1);
     lf_tf_ws_trim(roomy);
     ASSERT_EQ(lf_tf_ws_decode_memory(roomy), 0);
     expect_good(roomy, prog, bn);
     ASSERT_TRUE(memcmp(first, out, sizeof first) == 0);
     lf_tf_ws_free(roomy);
+    /* A 1 MiB limit decodes it in strips (unit/tf_jpeg_strips), the same
+     * pixels, holding no more than the limit; a limit below strips of one
+     * iMCU row refuses it before allocating. */
+    lf_tf_limits_default(&lim);
+    lim.max_memory = 1u << 20;
+    lim.max_scans = 5000;
+    lf_tf_ws *tight = NULL;
+    ASSERT_EQ(lf_tf_ws_create(&lim, &tight), 0);
+    expect_good(tight, prog, bn);
+    ASSERT_TRUE(memcmp(first, out, sizeof first) == 0);
+    ASSERT_LE(lf_tf_ws_decode_memory(tight), (size_t)1 << 20);
+    lf_tf_ws_free(tight);
+    lim.max_memory = (uint64_t)least - 1;
+    ASSERT_EQ(lf_tf_ws_create(&lim, &tight), 0);
+    expect_rejected(tight, "strips of one row > the limit", prog, bn, LF_TF_E_LIMIT);
+    ASSERT_EQ(lf_tf_ws_decode_memory(tight), 0);
+    expect_good(tight, good, gn);
+    lf_tf_ws_free(tight);
     free(prog);
 
     /* Scan tails: a crop of the top of a progressive image decodes no block

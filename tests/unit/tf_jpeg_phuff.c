@@ -30,8 +30,6 @@
 
 #include <turbojpeg.h>
 
-enum { SCRIPT_DEFAULT, SCRIPT_APPROX, SCRIPT_BANDS, SCRIPTS };
-
 static uint64_t rng = 88172645463325252ull;
 static unsigned next_rand(void)
 {
@@ -39,44 +37,6 @@ static unsigned next_rand(void)
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return (unsigned)(rng >> 32);
-}
-
-static int add_scan(jpeg_scan_info *s, int n, int comps, int ci, int Ss, int Se, int Ah, int Al)
-{
-    memset(&s[n], 0, sizeof s[n]);
-    s[n].comps_in_scan = comps;
-    for (int c = 0; c < comps; c++) s[n].component_index[c] = comps == 1 ? ci : c;
-    s[n].Ss = Ss;
-    s[n].Se = Se;
-    s[n].Ah = Ah;
-    s[n].Al = Al;
-    return n + 1;
-}
-
-/* SCRIPT_APPROX: DC at Al 2, 1, 0; AC in bands 1-2, 3-9, 10-63 at Al 3,
- * then refined to 0. SCRIPT_BANDS: DC whole, then AC 1-5, 6-20, 21-63 of
- * each component, first scans only. */
-static int make_script(jpeg_scan_info *s, int script, int comps)
-{
-    static const int bands[3][2] = {{1, 2}, {3, 9}, {10, 63}};
-    static const int groups[3][2] = {{1, 5}, {6, 20}, {21, 63}};
-    int n = 0;
-    if (script == SCRIPT_APPROX) {
-        n = add_scan(s, n, comps, 0, 0, 0, 0, 2);
-        for (int c = 0; c < comps; c++)
-            for (int b = 0; b < 3; b++) n = add_scan(s, n, 1, c, bands[b][0], bands[b][1], 0, 3);
-        n = add_scan(s, n, comps, 0, 0, 0, 2, 1);
-        for (int al = 2; al >= 0; al--)
-            for (int c = 0; c < comps; c++)
-                for (int b = 0; b < 3; b++)
-                    n = add_scan(s, n, 1, c, bands[b][0], bands[b][1], al + 1, al);
-        n = add_scan(s, n, comps, 0, 0, 0, 1, 0);
-    } else {
-        n = add_scan(s, n, comps, 0, 0, 0, 0, 0);
-        for (int c = 0; c < comps; c++)
-            for (int g = 0; g < 3; g++) n = add_scan(s, n, 1, c, groups[g][0], groups[g][1], 0, 0);
-    }
-    return n;
 }
 
 typedef struct variant {
@@ -87,21 +47,13 @@ typedef struct variant {
 
 static void setup_variant(struct jpeg_compress_struct *cc, void *arg)
 {
-    static jpeg_scan_info scans[64];
     const variant *v = arg;
     jpeg_set_quality(cc, v->quality, TRUE);
     if (v->comps == 3) {
         cc->comp_info[0].h_samp_factor = v->h_samp;
         cc->comp_info[0].v_samp_factor = v->v_samp;
     }
-    if (v->script == SCRIPT_DEFAULT) {
-        jpeg_simple_progression(cc);
-    } else {
-        cc->scan_info = scans;
-        cc->num_scans = make_script(scans, v->script, v->comps);
-    }
-    cc->restart_interval = v->restart_interval;
-    cc->restart_in_rows = v->restart_in_rows;
+    tf_jpeg_gen_progression(cc, v->script, 0, v->restart_interval, v->restart_in_rows);
 }
 
 /* Noise over gradients and edges: every coefficient size, long codes at q100. */

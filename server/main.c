@@ -452,12 +452,13 @@ static int pick_fields(srv *s)
 /* Writes a zero into every page of a new, zero-filled ring. MAP_POPULATE
  * maps the pages, but a hypervisor may still back each one only at the
  * process's first access: under this project's PVM virtual machine that
- * access costs ~9 us of the accessing thread's CPU a 4 KiB page, whatever
+ * access costs 9-13 us of the accessing thread's CPU a 4 KiB page, whatever
  * MAP_POPULATE or MADV_POPULATE_WRITE did, where the guest sees no page
  * fault. Left to the workers it came to 0.27 s of the 0.70 s a worker
  * spent on 2000 small images (one epoch, 120 MiB of rings): their writes
  * into a slot's pages stalled, not the transform. Paid here once, it is
- * start-up (~0.4 s wall for 150 MiB there; a few ms on bare metal). */
+ * start-up (~0.4 s for 150 MiB there; where MAP_POPULATE did back the
+ * pages, tens of ns a page: tests/bench/page_touch prints both). */
 static void touch_pages(unsigned char *seg, size_t size)
 {
     for (size_t at = 0; at < size; at += 4096) ((volatile unsigned char *)seg)[at] = 0;

@@ -51,8 +51,10 @@ static uint64_t source_stream(const lf_plan *p, uint32_t src)
 static void open_block(lf_plan *p, uint32_t g, size_t *pool_n)
 {
     for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++) {
-        uint32_t s = p->group_members[i];
-        if (!p->capfail[s]) p->pool[(*pool_n)++] = s;
+        uint32_t s = lfp_member(p, i);
+        if (lfp_capfail(p, s)) continue;
+        p->pool[*pool_n] = s;
+        p->pool_group[(*pool_n)++] = g;
     }
 }
 
@@ -86,19 +88,19 @@ static size_t order_locality(lf_plan *p, uint32_t src, uint32_t *dst)
         uint32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t;
     }
     size_t m = 0;
-    for (uint32_t i = p->group_start[glo]; i < p->group_start[glo + ng]; i++) {
-        uint32_t s = p->group_members[i];
-        if (!p->capfail[s]) p->grem[p->group_of[s]]++, m++;
-    }
+    for (uint32_t g = glo; g < glo + ng; g++)
+        for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
+            if (!lfp_capfail(p, lfp_member(p, i))) p->grem[g]++, m++;
     uint32_t next = 0, open = 0;
     size_t pool_n = 0;
     fill_window(p, perm, ng, &next, &open, &pool_n);
     for (size_t t = 0; t < m; t++) {
         size_t j = (size_t)lfp_below(kd, t, pool_n);
-        uint32_t s = p->pool[j];
+        uint32_t s = p->pool[j], g = p->pool_group[j];
         p->pool[j] = p->pool[--pool_n];
+        p->pool_group[j] = p->pool_group[pool_n];
         dst[t] = s;
-        if (--p->grem[p->group_of[s]] == 0) {
+        if (--p->grem[g] == 0) {
             open--;
             fill_window(p, perm, ng, &next, &open, &pool_n);
         }
@@ -112,7 +114,7 @@ static size_t order_shuffle(lf_plan *p, uint32_t src, uint32_t *dst)
     uint64_t k = epoch_key(p, 3 + source_stream(p, src));
     size_t m = 0;
     for (size_t s = 0; s < p->n; s++)
-        if (!p->capfail[s] && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
+        if (!lfp_capfail(p, s) && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
     for (size_t i = m; i > 1; i--) {
         size_t j = (size_t)lfp_below(k, i, i);
         uint32_t t = dst[i - 1]; dst[i - 1] = dst[j]; dst[j] = t;
@@ -261,7 +263,7 @@ static void sort_mega_batches(lf_plan *p)
         size_t m = p->norder - lo < mega ? p->norder - lo : mega;
         for (size_t i = 0; i < m; i++) {
             uint32_t s = p->order[lo + i];
-            p->keys[i] = (lfp_key){p->len[s], p->id[s], s};
+            p->keys[i] = (lfp_key){p->len[s], lfp_id(p, s), s};
         }
         lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
         for (size_t i = 0; i < m; i++) p->order[lo + i] = p->keys[i].idx;
@@ -303,14 +305,14 @@ int lfp_mix_init(lf_plan *p)
     if (!p->src || !p->mixbuf) return LF_PLAN_E_NOMEM;
     size_t placeable[LF_PLAN_MAX_SOURCES] = {0};
     for (size_t i = 0; i < p->n; i++) {
-        p->src[i] = (uint8_t)lf_plan_mix_source(m, p->id[i]);
-        placeable[p->src[i]] += !p->capfail[i];
+        p->src[i] = (uint8_t)lf_plan_mix_source(m, lfp_id(p, i));
+        placeable[p->src[i]] += !lfp_capfail(p, i);
     }
     uint32_t cur = 0;
     for (uint32_t g = 0; g < p->ngroups; g++) {
-        uint32_t gs = p->src[p->group_members[p->group_start[g]]];
+        uint32_t gs = p->src[lfp_member(p, p->group_start[g])];
         for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
-            if (p->src[p->group_members[i]] != gs) return LF_PLAN_E_ARG;
+            if (p->src[lfp_member(p, i)] != gs) return LF_PLAN_E_ARG;
         if (gs < cur) return LF_PLAN_E_ARG;
         while (cur < gs) p->src_group[++cur] = g;
     }

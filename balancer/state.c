@@ -105,9 +105,9 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
  * the expected side of the outlier threshold. */
 static int entry_ok(lf_plan *p, uint32_t s, int outlier)
 {
-    if (s >= p->n || p->capfail[s] || p->mark[s] != 1) return 0;
+    if (s >= p->n || lfp_capfail(p, s) || p->mark[s] != 1) return 0;
     p->mark[s] = 2;
-    return (p->cost[s] > p->prm.outlier_cost) == outlier;
+    return (lfp_cost(p, s) > p->prm.outlier_cost) == outlier;
 }
 
 /* Goes over the order up to the cursor as the balanced selection pulled
@@ -119,7 +119,7 @@ static void replay_pulled(lf_plan *p)
     if (p->prm.sampler != LF_PLAN_BALANCED) return;
     for (size_t i = 0; i < p->cursor; i++) {
         uint32_t s = p->order[i];
-        if (p->cost[s] <= p->prm.outlier_cost) lfp_due_add(p, p->cost[s]);
+        if (lfp_cost(p, s) <= p->prm.outlier_cost) lfp_due_add(p, lfp_cost(p, s));
         else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;
     }
 }

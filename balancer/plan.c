@@ -517,7 +517,9 @@ static int alloc_all(lf_plan *p)
 #define ALLOC(ptr, count) fail |= !((ptr) = calloc((count), sizeof *(ptr)))
     ALLOC(p->len, n); ALLOC(p->mark, n); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
     ALLOC(p->pool, p->pool_cap + 1); ALLOC(p->pool_group, p->pool_cap + 1);
-    ALLOC(p->keys, 2 * p->sort_cap + 1); ALLOC(p->order, n);
+    ALLOC(p->keys, 2 * p->sort_cap + 1);
+    if (p->prm.sampler != LF_PLAN_BALANCED || p->prm.mix.sources > 1)
+        ALLOC(p->order, n);      /* else drawn as it goes (lfp_order_next) */
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
     ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1); ALLOC(p->rej, n);
@@ -636,7 +638,7 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
 static void refill_window(lf_plan *p)
 {
     while (p->np < p->prm.lookahead && p->cursor < p->norder) {
-        uint32_t s = p->order[p->cursor++];
+        uint32_t s = lfp_order_next(p);
         if (lfp_cost(p, s) <= p->prm.outlier_cost) {
             p->pidx[p->np] = s;
             p->page[p->np] = (uint32_t)p->due_step;
@@ -1297,7 +1299,7 @@ static void select_fixed(lf_plan *p)
     if (p->norder - p->cursor < global + p->prm.world) global = p->norder - p->cursor;
     p->cur.budget = p->prm.step_budget;
     p->cur.flags = 0;
-    while (p->ns < global && p->cursor < p->norder) take(p, p->order[p->cursor++], 0, 0, &f);
+    while (p->ns < global && p->cursor < p->norder) take(p, lfp_order_next(p), 0, 0, &f);
 }
 
 /* Baselines: consecutive equal shares, the first ranks one more if short. */

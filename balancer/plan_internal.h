@@ -212,6 +212,18 @@ uint32_t lfp_micro_cut(const uint64_t *lens_desc, size_t n, uint64_t cap, uint64
 uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
                        uint64_t *room, uint32_t *row_of);
 
+/* A locality-aware order drawn as it goes (order.c): the open blocks'
+ * pending samples are p->pool, the blocks p->gperm + glo in shuffled order,
+ * each one's pending count p->grem. */
+typedef struct lfp_draw {
+    uint64_t key;                /* the draws' key, from (seed, epoch, source) */
+    uint32_t glo, ng;            /* the source's groups */
+    uint32_t next, open;         /* the next block to open; blocks open */
+    size_t pool_n;               /* samples in the pool */
+    uint64_t t;                  /* draws made: the next draw's counter */
+    size_t left;                 /* draws left */
+} lfp_draw;
+
 /* --- The plan: plan.c creates it and steps it; order.c builds its order,
  * layout.c lays out its ranks' batches, state.c saves and restores it. */
 
@@ -258,7 +270,10 @@ struct lf_plan {
     uint32_t epoch;
     int epoch_done;              /* the last call returned 0 */
     uint64_t step;               /* steps done in this epoch */
-    uint32_t *order;             /* this epoch's order (capfail samples left out) */
+    uint32_t *order;             /* this epoch's order (capfail samples left out);
+                                    NULL: balanced, one source, drawn as the
+                                    window refills (draw), never held whole */
+    lfp_draw draw;               /* order NULL: where the drawing is */
     size_t norder, cursor;
     uint32_t *pidx, *page;       /* pending window: sample, due step */
     uint32_t due_floor;          /* no pending entry is due before this step
@@ -345,8 +360,18 @@ static inline void lfp_due_add(lf_plan *p, uint64_t cost)
     }
 }
 
-/* Builds the order of p->epoch into p->order (p->norder entries): order.c. */
+/* Builds the order of p->epoch into p->order (p->norder entries), or,
+ * with p->order NULL, starts drawing it: order.c. */
 void lfp_order_build(lf_plan *p);
+
+/* The next sample of a drawn order (p->order NULL): order.c. */
+uint32_t lfp_order_draw(lf_plan *p);
+
+/* The sample at the cursor, the cursor moved past it (cursor < norder). */
+static inline uint32_t lfp_order_next(lf_plan *p)
+{
+    return p->order ? p->order[p->cursor++] : (p->cursor++, lfp_order_draw(p));
+}
 
 /* Checks and sets up a mixture's sources (p's samples, groups and capfail
  * filled): order.c. Returns 0 or LF_PLAN_E_ARG / LF_PLAN_E_NOMEM. */

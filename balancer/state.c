@@ -110,15 +110,19 @@ static int entry_ok(lf_plan *p, uint32_t s, int outlier)
     return (lfp_cost(p, s) > p->prm.outlier_cost) == outlier;
 }
 
-/* Goes over the order up to the cursor as the balanced selection pulled
- * it (refill_window): normal samples advance the due position, outliers
- * under reject are the epoch's rejected ones (the rest were placed, or are
- * in the blob's window and queue). */
-static void replay_pulled(lf_plan *p)
+/* Goes over the order from the epoch's start up to the cursor (drawing it,
+ * where it is drawn as it goes), marking each sample passed, and as the
+ * balanced selection pulled it (refill_window): normal samples advance the
+ * due position, outliers under reject are the epoch's rejected ones (the
+ * rest were placed, or are in the blob's window and queue). */
+static void replay_pulled(lf_plan *p, size_t cursor)
 {
-    if (p->prm.sampler != LF_PLAN_BALANCED) return;
-    for (size_t i = 0; i < p->cursor; i++) {
-        uint32_t s = p->order[i];
+    int balanced = p->prm.sampler == LF_PLAN_BALANCED;
+    memset(p->mark, 0, p->n);
+    while (p->cursor < cursor) {
+        uint32_t s = lfp_order_next(p);
+        p->mark[s] = 1;
+        if (!balanced) continue;
         if (lfp_cost(p, s) <= p->prm.outlier_cost) lfp_due_add(p, lfp_cost(p, s));
         else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;
     }
@@ -150,8 +154,7 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
         lfp_epoch_begin(p, p->prm.epoch);
         return LF_PLAN_E_STATE;
     }
-    memset(p->mark, 0, p->n);
-    for (size_t i = 0; i < cursor; i++) p->mark[p->order[i]] = 1;
+    replay_pulled(p, (size_t)cursor);
     const uint8_t *e = b + STATE_HEAD;
     int ok = 1;
     for (uint32_t i = 0; i < np + no && ok; i++) ok = entry_ok(p, get32(e + 8 * i), i >= np);
@@ -170,8 +173,6 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     p->np = np;
     p->no = no;
     p->due_floor = 0;            /* unknown: the next step looks at every entry */
-    p->cursor = (size_t)cursor;
-    replay_pulled(p);
     p->step = step;
     p->epoch_done = (int)done;
     p->emitted = cursor - p->nrej - np - no;

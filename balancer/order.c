@@ -176,7 +176,7 @@ static void order_mixture(lf_plan *p)
         if (at[s] == start[s + 1]) break;
         uint32_t x = p->mixbuf[at[s]++];
         p->order[t++] = x;
-        drawn[s] += p->len[x];
+        drawn[s] += lfp_len(p, x);
     }
     p->norder = t;
 }
@@ -281,7 +281,7 @@ static void sort_mega_batches(lf_plan *p)
         size_t m = p->norder - lo < mega ? p->norder - lo : mega;
         for (size_t i = 0; i < m; i++) {
             uint32_t s = p->order[lo + i];
-            p->keys[i] = (lfp_key){p->len[s], lfp_id(p, s), s};
+            p->keys[i] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
         }
         lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
         for (size_t i = 0; i < m; i++) p->order[lo + i] = p->keys[i].idx;

@@ -451,7 +451,7 @@ static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
         while (!group_of && p->group_start[g + 1] <= i) g++;   /* runs of the indices */
         uint64_t gi = group_of ? group_of[i] : g;
         h = hash_step(h, lfp_id(p, i));
-        h = hash_step(h, p->len[i] ^ (gi << 40) ^ ((uint64_t)lfp_capfail(p, i) << 63));
+        h = hash_step(h, lfp_len(p, i) ^ (gi << 40) ^ ((uint64_t)lfp_capfail(p, i) << 63));
     }
     uint64_t v[] = {q->sampler, q->step_budget, q->lookahead, q->max_defer,
                     q->outlier_policy, q->outlier_cost, q->outlier_group,
@@ -481,7 +481,7 @@ void lf_plan_free(lf_plan *p)
 {
     if (!p) return;
     lfp_split_free(&p->split);
-    void *bufs[] = {p->id, p->len, p->mark, p->group_start, p->group_members, p->gperm,
+    void *bufs[] = {p->id, p->len16, p->len32, p->mark, p->group_start, p->group_members, p->gperm,
                     p->grem, p->pool, p->pool_group,
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
@@ -515,14 +515,15 @@ static int alloc_all(lf_plan *p)
     int fail = 0;
     p->pool_cap = pool_bound(p);
 #define ALLOC(ptr, count) fail |= !((ptr) = calloc((count), sizeof *(ptr)))
-    ALLOC(p->len, n); ALLOC(p->mark, n); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
+    ALLOC(p->mark, n / 4 + 1); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
     ALLOC(p->pool, p->pool_cap + 1); ALLOC(p->pool_group, p->pool_cap + 1);
     ALLOC(p->keys, 2 * p->sort_cap + 1);
     if (p->prm.sampler != LF_PLAN_BALANCED || p->prm.mix.sources > 1)
         ALLOC(p->order, n);      /* else drawn as it goes (lfp_order_next) */
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
-    ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1); ALLOC(p->rej, n);
+    ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1);
+    ALLOC(p->rej, p->ocap + 1);
     ALLOC(p->sidx, ms); ALLOC(p->sdelay, ms); ALLOC(p->sfrom_o, ms); ALLOC(p->sids, ms);
     ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms);
     ALLOC(p->rank_sorted, ms); ALLOC(p->rank_cost, w);
@@ -539,21 +540,32 @@ static int alloc_all(lf_plan *p)
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
 }
 
-/* Keeps what the plan needs of each sample: its length, and its id where
- * the ids are not the indices. */
+/* Keeps what the plan needs of each sample: its length, in 16 bits where
+ * every length fits, and its id where the ids are not the indices. Counts
+ * the samples that fit no cap and the outliers (p->ocap: the most a queue
+ * of held or rejected ones can hold). */
 static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
 {
+    uint64_t most = 0;
     int dense = 1;
     for (size_t i = 0; i < p->n; i++) {
-        if (smp[i].length > UINT32_MAX) return LF_PLAN_E_ARG;
-        p->len[i] = (uint32_t)smp[i].length;
+        if (smp[i].length > most) most = smp[i].length;
         dense &= smp[i].id == i;
-        p->ncapfail += lfp_capfail(p, i);
-        p->capfail_tokens += lfp_capfail(p, i) ? smp[i].length : 0;
     }
-    if (dense) return 0;
-    if (!(p->id = malloc(p->n * sizeof *p->id))) return LF_PLAN_E_NOMEM;
-    for (size_t i = 0; i < p->n; i++) p->id[i] = smp[i].id;
+    if (most > UINT32_MAX) return LF_PLAN_E_ARG;
+    if (most <= UINT16_MAX) p->len16 = malloc(p->n * sizeof *p->len16 + 1);
+    else p->len32 = malloc(p->n * sizeof *p->len32 + 1);
+    if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
+    if ((!p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
+        else p->len32[i] = (uint32_t)smp[i].length;
+        if (p->id) p->id[i] = smp[i].id;
+        int fail = lfp_capfail(p, i);
+        p->ncapfail += fail;
+        p->capfail_tokens += fail ? smp[i].length : 0;
+        p->ocap += !fail && lfp_cost(p, i) > p->prm.outlier_cost;
+    }
     return 0;
 }
 
@@ -583,16 +595,15 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + 2 * prm.outlier_group
                                                  : (fixed < n ? fixed : n);
     p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
-    p->ocap = n;
     lfp_coster_init(&p->coster, &prm.cost);
-    if ((rc = build_groups(p, samples, &group_of)) || (rc = alloc_all(p)) ||
-        (rc = copy_samples(p, samples)))
+    if ((rc = build_groups(p, samples, &group_of)) || (rc = copy_samples(p, samples)) ||
+        (rc = alloc_all(p)))
         goto fail;
     if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p))) goto fail;
     if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
         uint64_t most = 0;
         for (size_t i = 0; i < n; i++)
-            if (!lfp_capfail(p, i) && p->len[i] > most) most = p->len[i];
+            if (!lfp_capfail(p, i) && lfp_len(p, i) > most) most = lfp_len(p, i);
         p->prm.micro_max_padded = most;
     }
     price_plan(p, samples);
@@ -737,7 +748,7 @@ static inline void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step
     p->sdelay[p->ns] = delay;
     p->sfrom_o[p->ns++] = (uint8_t)from_o;
     f->cost += lfp_cost(p, s);
-    f->tok += p->len[s];
+    f->tok += lfp_len(p, s);
     p->swin[p->ns - 1] = NO_BIN;
     if (p->bin_cap) bin_put(p, p->ns - 1);
 }
@@ -907,9 +918,9 @@ static void release_outliers(lf_plan *p, step_fill *f)
         uint32_t s = p->oidx[i];
         take(p, s, p->owait[i], 1, f);
         if (lfp_cost(p, s) > cmax) cmax = lfp_cost(p, s);
-        tok += p->len[s];
+        tok += lfp_len(p, s);
         drift += (lfp_i128)((lfp_u128)lfp_cost(p, s) << PRICE_SHIFT) -
-                 (lfp_i128)(p->len[s] * p->price);
+                 (lfp_i128)(lfp_len(p, s) * p->price);
     }
     memmove(p->oidx, p->oidx + k, (p->no - k) * sizeof(uint32_t));
     memmove(p->owait, p->owait + k, (p->no - k) * sizeof(uint32_t));
@@ -950,7 +961,7 @@ static uint32_t lateness(const lf_plan *p, size_t i)
 static int fits_step(const lf_plan *p, const step_fill *f, uint32_t s)
 {
     return f->cost + lfp_cost(p, s) <= f->budget &&
-           (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap);
+           (!f->tok_cap || f->tok + lfp_len(p, s) <= f->tok_cap);
 }
 
 /* ... and, the step composed for the world, a bin with room. */
@@ -989,8 +1000,8 @@ static lfp_i128 course(const lf_plan *p, const step_fill *f, uint64_t cost, uint
 static int on_course(const lf_plan *p, const step_fill *f, uint32_t s)
 {
     if (!f->tok_cap) return 1;
-    lfp_i128 after = course(p, f, f->cost + lfp_cost(p, s), f->tok + p->len[s]);
-    lfp_u128 c = (lfp_u128)lfp_cost(p, s) << PRICE_SHIFT, t = p->len[s] * p->price;
+    lfp_i128 after = course(p, f, f->cost + lfp_cost(p, s), f->tok + lfp_len(p, s));
+    lfp_u128 c = (lfp_u128)lfp_cost(p, s) << PRICE_SHIFT, t = lfp_len(p, s) * p->price;
     return after == 0 || (after < 0 ? c > t : c < t);
 }
 
@@ -1009,7 +1020,7 @@ static void bins_undo(lf_plan *p, step_fill *f)
         if (p->swin[i] != NO_BIN) {
             p->ptaken[p->swin[i]] = 0;
             f->cost -= lfp_cost(p, s);
-            f->tok -= p->len[s];
+            f->tok -= lfp_len(p, s);
             continue;
         }
         p->sidx[kept] = s;
@@ -1165,7 +1176,7 @@ static int tail_budget(lf_plan *p, step_fill *f)
     uint64_t tok = 0;
     for (size_t i = 0; i < p->np; i++) {
         r += lfp_cost(p, p->pidx[i]);
-        tok += p->len[p->pidx[i]];
+        tok += lfp_len(p, p->pidx[i]);
     }
     lfp_u128 k = r / p->prm.step_budget;
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
@@ -1345,7 +1356,7 @@ static uint64_t rank_total(lf_plan *p, uint32_t r, uint64_t c)
     if (p->prm.cost.d == 0) return c;
     size_t m = 0;
     for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++)
-        p->b_lens[m++] = p->len[p->rank_idx[i]];
+        p->b_lens[m++] = lfp_len(p, p->rank_idx[i]);
     return with_overhead(p, m, c);
 }
 
@@ -1471,7 +1482,7 @@ static uint64_t padded_max(lf_plan *p)
     for (uint32_t r = 0; r < w; r++) at[r + 1] += at[r];
     memcpy(pos, at, (size_t)w * sizeof *pos);
     for (size_t i = 0; i < p->ns; i++)
-        if (s->assign[i] != UINT32_MAX) s->scratch[pos[s->assign[i]]++] = p->len[p->sidx[i]];
+        if (s->assign[i] != UINT32_MAX) s->scratch[pos[s->assign[i]]++] = lfp_len(p, p->sidx[i]);
     uint64_t most = 0;
     for (uint32_t r = 0; r < w; r++) {
         uint64_t *lens = s->scratch + at[r], m = at[r + 1] - at[r], padded = 0;
@@ -1515,7 +1526,7 @@ static void split_step(lf_plan *p)
     for (size_t i = 0; i < p->ns; i++) {
         uint32_t s = p->sidx[i];
         p->item_cost[i] = lfp_cost(p, s);
-        p->item_len[i] = p->len[s];
+        p->item_len[i] = lfp_len(p, s);
         p->item_id[i] = lfp_id(p, s);
     }
     if (p->prm.sampler != LF_PLAN_BALANCED) {
@@ -1586,7 +1597,7 @@ static void publish(lf_plan *p)
         p->sids[i] = lfp_id(p, s);
         p->rank_start[r + 1]++;
         p->rank_cost[r] += lfp_cost(p, s);
-        p->rank_tokens[r] += p->len[s];
+        p->rank_tokens[r] += lfp_len(p, s);
         p->cur.cost += lfp_cost(p, s);
     }
     for (uint32_t r = 0; r < w; r++) p->rank_start[r + 1] += p->rank_start[r];
@@ -1652,7 +1663,7 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->rejected_cap = p->ncapfail;
     c->pending = p->norder - p->cursor + p->np + p->no;
     c->rejected_tokens = p->capfail_tokens;
-    for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += p->len[p->rej[i]];
+    for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += lfp_len(p, p->rej[i]);
 }
 
 size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)
@@ -1678,7 +1689,7 @@ uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
     if (!p || p->prm.sampler != LF_PLAN_BALANCED) return 0;
     uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : 0;
     for (size_t s = 0; p->prm.layout != LF_PLAN_PACK && s < p->n; s++)
-        if (!lfp_capfail(p, s) && p->len[s] > alone) alone = p->len[s];
+        if (!lfp_capfail(p, s) && lfp_len(p, s) > alone) alone = lfp_len(p, s);
     p->later_cap = max_padded > alone ? max_padded : alone;
     p->later_from = from;
     return p->later_cap;
@@ -1688,7 +1699,7 @@ uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)
 {
     uint64_t shortest = UINT64_MAX;
     for (size_t s = 0; s < p->n; s++)
-        if (!lfp_capfail(p, s) && p->len[s] < shortest) shortest = p->len[s];
+        if (!lfp_capfail(p, s) && lfp_len(p, s) < shortest) shortest = lfp_len(p, s);
     uint64_t n = shortest && shortest != UINT64_MAX ? max_padded / shortest : max_padded;
     return n < p->maxstep ? n : (uint64_t)p->maxstep;
 }

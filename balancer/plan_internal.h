@@ -6,7 +6,7 @@
  * allocated in lf_plan_create; the step functions only write into it.
  *
  * Per sample the plan keeps what cannot be derived, in the narrowest type:
- * its length (32 bits), its id only where ids are not the indices
+ * its length (16 bits where every length fits, else 32), its id only where ids are not the indices
  * (lfp_id), its position by block only where the samples do not come by
  * (block, id) already (lfp_member). Its cost (lfp_cost) and whether it fits
  * no cap (lfp_capfail) are recomputed from the length where needed: at
@@ -230,10 +230,11 @@ typedef struct lfp_draw {
 struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
     size_t n;                    /* samples given */
-    uint32_t *len;               /* per sample: its length (lfp_cost: its cost) */
+    uint16_t *len16;             /* per sample: its length (lfp_len), where */
+    uint32_t *len32;             /* every length is below 2^16, else in 32 bits */
     uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
-    uint8_t *mark;               /* per sample scratch (state checks) */
+    uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
     size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
     uint64_t capfail_tokens;     /* their tokens: left out every epoch */
     uint32_t ngroups;
@@ -326,12 +327,17 @@ struct lf_plan {
     uint64_t *b_best;            /* micro-batch cuts: best objective per prefix */
 };
 
-/* Sample s's cost, id, whether it fits no cap or row (never placed: the
+/* Sample s's length, cost, id, whether it fits no cap or row (never placed: the
  * micro_max_padded default, set after, is the longest that fits, so the
  * answer is the same), and the sample at position k by (block, id). */
+static inline uint64_t lfp_len(const lf_plan *p, size_t s)
+{
+    return p->len16 ? p->len16[s] : p->len32[s];
+}
+
 static inline uint64_t lfp_cost(const lf_plan *p, size_t s)
 {
-    return lfp_coster_cost(&p->coster, p->len[s]);
+    return lfp_coster_cost(&p->coster, lfp_len(p, s));
 }
 
 static inline uint64_t lfp_id(const lf_plan *p, size_t s)
@@ -341,7 +347,7 @@ static inline uint64_t lfp_id(const lf_plan *p, size_t s)
 
 static inline int lfp_capfail(const lf_plan *p, size_t s)
 {
-    return !lfp_fits_alone(&p->prm, p->len[s]);
+    return !lfp_fits_alone(&p->prm, lfp_len(p, s));
 }
 
 static inline uint32_t lfp_member(const lf_plan *p, size_t k)

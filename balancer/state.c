@@ -101,12 +101,25 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
     return (long)size;
 }
 
+/* Sample s's mark, 2 bits: 0 not passed by the cursor, 1 passed, 2 passed
+ * and in the blob's window or queue. */
+static unsigned mark_of(const lf_plan *p, uint32_t s)
+{
+    return (p->mark[s / 4] >> (2 * (s % 4))) & 3u;
+}
+
+static void mark_set(lf_plan *p, uint32_t s, unsigned v)
+{
+    unsigned sh = 2 * (s % 4);
+    p->mark[s / 4] = (uint8_t)((p->mark[s / 4] & ~(3u << sh)) | v << sh);
+}
+
 /* Checks one saved entry: a sample placed once, seen before the cursor, on
  * the expected side of the outlier threshold. */
 static int entry_ok(lf_plan *p, uint32_t s, int outlier)
 {
-    if (s >= p->n || lfp_capfail(p, s) || p->mark[s] != 1) return 0;
-    p->mark[s] = 2;
+    if (s >= p->n || lfp_capfail(p, s) || mark_of(p, s) != 1) return 0;
+    mark_set(p, s, 2);
     return (lfp_cost(p, s) > p->prm.outlier_cost) == outlier;
 }
 
@@ -118,10 +131,10 @@ static int entry_ok(lf_plan *p, uint32_t s, int outlier)
 static void replay_pulled(lf_plan *p, size_t cursor)
 {
     int balanced = p->prm.sampler == LF_PLAN_BALANCED;
-    memset(p->mark, 0, p->n);
+    memset(p->mark, 0, p->n / 4 + 1);
     while (p->cursor < cursor) {
         uint32_t s = lfp_order_next(p);
-        p->mark[s] = 1;
+        mark_set(p, s, 1);
         if (!balanced) continue;
         if (lfp_cost(p, s) <= p->prm.outlier_cost) lfp_due_add(p, lfp_cost(p, s));
         else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;

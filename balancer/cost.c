@@ -11,26 +11,24 @@
 
 #include "plan_internal.h"
 
-static uint64_t sat_add(uint64_t x, uint64_t y)
+/* coef * x may need more than 128 bits only when x is huge: past this
+ * bound the term saturates. */
+static lfp_u128 term_limit(uint64_t coef, unsigned shift)
 {
-    uint64_t s = x + y;
-    return (s < x || s > LF_PLAN_COST_MAX) ? LF_PLAN_COST_MAX : s;
+    return coef ? ((lfp_u128)LF_PLAN_COST_MAX << shift) / coef : 0;
 }
 
-static uint64_t mul_shift(uint64_t coef, lfp_u128 x, unsigned shift)
+void lfp_coster_init(lfp_coster *c, const lf_plan_cost_model *m)
 {
-    /* coef * x may need more than 128 bits only when x is huge; saturate. */
-    if (coef == 0 || x == 0) return 0;
-    lfp_u128 limit = ((lfp_u128)LF_PLAN_COST_MAX << shift) / coef;
-    if (x > limit) return LF_PLAN_COST_MAX;
-    return (uint64_t)(((lfp_u128)coef * x) >> shift);
+    *c = (lfp_coster){m->a_q16, m->b_q32, m->c0, term_limit(m->a_q16, 16),
+                      term_limit(m->b_q32, 32)};
 }
 
 uint64_t lf_plan_cost(const lf_plan_cost_model *m, uint64_t length)
 {
-    uint64_t lin = mul_shift(m->a_q16, length, 16);
-    uint64_t quad = mul_shift(m->b_q32, (lfp_u128)length * length, 32);
-    return sat_add(sat_add(lin, quad), m->c0);
+    lfp_coster c;
+    lfp_coster_init(&c, m);
+    return lfp_coster_cost(&c, length);
 }
 
 static int to_fixed(double v, unsigned shift, uint64_t *out)

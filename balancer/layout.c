@@ -115,7 +115,7 @@ int lf_plan_rank_batch(lf_plan *p, uint32_t rank, lf_plan_batch *b)
     int sorted = p->sorted_ok;
     for (size_t i = 0; i < m; i++) {
         uint32_t s = from[i];
-        p->b_keys[i] = (lfp_key){p->len[s], p->id[s], s};
+        p->b_keys[i] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
         if (i > 0 && sorted) sorted = p->b_keys[i - 1].len > p->b_keys[i].len ||
                                       (p->b_keys[i - 1].len == p->b_keys[i].len &&
                                        p->b_keys[i - 1].id < p->b_keys[i].id);

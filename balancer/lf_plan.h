@@ -96,7 +96,8 @@ uint64_t lf_plan_cost(const lf_plan_cost_model *m, uint64_t length);
  * samples that are stored (and read) together. */
 typedef struct lf_plan_sample {
     uint64_t id;                 /* dataset-wide sample id (ties break by it) */
-    uint64_t length;             /* cost input L: tokens, frames or pixels */
+    uint64_t length;             /* cost input L: tokens, frames or pixels; below
+                                    2^32 (the plan keeps 32 bits of it) */
     uint64_t block;              /* storage block, for the locality-aware shuffle */
 } lf_plan_sample;
 
@@ -291,9 +292,14 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
 
 typedef struct lf_plan lf_plan;
 
-/* Creates a plan over n samples (copied). Checks the parameters; samples that
- * can never be placed (longer than a memory cap or than seq_len in pack mode)
- * are rejected and counted, whatever the outlier policy. Returns 0 or a
+/* Creates a plan over n samples, copied as narrow as they allow: 2 bytes a
+ * sample (4 with a length of 2^16 or more) where ids are 0..n-1 and the
+ * samples come by (block, id), as a dataset's index gives them; 8 more
+ * where the ids are other, 4 more where not by block (README.md, *Memory a
+ * sample*). A length of 2^32 or more is LF_PLAN_E_ARG. Checks the
+ * parameters; samples that can never be placed (longer than a memory cap or
+ * than seq_len in pack mode) are rejected and counted, whatever the
+ * outlier policy. Returns 0 or a
  * negative status: LF_PLAN_E_OVERFLOW when delayed outliers could make a
  * step cost more than 2^63 (step_budget + outlier_group, in pack rounded up
  * to a multiple of world, times the costliest outlier; with costs near

@@ -48,35 +48,38 @@ static uint64_t source_stream(const lf_plan *p, uint32_t src)
     return p->nsrc > 1 ? 4u * (src + 1u) : 0;
 }
 
+/* Puts block g's placeable samples into the pool. */
 static void open_block(lf_plan *p, uint32_t g, size_t *pool_n)
 {
     for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++) {
-        uint32_t s = p->group_members[i];
-        if (!p->capfail[s]) p->pool[(*pool_n)++] = s;
+        uint32_t s = lfp_member(p, i);
+        if (lfp_capfail(p, s)) continue;
+        p->pool[*pool_n] = s;
+        p->pool_group[(*pool_n)++] = g;
     }
 }
 
-/* Opens blocks in shuffled order (perm, ng of them) from *next until `open`
+/* Opens blocks in d's shuffled order from d->next until locality_blocks
  * blocks with pending samples are open (or none is left). */
-static void fill_window(lf_plan *p, const uint32_t *perm, uint32_t ng, uint32_t *next,
-                        uint32_t *open, size_t *pool_n)
+static void fill_window(lf_plan *p, lfp_draw *d)
 {
-    while (*open < p->prm.locality_blocks && *next < ng) {
-        uint32_t g = perm[(*next)++];
+    while (d->open < p->prm.locality_blocks && d->next < d->ng) {
+        uint32_t g = p->gperm[d->glo + d->next++];
         if (p->grem[g] == 0) continue;
-        open_block(p, g, pool_n);
-        (*open)++;
+        open_block(p, g, &d->pool_n);
+        d->open++;
     }
 }
 
-/* Source src's placeable samples (its blocks: groups src_group[src] ..)
- * in locality-aware order into dst; returns how many. */
-static size_t order_locality(lf_plan *p, uint32_t src, uint32_t *dst)
+/* Starts source src's locality-aware order in *d: its blocks shuffled,
+ * each one's placeable samples counted, the first blocks open. */
+static void draw_start(lf_plan *p, uint32_t src, lfp_draw *d)
 {
     uint64_t stream = source_stream(p, src);
-    uint64_t kb = epoch_key(p, 1 + stream), kd = epoch_key(p, 2 + stream);
+    uint64_t kb = epoch_key(p, 1 + stream);
     uint32_t glo = p->src_group[src], ng = p->src_group[src + 1] - glo;
     uint32_t *perm = p->gperm + glo;
+    *d = (lfp_draw){.key = epoch_key(p, 2 + stream), .glo = glo, .ng = ng};
     for (uint32_t g = 0; g < ng; g++) {
         perm[g] = glo + g;
         p->grem[glo + g] = 0;
@@ -85,24 +88,41 @@ static size_t order_locality(lf_plan *p, uint32_t src, uint32_t *dst)
         uint32_t j = (uint32_t)lfp_below(kb, i, i);
         uint32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t;
     }
-    size_t m = 0;
-    for (uint32_t i = p->group_start[glo]; i < p->group_start[glo + ng]; i++) {
-        uint32_t s = p->group_members[i];
-        if (!p->capfail[s]) p->grem[p->group_of[s]]++, m++;
+    for (uint32_t g = glo; g < glo + ng; g++)
+        for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
+            if (!lfp_capfail(p, lfp_member(p, i))) p->grem[g]++, d->left++;
+    fill_window(p, d);
+}
+
+/* The next sample of d's order (d->left > 0): a uniform draw among the
+ * open blocks' pending samples; a block drawn empty lets the next open. */
+static uint32_t draw_next(lf_plan *p, lfp_draw *d)
+{
+    size_t j = (size_t)lfp_below(d->key, d->t++, d->pool_n);
+    uint32_t s = p->pool[j], g = p->pool_group[j];
+    p->pool[j] = p->pool[--d->pool_n];
+    p->pool_group[j] = p->pool_group[d->pool_n];
+    d->left--;
+    if (--p->grem[g] == 0) {
+        d->open--;
+        fill_window(p, d);
     }
-    uint32_t next = 0, open = 0;
-    size_t pool_n = 0;
-    fill_window(p, perm, ng, &next, &open, &pool_n);
-    for (size_t t = 0; t < m; t++) {
-        size_t j = (size_t)lfp_below(kd, t, pool_n);
-        uint32_t s = p->pool[j];
-        p->pool[j] = p->pool[--pool_n];
-        dst[t] = s;
-        if (--p->grem[p->group_of[s]] == 0) {
-            open--;
-            fill_window(p, perm, ng, &next, &open, &pool_n);
-        }
-    }
+    return s;
+}
+
+uint32_t lfp_order_draw(lf_plan *p)
+{
+    return draw_next(p, &p->draw);
+}
+
+/* Source src's placeable samples in locality-aware order into dst; returns
+ * how many. */
+static size_t order_locality(lf_plan *p, uint32_t src, uint32_t *dst)
+{
+    lfp_draw d;
+    draw_start(p, src, &d);
+    size_t m = d.left;
+    for (size_t t = 0; t < m; t++) dst[t] = draw_next(p, &d);
     return m;
 }
 
@@ -112,7 +132,7 @@ static size_t order_shuffle(lf_plan *p, uint32_t src, uint32_t *dst)
     uint64_t k = epoch_key(p, 3 + source_stream(p, src));
     size_t m = 0;
     for (size_t s = 0; s < p->n; s++)
-        if (!p->capfail[s] && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
+        if (!lfp_capfail(p, s) && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
     for (size_t i = m; i > 1; i--) {
         size_t j = (size_t)lfp_below(k, i, i);
         uint32_t t = dst[i - 1]; dst[i - 1] = dst[j]; dst[j] = t;
@@ -156,7 +176,7 @@ static void order_mixture(lf_plan *p)
         if (at[s] == start[s + 1]) break;
         uint32_t x = p->mixbuf[at[s]++];
         p->order[t++] = x;
-        drawn[s] += p->len[x];
+        drawn[s] += lfp_len(p, x);
     }
     p->norder = t;
 }
@@ -261,7 +281,7 @@ static void sort_mega_batches(lf_plan *p)
         size_t m = p->norder - lo < mega ? p->norder - lo : mega;
         for (size_t i = 0; i < m; i++) {
             uint32_t s = p->order[lo + i];
-            p->keys[i] = (lfp_key){p->len[s], p->id[s], s};
+            p->keys[i] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
         }
         lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
         for (size_t i = 0; i < m; i++) p->order[lo + i] = p->keys[i].idx;
@@ -270,6 +290,11 @@ static void sort_mega_batches(lf_plan *p)
 
 void lfp_order_build(lf_plan *p)
 {
+    if (!p->order) {             /* drawn as the window refills (lfp_order_next) */
+        draw_start(p, 0, &p->draw);
+        p->norder = p->draw.left;
+        return;
+    }
     if (p->nsrc > 1) order_mixture(p);
     else p->norder = source_order(p, 0, p->order);
     if (p->prm.sampler == LF_PLAN_SORTED) sort_mega_batches(p);
@@ -303,14 +328,14 @@ int lfp_mix_init(lf_plan *p)
     if (!p->src || !p->mixbuf) return LF_PLAN_E_NOMEM;
     size_t placeable[LF_PLAN_MAX_SOURCES] = {0};
     for (size_t i = 0; i < p->n; i++) {
-        p->src[i] = (uint8_t)lf_plan_mix_source(m, p->id[i]);
-        placeable[p->src[i]] += !p->capfail[i];
+        p->src[i] = (uint8_t)lf_plan_mix_source(m, lfp_id(p, i));
+        placeable[p->src[i]] += !lfp_capfail(p, i);
     }
     uint32_t cur = 0;
     for (uint32_t g = 0; g < p->ngroups; g++) {
-        uint32_t gs = p->src[p->group_members[p->group_start[g]]];
+        uint32_t gs = p->src[lfp_member(p, p->group_start[g])];
         for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
-            if (p->src[p->group_members[i]] != gs) return LF_PLAN_E_ARG;
+            if (p->src[lfp_member(p, i)] != gs) return LF_PLAN_E_ARG;
         if (gs < cur) return LF_PLAN_E_ARG;
         while (cur < gs) p->src_group[++cur] = g;
     }

@@ -201,15 +201,6 @@ uint64_t lf_plan_bound_cost(const lf_plan_params *p)
     return (uint64_t)((lfp_u128)p->step_budget * bound / 1000 / g);
 }
 
-/* Can this sample ever be placed, whatever the others? */
-static int fits_alone(const lf_plan_params *p, uint64_t len)
-{
-    if (p->rank_max_tokens && len > p->rank_max_tokens) return 0;
-    if (p->layout == LF_PLAN_PACK) return len <= p->seq_len;
-    if (p->micro_max_padded && len > p->micro_max_padded) return 0;
-    return !(p->rank_max_padded && len > p->rank_max_padded);
-}
-
 /* ---- pack: rows ------------------------------------------------------------
  *
  * In pack mode a step's rows are padding unless filled, so a step fills rows
@@ -239,7 +230,7 @@ static int cheaper_per_token(uint64_t a_c, uint64_t a_l, uint64_t b_c, uint64_t 
     return (lfp_u128)a_c * b_l < (lfp_u128)b_c * a_l;
 }
 
-/* Prices a row from the samples that fit one (fits: as fits_alone) and cost
+/* Prices a row from the samples that fit one (lfp_fits_alone) and cost
  * at most ocost. */
 static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, size_t n,
                             uint64_t ocost)
@@ -247,7 +238,7 @@ static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, 
     row_price r = {0, 0, 0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         uint64_t len = smp[i].length, c = lf_plan_cost(&p->cost, len);
-        if (!fits_alone(p, len) || c > ocost) continue;
+        if (!lfp_fits_alone(p, len) || c > ocost) continue;
         r.cost += c;
         r.tok += len;
         if (len == 0) continue;
@@ -346,8 +337,8 @@ static int check_outlier_steps(const lf_plan *p)
     if (q->sampler != LF_PLAN_BALANCED || q->outlier_policy != LF_PLAN_OUTLIER_DELAY) return 0;
     uint64_t omax = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (!p->capfail[i] && p->cost[i] > q->outlier_cost && p->cost[i] > omax)
-            omax = p->cost[i];
+        if (!lfp_capfail(p, i) && lfp_cost(p, i) > q->outlier_cost && lfp_cost(p, i) > omax)
+            omax = lfp_cost(p, i);
     lfp_u128 most = (lfp_u128)omax * outlier_span(q) + q->step_budget;
     return most > STEP_COST_LIMIT ? LF_PLAN_E_OVERFLOW : 0;
 }
@@ -387,7 +378,8 @@ static int check_ids_unique(const lf_plan_sample *smp, size_t n)
 
 /* Whether the samples come by (block, id) already, as a dataset's index
  * gives them: then grouping needs no sort (at 10^7 samples the sort was
- * most of a plan's creation, and its keys 24 bytes a sample). */
+ * most of a plan's creation, and its keys 24 bytes a sample) and the plan
+ * keeps no order by block (lfp_member). */
 static int in_block_order(const lf_plan_sample *smp, size_t n)
 {
     for (size_t i = 1; i < n; i++)
@@ -397,29 +389,44 @@ static int in_block_order(const lf_plan_sample *smp, size_t n)
     return 1;
 }
 
-/* Groups samples by block: ids, not input order, decide the order inside. */
-static int build_groups(lf_plan *p, const lf_plan_sample *smp)
+/* The k-th sample by (block, id) of smp, with keys (sorted by (block, id))
+ * where the samples are not in that order already. */
+static uint32_t by_block(const lfp_key *keys, size_t k)
+{
+    return keys ? keys[k].idx : (uint32_t)k;
+}
+
+/* Groups samples by block: ids, not input order, decide the order inside.
+ * Fills group_start and, where the samples are not by (block, id),
+ * group_members and *group_of (each sample's group, for the sequence hash;
+ * NULL otherwise: the groups are runs of the indices). */
+static int build_groups(lf_plan *p, const lf_plan_sample *smp, uint32_t **group_of)
 {
     int rc = check_ids_unique(smp, p->n);
     if (rc) return rc;
     lfp_key *k = NULL;
+    *group_of = NULL;
     if (!in_block_order(smp, p->n)) {
         if (!(k = malloc(p->n * sizeof *k + 1))) return LF_PLAN_E_NOMEM;
         for (size_t i = 0; i < p->n; i++) k[i] = (lfp_key){smp[i].block, smp[i].id, (uint32_t)i};
         qsort(k, p->n, sizeof *k, cmp_block_id);
+        p->group_members = malloc(p->n * sizeof *p->group_members + 1);
+        *group_of = malloc(p->n * sizeof **group_of + 1);
+        if (!p->group_members || !*group_of) { free(k); return LF_PLAN_E_NOMEM; }
     }
     uint32_t g = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        /* the i-th sample by (block, id), and its block */
-        uint32_t idx = k ? k[i].idx : (uint32_t)i;
-        if (i > 0 && smp[idx].block != smp[p->group_members[i - 1]].block) g++;
-        p->group_of[idx] = g;
-        p->group_members[i] = idx;
-    }
+    for (size_t i = 1; i < p->n; i++) g += smp[by_block(k, i)].block != smp[by_block(k, i - 1)].block;
     p->ngroups = p->n ? g + 1 : 0;
-    memset(p->group_start, 0, ((size_t)p->ngroups + 1) * sizeof(uint32_t));
-    for (size_t i = 0; i < p->n; i++) p->group_start[p->group_of[i] + 1]++;
-    for (uint32_t i = 0; i < p->ngroups; i++) p->group_start[i + 1] += p->group_start[i];
+    p->group_start = malloc(((size_t)p->ngroups + 1) * sizeof *p->group_start);
+    if (!p->group_start) { free(k); return LF_PLAN_E_NOMEM; }
+    p->group_start[0] = 0;
+    g = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        uint32_t idx = by_block(k, i);
+        if (i > 0 && smp[idx].block != smp[by_block(k, i - 1)].block) p->group_start[++g] = (uint32_t)i;
+        if (k) { p->group_members[i] = idx; (*group_of)[idx] = g; }
+    }
+    p->group_start[p->ngroups] = (uint32_t)p->n;
     free(k);
     return 0;
 }
@@ -434,15 +441,17 @@ static uint64_t fixed_rule(const lf_plan_params *q)
     return (uint64_t)q->world * q->batch_per_rank | 1ull << 62;
 }
 
-/* What the global sequence depends on; a state restores only onto a match. */
-static uint64_t sequence_hash(const lf_plan *p)
+/* What the global sequence depends on; a state restores only onto a match.
+ * group_of: each sample's group (NULL: the groups are runs of indices). */
+static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_params *q = &p->prm;
     uint64_t h = hash_step(0x6c66706c616e31ULL, p->n);
-    for (size_t i = 0; i < p->n; i++) {
-        h = hash_step(h, p->id[i]);
-        h = hash_step(h, p->len[i] ^ ((uint64_t)p->group_of[i] << 40) ^
-                             ((uint64_t)p->capfail[i] << 63));
+    for (size_t i = 0, g = 0; i < p->n; i++) {
+        while (!group_of && p->group_start[g + 1] <= i) g++;   /* runs of the indices */
+        uint64_t gi = group_of ? group_of[i] : g;
+        h = hash_step(h, lfp_id(p, i));
+        h = hash_step(h, lfp_len(p, i) ^ (gi << 40) ^ ((uint64_t)lfp_capfail(p, i) << 63));
     }
     uint64_t v[] = {q->sampler, q->step_budget, q->lookahead, q->max_defer,
                     q->outlier_policy, q->outlier_cost, q->outlier_group,
@@ -472,8 +481,8 @@ void lf_plan_free(lf_plan *p)
 {
     if (!p) return;
     lfp_split_free(&p->split);
-    void *bufs[] = {p->id, p->len, p->cost, p->capfail, p->mark, p->group_of,
-                    p->group_start, p->group_members, p->gperm, p->grem, p->pool,
+    void *bufs[] = {p->id, p->len16, p->len32, p->mark, p->group_start, p->group_members, p->gperm,
+                    p->grem, p->pool, p->pool_group,
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
                     p->rank_ids, p->rank_idx, p->rank_sorted, p->rank_cost, p->rank_tokens,
@@ -487,19 +496,34 @@ void lf_plan_free(lf_plan *p)
     free(p);
 }
 
-/* All of the plan's memory, in one place: nothing is allocated later. */
+/* The most samples locality_blocks groups hold: the order's pool. */
+static size_t pool_bound(const lf_plan *p)
+{
+    size_t most = 0;
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        if (p->group_start[g + 1] - p->group_start[g] > most)
+            most = p->group_start[g + 1] - p->group_start[g];
+    return most * p->prm.locality_blocks < p->n ? most * p->prm.locality_blocks : p->n;
+}
+
+/* All of the plan's memory but the groups (build_groups), in one place:
+ * nothing is allocated later. */
 static int alloc_all(lf_plan *p)
 {
     size_t n = p->n + 1, w = (size_t)p->prm.world + 1, ms = p->maxstep + 1;
+    size_t ng = (size_t)p->ngroups + 1;
     int fail = 0;
+    p->pool_cap = pool_bound(p);
 #define ALLOC(ptr, count) fail |= !((ptr) = calloc((count), sizeof *(ptr)))
-    ALLOC(p->id, n); ALLOC(p->len, n); ALLOC(p->cost, n); ALLOC(p->capfail, n);
-    ALLOC(p->mark, n); ALLOC(p->group_of, n); ALLOC(p->group_start, n + 1);
-    ALLOC(p->group_members, n); ALLOC(p->gperm, n); ALLOC(p->grem, n);
-    ALLOC(p->pool, n); ALLOC(p->keys, 2 * p->sort_cap + 1); ALLOC(p->order, n);
+    ALLOC(p->mark, n / 4 + 1); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
+    ALLOC(p->pool, p->pool_cap + 1); ALLOC(p->pool_group, p->pool_cap + 1);
+    ALLOC(p->keys, 2 * p->sort_cap + 1);
+    if (p->prm.sampler != LF_PLAN_BALANCED || p->prm.mix.sources > 1)
+        ALLOC(p->order, n);      /* else drawn as it goes (lfp_order_next) */
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
-    ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1); ALLOC(p->rej, n);
+    ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1);
+    ALLOC(p->rej, p->ocap + 1);
     ALLOC(p->sidx, ms); ALLOC(p->sdelay, ms); ALLOC(p->sfrom_o, ms); ALLOC(p->sids, ms);
     ALLOC(p->rank_start, w + 1); ALLOC(p->rank_ids, ms); ALLOC(p->rank_idx, ms);
     ALLOC(p->rank_sorted, ms); ALLOC(p->rank_cost, w);
@@ -516,6 +540,35 @@ static int alloc_all(lf_plan *p)
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
 }
 
+/* Keeps what the plan needs of each sample: its length, in 16 bits where
+ * every length fits, and its id where the ids are not the indices. Counts
+ * the samples that fit no cap and the outliers (p->ocap: the most a queue
+ * of held or rejected ones can hold). */
+static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
+{
+    uint64_t most = 0;
+    int dense = 1;
+    for (size_t i = 0; i < p->n; i++) {
+        if (smp[i].length > most) most = smp[i].length;
+        dense &= smp[i].id == i;
+    }
+    if (most > UINT32_MAX) return LF_PLAN_E_ARG;
+    if (most <= UINT16_MAX) p->len16 = malloc(p->n * sizeof *p->len16 + 1);
+    else p->len32 = malloc(p->n * sizeof *p->len32 + 1);
+    if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
+    if ((!p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
+        else p->len32[i] = (uint32_t)smp[i].length;
+        if (p->id) p->id[i] = smp[i].id;
+        int fail = lfp_capfail(p, i);
+        p->ncapfail += fail;
+        p->capfail_tokens += fail ? smp[i].length : 0;
+        p->ocap += !fail && lfp_cost(p, i) > p->prm.outlier_cost;
+    }
+    return 0;
+}
+
 static int create_from(const lf_plan_params *params, const lf_plan_sample *samples,
                        size_t n, lf_plan **out)
 {
@@ -529,6 +582,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     if (rc) return rc;
     lf_plan *p = calloc(1, sizeof *p);
     if (!p) return LF_PLAN_E_NOMEM;
+    uint32_t *group_of = NULL;   /* the groups' runs need none (build_groups) */
     p->prm = prm;
     p->n = n;
     /* a baseline's step holds at most world - 1 more than world x
@@ -541,29 +595,26 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + 2 * prm.outlier_group
                                                  : (fixed < n ? fixed : n);
     p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
-    p->ocap = n;
-    if ((rc = alloc_all(p)) || (rc = build_groups(p, samples))) goto fail;
-    for (size_t i = 0; i < n; i++) {
-        p->id[i] = samples[i].id;
-        p->len[i] = samples[i].length;
-        p->cost[i] = lf_plan_cost(&prm.cost, samples[i].length);
-        p->capfail[i] = !fits_alone(&prm, samples[i].length);
-        p->ncapfail += p->capfail[i];
-        p->capfail_tokens += p->capfail[i] ? samples[i].length : 0;
-    }
+    lfp_coster_init(&p->coster, &prm.cost);
+    if ((rc = build_groups(p, samples, &group_of)) || (rc = copy_samples(p, samples)) ||
+        (rc = alloc_all(p)))
+        goto fail;
     if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p))) goto fail;
     if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
+        uint64_t most = 0;
         for (size_t i = 0; i < n; i++)
-            if (!p->capfail[i] && p->len[i] > p->prm.micro_max_padded)
-                p->prm.micro_max_padded = p->len[i];
+            if (!lfp_capfail(p, i) && lfp_len(p, i) > most) most = lfp_len(p, i);
+        p->prm.micro_max_padded = most;
     }
     price_plan(p, samples);
-    p->hash = sequence_hash(p);
+    p->hash = sequence_hash(p, group_of);
     p->weights_hash = weights_hash(p);
+    free(group_of);
     lfp_epoch_begin(p, prm.epoch);
     *out = p;
     return 0;
 fail:
+    free(group_of);
     lf_plan_free(p);
     return rc;
 }
@@ -598,13 +649,13 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
 static void refill_window(lf_plan *p)
 {
     while (p->np < p->prm.lookahead && p->cursor < p->norder) {
-        uint32_t s = p->order[p->cursor++];
-        if (p->cost[s] <= p->prm.outlier_cost) {
+        uint32_t s = lfp_order_next(p);
+        if (lfp_cost(p, s) <= p->prm.outlier_cost) {
             p->pidx[p->np] = s;
             p->page[p->np] = (uint32_t)p->due_step;
             if (p->page[p->np] < p->due_floor) p->due_floor = p->page[p->np];
             p->np++;
-            lfp_due_add(p, p->cost[s]);
+            lfp_due_add(p, lfp_cost(p, s));
         } else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) {
             p->rej[p->nrej++] = s;
         } else {
@@ -661,7 +712,7 @@ static uint32_t bin_for(const lf_plan *p, uint64_t c)
  * emptiest (ties: the lower). */
 static void bin_put(lf_plan *p, size_t i)
 {
-    uint64_t c = p->cost[p->sidx[i]], full = p->bin_cap - p->bin_tol;
+    uint64_t c = lfp_cost(p, p->sidx[i]), full = p->bin_cap - p->bin_tol;
     uint32_t b = bin_for(p, c);
     if (b == NO_BIN) {
         b = 0;
@@ -696,8 +747,8 @@ static inline void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step
     p->sidx[p->ns] = s;
     p->sdelay[p->ns] = delay;
     p->sfrom_o[p->ns++] = (uint8_t)from_o;
-    f->cost += p->cost[s];
-    f->tok += p->len[s];
+    f->cost += lfp_cost(p, s);
+    f->tok += lfp_len(p, s);
     p->swin[p->ns - 1] = NO_BIN;
     if (p->bin_cap) bin_put(p, p->ns - 1);
 }
@@ -730,7 +781,7 @@ static size_t last_group(const lf_plan *p, size_t k)
     if (p->no - k >= p->prm.outlier_group) return k;
     uint64_t cmax = 0;
     for (size_t i = 0; i < p->no; i++)
-        if (p->cost[p->oidx[i]] > cmax) cmax = p->cost[p->oidx[i]];
+        if (lfp_cost(p, p->oidx[i]) > cmax) cmax = lfp_cost(p, p->oidx[i]);
     uint64_t w = p->prm.world, span = p->rows ? (p->no + w - 1) / w * w : p->no;
     lfp_u128 most = (lfp_u128)cmax * span + p->prm.step_budget;
     return most > STEP_COST_LIMIT ? k : p->no;
@@ -766,9 +817,9 @@ static size_t take_held(lf_plan *p, step_fill *f, uint64_t lim, int heavy, int a
     size_t k = 0, kept = 0;
     for (size_t i = 0; i < p->no; i++) {
         uint32_t s = p->oidx[i], pos = p->owait[i];
-        if (k < max && (p->cost[s] > lim) == heavy && (all_due || pos <= p->emitted)) {
+        if (k < max && (lfp_cost(p, s) > lim) == heavy && (all_due || pos <= p->emitted)) {
             take(p, s, pos, 1, f);
-            if (p->cost[s] > *cmax) *cmax = p->cost[s];
+            if (lfp_cost(p, s) > *cmax) *cmax = lfp_cost(p, s);
             k++;
             continue;
         }
@@ -810,7 +861,7 @@ static void release_bounded(lf_plan *p, step_fill *f)
     size_t heavy = 0;                    /* heavy ones due */
     uint64_t hmax = 0;
     for (size_t i = 0; i < p->no; i++) {
-        uint64_t c = p->cost[p->oidx[i]];
+        uint64_t c = lfp_cost(p, p->oidx[i]);
         if (c <= lim || (!exhausted && p->owait[i] > p->emitted)) continue;
         heavy++;
         if (c > hmax) hmax = c;
@@ -836,8 +887,8 @@ static void release_bounded(lf_plan *p, step_fill *f)
          * tail_budget does once they are out: a window spent by outlier
          * steps left 1.86 budgets for a last step of its own */
         lfp_u128 r = f->cost;
-        for (size_t i = 0; i < p->np; i++) r += p->cost[p->pidx[i]];
-        for (size_t i = 0; i < p->no; i++) r += p->cost[p->oidx[i]];
+        for (size_t i = 0; i < p->np; i++) r += lfp_cost(p, p->pidx[i]);
+        for (size_t i = 0; i < p->no; i++) r += lfp_cost(p, p->oidx[i]);
         uint64_t share = tail_share(p, r);
         if (share > f->budget) f->budget = share;
     }
@@ -866,10 +917,10 @@ static void release_outliers(lf_plan *p, step_fill *f)
     for (size_t i = 0; i < k; i++) {
         uint32_t s = p->oidx[i];
         take(p, s, p->owait[i], 1, f);
-        if (p->cost[s] > cmax) cmax = p->cost[s];
-        tok += p->len[s];
-        drift += (lfp_i128)((lfp_u128)p->cost[s] << PRICE_SHIFT) -
-                 (lfp_i128)(p->len[s] * p->price);
+        if (lfp_cost(p, s) > cmax) cmax = lfp_cost(p, s);
+        tok += lfp_len(p, s);
+        drift += (lfp_i128)((lfp_u128)lfp_cost(p, s) << PRICE_SHIFT) -
+                 (lfp_i128)(lfp_len(p, s) * p->price);
     }
     memmove(p->oidx, p->oidx + k, (p->no - k) * sizeof(uint32_t));
     memmove(p->owait, p->owait + k, (p->no - k) * sizeof(uint32_t));
@@ -909,14 +960,14 @@ static uint32_t lateness(const lf_plan *p, size_t i)
 /* Whether sample s fits the step's budget (and, in pack, its rows). */
 static int fits_step(const lf_plan *p, const step_fill *f, uint32_t s)
 {
-    return f->cost + p->cost[s] <= f->budget &&
-           (!f->tok_cap || f->tok + p->len[s] <= f->tok_cap);
+    return f->cost + lfp_cost(p, s) <= f->budget &&
+           (!f->tok_cap || f->tok + lfp_len(p, s) <= f->tok_cap);
 }
 
 /* ... and, the step composed for the world, a bin with room. */
 static int fits(const lf_plan *p, const step_fill *f, uint32_t s)
 {
-    return fits_step(p, f, s) && (!p->bin_cap || bin_for(p, p->cost[s]) != NO_BIN);
+    return fits_step(p, f, s) && (!p->bin_cap || bin_for(p, lfp_cost(p, s)) != NO_BIN);
 }
 
 /* Where a step with this cost and these tokens stands against its course
@@ -949,8 +1000,8 @@ static lfp_i128 course(const lf_plan *p, const step_fill *f, uint64_t cost, uint
 static int on_course(const lf_plan *p, const step_fill *f, uint32_t s)
 {
     if (!f->tok_cap) return 1;
-    lfp_i128 after = course(p, f, f->cost + p->cost[s], f->tok + p->len[s]);
-    lfp_u128 c = (lfp_u128)p->cost[s] << PRICE_SHIFT, t = p->len[s] * p->price;
+    lfp_i128 after = course(p, f, f->cost + lfp_cost(p, s), f->tok + lfp_len(p, s));
+    lfp_u128 c = (lfp_u128)lfp_cost(p, s) << PRICE_SHIFT, t = lfp_len(p, s) * p->price;
     return after == 0 || (after < 0 ? c > t : c < t);
 }
 
@@ -968,8 +1019,8 @@ static void bins_undo(lf_plan *p, step_fill *f)
         uint32_t s = p->sidx[i];
         if (p->swin[i] != NO_BIN) {
             p->ptaken[p->swin[i]] = 0;
-            f->cost -= p->cost[s];
-            f->tok -= p->len[s];
+            f->cost -= lfp_cost(p, s);
+            f->tok -= lfp_len(p, s);
             continue;
         }
         p->sidx[kept] = s;
@@ -986,7 +1037,7 @@ static void bins_scan(lf_plan *p, step_fill *f, uint64_t min_cost)
 {
     for (size_t i = 0; i < p->np && p->bins_short; i++) {
         uint32_t s = p->pidx[i];
-        if (p->ptaken[i] || p->cost[s] < min_cost || !fits(p, f, s)) continue;
+        if (p->ptaken[i] || lfp_cost(p, s) < min_cost || !fits(p, f, s)) continue;
         take(p, s, lateness(p, i), 0, f);
         p->ptaken[i] = 1;
         p->swin[p->ns - 1] = (uint32_t)i;
@@ -1124,8 +1175,8 @@ static int tail_budget(lf_plan *p, step_fill *f)
     lfp_u128 r = 0;
     uint64_t tok = 0;
     for (size_t i = 0; i < p->np; i++) {
-        r += p->cost[p->pidx[i]];
-        tok += p->len[p->pidx[i]];
+        r += lfp_cost(p, p->pidx[i]);
+        tok += lfp_len(p, p->pidx[i]);
     }
     lfp_u128 k = r / p->prm.step_budget;
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
@@ -1167,7 +1218,7 @@ static int rest_too_small(const lf_plan *p)
     uint64_t cost = 0, count = 0;
     for (size_t i = 0; i < p->np; i++) {
         if (p->ptaken[i]) continue;
-        cost += p->cost[p->pidx[i]];
+        cost += lfp_cost(p, p->pidx[i]);
         if (++count >= p->prm.world && cost >= p->prm.step_budget) return 0;
     }
     return 1;
@@ -1259,7 +1310,7 @@ static void select_fixed(lf_plan *p)
     if (p->norder - p->cursor < global + p->prm.world) global = p->norder - p->cursor;
     p->cur.budget = p->prm.step_budget;
     p->cur.flags = 0;
-    while (p->ns < global && p->cursor < p->norder) take(p, p->order[p->cursor++], 0, 0, &f);
+    while (p->ns < global && p->cursor < p->norder) take(p, lfp_order_next(p), 0, 0, &f);
 }
 
 /* Baselines: consecutive equal shares, the first ranks one more if short. */
@@ -1305,7 +1356,7 @@ static uint64_t rank_total(lf_plan *p, uint32_t r, uint64_t c)
     if (p->prm.cost.d == 0) return c;
     size_t m = 0;
     for (uint32_t i = p->rank_start[r]; i < p->rank_start[r + 1]; i++)
-        p->b_lens[m++] = p->len[p->rank_idx[i]];
+        p->b_lens[m++] = lfp_len(p, p->rank_idx[i]);
     return with_overhead(p, m, c);
 }
 
@@ -1400,8 +1451,8 @@ static void fill_empty_ranks(lf_plan *p)
         for (size_t i = 0; i < p->ns; i++) {
             if (p->split.assign[i] != from) continue;
             uint32_t s = p->sidx[i], t = pick == SIZE_MAX ? 0 : p->sidx[pick];
-            if (pick == SIZE_MAX || p->cost[s] < p->cost[t] ||
-                (p->cost[s] == p->cost[t] && p->id[s] < p->id[t]))
+            if (pick == SIZE_MAX || lfp_cost(p, s) < lfp_cost(p, t) ||
+                (lfp_cost(p, s) == lfp_cost(p, t) && lfp_id(p, s) < lfp_id(p, t)))
                 pick = i;
         }
         p->split.assign[pick] = r;
@@ -1431,7 +1482,7 @@ static uint64_t padded_max(lf_plan *p)
     for (uint32_t r = 0; r < w; r++) at[r + 1] += at[r];
     memcpy(pos, at, (size_t)w * sizeof *pos);
     for (size_t i = 0; i < p->ns; i++)
-        if (s->assign[i] != UINT32_MAX) s->scratch[pos[s->assign[i]]++] = p->len[p->sidx[i]];
+        if (s->assign[i] != UINT32_MAX) s->scratch[pos[s->assign[i]]++] = lfp_len(p, p->sidx[i]);
     uint64_t most = 0;
     for (uint32_t r = 0; r < w; r++) {
         uint64_t *lens = s->scratch + at[r], m = at[r + 1] - at[r], padded = 0;
@@ -1474,9 +1525,9 @@ static void split_step(lf_plan *p)
 {
     for (size_t i = 0; i < p->ns; i++) {
         uint32_t s = p->sidx[i];
-        p->item_cost[i] = p->cost[s];
-        p->item_len[i] = p->len[s];
-        p->item_id[i] = p->id[s];
+        p->item_cost[i] = lfp_cost(p, s);
+        p->item_len[i] = lfp_len(p, s);
+        p->item_id[i] = lfp_id(p, s);
     }
     if (p->prm.sampler != LF_PLAN_BALANCED) {
         split_fixed(p);
@@ -1543,18 +1594,18 @@ static void publish(lf_plan *p)
     p->cur.cost = 0;
     for (size_t i = 0; i < p->ns; i++) {
         uint32_t s = p->sidx[i], r = p->split.assign[i];
-        p->sids[i] = p->id[s];
+        p->sids[i] = lfp_id(p, s);
         p->rank_start[r + 1]++;
-        p->rank_cost[r] += p->cost[s];
-        p->rank_tokens[r] += p->len[s];
-        p->cur.cost += p->cost[s];
+        p->rank_cost[r] += lfp_cost(p, s);
+        p->rank_tokens[r] += lfp_len(p, s);
+        p->cur.cost += lfp_cost(p, s);
     }
     for (uint32_t r = 0; r < w; r++) p->rank_start[r + 1] += p->rank_start[r];
     uint32_t *at = p->split.tmp_ord;     /* world + 1 scratch */
     memcpy(at, p->rank_start, w * sizeof(uint32_t));
     for (size_t i = 0; i < p->ns; i++) {
         uint32_t pos = at[p->split.assign[i]]++;
-        p->rank_ids[pos] = p->id[p->sidx[i]];
+        p->rank_ids[pos] = lfp_id(p, p->sidx[i]);
         p->rank_idx[pos] = p->sidx[i];
     }
     sort_ranks(p);
@@ -1612,17 +1663,17 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->rejected_cap = p->ncapfail;
     c->pending = p->norder - p->cursor + p->np + p->no;
     c->rejected_tokens = p->capfail_tokens;
-    for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += p->len[p->rej[i]];
+    for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += lfp_len(p, p->rej[i]);
 }
 
 size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)
 {
     size_t m = 0;
     for (size_t i = 0; i < p->nrej; i++, m++)
-        if (m < cap) ids[m] = p->id[p->rej[i]];
+        if (m < cap) ids[m] = lfp_id(p, p->rej[i]);
     for (size_t s = 0; s < p->n; s++) {
-        if (!p->capfail[s]) continue;
-        if (m < cap) ids[m] = p->id[s];
+        if (!lfp_capfail(p, s)) continue;
+        if (m < cap) ids[m] = lfp_id(p, s);
         m++;
     }
     return m;
@@ -1638,7 +1689,7 @@ uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
     if (!p || p->prm.sampler != LF_PLAN_BALANCED) return 0;
     uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : 0;
     for (size_t s = 0; p->prm.layout != LF_PLAN_PACK && s < p->n; s++)
-        if (!p->capfail[s] && p->len[s] > alone) alone = p->len[s];
+        if (!lfp_capfail(p, s) && lfp_len(p, s) > alone) alone = lfp_len(p, s);
     p->later_cap = max_padded > alone ? max_padded : alone;
     p->later_from = from;
     return p->later_cap;
@@ -1648,7 +1699,7 @@ uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)
 {
     uint64_t shortest = UINT64_MAX;
     for (size_t s = 0; s < p->n; s++)
-        if (!p->capfail[s] && p->len[s] < shortest) shortest = p->len[s];
+        if (!lfp_capfail(p, s) && lfp_len(p, s) < shortest) shortest = lfp_len(p, s);
     uint64_t n = shortest && shortest != UINT64_MAX ? max_padded / shortest : max_padded;
     return n < p->maxstep ? n : (uint64_t)p->maxstep;
 }

@@ -5,6 +5,13 @@
  * turns indices into ids only when it hands a step out. All memory is
  * allocated in lf_plan_create; the step functions only write into it.
  *
+ * Per sample the plan keeps what cannot be derived, in the narrowest type:
+ * its length (16 bits where every length fits, else 32), its id only where ids are not the indices
+ * (lfp_id), its position by block only where the samples do not come by
+ * (block, id) already (lfp_member). Its cost (lfp_cost) and whether it fits
+ * no cap (lfp_capfail) are recomputed from the length where needed: at
+ * 10^9 samples each byte a sample is a gigabyte on every node.
+ *
  * One header for the folder's six files, in sections that each name the
  * file defining them. The calls between the files go one way (plan.c uses
  * order.c, split.c, layout.c and cost.c; layout.c uses split.c and order.c;
@@ -36,6 +43,49 @@ static inline uint64_t lfp_below(uint64_t key, uint64_t counter, uint64_t n)
 {
     uint64_t r = lfp_mix(key ^ lfp_mix(counter));
     return (uint64_t)(((lfp_u128)r * n) >> 64);
+}
+
+/* --- Costs: cost.c. lf_plan_cost with its saturation bounds (two 128-bit
+ * divisions) worked out once, so a cost is cheap enough to recompute from
+ * the length wherever the plan needs it. */
+
+typedef struct lfp_coster {
+    uint64_t a, b, c0;           /* lf_plan_cost_model's a_q16, b_q32, c0 */
+    lfp_u128 a_lim, b_lim;       /* the largest L, L^2 whose term stays below
+                                    LF_PLAN_COST_MAX (0: its coefficient is 0) */
+} lfp_coster;
+
+void lfp_coster_init(lfp_coster *c, const lf_plan_cost_model *m);
+
+/* coef * x >> shift, LF_PLAN_COST_MAX past lim. */
+static inline uint64_t lfp_term(uint64_t coef, lfp_u128 x, lfp_u128 lim, unsigned shift)
+{
+    if (coef == 0 || x == 0) return 0;
+    if (x > lim) return LF_PLAN_COST_MAX;
+    return (uint64_t)(((lfp_u128)coef * x) >> shift);
+}
+
+static inline uint64_t lfp_sat_add(uint64_t x, uint64_t y)
+{
+    uint64_t s = x + y;
+    return (s < x || s > LF_PLAN_COST_MAX) ? LF_PLAN_COST_MAX : s;
+}
+
+/* lf_plan_cost(model, len), bit for bit. */
+static inline uint64_t lfp_coster_cost(const lfp_coster *c, uint64_t len)
+{
+    uint64_t lin = lfp_term(c->a, len, c->a_lim, 16);
+    uint64_t quad = lfp_term(c->b, (lfp_u128)len * len, c->b_lim, 32);
+    return lfp_sat_add(lfp_sat_add(lin, quad), c->c0);
+}
+
+/* Can a sample of this length ever be placed, whatever the others? */
+static inline int lfp_fits_alone(const lf_plan_params *p, uint64_t len)
+{
+    if (p->rank_max_tokens && len > p->rank_max_tokens) return 0;
+    if (p->layout == LF_PLAN_PACK) return len <= p->seq_len;
+    if (p->micro_max_padded && len > p->micro_max_padded) return 0;
+    return !(p->rank_max_padded && len > p->rank_max_padded);
 }
 
 /* --- Sorting: order.c. */
@@ -162,23 +212,39 @@ uint32_t lfp_micro_cut(const uint64_t *lens_desc, size_t n, uint64_t cap, uint64
 uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
                        uint64_t *room, uint32_t *row_of);
 
+/* A locality-aware order drawn as it goes (order.c): the open blocks'
+ * pending samples are p->pool, the blocks p->gperm + glo in shuffled order,
+ * each one's pending count p->grem. */
+typedef struct lfp_draw {
+    uint64_t key;                /* the draws' key, from (seed, epoch, source) */
+    uint32_t glo, ng;            /* the source's groups */
+    uint32_t next, open;         /* the next block to open; blocks open */
+    size_t pool_n;               /* samples in the pool */
+    uint64_t t;                  /* draws made: the next draw's counter */
+    size_t left;                 /* draws left */
+} lfp_draw;
+
 /* --- The plan: plan.c creates it and steps it; order.c builds its order,
  * layout.c lays out its ranks' batches, state.c saves and restores it. */
 
 struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
     size_t n;                    /* samples given */
-    uint64_t *id, *len, *cost;   /* per sample */
-    uint8_t *capfail;            /* per sample: fits no cap or row, never placed */
-    uint8_t *mark;               /* per sample scratch (state checks) */
-    size_t ncapfail;
+    uint16_t *len16;             /* per sample: its length (lfp_len), where */
+    uint32_t *len32;             /* every length is below 2^16, else in 32 bits */
+    uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
+    lfp_coster coster;           /* prm.cost, for lfp_cost */
+    uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
+    size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
     uint64_t capfail_tokens;     /* their tokens: left out every epoch */
-    uint32_t *group_of;          /* per sample: block group */
     uint32_t ngroups;
     uint32_t *group_start;       /* ngroups + 1 offsets into group_members */
-    uint32_t *group_members;     /* samples by (block, id) */
+    uint32_t *group_members;     /* samples by (block, id); NULL: the samples
+                                    came so, member k is sample k */
     uint32_t *gperm, *grem;      /* per group: shuffled order, samples pending */
-    uint32_t *pool;              /* n: open-window samples while building an order */
+    uint32_t *pool, *pool_group; /* the open blocks' pending samples and their
+                                    groups while building an order */
+    size_t pool_cap;             /* the most samples locality_blocks blocks hold */
     lfp_key *keys;               /* 2 * sort_cap entries of sort scratch */
     size_t sort_cap;             /* sorted: mega-batch size (at most n); else maxstep */
     uint64_t hash;               /* of the samples and the sequence parameters */
@@ -205,7 +271,10 @@ struct lf_plan {
     uint32_t epoch;
     int epoch_done;              /* the last call returned 0 */
     uint64_t step;               /* steps done in this epoch */
-    uint32_t *order;             /* this epoch's order (capfail samples left out) */
+    uint32_t *order;             /* this epoch's order (capfail samples left out);
+                                    NULL: balanced, one source, drawn as the
+                                    window refills (draw), never held whole */
+    lfp_draw draw;               /* order NULL: where the drawing is */
     size_t norder, cursor;
     uint32_t *pidx, *page;       /* pending window: sample, due step */
     uint32_t due_floor;          /* no pending entry is due before this step
@@ -258,6 +327,34 @@ struct lf_plan {
     uint64_t *b_best;            /* micro-batch cuts: best objective per prefix */
 };
 
+/* Sample s's length, cost, id, whether it fits no cap or row (never placed: the
+ * micro_max_padded default, set after, is the longest that fits, so the
+ * answer is the same), and the sample at position k by (block, id). */
+static inline uint64_t lfp_len(const lf_plan *p, size_t s)
+{
+    return p->len16 ? p->len16[s] : p->len32[s];
+}
+
+static inline uint64_t lfp_cost(const lf_plan *p, size_t s)
+{
+    return lfp_coster_cost(&p->coster, lfp_len(p, s));
+}
+
+static inline uint64_t lfp_id(const lf_plan *p, size_t s)
+{
+    return p->id ? p->id[s] : s;
+}
+
+static inline int lfp_capfail(const lf_plan *p, size_t s)
+{
+    return !lfp_fits_alone(&p->prm, lfp_len(p, s));
+}
+
+static inline uint32_t lfp_member(const lf_plan *p, size_t k)
+{
+    return p->group_members ? p->group_members[k] : (uint32_t)k;
+}
+
 /* Adds one sample's cost (at most step_budget: not an outlier) to the
  * due position. */
 static inline void lfp_due_add(lf_plan *p, uint64_t cost)
@@ -269,8 +366,18 @@ static inline void lfp_due_add(lf_plan *p, uint64_t cost)
     }
 }
 
-/* Builds the order of p->epoch into p->order (p->norder entries): order.c. */
+/* Builds the order of p->epoch into p->order (p->norder entries), or,
+ * with p->order NULL, starts drawing it: order.c. */
 void lfp_order_build(lf_plan *p);
+
+/* The next sample of a drawn order (p->order NULL): order.c. */
+uint32_t lfp_order_draw(lf_plan *p);
+
+/* The sample at the cursor, the cursor moved past it (cursor < norder). */
+static inline uint32_t lfp_order_next(lf_plan *p)
+{
+    return p->order ? p->order[p->cursor++] : (p->cursor++, lfp_order_draw(p));
+}
 
 /* Checks and sets up a mixture's sources (p's samples, groups and capfail
  * filled): order.c. Returns 0 or LF_PLAN_E_ARG / LF_PLAN_E_NOMEM. */

@@ -101,25 +101,42 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
     return (long)size;
 }
 
+/* Sample s's mark, 2 bits: 0 not passed by the cursor, 1 passed, 2 passed
+ * and in the blob's window or queue. */
+static unsigned mark_of(const lf_plan *p, uint32_t s)
+{
+    return (p->mark[s / 4] >> (2 * (s % 4))) & 3u;
+}
+
+static void mark_set(lf_plan *p, uint32_t s, unsigned v)
+{
+    unsigned sh = 2 * (s % 4);
+    p->mark[s / 4] = (uint8_t)((p->mark[s / 4] & ~(3u << sh)) | v << sh);
+}
+
 /* Checks one saved entry: a sample placed once, seen before the cursor, on
  * the expected side of the outlier threshold. */
 static int entry_ok(lf_plan *p, uint32_t s, int outlier)
 {
-    if (s >= p->n || p->capfail[s] || p->mark[s] != 1) return 0;
-    p->mark[s] = 2;
-    return (p->cost[s] > p->prm.outlier_cost) == outlier;
+    if (s >= p->n || lfp_capfail(p, s) || mark_of(p, s) != 1) return 0;
+    mark_set(p, s, 2);
+    return (lfp_cost(p, s) > p->prm.outlier_cost) == outlier;
 }
 
-/* Goes over the order up to the cursor as the balanced selection pulled
- * it (refill_window): normal samples advance the due position, outliers
- * under reject are the epoch's rejected ones (the rest were placed, or are
- * in the blob's window and queue). */
-static void replay_pulled(lf_plan *p)
+/* Goes over the order from the epoch's start up to the cursor (drawing it,
+ * where it is drawn as it goes), marking each sample passed, and as the
+ * balanced selection pulled it (refill_window): normal samples advance the
+ * due position, outliers under reject are the epoch's rejected ones (the
+ * rest were placed, or are in the blob's window and queue). */
+static void replay_pulled(lf_plan *p, size_t cursor)
 {
-    if (p->prm.sampler != LF_PLAN_BALANCED) return;
-    for (size_t i = 0; i < p->cursor; i++) {
-        uint32_t s = p->order[i];
-        if (p->cost[s] <= p->prm.outlier_cost) lfp_due_add(p, p->cost[s]);
+    int balanced = p->prm.sampler == LF_PLAN_BALANCED;
+    memset(p->mark, 0, p->n / 4 + 1);
+    while (p->cursor < cursor) {
+        uint32_t s = lfp_order_next(p);
+        mark_set(p, s, 1);
+        if (!balanced) continue;
+        if (lfp_cost(p, s) <= p->prm.outlier_cost) lfp_due_add(p, lfp_cost(p, s));
         else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;
     }
 }
@@ -150,8 +167,7 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
         lfp_epoch_begin(p, p->prm.epoch);
         return LF_PLAN_E_STATE;
     }
-    memset(p->mark, 0, p->n);
-    for (size_t i = 0; i < cursor; i++) p->mark[p->order[i]] = 1;
+    replay_pulled(p, (size_t)cursor);
     const uint8_t *e = b + STATE_HEAD;
     int ok = 1;
     for (uint32_t i = 0; i < np + no && ok; i++) ok = entry_ok(p, get32(e + 8 * i), i >= np);
@@ -170,8 +186,6 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     p->np = np;
     p->no = no;
     p->due_floor = 0;            /* unknown: the next step looks at every entry */
-    p->cursor = (size_t)cursor;
-    replay_pulled(p);
     p->step = step;
     p->epoch_done = (int)done;
     p->emitted = cursor - p->nrej - np - no;

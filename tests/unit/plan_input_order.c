@@ -3,8 +3,10 @@
  * array: samples given by (block, id), as a dataset's index gives them
  * (grouped without a sort, issue #35), and the same samples reversed or
  * interleaved (grouped by a sorted copy) plan the same global sequence,
- * step by step, id by id. Ids repeated in an ascending array are refused
- * as they are in any other order.
+ * step by step, id by id; so do ids 0..n-1, which the plan keeps none of
+ * when they come in order (issue #35, README.md *Memory*). Ids repeated in
+ * an ascending array are refused as they are in any other order, and so is
+ * a length of 2^32 (the plan keeps 32 bits of one).
  */
 #include "lf_plan.h"
 #include "test.h"
@@ -68,6 +70,10 @@ int main(void)
         other[i] = in_order[i < NSAMPLES / 2 ? 2 * i : 2 * (i - NSAMPLES / 2) + 1];
     steps += same_steps(other, 64);
     printf("reversed and interleaved arrays plan as the ordered one: %" PRIu64 " steps\n", steps);
+    for (uint32_t i = 0; i < NSAMPLES; i++) in_order[i].id = i;   /* dense: no ids kept */
+    for (uint32_t i = 0; i < NSAMPLES; i++) other[i] = in_order[NSAMPLES - 1 - i];
+    steps = same_steps(other, 8);
+    printf("ids 0..n-1: the reversed array plans as the ordered one: %" PRIu64 " steps\n", steps);
 
     in_order[100].id = in_order[99].id; /* ascending, not strictly */
     lf_plan *plan = NULL;
@@ -77,5 +83,13 @@ int main(void)
     ASSERT_EQ(lf_plan_create(&p, in_order, NSAMPLES, &plan), LF_PLAN_E_ARG);
     ASSERT_EQ(plan == NULL, 1);
     printf("a repeated id in an ascending array: refused\n");
+
+    in_order[100].id = 100;
+    in_order[7].length = UINT64_C(1) << 32;
+    ASSERT_EQ(lf_plan_create(&p, in_order, NSAMPLES, &plan), LF_PLAN_E_ARG);
+    in_order[7].length = UINT32_MAX;   /* the longest kept: an outlier, placed */
+    ASSERT_EQ(lf_plan_create(&p, in_order, NSAMPLES, &plan), 0);
+    lf_plan_free(plan);
+    printf("a length of 2^32: refused; 2^32 - 1: planned\n");
     return 0;
 }

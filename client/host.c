@@ -470,7 +470,11 @@ static int map_ring(lf_client *c, uint64_t deadline)
         void *p = mmap(NULL, w->segment_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                        fd, 0);
         if (p == MAP_FAILED) rc = -errno;
-        else { c->seg = p; c->seg_size = w->segment_size; }
+        else {
+            c->seg = p;
+            c->seg_size = w->segment_size;
+            lf_ring_touch(p, w->segment_size);   /* here, not in the first batches */
+        }
     }
     close(fd);
     int ring = rc == 0 ? lf_ring_header_check(c->seg, c->seg_size, w) : 0;

@@ -27,6 +27,14 @@ uint64_t lf_ring_slot_offset(uint32_t slot, uint64_t slot_size)
     return LF_RING_HEADER_SIZE + (uint64_t)slot * slot_size;
 }
 
+void lf_ring_touch(const void *segment, uint64_t size)
+{
+    const volatile unsigned char *page = segment;
+    unsigned char sink = 0;
+    for (uint64_t at = 0; at < size; at += 4096) sink ^= page[at];
+    (void)sink;
+}
+
 void lf_ring_header_write(void *segment, uint32_t rank, uint32_t nslots,
                           uint64_t slot_size, uint32_t server_pid)
 {

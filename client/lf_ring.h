@@ -70,6 +70,19 @@ uint64_t lf_ring_segment_size(uint32_t nslots, uint64_t slot_size);
 /* Offset of slot `slot` from the segment start. */
 uint64_t lf_ring_slot_offset(uint32_t slot, uint64_t slot_size);
 
+/* Reads one byte of every 4 KiB page of a freshly mapped ring, so that the
+ * first access to each page is paid here, at start-up or connect, and not
+ * by the server's workers writing a batch or the trainer reading one.
+ * MAP_POPULATE maps the pages, but a hypervisor may still back each one
+ * only at the process's first access: under this project's PVM virtual
+ * machine that access cost 8-13 us of the accessing thread's CPU a page,
+ * read or write, and a second one 0.01-0.06 us, with no page fault the
+ * guest could count. Left to lf-server's workers it came to 0.27 s of the
+ * 0.70 s a worker spent on 2000 small images (one epoch, 120 MiB of rings);
+ * on bare metal the pass costs tens of ns a page (tests/bench/page_touch
+ * prints both). */
+void lf_ring_touch(const void *segment, uint64_t size);
+
 /* Server: fills the ring header at the segment start. */
 void lf_ring_header_write(void *segment, uint32_t rank, uint32_t nslots,
                           uint64_t slot_size, uint32_t server_pid);

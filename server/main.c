@@ -449,21 +449,6 @@ static int pick_fields(srv *s)
     return 0;
 }
 
-/* Writes a zero into every page of a new, zero-filled ring. MAP_POPULATE
- * maps the pages, but a hypervisor may still back each one only at the
- * process's first access: under this project's PVM virtual machine that
- * access costs 9-13 us of the accessing thread's CPU a 4 KiB page, whatever
- * MAP_POPULATE or MADV_POPULATE_WRITE did, where the guest sees no page
- * fault. Left to the workers it came to 0.27 s of the 0.70 s a worker
- * spent on 2000 small images (one epoch, 120 MiB of rings): their writes
- * into a slot's pages stalled, not the transform. Paid here once, it is
- * start-up (~0.4 s for 150 MiB there; where MAP_POPULATE did back the
- * pages, tens of ns a page: tests/bench/page_touch prints both). */
-static void touch_pages(unsigned char *seg, size_t size)
-{
-    for (size_t at = 0; at < size; at += 4096) ((volatile unsigned char *)seg)[at] = 0;
-}
-
 static int create_ring(srv *s, srv_rank *r)
 {
     char name[48];
@@ -486,7 +471,7 @@ static int create_ring(srv *s, srv_rank *r)
                    r->memfd, 0);
     if (p == MAP_FAILED) return -errno;
     r->seg = p;
-    touch_pages(r->seg, r->seg_size);
+    lf_ring_touch(r->seg, r->seg_size);   /* here, not in the workers' writes */
     lf_ring_header_write(r->seg, r->rank, srv_ring_slots(s), s->slot_size, (uint32_t)getpid());
     r->free_slots = malloc(s->cfg.slots * sizeof *r->free_slots);
     if (!r->free_slots) return -ENOMEM;

@@ -11,7 +11,7 @@
  * first pass cost 10-13 us a page with no page fault the guest could
  * count, whatever MAP_POPULATE or MADV_POPULATE_WRITE did: the cost the
  * image path's workers paid inside the delivery until lf-server touched
- * its rings at start-up (server/main.c, touch_pages). server_image.sh
+ * its rings at start-up (lf_ring_touch, client/lf_ring.c; the client too). server_image.sh
  * prints both beside its figures, so a reader can tell which kind of
  * machine they came from. Prints "FIRST AGAIN" in microseconds a page.
  *

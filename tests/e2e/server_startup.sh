@@ -9,7 +9,10 @@
 # second server planned every epoch before it found the endpoint taken.)
 source "$(dirname "$0")/server_lib.sh"
 
-# 1.5 M short samples: here their planning takes seconds. Rank 1 starts
+# 4 M short samples: here their start-up (the dataset opened, the first
+# epoch planned) takes 3-4 s. (1.5 M took seconds until the plan stopped
+# holding a whole epoch's order and derived what it could per sample; then
+# ~1.4 s, and the check below failed under load.) Rank 1 starts
 # once the server answers "planning", with a 0.5 s timeout: the bound on
 # the server's silence while it plans. Rank 0 starts 0.2 s before the
 # server, with the default timeout, as a launcher starts them: how long a
@@ -17,7 +20,7 @@ source "$(dirname "$0")/server_lib.sh"
 # machine fast enough to plan them within a second past rank 1's timeout
 # fails the check on the planning's length below, rather than passing by
 # luck.
-SAMPLES=${LF_STARTUP_SAMPLES:-1500000}
+SAMPLES=${LF_STARTUP_SAMPLES:-4000000}
 TIMEOUT_MS=500
 "$LF_BIN/lf-shard" synth tokens --out "$WORK/ds" --samples "$SAMPLES" --seed 3 --threads 2 \
   --len-median 16 --len-min 4 --len-max 64 >"$WORK/synth.log" 2>&1 ||

@@ -1295,8 +1295,8 @@ int lf_record_fields(const lf_dataset *ds, uint64_t sample, const void *record, 
     const lf_field_def *cf = &sc->fields[sc->cost_field];
     uint32_t csize = v[sc->cost_field].size;
     /* a JPEG's cost is its pixels, which the index alone checks */
-    if (pos != size || (cf->type != LF_FIELD_JPEG &&
-                        record_cost_length(sc, csize, 0, 0) != lf_dataset_sample_length(ds, sample)))
+    uint64_t want = lf_dataset_sample_length(ds, sample);
+    if (pos != size || (cf->type != LF_FIELD_JPEG && record_cost_length(sc, csize, 0, 0) != want))
         return record_fail(ds, sample, err, "fields do not match the record or its index entry");
     for (uint32_t i = 0; i < sc->nfields; i++)   /* a value per token, no more, no less */
         if (lf_field_is_per_token(sc->fields[i].type) && v[i].count != v[sc->cost_field].count)

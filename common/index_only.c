@@ -177,9 +177,11 @@ int dataset_open(const char *dir, unsigned flags, lf_dataset **out, lf_shard_err
     char path[PATH_MAX], lfx[PATH_MAX];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, INDEX_ONLY_NAME);
-    if (stat(path, &st) != 0)
-        return flags & DATASET_LENGTHS ? lf_dataset_open_lengths(dir, out, err)
-                                       : lf_dataset_open(dir, out, err);
+    if (stat(path, &st) != 0) {
+        if (flags & DATASET_LENGTHS) return lf_dataset_open_lengths(dir, out, err);
+        if (flags & DATASET_MAPPED) return lf_dataset_open_mapped(&dir, 1, out, err);
+        return lf_dataset_open(dir, out, err);
+    }
     index_only d = {0};
     int rc = read_description(path, &d, err);
     if (rc != 0) return rc;

@@ -39,14 +39,18 @@ typedef struct index_only {
 int index_only_write(const char *dir, const index_only *d, char *why, size_t why_size);
 
 /* dataset_open's flags: open a dataset of bytes from its index.lfx alone
- * (lf_dataset_open_lengths), as a planner that reads none of them does. */
+ * (lf_dataset_open_lengths), as a planner that reads none of them does;
+ * or to read its bytes with its lengths mapped from index.lfx and no
+ * per-sample table (lf_dataset_open_mapped), as lf-server does. */
 #define DATASET_LENGTHS 1u
+#define DATASET_MAPPED 2u
 
 /* Opens dir: as an index-only dataset when it holds index-only.lfi (its
  * lengths mapped from index.lfx when that is there, else drawn again from
  * the description), else with lf_dataset_open (lf_dataset_open_lengths
- * under DATASET_LENGTHS). Returns what those return; err names the file
- * and line of a malformed description. */
+ * under DATASET_LENGTHS, lf_dataset_open_mapped under DATASET_MAPPED).
+ * Returns what those return; err names the file and line of a malformed
+ * description. */
 int dataset_open(const char *dir, unsigned flags, lf_dataset **out, lf_shard_error *err);
 
 #endif

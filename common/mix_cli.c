@@ -96,8 +96,9 @@ int mix_cli_open(const mix_cli *m, const char *held_out, unsigned open_flags, lf
     uint32_t n = m->ndata;
     memcpy(dirs, m->data, n * sizeof *dirs);
     if (held_out) dirs[n++] = held_out;
-    int rc = n == 1 ? dataset_open(dirs[0], open_flags, ds, err)
-                    : lf_dataset_open_many(dirs, n, ds, err);
+    int rc = n == 1                       ? dataset_open(dirs[0], open_flags, ds, err)
+             : open_flags & DATASET_MAPPED ? lf_dataset_open_mapped(dirs, n, ds, err)
+                                           : lf_dataset_open_many(dirs, n, ds, err);
     for (uint32_t s = 0; rc == 0 && s < mix->sources; s++)
         mix->first[s] = lf_dataset_source_first(*ds, s);
     return rc;

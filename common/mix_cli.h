@@ -40,9 +40,10 @@ int mix_cli_check(const mix_cli *m, lf_plan_mix *mix, char *why, size_t why_size
 
 /* Opens the datasets as one, held_out (lf-server's --eval-data; NULL:
  * none) the last source after them (a single one as dataset_open does,
- * index-only descriptions included; open_flags as dataset_open's), and
- * fills mix->first from it.
- * Returns what lf_dataset_open_many returns. */
+ * index-only descriptions included; open_flags as dataset_open's: several
+ * under DATASET_MAPPED by lf_dataset_open_mapped, else by
+ * lf_dataset_open_many), and fills mix->first from it.
+ * Returns what those return. */
 int mix_cli_open(const mix_cli *m, const char *held_out, unsigned open_flags, lf_plan_mix *mix,
                  lf_dataset **ds, lf_shard_error *err);
 

@@ -20,13 +20,16 @@
 #include <string.h>
 #include <time.h>
 
-/* The fields of a job's sample i, located in its pinned block. */
+/* The fields of a job's sample i, located in its pinned block by the
+ * block's record table (decode.c). */
 static int sample_views(srv *s, const srv_job *j, uint32_t i, lf_field_view *views)
 {
     const cache_entry *e = j->blocks[j->block_of[i]].entry;
     lf_shard_error err;
     uint64_t id = lf_plan_piece_sample(j->ids[i]);
-    if (lf_sample_fields(s->ds, id, e->raw, e->raw_size, views, &err) < 0) {
+    uint64_t k = id - lf_dataset_block(s->ds, e->block)->first_sample;
+    if (lf_record_fields(s->ds, id, e->raw + e->records[k], e->records[k + 1] - e->records[k],
+                         views, &err) < 0) {
         srv_fail(s, "sample %" PRIu64 ": %s", id, err.msg);
         return -EIO;
     }
@@ -66,7 +69,7 @@ static int gather_tokens(srv *s, worker_ctx *w, const srv_job *j)
         int rc = sample_views(s, j, i, views);
         if (rc < 0) return rc;
         const lf_field_view *v = &views[s->token_field];
-        uint64_t id = lf_plan_piece_sample(j->ids[i]), whole = lf_dataset_sample(s->ds, id)->length;
+        uint64_t id = lf_plan_piece_sample(j->ids[i]), whole = lf_dataset_sample_length(s->ds, id);
         uint64_t at = lf_plan_piece_index(j->ids[i]) * s->piece_len;
         if (v->count != whole || at + j->lengths[i] > whole) {
             srv_fail(s, "sample %" PRIu64 ": %u tokens, index says %" PRIu64, id, v->count,
@@ -387,7 +390,7 @@ static void quarantine_image(srv *s, uint64_t id, const char *shard, const char 
 static int refuse_image(srv *s, worker_ctx *w, srv_job *j, uint32_t i, long n)
 {
     uint64_t id = j->ids[i];
-    const char *shard = lf_dataset_shard_path(s->ds, lf_dataset_sample(s->ds, id)->shard);
+    const char *shard = srv_sample_shard(s, id);
     char why[400];
     snprintf(why, sizeof why, "%s: %s", lf_tf_strerror((int)n), lf_tf_reason(w->ws));
     if (s->cfg.skip_corrupt && is_refused_image(n)) {

@@ -33,25 +33,35 @@ static int is_corrupt(long n, uint32_t raw_size)
 }
 
 /* Returns 0 (e->bad set when the block is quarantined) or <0 on failure,
- * reported (srv_fail): the block never becomes ready, and the server stops. */
+ * reported (srv_fail): the block never becomes ready, and the server stops.
+ * The block's record table (where each sample's record starts) is made
+ * from the decoded records themselves, so no per-sample index is needed,
+ * and lives after the bytes in the same allocation. */
 static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
 {
     const lf_block_info *bi = lf_dataset_block(s->ds, e->block);
     lf_shard_error err;
-    e->raw = malloc(e->raw_size ? e->raw_size : 1);
+    size_t table_at = ((size_t)e->raw_size + 3) & ~(size_t)3;   /* u32-aligned */
+    e->raw = malloc(table_at + ((size_t)bi->nsamples + 1) * sizeof *e->records);
     if (!e->raw) {
         srv_fail(s, "block %" PRIu64 ": cannot allocate %" PRIu32 " bytes to decode it", e->block,
                  e->raw_size);
         return -ENOMEM;
     }
+    e->records = (uint32_t *)(void *)(e->raw + table_at);
     long n = lf_block_decode(w->dec, s->ds, e->block, e->owner->bufs[e->buf],
                              bi->stored_size, e->raw, e->raw_size, &err);
+    if (n == (long)e->raw_size) {
+        int rc = lf_block_records(s->ds, e->block, e->raw, e->raw_size, e->records, &err);
+        if (rc < 0) n = rc;
+    }
     if (s->cfg.skip_corrupt && is_corrupt(n, e->raw_size)) {
         if (!s->cfg.quiet)
             fprintf(stderr, "lf-server: quarantined: %s\n",
                     n < 0 ? err.msg : "decoded size differs from the index");
         free(e->raw);
         e->raw = NULL;
+        e->records = NULL;
         e->bad = 1;
         return 0;
     }

@@ -8,6 +8,7 @@
 #include "lf_ring.h"
 #include "open_limit.h"
 #include "image_cli.h"
+#include "index_only.h"
 #include "parse_num.h"
 #include "plan_cli.h"
 #include "version.h"
@@ -534,7 +535,7 @@ static void print_quarantine(const srv *s)
             m->quarantined_images);
     for (uint64_t i = 0; i < m->quarantined_images && i < SRV_QUARANTINE_LIST; i++)
         fprintf(stderr, "%s sample %" PRIu64 " (%s)", i ? "," : ":", s->refused[i],
-                lf_dataset_shard_path(s->ds, lf_dataset_sample(s->ds, s->refused[i])->shard));
+                srv_sample_shard(s, s->refused[i]));
     fprintf(stderr, "%s\n", m->quarantined_images > SRV_QUARANTINE_LIST ? ", ..." : "");
 }
 
@@ -612,7 +613,8 @@ static void print_summary(srv *s, uint64_t elapsed_ns)
 static int open_data(srv *s)
 {
     lf_shard_error err;
-    if (mix_cli_open(&s->cfg.mix, s->cfg.eval_dir, 0, &s->cfg.cli.params.mix, &s->ds, &err) < 0) {
+    if (mix_cli_open(&s->cfg.mix, s->cfg.eval_dir, DATASET_MAPPED, &s->cfg.cli.params.mix, &s->ds,
+                     &err) < 0) {
         fprintf(stderr, "lf-server: %s\n", err.msg);
         return -ECANCELED;
     }

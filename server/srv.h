@@ -568,5 +568,8 @@ void srv_fail(srv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 void srv_notify_control(srv *s); /* wakes the control thread (not under mu) */
 void srv_add_metric(srv *s, uint64_t *counter, uint64_t v); /* takes mu */
 void srv_add_thread_cpu(srv *s, uint64_t *sum); /* the thread's CPU time; takes mu */
+/* The shard file holding sample id, for messages (through its block: the
+ * dataset holds no per-sample table when opened mapped). */
+const char *srv_sample_shard(const srv *s, uint64_t id);
 
 #endif

@@ -23,6 +23,8 @@ enum { PLAN_RUNS, PLAN_WAITS_SLOT, PLAN_WAITS_ROOM };
 struct cache_entry {
     uint64_t block;
     unsigned char *raw;          /* decompressed bytes (CE_READY) */
+    uint32_t *records;           /* each of its samples' record offset in raw, then
+                                    raw_size (lf_block_records), in raw's allocation */
     uint32_t raw_size;
     int state;
     int bad;                     /* --on-corrupt=skip: failed to decode, raw NULL */

@@ -57,6 +57,12 @@ void srv_notify_control(srv *s)
     (void)n; /* an eventfd at its limit is still readable: nothing is lost */
 }
 
+const char *srv_sample_shard(const srv *s, uint64_t id)
+{
+    const lf_block_info *b = lf_dataset_block(s->ds, lf_dataset_sample_block(s->ds, id));
+    return b ? lf_dataset_shard_path(s->ds, b->shard) : "?";
+}
+
 /* Adds v to a counter of s->m under s->mu: lf-stat copies s->m under it. */
 void srv_add_metric(srv *s, uint64_t *counter, uint64_t v)
 {

@@ -190,8 +190,10 @@ int lf_dataset_shard_fd(const lf_dataset *ds, uint32_t shard);
 /* Index entries. Return NULL when the id is out of range. Blocks are numbered
  * dataset-wide too (0..blocks-1); info->shard says which file.
  * lf_dataset_sample is NULL too for a dataset read from its compact index
- * (lf_dataset_open_lengths, lf_dataset_open_index_file), which holds no
- * per-sample entries. */
+ * (lf_dataset_open_mapped, lf_dataset_open_lengths,
+ * lf_dataset_open_index_file), which holds no per-sample entries: use
+ * lf_dataset_sample_length and lf_dataset_sample_block, which answer for
+ * every dataset (the block by a binary search over the blocks there). */
 const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample);
 const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block);
 uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample); /* dataset-wide block id */
@@ -261,6 +263,21 @@ int lf_index_write(const char *dir, const lf_index_spec *spec, lf_shard_error *e
  * index.lfx. Returns 0 or a status. */
 int lf_dataset_write_index(const char *dir, lf_shard_error *err);
 
+/* Opens datasets to read their bytes without a per-sample table (as
+ * lf_dataset_open_many, n == 1 for one directory): each sample's length is
+ * read where it lies, in its directory's index.lfx (mapped), and its
+ * record's place in its block from the block's own bytes once decoded
+ * (lf_block_records). Each shard index is still read whole and checked as
+ * lf_dataset_open checks it, but in pieces, keeping its block entries only,
+ * and every entry is compared with index.lfx (one written for another
+ * manifest, or that disagrees, is refused naming `lf-shard index DIR`); so
+ * what it holds grows with blocks (40 bytes each), not samples.
+ * lf_dataset_sample gives NULL. A directory without index.lfx is opened as
+ * lf_dataset_open opens it, and so, when the directories are several and
+ * any lacks one, is every one. */
+int lf_dataset_open_mapped(const char *const *dirs, uint32_t n, lf_dataset **out,
+                           lf_shard_error *err);
+
 /* Opens dir for planning: its manifest and index.lfx, mapped, and no shard
  * file; lf_dataset_sample gives NULL (use lf_dataset_sample_length and
  * lf_dataset_sample_block) and every read of bytes is refused, naming the
@@ -301,9 +318,30 @@ typedef struct lf_field_view {
 
 /* Locates the fields of `sample` inside its decompressed block `raw`
  * (raw_size bytes, as produced by lf_block_decode). out[] gets one view per
- * schema field. Every length is bounds-checked against the record. */
+ * schema field. Every length is bounds-checked against the record. Without
+ * a per-sample table (lf_dataset_open_mapped) it walks the block's records
+ * before the sample, so a reader of many samples of a block uses
+ * lf_block_records once and lf_record_fields for each. */
 int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
                      size_t raw_size, lf_field_view *out, lf_shard_error *err);
+
+/* Where each record of decoded block `block` (raw, raw_size bytes) lies,
+ * from the records themselves: each is its table of field sizes and then
+ * the fields, and they tile the block (FORMAT.md, section 5), so record k
+ * (the block's k-th sample) starts where record k-1 ends. offsets (the
+ * block's nsamples + 1 entries) gets each record's first byte and then
+ * raw_size. Checks that the records end exactly at the block's end, and,
+ * where the dataset holds per-sample entries, that each lies where its
+ * entry says. Returns 0, or LF_SHARD_E_FORMAT naming the shard, block and
+ * sample. */
+int lf_block_records(const lf_dataset *ds, uint64_t block, const void *raw, size_t raw_size,
+                     uint32_t *offsets, lf_shard_error *err);
+
+/* The fields of `sample` in its record (size bytes; with lf_block_records'
+ * offsets, raw + offsets[k] and offsets[k+1] - offsets[k] for the block's
+ * k-th sample), checked as lf_sample_fields checks them. */
+int lf_record_fields(const lf_dataset *ds, uint64_t sample, const void *record, size_t size,
+                     lf_field_view *out, lf_shard_error *err);
 
 /* Checks every checksum of the dataset (manifest, headers, indexes, footers,
  * every block, and every record's field layout), and its index.lfx, when it

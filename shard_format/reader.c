@@ -36,6 +36,9 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 typedef struct ds_shard {
     char *path;                  /* absolute path, or "<memory>" */
     int fd;                      /* -1 for a shard held in memory */
@@ -48,6 +51,8 @@ typedef struct ds_shard {
 typedef struct ds_source {
     char *dir;                   /* as the caller gave it, for messages and reports */
     uint64_t first_sample;       /* dataset-wide id of its sample 0 */
+    compact_index compact;       /* its index.lfx mapped, when the dataset holds no
+                                    per-sample table (samples NULL) */
 } ds_source;
 
 struct lf_dataset {
@@ -56,13 +61,13 @@ struct lf_dataset {
     uint32_t nshards;
     lf_block_info *blocks;
     uint64_t nblocks, blocks_cap;
-    lf_sample_info *samples;
+    lf_sample_info *samples;     /* NULL when the lengths are read from index.lfx */
     uint64_t nsamples, samples_cap;
     uint32_t max_raw, max_stored;
     bool skip_checksums;         /* fuzzing only (SHARD_OPEN_SKIP_CHECKSUMS) */
     bool index_only;             /* an index without bytes: every read refused */
     bool from_compact;           /* a real dataset opened from index.lfx alone */
-    compact_index compact;       /* index.lfx mapped (samples is NULL then) */
+    uint64_t piece_end;          /* while opening: the sample before's doc_offset + length */
     uint64_t manifest_hash;      /* the manifest's checksum (lf_dataset_open) */
     ds_source *sources;          /* one for a single directory, else one a directory */
     uint32_t nsources;
@@ -208,38 +213,97 @@ static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local
     return 0;
 }
 
-/* Decodes and checks the index of shard `no`, appending to ds's tables. */
-static int parse_index(lf_dataset *ds, uint32_t no, const shard_header *h,
-                       const uint8_t *idx, lf_shard_error *err)
+/* ---- a shard's index, read in pieces ------------------------------------ */
+
+/* The index passes through a buffer of this many bytes (a multiple of the
+ * entry size), hashed as it passes, so opening never holds a shard's index
+ * whole: 32 bytes a sample of it would be the largest thing in memory.
+ * Under glibc's mmap threshold (128 KiB): a freed mapping of 1 MiB raised
+ * the threshold and left lf-server 0.8 MB larger on a small dataset
+ * (ds-8192), and the reads it saves are negligible (10^7 samples: 0.30 s
+ * CPU to open either way). */
+#define INDEX_CHUNK (64u << 10)
+_Static_assert(BLOCK_ENTRY_SIZE == SAMPLE_ENTRY_SIZE && INDEX_CHUNK % SAMPLE_ENTRY_SIZE == 0,
+               "index entries are read one size at a time");
+
+typedef struct index_stream {
+    const ds_shard *sh;
+    uint64_t at, end;            /* file offsets: the next byte to read, the index's end */
+    uint8_t *buf;                /* INDEX_CHUNK bytes */
+    size_t len, pos;             /* bytes in buf, the next entry's place in it */
+    bool hashing;                /* false when fuzzing without checksums */
+    XXH3_state_t hash;
+} index_stream;
+
+static int stream_fill(index_stream *st, lf_shard_error *err)
+{
+    uint64_t left = st->end - st->at;
+    size_t n = left < INDEX_CHUNK ? (size_t)left : INDEX_CHUNK;
+    int rc = shard_read(st->sh, st->at, st->buf, n, err);
+    if (rc != 0) return rc;
+    if (st->hashing) XXH3_64bits_update(&st->hash, st->buf, n);
+    st->at += n;
+    st->len = n;
+    st->pos = 0;
+    return 0;
+}
+
+/* *e = the next entry; the header's counts make the entries fill the
+ * index exactly, so there is always one more when asked. */
+static int stream_next(index_stream *st, const uint8_t **e, lf_shard_error *err)
+{
+    if (st->pos == st->len) {
+        int rc = stream_fill(st, err);
+        if (rc != 0) return rc;
+    }
+    *e = st->buf + st->pos;
+    st->pos += SAMPLE_ENTRY_SIZE;
+    return 0;
+}
+
+/* Hashes what is left of the index and compares the hash: a mismatch is
+ * what is reported even where an entry failed its checks first (the
+ * bytes are damaged, not wrongly written), as when the whole index was
+ * hashed before any entry was looked at. Returns rc otherwise. */
+static int stream_finish(index_stream *st, uint64_t want, int rc, lf_shard_error *err)
+{
+    if (!st->hashing) return rc;
+    lf_shard_error read_err;
+    while (st->at < st->end)
+        if (stream_fill(st, &read_err) != 0) return rc != 0 ? rc : shard_fail(err, read_err.status,
+                                                                              "%s", read_err.msg);
+    if (XXH3_64bits_digest(&st->hash) != want)
+        return shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: index: checksum mismatch", st->sh->path);
+    return rc;
+}
+
+/* Source 0's index.lfx, where its entry for dataset block b (given here
+ * as the shard index has it) is compared. */
+static int compare_compact_block(const lf_dataset *ds, uint64_t b, const shard_block_entry *e,
+                                 lf_shard_error *err)
+{
+    const uint8_t *c = ds->sources[0].compact.block_table + b * COMPACT_BLOCK_ENTRY;
+    if (get_u32(c) == e->nsamples && get_u32(c + 4) == e->raw_size) return 0;
+    return shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: block %" PRIu64 " differs from the shard "
+                      "index: run `lf-shard index DIR` to write it again", ds->sources[0].dir,
+                      LF_INDEX_NAME, b);
+}
+
+/* Reads and checks shard `no`'s block entries into ds's block table. */
+static int parse_blocks(lf_dataset *ds, uint32_t no, const shard_header *h, index_stream *st,
+                        lf_shard_error *err)
 {
     const ds_shard *sh = &ds->shards[no];
-    const uint8_t *stab = idx + h->nblocks * BLOCK_ENTRY_SIZE;
-    if (h->nblocks > ds->blocks_cap - ds->nblocks || h->nsamples > ds->samples_cap - ds->nsamples)
-        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: more samples than the manifest lists",
-                          sh->path);
     uint64_t off = HEADER_SIZE, first = 0, raw_total = 0;
-    ds->shards[no].first_block = ds->nblocks;
     for (uint64_t j = 0; j < h->nblocks; j++) {
+        const uint8_t *e;
         shard_block_entry b;
-        block_entry_decode(idx + j * BLOCK_ENTRY_SIZE, &b);
-        int rc = check_block(sh, h, j, &b, off, first, err);
+        int rc = stream_next(st, &e, err);
         if (rc != 0) return rc;
-        uint32_t in_block = 0;
-        for (uint32_t k = 0; k < b.nsamples; k++) {
-            uint64_t local = first + k;
-            lf_sample_info *s = &ds->samples[ds->nsamples + local];
-            if (sample_entry_decode(stab + local * SAMPLE_ENTRY_SIZE, h->version, s) != 0)
-                return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64
-                                  " (dataset sample %" PRIu64 "): reserved bytes not zero",
-                                  sh->path, local, ds->nsamples + local);
-            rc = check_sample(ds, sh, local, s, j, in_block, b.raw_size, err);
-            if (rc != 0) return rc;
-            s->shard = no;
-            in_block += s->size;
-        }
-        if (in_block != b.raw_size)
-            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64
-                              ": records do not fill the block", sh->path, j);
+        block_entry_decode(e, &b);
+        rc = check_block(sh, h, j, &b, off, first, err);
+        if (rc == 0 && !ds->samples) rc = compare_compact_block(ds, ds->nblocks + j, &b, err);
+        if (rc != 0) return rc;
         ds->blocks[ds->nblocks + j] = (lf_block_info){
             .file_offset = b.file_offset, .stored_size = b.stored_size,
             .raw_size = b.raw_size, .checksum = b.checksum,
@@ -254,26 +318,84 @@ static int parse_index(lf_dataset *ds, uint32_t no, const shard_header *h,
     if (off != h->index_offset || first != h->nsamples || raw_total != h->raw_bytes)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: blocks do not fill the data region",
                           sh->path);
-    ds->nblocks += h->nblocks;
-    ds->nsamples += h->nsamples;
     return 0;
 }
 
-/* Reads the index of a shard whose header is checked, then parses it. */
+/* Dataset sample i (entry s, in the shard at path): a piece of a document
+ * (doc_offset > 0) follows the piece before it, across shards too; and,
+ * read without a table, its length is what index.lfx says. */
+static int check_in_dataset(lf_dataset *ds, const char *path, uint64_t i, const lf_sample_info *s,
+                            lf_shard_error *err)
+{
+    if (s->doc_offset && (i == 0 || ds->piece_end != s->doc_offset))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 ": a piece at token %u "
+                          "of its document does not follow the piece before it", path, i,
+                          s->doc_offset);
+    ds->piece_end = s->doc_offset + s->length;
+    if (ds->samples || compact_length(&ds->sources[0].compact, i) == s->length) return 0;
+    return shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: sample %" PRIu64 ": length %u, the shard "
+                      "index says %" PRIu64 ": run `lf-shard index DIR` to write it again",
+                      ds->sources[0].dir, LF_INDEX_NAME, i,
+                      compact_length(&ds->sources[0].compact, i), s->length);
+}
+
+/* Reads and checks shard `no`'s sample entries, block by block (records
+ * tile each block), into ds's table, or, without one, only checks them. */
+static int parse_samples(lf_dataset *ds, uint32_t no, const shard_header *h, index_stream *st,
+                         lf_shard_error *err)
+{
+    const ds_shard *sh = &ds->shards[no];
+    uint64_t local = 0;
+    for (uint64_t j = 0; j < h->nblocks; j++) {
+        const lf_block_info *b = &ds->blocks[ds->nblocks + j];
+        uint32_t in_block = 0;
+        for (uint32_t k = 0; k < b->nsamples; k++, local++) {
+            uint64_t i = ds->nsamples + local;
+            lf_sample_info one, *s = ds->samples ? &ds->samples[i] : &one;
+            const uint8_t *e;
+            int rc = stream_next(st, &e, err);
+            if (rc != 0) return rc;
+            if (sample_entry_decode(e, h->version, s) != 0)
+                return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 " (dataset "
+                                  "sample %" PRIu64 "): reserved bytes not zero", sh->path,
+                                  local, i);
+            rc = check_sample(ds, sh, local, s, j, in_block, b->raw_size, err);
+            if (rc == 0) rc = check_in_dataset(ds, sh->path, i, s, err);
+            if (rc != 0) return rc;
+            s->shard = no;
+            in_block += s->size;
+        }
+        if (in_block != b->raw_size)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64
+                              ": records do not fill the block", sh->path, j);
+    }
+    return 0;
+}
+
+/* Reads the index of a shard whose header is checked, in pieces: its
+ * blocks into ds's block table, its samples into the per-sample table or,
+ * for a dataset without one, checked against index.lfx and let go. */
 static int read_index(lf_dataset *ds, uint32_t no, const shard_header *h, uint64_t index_hash,
                       lf_shard_error *err)
 {
     const ds_shard *sh = &ds->shards[no];
-    uint8_t *idx = malloc(h->index_size ? (size_t)h->index_size : 1);
-    if (!idx) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
-    int rc = shard_read(sh, h->index_offset, idx, (size_t)h->index_size, err);
-    if (rc == 0 && !ds->skip_checksums && shard_hash(idx, (size_t)h->index_size) != index_hash)
-        rc = shard_fail(err, LF_SHARD_E_CHECKSUM, "%s: index: checksum mismatch", sh->path);
-    if (rc == 0) rc = parse_index(ds, no, h, idx, err);
-    free(idx);
-    return rc;
+    if (h->nblocks > ds->blocks_cap - ds->nblocks || h->nsamples > ds->samples_cap - ds->nsamples)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: more samples than the manifest lists",
+                          sh->path);
+    index_stream st = {.sh = sh, .at = h->index_offset, .end = h->index_offset + h->index_size,
+                       .hashing = !ds->skip_checksums, .buf = malloc(INDEX_CHUNK)};
+    if (!st.buf) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
+    if (st.hashing) XXH3_64bits_reset(&st.hash);
+    ds->shards[no].first_block = ds->nblocks;
+    int rc = parse_blocks(ds, no, h, &st, err);
+    if (rc == 0) rc = parse_samples(ds, no, h, &st, err);
+    rc = stream_finish(&st, index_hash, rc, err);
+    free(st.buf);
+    if (rc != 0) return rc;
+    ds->nblocks += h->nblocks;
+    ds->nsamples += h->nsamples;
+    return 0;
 }
-
 
 /* ---- dataset ------------------------------------------------------------ */
 
@@ -287,8 +409,10 @@ void lf_dataset_close(lf_dataset *ds)
     free(ds->shards);
     free(ds->blocks);
     free(ds->samples);
-    compact_unmap(&ds->compact);
-    for (uint32_t i = 0; ds->sources && i < ds->nsources; i++) free(ds->sources[i].dir);
+    for (uint32_t i = 0; ds->sources && i < ds->nsources; i++) {
+        free(ds->sources[i].dir);
+        compact_unmap(&ds->sources[i].compact);
+    }
     free(ds->sources);
     free(ds);
 }
@@ -306,13 +430,17 @@ static int set_one_source(lf_dataset *ds, const char *name, lf_shard_error *err)
     return 0;
 }
 
-static int alloc_tables(lf_dataset *ds, uint64_t blocks, uint64_t samples, lf_shard_error *err)
+/* The block table, and the per-sample table unless the lengths are read
+ * from index.lfx (table false: samples stays NULL). */
+static int alloc_tables(lf_dataset *ds, uint64_t blocks, uint64_t samples, bool table,
+                        lf_shard_error *err)
 {
     if (blocks > SIZE_MAX / sizeof *ds->blocks || samples > SIZE_MAX / sizeof *ds->samples)
         return shard_fail(err, LF_SHARD_E_NOMEM, "index too large");
     ds->blocks = malloc(blocks ? (size_t)blocks * sizeof *ds->blocks : 1);
-    ds->samples = malloc(samples ? (size_t)samples * sizeof *ds->samples : 1);
-    if (!ds->blocks || !ds->samples) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (table) ds->samples = malloc(samples ? (size_t)samples * sizeof *ds->samples : 1);
+    if (!ds->blocks || (table && !ds->samples))
+        return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
     ds->blocks_cap = blocks;
     ds->samples_cap = samples;
     return 0;
@@ -386,20 +514,6 @@ static int read_manifest(const char *dir, manifest *m, uint64_t *hash, lf_shard_
 
 /* Opens each shard file and checks its size against the manifest, so the
  * tables allocated from the manifest's counts are bounded by real files. */
-/* Pieces of a document (doc_offset > 0) follow the piece before them,
- * across shards too: the sample before ends where the piece starts. */
-static int check_pieces(const lf_dataset *ds, lf_shard_error *err)
-{
-    for (uint64_t i = 0; i < ds->nsamples; i++) {
-        const lf_sample_info *s = &ds->samples[i], *prev = i ? s - 1 : NULL;
-        if (s->doc_offset && (!prev || prev->doc_offset + prev->length != s->doc_offset))
-            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 ": a piece at "
-                              "token %u of its document does not follow the piece before it",
-                              ds->shards[s->shard].path, i, s->doc_offset);
-    }
-    return 0;
-}
-
 static int open_files(lf_dataset *ds, const char *dir, const manifest *m, lf_shard_error *err)
 {
     for (uint32_t i = 0; i < m->nshards; i++) {
@@ -423,14 +537,29 @@ static int open_files(lf_dataset *ds, const char *dir, const manifest *m, lf_sha
     return 0;
 }
 
+/* An index.lfx whose counts are not the manifest's is stale. */
+static int compact_counts(const compact_index *ci, const manifest *m, const char *path,
+                          lf_shard_error *err)
+{
+    if (ci->blocks == m->blocks && ci->samples == m->samples) return 0;
+    return shard_fail(err, LF_SHARD_E_FORMAT, "%s: its counts differ from the manifest's: run "
+                      "`lf-shard index DIR` to write it again", path);
+}
+
+/* Opens m's shards in dir and reads their indexes; with lfx (the path of
+ * the dataset's index.lfx, hash the manifest's checksum) the lengths are
+ * read from it, mapped into source 0, and no per-sample table is made. */
 static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m,
-                              lf_shard_error *err)
+                              const char *lfx, uint64_t hash, lf_shard_error *err)
 {
     ds->schema = m->schema;
     ds->shards = calloc(m->nshards ? m->nshards : 1, sizeof *ds->shards);
     if (!ds->shards) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
     int rc = open_files(ds, dir, m, err);
-    if (rc == 0) rc = alloc_tables(ds, m->blocks, m->samples, err);
+    compact_index *ci = &ds->sources[0].compact;
+    if (rc == 0 && lfx && (rc = compact_map(lfx, hash, ci, err)) == 0)
+        rc = compact_counts(ci, m, lfx, err);
+    if (rc == 0) rc = alloc_tables(ds, m->blocks, m->samples, !lfx, err);
     uint64_t raw = 0;
     for (uint32_t i = 0; rc == 0 && i < m->nshards; i++) {
         shard_expect ex = {.have_manifest = true, .shard_no = i, .version = m->version,
@@ -444,34 +573,64 @@ static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m
     if (rc == 0 && raw != m->raw_bytes)
         rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: raw byte total does not match the shards",
                         dir, LF_MANIFEST_NAME);
-    return rc == 0 ? check_pieces(ds, err) : rc;
+    return rc;
 }
 
-int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
+/* dir's index.lfx into path; 1 when it is there, 0 when not (a dataset
+ * made before it), or a status (a path too long). */
+static int index_path(const char *dir, char path[PATH_MAX], lf_shard_error *err)
+{
+    int n = snprintf(path, PATH_MAX, "%s/%s", dir, LF_INDEX_NAME);
+    if (n < 0 || n >= PATH_MAX) return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
+    return access(path, F_OK) == 0;
+}
+
+/* Hands ds to *out when rc is 0, else closes it; returns rc. */
+static int finish_open(lf_dataset *ds, int rc, lf_dataset **out)
+{
+    if (rc != 0) lf_dataset_close(ds);
+    else *out = ds;
+    return rc;
+}
+
+/* How a directory is opened: its per-sample table built from the shard
+ * indexes (lf_dataset_open); its lengths mapped from index.lfx and its
+ * shard indexes read for the blocks (lf_dataset_open_mapped); or its
+ * index.lfx alone, for planning (lf_dataset_open_lengths). Without
+ * index.lfx the last two open as the first. */
+typedef enum open_mode { OPEN_TABLE, OPEN_MAPPED, OPEN_LENGTHS } open_mode;
+
+static int open_compact(lf_dataset *ds, const char *abs, const manifest *m, uint64_t hash,
+                        const char *path, lf_shard_error *err);
+
+static int open_dir(const char *dir, open_mode mode, lf_dataset **out, lf_shard_error *err)
 {
     if (!dir || !out) return shard_fail(err, LF_SHARD_E_ARG, "dataset: NULL argument");
+    char lfx[PATH_MAX];
+    int has = mode != OPEN_TABLE ? index_path(dir, lfx, err) : 0;
+    if (has < 0) return has;
     char *abs = realpath(dir, NULL);
     if (!abs) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", dir, strerror(errno));
     manifest m;
-    uint64_t hash;
+    uint64_t hash = 0;
     int rc = read_manifest(abs, &m, &hash, err);
     if (rc != 0) {
         free(abs);
         return rc;
     }
     lf_dataset *ds = calloc(1, sizeof *ds);
-    rc = ds ? open_with_manifest(ds, abs, &m, err)
-            : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    rc = ds ? set_one_source(ds, dir, err) : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0 && has && mode == OPEN_LENGTHS) rc = open_compact(ds, abs, &m, hash, lfx, err);
+    else if (rc == 0) rc = open_with_manifest(ds, abs, &m, has ? lfx : NULL, hash, err);
     if (rc == 0) ds->manifest_hash = hash;
-    if (rc == 0) rc = set_one_source(ds, dir, err);
     free(m.shards);
     free(abs);
-    if (rc != 0) {
-        lf_dataset_close(ds);
-        return rc;
-    }
-    *out = ds;
-    return 0;
+    return ds ? finish_open(ds, rc, out) : rc;
+}
+
+int lf_dataset_open(const char *dir, lf_dataset **out, lf_shard_error *err)
+{
+    return open_dir(dir, OPEN_TABLE, out, err);
 }
 
 /* The lone shard of a memory dataset: its header is the schema's only source. */
@@ -483,9 +642,8 @@ static int open_lone_shard(lf_dataset *ds, lf_shard_error *err)
     int rc = read_meta(ds, &ds->shards[0], &ex, &h, &f, err);
     if (rc != 0) return rc;
     ds->schema = h.schema;
-    rc = alloc_tables(ds, h.nblocks, h.nsamples, err);
-    if (rc == 0) rc = read_index(ds, 0, &h, f.index_hash, err);
-    return rc != 0 ? rc : check_pieces(ds, err);
+    rc = alloc_tables(ds, h.nblocks, h.nsamples, true, err);
+    return rc == 0 ? read_index(ds, 0, &h, f.index_hash, err) : rc;
 }
 
 int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
@@ -541,7 +699,7 @@ static int index_only_tables(lf_dataset *ds, uint64_t samples, uint32_t per,
     if (nblocks > UINT32_MAX)
         return shard_fail(err, LF_SHARD_E_ARG, "%s: %" PRIu64 " blocks: a shard holds at most "
                           "2^32-1: raise the samples a block", ds->shards[0].path, nblocks);
-    int rc = alloc_tables(ds, nblocks, samples, err);
+    int rc = alloc_tables(ds, nblocks, samples, true, err);
     for (uint64_t b = 0; rc == 0 && b < nblocks; b++) {
         uint64_t first = b * per, n = samples - first < per ? samples - first : per, raw = 0;
         for (uint64_t i = first; rc == 0 && i < first + n; i++)
@@ -582,14 +740,6 @@ static int index_only_shell(const char *name, const lf_schema *schema, lf_datase
     return 0;
 }
 
-/* Hands ds to *out when rc is 0, else closes it; returns rc. */
-static int finish_open(lf_dataset *ds, int rc, lf_dataset **out)
-{
-    if (rc != 0) lf_dataset_close(ds);
-    else *out = ds;
-    return rc;
-}
-
 int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64_t samples,
                                uint32_t block_samples, lf_index_length_fn length, void *arg,
                                lf_dataset **out, lf_shard_error *err)
@@ -611,10 +761,9 @@ int lf_dataset_open_index_only(const char *name, const lf_schema *schema, uint64
 static int compact_tables(lf_dataset *ds, const manifest *m, const char *path,
                           lf_shard_error *err)
 {
-    const compact_index *ci = &ds->compact;
-    if (m && (ci->blocks != m->blocks || ci->samples != m->samples))
-        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: its counts differ from the manifest's: "
-                          "run `lf-shard index DIR` to write it again", path);
+    const compact_index *ci = &ds->sources[0].compact;
+    int rc = m ? compact_counts(ci, m, path, err) : 0;
+    if (rc != 0) return rc;
     if (ci->blocks > SIZE_MAX / sizeof *ds->blocks ||
         !(ds->blocks = malloc(ci->blocks ? (size_t)ci->blocks * sizeof *ds->blocks : 1)))
         return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
@@ -654,7 +803,7 @@ int lf_dataset_open_index_file(const char *path, const char *name, const lf_sche
     lf_dataset *ds;
     int rc = index_only_shell(name, schema, &ds, err);
     if (rc != 0) return rc;
-    rc = compact_map(path, 0, &ds->compact, err);
+    rc = compact_map(path, 0, &ds->sources[0].compact, err);
     if (rc == 0) rc = compact_tables(ds, NULL, path, err);
     return finish_open(ds, rc, out);
 }
@@ -674,31 +823,13 @@ static int open_compact(lf_dataset *ds, const char *abs, const manifest *m, uint
         if (ds->shards[i].fd >= 0) close(ds->shards[i].fd);
         ds->shards[i].fd = -1;
     }
-    if (rc == 0) rc = compact_map(path, hash, &ds->compact, err);
+    if (rc == 0) rc = compact_map(path, hash, &ds->sources[0].compact, err);
     return rc == 0 ? compact_tables(ds, m, path, err) : rc;
 }
 
 int lf_dataset_open_lengths(const char *dir, lf_dataset **out, lf_shard_error *err)
 {
-    if (!dir || !out) return shard_fail(err, LF_SHARD_E_ARG, "dataset: NULL argument");
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%s", dir, LF_INDEX_NAME);
-    if (n < 0 || (size_t)n >= sizeof path)
-        return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
-    if (access(path, F_OK) != 0) return lf_dataset_open(dir, out, err);   /* made before it */
-    char *abs = realpath(dir, NULL);
-    if (!abs) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", dir, strerror(errno));
-    manifest m = {0};
-    uint64_t hash;
-    lf_dataset *ds = NULL;
-    int rc = read_manifest(abs, &m, &hash, err);
-    if (rc == 0 && !(ds = calloc(1, sizeof *ds)))
-        rc = shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
-    if (rc == 0) rc = open_compact(ds, abs, &m, hash, path, err);
-    if (rc == 0) rc = set_one_source(ds, dir, err);
-    free(m.shards);
-    free(abs);
-    return ds ? finish_open(ds, rc, out) : rc;
+    return open_dir(dir, OPEN_LENGTHS, out, err);
 }
 
 static uint64_t length_of(void *arg, uint64_t sample)
@@ -762,10 +893,12 @@ static int schema_difference(const lf_schema *a, const lf_schema *b, char *why, 
     return 0;
 }
 
-/* Moves part's shards into ds after those already there and copies its
+/* Moves part's shards (and its mapped index.lfx, when ds has no
+ * per-sample table) into ds after those already there and copies its
  * index with every shard, block and sample number moved past them; part
- * keeps no descriptor or path, so closing it closes nothing of ds. */
-static void append_part(lf_dataset *ds, lf_dataset *part)
+ * keeps no descriptor, path or mapping, so closing it closes nothing of
+ * ds. */
+static void append_part(lf_dataset *ds, lf_dataset *part, ds_source *src)
 {
     for (uint32_t i = 0; i < part->nshards; i++) {
         ds_shard *sh = &ds->shards[ds->nshards + i];
@@ -779,10 +912,14 @@ static void append_part(lf_dataset *ds, lf_dataset *part)
         b->first_sample += ds->nsamples;
         b->shard += ds->nshards;
     }
-    for (uint64_t k = 0; k < part->nsamples; k++) {
+    for (uint64_t k = 0; ds->samples && k < part->nsamples; k++) {
         lf_sample_info *s = &ds->samples[ds->nsamples + k];
         *s = part->samples[k];
         s->shard += ds->nshards;
+    }
+    if (!ds->samples) {
+        src->compact = part->sources[0].compact;
+        part->sources[0].compact = (compact_index){0};
     }
     if (part->max_raw > ds->max_raw) ds->max_raw = part->max_raw;
     if (part->max_stored > ds->max_stored) ds->max_stored = part->max_stored;
@@ -813,20 +950,38 @@ static int join_parts(lf_dataset **parts, const char *const *dirs, uint32_t n,
     for (uint32_t i = 0; i < n; i++)
         if (!(ds->sources[i].dir = strdup(dirs[i])))
             return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", dirs[i]);
-    int rc = alloc_tables(ds, blocks, samples, err);
+    int rc = alloc_tables(ds, blocks, samples, parts[0]->samples != NULL, err);
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         ds->sources[i].first_sample = ds->nsamples;
-        append_part(ds, parts[i]);
+        append_part(ds, parts[i], &ds->sources[i]);
     }
     return rc;
 }
 
+/* The joined dataset holds one kind of index: when some of the parts were
+ * opened mapped (their index.lfx) and some not (made before it), those
+ * opened mapped are opened again with the per-sample table. */
+static int same_kind(const char *const *dirs, uint32_t n, lf_dataset **parts,
+                     lf_shard_error *err)
+{
+    uint32_t mapped = 0;
+    for (uint32_t i = 0; i < n; i++) mapped += parts[i]->samples == NULL;
+    for (uint32_t i = 0; mapped > 0 && mapped < n && i < n; i++) {
+        if (parts[i]->samples) continue;
+        lf_dataset_close(parts[i]);
+        parts[i] = NULL;
+        int rc = open_dir(dirs[i], OPEN_TABLE, &parts[i], err);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 /* Opens dirs[0..n) each as a dataset, checking each schema against the first's. */
-static int open_parts(const char *const *dirs, uint32_t n, lf_dataset **parts,
+static int open_parts(const char *const *dirs, uint32_t n, open_mode mode, lf_dataset **parts,
                       lf_shard_error *err)
 {
     for (uint32_t i = 0; i < n; i++) {
-        int rc = lf_dataset_open(dirs[i], &parts[i], err);
+        int rc = open_dir(dirs[i], mode, &parts[i], err);
         if (rc != 0) return rc;
         char why[256];
         if (schema_difference(&parts[0]->schema, &parts[i]->schema, why, sizeof why))
@@ -837,16 +992,17 @@ static int open_parts(const char *const *dirs, uint32_t n, lf_dataset **parts,
     return 0;
 }
 
-int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
-                         lf_shard_error *err)
+static int open_many(const char *const *dirs, uint32_t n, open_mode mode, lf_dataset **out,
+                     lf_shard_error *err)
 {
     if (!dirs || !out || n == 0)
         return shard_fail(err, LF_SHARD_E_ARG, "datasets: NULL argument or none given");
-    if (n == 1) return lf_dataset_open(dirs[0], out, err);
+    if (n == 1) return open_dir(dirs[0], mode, out, err);
     lf_dataset **parts = calloc(n, sizeof *parts);
     lf_dataset *ds = calloc(1, sizeof *ds);
-    int rc = parts && ds ? open_parts(dirs, n, parts, err)
+    int rc = parts && ds ? open_parts(dirs, n, mode, parts, err)
                          : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) rc = same_kind(dirs, n, parts, err);
     if (rc == 0) rc = join_parts(parts, dirs, n, ds, err);
     for (uint32_t i = 0; parts && i < n; i++) lf_dataset_close(parts[i]);
     free(parts);
@@ -858,6 +1014,18 @@ int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
     return 0;
 }
 
+int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
+                         lf_shard_error *err)
+{
+    return open_many(dirs, n, OPEN_TABLE, out, err);
+}
+
+int lf_dataset_open_mapped(const char *const *dirs, uint32_t n, lf_dataset **out,
+                           lf_shard_error *err)
+{
+    return open_many(dirs, n, OPEN_MAPPED, out, err);
+}
+
 uint32_t lf_dataset_sources(const lf_dataset *ds) { return ds->nsources; }
 
 uint64_t lf_dataset_source_first(const lf_dataset *ds, uint32_t source)
@@ -866,18 +1034,29 @@ uint64_t lf_dataset_source_first(const lf_dataset *ds, uint32_t source)
     return source == ds->nsources ? ds->nsamples : UINT64_MAX;
 }
 
-/* The last source starting at or before the sample (an empty source starts
- * where the next one does, so it is never the answer). */
-uint32_t lf_dataset_sample_source(const lf_dataset *ds, uint64_t sample)
+/* Of n >= 1 entries whose first samples ascend from entry 0's (at or
+ * before `sample`), the last whose first sample is at or before it: the
+ * source or block holding it. first points at entry 0's first sample,
+ * entry k's lies stride bytes after entry k-1's. An empty source starts
+ * where the next one does, so it is never the answer. */
+static uint64_t last_starting_at(const uint64_t *first, size_t stride, uint64_t n,
+                                 uint64_t sample)
 {
-    if (sample >= ds->nsamples) return UINT32_MAX;
-    uint32_t lo = 0, hi = ds->nsources - 1;
+    const char *base = (const char *)first;
+    uint64_t lo = 0, hi = n - 1;
     while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        if (ds->sources[mid].first_sample <= sample) lo = mid;
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (*(const uint64_t *)(const void *)(base + mid * stride) <= sample) lo = mid;
         else hi = mid - 1;
     }
     return lo;
+}
+
+uint32_t lf_dataset_sample_source(const lf_dataset *ds, uint64_t sample)
+{
+    if (sample >= ds->nsamples) return UINT32_MAX;
+    return (uint32_t)last_starting_at(&ds->sources[0].first_sample, sizeof *ds->sources,
+                                      ds->nsources, sample);
 }
 
 const char *lf_dataset_source_dir(const lf_dataset *ds, uint32_t source)
@@ -910,7 +1089,9 @@ const lf_sample_info *lf_dataset_sample(const lf_dataset *ds, uint64_t sample)
 uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample)
 {
     if (sample >= ds->nsamples) return 0;
-    return ds->samples ? ds->samples[sample].length : compact_length(&ds->compact, sample);
+    if (ds->samples) return ds->samples[sample].length;
+    const ds_source *src = &ds->sources[lf_dataset_sample_source(ds, sample)];
+    return compact_length(&src->compact, sample - src->first_sample);
 }
 
 const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block)
@@ -925,13 +1106,7 @@ uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
         const lf_sample_info *s = &ds->samples[sample];
         return ds->shards[s->shard].first_block + s->block;
     }
-    uint64_t lo = 0, hi = ds->nblocks - 1;   /* the last block starting at or before it */
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo + 1) / 2;
-        if (ds->blocks[mid].first_sample <= sample) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
+    return last_starting_at(&ds->blocks[0].first_sample, sizeof *ds->blocks, ds->nblocks, sample);
 }
 
 /* ---- blocks ------------------------------------------------------------- */
@@ -1036,62 +1211,156 @@ long lf_block_decode(lf_block_decoder *d, const lf_dataset *ds, uint64_t block,
 
 /* ---- records ------------------------------------------------------------ */
 
-int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
-                     size_t raw_size, lf_field_view *out, lf_shard_error *err)
+/* A record's fault, as a format error naming the shard file, its block
+ * and the sample (found here, off the hot path). */
+__attribute__((format(printf, 4, 5)))
+static int record_fail(const lf_dataset *ds, uint64_t sample, lf_shard_error *err,
+                       const char *fmt, ...)
 {
-    if (!ds || !raw || !out) return shard_fail(err, LF_SHARD_E_ARG, "fields: NULL argument");
-    if (sample >= ds->nsamples || !ds->samples)   /* none when read from index.lfx */
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    uint64_t block = lf_dataset_sample_block(ds, sample);
+    const ds_shard *sh = &ds->shards[ds->blocks[block].shard];
+    return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64 ": %s",
+                      sh->path, block - sh->first_block, sample, what);
+}
+
+/* The size of the record at byte `at` of a decoded block, from its own
+ * table of field sizes: the table, then the fields (FORMAT.md, section 5).
+ * False when the table or the fields would pass the block's end. */
+static bool record_size(const lf_dataset *ds, const uint8_t *raw, size_t raw_size, size_t at,
+                        uint32_t *size)
+{
+    uint64_t table = 4ull * ds->schema.nfields, total = table;
+    if (at > raw_size || table > raw_size - at) return false;
+    for (uint32_t i = 0; i < ds->schema.nfields; i++) total += get_u32(raw + at + 4 * i);
+    if (total > raw_size - at) return false;   /* 16 fields of u32: no overflow in u64 */
+    *size = (uint32_t)total;
+    return true;
+}
+
+int lf_block_records(const lf_dataset *ds, uint64_t block, const void *raw, size_t raw_size,
+                     uint32_t *offsets, lf_shard_error *err)
+{
+    if (!ds || !raw || !offsets) return shard_fail(err, LF_SHARD_E_ARG, "records: NULL argument");
+    if (block >= ds->nblocks)
+        return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", block);
+    const lf_block_info *b = &ds->blocks[block];
+    if (raw_size != b->raw_size)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": %zu bytes given, the "
+                          "index says %u", ds->shards[b->shard].path,
+                          block - ds->shards[b->shard].first_block, raw_size, b->raw_size);
+    size_t at = 0;
+    for (uint32_t k = 0; k < b->nsamples; k++) {
+        uint64_t i = b->first_sample + k;
+        const lf_sample_info *s = ds->samples ? &ds->samples[i] : NULL;
+        uint32_t size;
+        if (!record_size(ds, raw, raw_size, at, &size))
+            return record_fail(ds, i, err, "its record's field sizes pass the block's end");
+        if (s && (s->offset != at || s->size != size))   /* where the index says */
+            return record_fail(ds, i, err, "its record's field sizes do not match the index");
+        offsets[k] = (uint32_t)at;
+        at += size;
+    }
+    if (at != raw_size)
+        return record_fail(ds, b->first_sample + b->nsamples - 1, err, "the block's records end "
+                           "at byte %zu of its %zu", at, raw_size);
+    offsets[b->nsamples] = (uint32_t)at;
+    return 0;
+}
+
+int lf_record_fields(const lf_dataset *ds, uint64_t sample, const void *record, size_t size,
+                     lf_field_view *out, lf_shard_error *err)
+{
+    if (!ds || !record || !out) return shard_fail(err, LF_SHARD_E_ARG, "fields: NULL argument");
+    if (sample >= ds->nsamples)
         return shard_fail(err, LF_SHARD_E_RANGE, "sample %" PRIu64 " out of range", sample);
-    const lf_sample_info *s = &ds->samples[sample];
-    const char *path = ds->shards[s->shard].path;
-    if ((uint64_t)s->offset + s->size > raw_size)
-        return shard_fail(err, LF_SHARD_E_ARG, "%s: block %u: sample %" PRIu64
-                          ": record lies past the %zu given bytes", path, s->block, sample,
-                          raw_size);
-    const uint8_t *rec = (const uint8_t *)raw + s->offset;
+    const uint8_t *rec = record;
     const lf_schema *sc = &ds->schema;
-    uint64_t pos = (uint64_t)sc->nfields * 4;   /* check_sample: size >= table */
+    uint64_t pos = (uint64_t)sc->nfields * 4;
+    if (size < pos) return record_fail(ds, sample, err, "a record of %zu bytes", size);
     lf_field_view v[LF_MAX_FIELDS];
     for (uint32_t i = 0; i < sc->nfields; i++) {
         const lf_field_def *f = &sc->fields[i];
-        uint32_t size = get_u32(rec + 4 * i);
+        uint32_t fsize = get_u32(rec + 4 * i);
         size_t elem = lf_field_elem_size(f);
-        if (size > s->size - pos || size % elem != 0 ||
-            (f->type == LF_FIELD_LABEL_I64 && size != 8))
-            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
-                              ": field '%s': bad size %u", path, s->block, sample, f->name, size);
+        if (fsize > size - pos || fsize % elem != 0 ||
+            (f->type == LF_FIELD_LABEL_I64 && fsize != 8))
+            return record_fail(ds, sample, err, "field '%s': bad size %u", f->name, fsize);
         bool counted = f->type != LF_FIELD_JPEG && f->type != LF_FIELD_BYTES &&
                        f->type != LF_FIELD_LABEL_I64;
-        v[i] = (lf_field_view){.data = rec + pos, .size = size,
-                               .count = counted ? (uint32_t)(size / elem) : 1};
-        pos += size;
+        v[i] = (lf_field_view){.data = rec + pos, .size = fsize,
+                               .count = counted ? (uint32_t)(fsize / elem) : 1};
+        pos += fsize;
     }
     const lf_field_def *cf = &sc->fields[sc->cost_field];
     uint32_t csize = v[sc->cost_field].size;
-    if (pos != s->size ||
-        (cf->type != LF_FIELD_JPEG &&
-         record_cost_length(sc, csize, s->width, s->height) != s->length))
-        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
-                          ": fields do not match the record or its index entry", path,
-                          s->block, sample);
+    /* a JPEG's cost is its pixels, which the index alone checks */
+    uint64_t want = lf_dataset_sample_length(ds, sample);
+    if (pos != size || (cf->type != LF_FIELD_JPEG && record_cost_length(sc, csize, 0, 0) != want))
+        return record_fail(ds, sample, err, "fields do not match the record or its index entry");
     for (uint32_t i = 0; i < sc->nfields; i++)   /* a value per token, no more, no less */
         if (lf_field_is_per_token(sc->fields[i].type) && v[i].count != v[sc->cost_field].count)
-            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %u: sample %" PRIu64
-                              ": field '%s' has %u values for %u tokens", path, s->block,
-                              sample, sc->fields[i].name, v[i].count, v[sc->cost_field].count);
+            return record_fail(ds, sample, err, "field '%s' has %u values for %u tokens",
+                               sc->fields[i].name, v[i].count, v[sc->cost_field].count);
     memcpy(out, v, sc->nfields * sizeof *v);
     return 0;
 }
 
+/* Where sample's record lies in its decoded block: from the per-sample
+ * table, or, without one, by walking the records before it. */
+static int find_record(const lf_dataset *ds, uint64_t sample, const uint8_t *raw,
+                       size_t raw_size, size_t *at, uint32_t *size, lf_shard_error *err)
+{
+    if (ds->samples) {
+        const lf_sample_info *s = &ds->samples[sample];
+        if ((uint64_t)s->offset + s->size > raw_size)
+            return record_fail(ds, sample, err, "its record lies past the %zu given bytes",
+                               raw_size);
+        *at = s->offset;
+        *size = s->size;
+        return 0;
+    }
+    uint64_t first = ds->blocks[lf_dataset_sample_block(ds, sample)].first_sample;
+    *at = 0;
+    for (uint64_t i = first; i <= sample; i++) {
+        if (!record_size(ds, raw, raw_size, *at, size))
+            return record_fail(ds, i, err, "its record's field sizes pass the block's end");
+        if (i < sample) *at += *size;
+    }
+    return 0;
+}
+
+int lf_sample_fields(const lf_dataset *ds, uint64_t sample, const void *raw,
+                     size_t raw_size, lf_field_view *out, lf_shard_error *err)
+{
+    if (!ds || !raw || !out) return shard_fail(err, LF_SHARD_E_ARG, "fields: NULL argument");
+    if (sample >= ds->nsamples)
+        return shard_fail(err, LF_SHARD_E_RANGE, "sample %" PRIu64 " out of range", sample);
+    size_t at = 0;
+    uint32_t size = 0;
+    int rc = find_record(ds, sample, raw, raw_size, &at, &size, err);
+    return rc != 0 ? rc : lf_record_fields(ds, sample, (const uint8_t *)raw + at, size, out, err);
+}
+
 /* ---- verify -------------------------------------------------------------- */
 
+/* Every block read, checked, decoded, and each of its records located
+ * (lf_block_records) and its fields checked. */
 static int verify_blocks(const lf_dataset *ds, lf_verify_progress_fn progress, void *arg,
                          lf_shard_error *err)
 {
+    uint32_t most = 0;   /* samples in the fullest block */
+    for (uint64_t j = 0; j < ds->nblocks; j++)
+        if (ds->blocks[j].nsamples > most) most = ds->blocks[j].nsamples;
     lf_block_decoder *d = NULL;
     uint8_t *stored = malloc(ds->max_stored ? ds->max_stored : 1);
     uint8_t *raw = malloc(ds->max_raw ? ds->max_raw : 1);
-    int rc = stored && raw ? lf_block_decoder_create(&d) : LF_SHARD_E_NOMEM;
+    uint32_t *offsets = malloc(((size_t)most + 1) * sizeof *offsets);
+    int rc = stored && raw && offsets ? lf_block_decoder_create(&d) : LF_SHARD_E_NOMEM;
     if (rc != 0) shard_fail(err, rc, "verify: out of memory");
     lf_field_view views[LF_MAX_FIELDS];
     uint64_t bytes = 0;
@@ -1099,59 +1368,29 @@ static int verify_blocks(const lf_dataset *ds, lf_verify_progress_fn progress, v
         const lf_block_info *b = &ds->blocks[j];
         long n = lf_dataset_read_block(ds, j, stored, ds->max_stored, err);
         if (n >= 0) n = lf_block_decode(d, ds, j, stored, (size_t)n, raw, ds->max_raw, err);
-        for (uint64_t s = b->first_sample; n >= 0 && s < b->first_sample + b->nsamples; s++)
-            if ((rc = lf_sample_fields(ds, s, raw, (size_t)n, views, err)) != 0) n = rc;
+        if (n >= 0 && (rc = lf_block_records(ds, j, raw, (size_t)n, offsets, err)) != 0) n = rc;
+        for (uint32_t k = 0; n >= 0 && k < b->nsamples; k++)
+            if ((rc = lf_record_fields(ds, b->first_sample + k, raw + offsets[k],
+                                       offsets[k + 1] - offsets[k], views, err)) != 0)
+                n = rc;
         if (n < 0) rc = (int)n;
         bytes += b->stored_size;
         if (rc == 0 && progress) progress(arg, j + 1, ds->nblocks, bytes);
     }
     lf_block_decoder_free(d);
+    free(offsets);
     free(raw);
     free(stored);
-    return rc;
-}
-
-/* Where c (read from index.lfx) and ds (from the shard indexes) first
- * differ, as an error naming path; 0 when they agree. */
-static int compare_compact(const lf_dataset *ds, const lf_dataset *c, const char *path,
-                           lf_shard_error *err)
-{
-    for (uint64_t b = 0; b < ds->nblocks; b++)
-        if (c->blocks[b].nsamples != ds->blocks[b].nsamples ||
-            c->blocks[b].raw_size != ds->blocks[b].raw_size)
-            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 " differs from the "
-                              "shard index: run `lf-shard index DIR` to write it again", path, b);
-    for (uint64_t i = 0; i < ds->nsamples; i++)
-        if (compact_length(&c->compact, i) != ds->samples[i].length)
-            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 ": length %u, the "
-                              "shard index says %" PRIu64 ": run `lf-shard index DIR` to write "
-                              "it again", path, i, compact_length(&c->compact, i),
-                              ds->samples[i].length);
-    return 0;
-}
-
-/* index.lfx, when dir has one, against the shard indexes of ds. */
-static int verify_compact(const lf_dataset *ds, const char *dir, lf_shard_error *err)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, LF_INDEX_NAME);
-    if (access(path, F_OK) != 0) return 0;
-    lf_dataset *c;
-    int rc = lf_dataset_open_lengths(dir, &c, err);
-    if (rc != 0) return rc;
-    rc = compare_compact(ds, c, path, err);
-    lf_dataset_close(c);
     return rc;
 }
 
 int lf_dataset_verify(const char *dir, lf_verify_progress_fn progress,
                       void *arg, lf_shard_error *err)
 {
-    lf_dataset *ds;
-    int rc = lf_dataset_open(dir, &ds, err);
+    lf_dataset *ds;   /* mapped: every entry of index.lfx compared with the shard indexes */
+    int rc = open_dir(dir, OPEN_MAPPED, &ds, err);
     if (rc != 0) return rc;
     rc = verify_blocks(ds, progress, arg, err);
-    if (rc == 0) rc = verify_compact(ds, dir, err);
     lf_dataset_close(ds);
     return rc;
 }

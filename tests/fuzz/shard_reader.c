@@ -10,7 +10,8 @@
  * decoded, and every sample's fields are located and read in full, so the
  * sanitizers see any view that points outside its buffer. When a block does
  * not decode, its buffer is filled from the stored bytes and the field
- * locator runs anyway, to exercise it on hostile records.
+ * locator runs anyway, to exercise it on hostile records; so do
+ * lf_block_records and lf_record_fields, as lf-server places records.
  */
 #include "shard_internal.h"
 
@@ -49,6 +50,16 @@ static void fuzz_block(const lf_dataset *ds, lf_block_decoder *d, uint64_t b,
         if (lf_sample_fields(ds, s, raw, (size_t)r, v, NULL) == 0)
             touch(v, lf_dataset_schema(ds)->nfields);
     }
+    /* the server's way: the records placed from the block, then each read */
+    uint32_t *at = malloc(((size_t)bi->nsamples + 1) * sizeof *at);
+    if (at && lf_block_records(ds, b, raw, (size_t)r, at, NULL) == 0)
+        for (uint32_t k = 0; k < bi->nsamples; k++) {
+            lf_field_view v[LF_MAX_FIELDS];
+            if (lf_record_fields(ds, bi->first_sample + k, raw + at[k], at[k + 1] - at[k], v,
+                                 NULL) == 0)
+                touch(v, lf_dataset_schema(ds)->nfields);
+        }
+    free(at);
 }
 
 static void fuzz_shard(const uint8_t *data, size_t size, unsigned flags)

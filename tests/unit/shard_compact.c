@@ -6,6 +6,11 @@
  * opens as before; a damaged, truncated or stale one (written for another
  * manifest) is refused naming the file, and verify finds one that
  * disagrees with the shard indexes; an index-only one opens from its path.
+ * Opened mapped to read its bytes (lf_dataset_open_mapped, as lf-server
+ * does), a dataset serves the same blocks and, with each record placed
+ * from the decoded block (lf_block_records), the same bytes for every
+ * sample as the per-sample table gives, with no table; several
+ * directories join mapped unless one lacks index.lfx.
  */
 #include "unit/shard_gen.h"
 
@@ -137,6 +142,143 @@ static void test_damaged(const char *root)
     expect_refused(dir, LF_SHARD_E_FORMAT, "another manifest");
 }
 
+/* Every block of m (opened mapped) read as lf-server reads it: decoded,
+ * its records placed by lf_block_records, each sample's fields by
+ * lf_record_fields; the bytes equal the generator's and t's (the
+ * per-sample table's) for the same sample, and the record starts where
+ * t's entry says. lf_sample_fields on m (walking the block) agrees. */
+static void check_served(const lf_dataset *t, const lf_dataset *m, const lf_schema *s)
+{
+    lf_block_decoder *d;
+    ASSERT_EQ(lf_block_decoder_create(&d), 0);
+    size_t scap = lf_dataset_max_block_stored(m), rcap = lf_dataset_max_block_raw(m);
+    uint8_t *stored = malloc(scap), *raw = malloc(rcap);
+    uint32_t *offsets = malloc((lf_dataset_samples(m) + 1) * sizeof *offsets);
+    ASSERT_TRUE(stored && raw && offsets);
+    lf_shard_error err;
+    for (uint64_t b = 0; b < lf_dataset_blocks(m); b++) {
+        const lf_block_info *x = lf_dataset_block(t, b), *y = lf_dataset_block(m, b);
+        ASSERT_EQ(y->file_offset, x->file_offset);
+        ASSERT_EQ(y->stored_size, x->stored_size);
+        ASSERT_EQ(y->checksum, x->checksum);
+        long n = lf_dataset_read_block(m, b, stored, scap, &err);
+        if (n >= 0) n = lf_block_decode(d, m, b, stored, (size_t)n, raw, rcap, &err);
+        if (n < 0) TEST_FAIL_("block %" PRIu64 ": %s", b, err.msg);
+        if (lf_block_records(m, b, raw, (size_t)n, offsets, &err) != 0)
+            TEST_FAIL_("records of block %" PRIu64 ": %s", b, err.msg);
+        ASSERT_EQ(offsets[y->nsamples], y->raw_size);
+        for (uint32_t k = 0; k < y->nsamples; k++) {
+            uint64_t i = y->first_sample + k;
+            lf_field_view vm[LF_MAX_FIELDS], vt[LF_MAX_FIELDS], vw[LF_MAX_FIELDS];
+            ASSERT_EQ(offsets[k], lf_dataset_sample(t, i)->offset);
+            ASSERT_EQ(lf_record_fields(m, i, raw + offsets[k], offsets[k + 1] - offsets[k], vm,
+                                       &err), 0);
+            ASSERT_EQ(lf_sample_fields(t, i, raw, (size_t)n, vt, &err), 0);
+            ASSERT_EQ(lf_sample_fields(m, i, raw, (size_t)n, vw, &err), 0);
+            if (gen_compare(s, i, vm) != 0) TEST_FAIL_("sample %" PRIu64 ": wrong bytes", i);
+            for (uint32_t f = 0; f < s->nfields; f++) {
+                ASSERT_TRUE(vm[f].data == vt[f].data && vw[f].data == vt[f].data);
+                ASSERT_EQ(vm[f].size, vt[f].size);
+                ASSERT_EQ(vm[f].count, vt[f].count);
+            }
+        }
+    }
+    free(offsets);
+    free(raw);
+    free(stored);
+    lf_block_decoder_free(d);
+}
+
+static void test_mapped(const char *root, uint32_t cost_field)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/mapped%u", root, cost_field);
+    make_dataset(dir, cost_field, 700);
+    lf_dataset *t, *m;
+    lf_shard_error err;
+    const char *dirs[] = {dir};
+    ASSERT_EQ(lf_dataset_open(dir, &t, &err), 0);
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &m, &err), 0);
+    check_same(t, m);   /* no per-sample table; lengths, blocks, shards the same */
+    ASSERT_EQ(lf_dataset_index_only(m), 0);
+    lf_schema s;
+    gen_schema(&s, cost_field);
+    check_served(t, m, &s);
+    lf_dataset_close(m);
+    lf_dataset_close(t);
+}
+
+/* A record whose own size table is one byte off (the next record's place
+ * moves by one): lf_block_records refuses the block (the records no longer
+ * tile it), naming the block; with the table, naming the sample whose
+ * entry disagrees. */
+static void test_record_off_by_one(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/offbyone", root);
+    make_dataset(dir, 0, 100);
+    const char *dirs[] = {dir};
+    lf_dataset *ds[2];
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds[0], &err), 0);
+    ASSERT_EQ(lf_dataset_open(dir, &ds[1], &err), 0);
+    uint64_t j = 0;   /* a block of several samples */
+    while (lf_dataset_block(ds[0], j)->nsamples < 2) j++;
+    char where[64];
+    snprintf(where, sizeof where, "block %" PRIu64 ": sample", j);
+    for (int w = 0; w < 2; w++) {
+        const lf_block_info *b = lf_dataset_block(ds[w], j);
+        lf_block_decoder *d;
+        ASSERT_EQ(lf_block_decoder_create(&d), 0);
+        uint8_t *stored = malloc(b->stored_size), *raw = malloc(b->raw_size);
+        uint32_t *offsets = malloc((b->nsamples + 1) * sizeof *offsets);
+        ASSERT_EQ(lf_dataset_read_block(ds[w], j, stored, b->stored_size, &err),
+                  (long)b->stored_size);
+        ASSERT_EQ(lf_block_decode(d, ds[w], j, stored, b->stored_size, raw, b->raw_size, &err),
+                  (long)b->raw_size);
+        ASSERT_EQ(lf_block_records(ds[w], j, raw, b->raw_size, offsets, &err), 0);
+        raw[offsets[0] + 4 * 6]++;   /* the first sample's 'blob' (field 6) one byte longer */
+        ASSERT_EQ(lf_block_records(ds[w], j, raw, b->raw_size, offsets, &err), LF_SHARD_E_FORMAT);
+        if (!strstr(err.msg, where) ||
+            (w == 1 && !strstr(err.msg, "its record's field sizes do not match the index")))
+            TEST_FAIL_("off by one: %s", err.msg);
+        free(offsets);
+        free(raw);
+        free(stored);
+        lf_block_decoder_free(d);
+        lf_dataset_close(ds[w]);
+    }
+}
+
+/* Two directories join mapped, each's lengths from its own index.lfx;
+ * when one has none, both are read with the table. */
+static void test_mapped_many(const char *root)
+{
+    char a[4200], b[4200], lfx[4300];
+    snprintf(a, sizeof a, "%s/many-a", root);
+    snprintf(b, sizeof b, "%s/many-b", root);
+    make_dataset(a, 0, 150);
+    make_dataset(b, 0, 90);
+    const char *dirs[] = {a, b};
+    lf_dataset *t, *m;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open_many(dirs, 2, &t, &err), 0);
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 2, &m, &err), 0);
+    check_same(t, m);
+    ASSERT_EQ(lf_dataset_sources(m), 2);
+    ASSERT_EQ(lf_dataset_source_first(m, 1), 150);
+    ASSERT_EQ(lf_dataset_sample_source(m, 149), 0);
+    ASSERT_EQ(lf_dataset_sample_source(m, 150), 1);
+    lf_dataset_close(m);
+    path_of(lfx, sizeof lfx, b, LF_INDEX_NAME);
+    ASSERT_EQ(unlink(lfx), 0);
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 2, &m, &err), 0);
+    ASSERT_TRUE(lf_dataset_sample(m, 0) != NULL && lf_dataset_sample(m, 200) != NULL);
+    ASSERT_EQ(lf_dataset_sample_length(m, 200), lf_dataset_sample_length(t, 200));
+    lf_dataset_close(m);
+    lf_dataset_close(t);
+}
+
 static uint64_t manifest_hash(const char *dir)
 {
     char path[4300];
@@ -185,6 +327,10 @@ static void test_verify_disagreement(const char *root)
     lf_dataset_close(ds);
     ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), LF_SHARD_E_FORMAT);
     if (!strstr(err.msg, "sample 123")) TEST_FAIL_("verify: %s", err.msg);
+    const char *dirs[] = {dir};   /* opened to serve, it is refused the same way */
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), LF_SHARD_E_FORMAT);
+    if (!strstr(err.msg, "sample 123") || !strstr(err.msg, "lf-shard index"))
+        TEST_FAIL_("open mapped: %s", err.msg);
 }
 
 static uint64_t ten_by_i(void *arg, uint64_t i)
@@ -254,6 +400,10 @@ int main(void)
     test_same_as_shards(root, 0);   /* tokens */
     test_same_as_shards(root, 2);   /* jpeg: width x height */
     test_older_dataset(root);
+    test_mapped(root, 0);   /* tokens */
+    test_mapped(root, 2);   /* jpeg */
+    test_record_off_by_one(root);
+    test_mapped_many(root);
     test_damaged(root);
     test_verify_disagreement(root);
     test_index_file(root);

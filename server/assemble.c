@@ -255,9 +255,10 @@ static int copy_label(const srv *s, const lf_field_view *views, unsigned char *s
  * so it waits only while its keep and the pool's free part together are
  * below the least that strips of one iMCU row take (lf_tf_jpeg_strip_need),
  * holding no loan. It gives the loan back, with its workspace trimmed,
- * after the image. An image whose least exceeds keep + pool cannot be
- * decoded within the limit: the server stops and says which sample and
- * what limit would do. The pool is most of the share because strips have
+ * after the image. An image whose least exceeds keep + pool takes the
+ * difference from the cache's share while the cache keeps two blocks
+ * (decode_grow); beyond that it cannot be decoded within the limit: the
+ * server stops and says which sample and what limit would do. The pool is most of the share because strips have
  * a floor: the nonzero masks of the whole image (1/16 of its buffers, 9
  * MiB at 7000x7000) plus a few iMCU rows, which a 42 MiB limit's pool must
  * hold with 16 workers (e2e/server_decode_memory).
@@ -274,6 +275,28 @@ void srv_decode_budget(srv *s)
     p->decode_pool = share - p->decode_keep * s->cfg.workers;
 }
 
+/* Moves decode memory from the cache's share to the pool, where keep +
+ * pool are below an image's least (strips of one row) and the cache can
+ * give the difference and still hold two blocks: the split above is made
+ * before any image is seen, and at a small limit half the cache's share
+ * cannot hold a large image's strips. The cache evicts its idle blocks
+ * down to its new share at once; blocks pinned by jobs in flight stay
+ * until those jobs end (the planner admits no new job past the share
+ * meanwhile), so RSS may pass the limit by up to the moved bytes that
+ * once. Returns whether keep + pool hold `least` now. Under mu. */
+static int decode_grow(srv *s, uint64_t least)
+{
+    srv_pipeline *p = s->pl;
+    uint64_t have = p->decode_pool + p->decode_keep;
+    uint64_t floor = 2ull * lf_dataset_max_block_raw(s->ds);
+    if (least <= have) return 1;
+    if (s->cache_limit < floor || s->cache_limit - floor < least - have) return 0;
+    s->cache_limit -= least - have;
+    p->decode_pool += least - have;
+    srv_cache_make_room(s, 0, NULL);
+    return 1;
+}
+
 /* Lends between lo and hi bytes beyond the worker's keep for sample id's
  * decode, as much as the pool has, waiting while it has less than lo.
  * least: the image's least decode memory (strips of one row). Returns the
@@ -282,21 +305,27 @@ void srv_decode_budget(srv *s)
 static long decode_borrow(srv *s, uint64_t id, uint64_t least, uint64_t lo, uint64_t hi)
 {
     srv_pipeline *p = s->pl;
-    if (least > p->decode_pool + p->decode_keep) {
-        /* keep + pool >= share / 2 = cache / 4: a cache of 4 x least does */
+    pthread_mutex_lock(&s->mu);
+    if (!decode_grow(s, least)) {
+        /* The cache's share above its two blocks, keep and pool come to at
+         * least 15/16 of the share the limit leaves them (keep x workers is
+         * an eighth of half of it): that share must be 16/15 of least +
+         * two blocks. */
+        uint64_t floor = 2ull * lf_dataset_max_block_raw(s->ds);
         uint64_t others = s->cfg.memory_limit - s->cache_limit - p->decode_pool -
                           p->decode_keep * s->cfg.workers;
+        uint64_t have = p->decode_pool + p->decode_keep;
+        pthread_mutex_unlock(&s->mu);
         srv_fail(s, "sample %" PRIu64 ": the JPEG needs %" PRIu64 " bytes of decode memory "
                  "(a progressive file's coefficients, decoded in strips of one block row); "
                  "--memory-limit leaves %" PRIu64 " for one image: raise --memory-limit to %"
-                 PRIu64 " or more", id, least, p->decode_pool + p->decode_keep,
-                 others + 4 * least);
+                 PRIu64 " or more", id, least, have,
+                 others + (least + floor) + (least + floor) / 15 + 1);
         return -E2BIG;
     }
     /* Its own condition variable: a wait on cv_work would swallow the
      * signal that hands an idle worker new work. srv_fail and the
      * pipeline's stop wake it. */
-    pthread_mutex_lock(&s->mu);
     while (!s->stop && !s->failed && p->decode_pool - p->decode_lent < lo)
         pthread_cond_wait(&s->cv_decode, &s->mu);
     long rc = s->stop || s->failed ? -ECANCELED : 0;

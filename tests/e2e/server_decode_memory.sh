@@ -4,14 +4,13 @@
 # coefficients, 9 MiB of transforms/phuff.c's nonzero masks; 11.8 MB in
 # strips of one iMCU row) served with 1 and with 16 workers under a 640 MiB
 # limit (decoded whole) and a 42 MiB one (decoded in strips: the pool has
-# 13 MiB); the server's peak RSS (VmHWM from /proc/PID/status, read while it
-# runs) must stay within 10% of the limit, except 16 workers under 42 MiB,
-# which must be served and whose peak is printed, not bounded: 48 MiB in
-# the runs of 2026-11-26 (1.15x; of it 13 MiB the strip buffers, 12 MiB read
-# buffers, 11 MiB cached blocks in the workers' malloc arenas, 2 MiB one
-# crop region, 7 MiB shared libraries: the last two are outside what
-# --memory-limit accounts, and with the cache's and the read buffers' shares
-# full they take it past 1.1x; server/README.md, "JPEG decode memory").
+# 8.1 MB and takes the 3.7 MB more it needs from the cache's share);
+# the server's peak RSS (VmHWM from /proc/PID/status, read while it runs)
+# must stay within 10% of the limit in all four cases. 16 workers under 42
+# MiB peaked at 48 MiB (1.15x) while the limit did not count the process's
+# own resident memory (7.5 MB of code, libraries and index) and what the
+# workers hold beside their decode buffers (crop region, stacks: 5 MB);
+# 43 MiB now (server/README.md, "JPEG decode memory").
 # 6 images, 2 ranks, 8 slots each: all 6 in flight at once, which is what
 # 16 workers decoded together before decode memory was accounted (6 x 149
 # MiB); 6 rather than 16 images to keep the test short (about 1 s of CPU per
@@ -89,7 +88,7 @@ for case in "640 16 ds6 2" "640 1 ds2 1" "42 16 ds6 2" "42 1 ds2 1"; do
   peak=$(cat "$WORK/peak")
   echo "$workers worker(s): peak RSS $((peak >> 20)) MiB under a $mib MiB limit"
   [[ $peak -gt 0 ]] || fail "$workers worker(s), $mib MiB: no peak RSS read"
-  [[ $bounded == 0 || "$mib $workers" == "42 16" || $peak -le $((limit * 11 / 10)) ]] ||
+  [[ $bounded == 0 || $peak -le $((limit * 11 / 10)) ]] ||
     fail "$workers worker(s): peak RSS $peak bytes > 1.1 x the limit $limit"
   check_no_leftovers
 done
@@ -104,7 +103,7 @@ wait_exit 20 "the server" "$SERVER_PID" "$WORK/server.log"
 grep -q "bytes of decode memory.*strips of one block row.*raise --memory-limit" "$WORK/server.log" ||
   fail "30 MiB: $(cat "$WORK/server.log")"
 if [[ $bounded == 1 ]]; then
-  echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers at 640 MiB, 1 at 42 MiB (16 at 42 MiB served, peak above); too small a limit refused: ok"
+  echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers at 640 MiB and at 42 MiB; too small a limit refused: ok"
 else
   echo "decode memory (ThreadSanitizer build: the peaks above not held to the limit): 1 and 16 workers served; too small a limit refused: ok"
 fi

@@ -62,8 +62,15 @@ clients() {   # TAG N
 # ThreadSanitizer's shadow memory counts in the server's RSS (919 MiB with 16
 # workers here, where the plain and ASan builds stay under the limit): a TSan
 # build runs the cases for their threads and prints the peak, unbounded.
-bounded=1
-[[ $(ldd "$LF_BIN/lf-server") == *libtsan* ]] && bounded=0
+# Under either sanitizer the process's own resident memory (shadow memory,
+# runtime) is 19 MB or more, which --memory-limit counts: 42 and 30 MiB
+# would then test the sanitizer's size, not the strips (ASan's CI run: "the
+# JPEG needs 11801600 bytes ... leaves 1289892"). Sanitizer builds run the
+# 640 MiB cases only; the plain build all five.
+bounded=1 cases=("640 16 ds6 2" "640 1 ds2 1" "42 16 ds6 2" "42 1 ds2 1")
+sanitizer=$(ldd "$LF_BIN/lf-server" | grep -o 'lib[at]san' | head -1 || true)
+[[ $sanitizer == libtsan ]] && bounded=0
+[[ -n $sanitizer ]] && cases=("${cases[@]:0:2}")
 # Largest VmHWM of PID seen until it exits, in bytes (kB in /proc).
 peak_of() {
   local pid=$1 hwm=0 v
@@ -75,7 +82,7 @@ peak_of() {
   echo $((hwm * 1024))
 }
 
-for case in "640 16 ds6 2" "640 1 ds2 1" "42 16 ds6 2" "42 1 ds2 1"; do
+for case in "${cases[@]}"; do
   read -r mib workers ds world <<<"$case"
   limit=$((mib << 20))
   start_server --data "$WORK/$ds" --world "$world" --epochs 1 --samples-per-rank 1 \
@@ -93,6 +100,10 @@ for case in "640 16 ds6 2" "640 1 ds2 1" "42 16 ds6 2" "42 1 ds2 1"; do
   check_no_leftovers
 done
 
+if [[ -n $sanitizer ]]; then
+  echo "decode memory ($sanitizer build: 640 MiB only$([[ $bounded == 0 ]] && echo ', the peaks not held to the limit')): 1 and 16 workers served: ok"
+  exit 0
+fi
 # A limit too small for one image even in strips: the server stops, naming
 # the sample.
 start_server --data "$WORK/ds2" --world 1 --epochs 1 --samples-per-rank 1 --workers 1 \
@@ -102,8 +113,4 @@ wait_exit 20 "the server" "$SERVER_PID" "$WORK/server.log"
 [[ $EXIT_RC -ne 0 ]] || fail "a 30 MiB limit served a 7000x7000 progressive image"
 grep -q "bytes of decode memory.*strips of one block row.*raise --memory-limit" "$WORK/server.log" ||
   fail "30 MiB: $(cat "$WORK/server.log")"
-if [[ $bounded == 1 ]]; then
-  echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers at 640 MiB and at 42 MiB; too small a limit refused: ok"
-else
-  echo "decode memory (ThreadSanitizer build: the peaks above not held to the limit): 1 and 16 workers served; too small a limit refused: ok"
-fi
+echo "decode memory: peak RSS within 1.1 x --memory-limit with 1 and 16 workers at 640 MiB and at 42 MiB; too small a limit refused: ok"

@@ -19,9 +19,11 @@ start_server "${PLAN[@]}" --io pread
 run_clients pread 2 --verify "$WORK/ds" --pad-id 0
 wait_server
 
-# A small cache, so blocks are read again and there are more completions
-# (about 6.5 MB: the limit counts the process's own ~7.5 MB resident too).
-LF_TEST_URING_FAULTS=20,5 start_server "${PLAN[@]}" --io uring --memory-limit 17M
+# A small cache, so blocks are read again and there are more completions:
+# 6.5 MB beyond what the server needs besides (its own resident memory
+# among it: ~7.5 MB here, 19 MB under ASan).
+need=$(memory_need "${PLAN[@]}" --io uring)
+LF_TEST_URING_FAULTS=20,5 start_server "${PLAN[@]}" --io uring --memory-limit $((need + 6500000))
 run_clients faults 2 --verify "$WORK/ds" --pad-id 0
 wait_server
 check_no_leftovers

@@ -277,6 +277,18 @@ server_exits() {   # WHAT RC MESSAGE ARGS...
     fail "$what: exit $rc, want $want_rc and '$want': $(cat "$WORK/refused.log")"
 }
 
+# The bytes lf-server ARGS... needs before any cache: rings, read buffers,
+# two blocks and the process's own resident memory, as it names them when
+# refusing a 1-byte --memory-limit (the own part differs by build: a
+# sanitizer's shadow memory is in it).
+memory_need() {    # ARGS...
+  local need
+  need=$("$LF_BIN/lf-server" "$@" --memory-limit 1 2>&1 |
+    sed -n 's/.* is below rings \([0-9]*\) + read buffers \([0-9]*\) + two blocks \([0-9]*\) + the process.s own \([0-9]*\).*/\1 + \2 + \3 + \4/p' || true)
+  [[ -n "$need" ]] || fail "no memory need reported for a 1-byte limit"
+  echo $(($need))
+}
+
 check_no_leftovers() {
   local now
   now=$(ls /dev/shm | sort)

@@ -97,9 +97,7 @@ echo "--max-tokens with --sampler naive refused: ok"
 # byte, as the rings' size follows the plan) plus 1 MiB of cache.
 CLIENT_ARGS=(--pad-id 7)
 PACK=(--layout pack --seq-len 16384 --token-dtype i64 --pad-id 7 --slots 3)
-need=$("$LF_BIN/lf-server" "${PLAN[@]}" --world 2 "${PACK[@]}" --memory-limit 1 2>&1 |
-  sed -n 's/.* is below rings \([0-9]*\) + read buffers \([0-9]*\) + two blocks \([0-9]*\) + the process.s own \([0-9]*\).*/\1 + \2 + \3 + \4/p' || true)
-[[ -n "$need" ]] || fail "no memory need reported for a 1-byte limit"
+need=$(memory_need "${PLAN[@]}" --world 2 "${PACK[@]}")
 run_one pack2 2 uring "${PACK[@]}" --memory-limit $(($need + 1048576))
 ev=$(sed -n "s/.* \([0-9]*\) evictions.*/\1/p" "$WORK/server.log")
 [[ -n "$ev" && $ev -gt 0 ]] || fail "the small cache evicted nothing: $(cat "$WORK/server.log")"

@@ -267,7 +267,7 @@ void srv_decode_budget(srv *s)
 {
     srv_pipeline *p = s->pl;
     if (!s->images) return;
-    uint64_t floor = 2ull * lf_dataset_max_block_raw(s->ds);
+    uint64_t floor = srv_cache_floor(s);
     uint64_t share = s->cache_limit / 2;
     if (s->cache_limit - share < floor) share = s->cache_limit > floor ? s->cache_limit - floor : 0;
     s->cache_limit -= share;
@@ -288,7 +288,7 @@ static int decode_grow(srv *s, uint64_t least)
 {
     srv_pipeline *p = s->pl;
     uint64_t have = p->decode_pool + p->decode_keep;
-    uint64_t floor = 2ull * lf_dataset_max_block_raw(s->ds);
+    uint64_t floor = srv_cache_floor(s);
     if (least <= have) return 1;
     if (s->cache_limit < floor || s->cache_limit - floor < least - have) return 0;
     s->cache_limit -= least - have;
@@ -311,7 +311,7 @@ static long decode_borrow(srv *s, uint64_t id, uint64_t least, uint64_t lo, uint
          * least 15/16 of the share the limit leaves them (keep x workers is
          * an eighth of half of it): that share must be 16/15 of least +
          * two blocks. */
-        uint64_t floor = 2ull * lf_dataset_max_block_raw(s->ds);
+        uint64_t floor = srv_cache_floor(s);
         uint64_t others = s->cfg.memory_limit - s->cache_limit - p->decode_pool -
                           p->decode_keep * s->cfg.workers;
         uint64_t have = p->decode_pool + p->decode_keep;

@@ -103,6 +103,11 @@ static int job_has_block(const srv_job *j, uint64_t block)
     return k < j->nblocks && j->blocks[k].id == block;
 }
 
+uint64_t srv_cache_floor(const srv *s)
+{
+    return 2ull * lf_dataset_max_block_raw(s->ds);
+}
+
 /* Evicts idle blocks, oldest first, until `need` more bytes fit, sparing
  * job `spare`'s own (NULL: none): it is about to pin them, and evicting
  * one would only read it again, over the limit. */

@@ -525,7 +525,7 @@ static int budget_memory(srv *s)
                                                                      s->slot_size);
     uint64_t bufs = (uint64_t)s->cfg.readers * s->cfg.read_depth *
                     ((lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u);
-    uint64_t min_cache = 2ull * lf_dataset_max_block_raw(s->ds);
+    uint64_t min_cache = srv_cache_floor(s);
     if (base + rings + bufs + min_cache > s->cfg.memory_limit) {
         fprintf(stderr, "lf-server: --memory-limit %" PRIu64 " is below rings %" PRIu64
                 " + read buffers %" PRIu64 " + two blocks %" PRIu64 " + the process's own %"

@@ -572,4 +572,9 @@ void srv_add_thread_cpu(srv *s, uint64_t *sum); /* the thread's CPU time; takes 
  * dataset holds no per-sample table when opened mapped). */
 const char *srv_sample_shard(const srv *s, uint64_t id);
 
+/* The least the cache keeps: two of the dataset's largest blocks, so a
+ * job can always run (start-up refuses a limit below it; decode memory
+ * never takes it). */
+uint64_t srv_cache_floor(const srv *s);
+
 #endif

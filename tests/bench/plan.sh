@@ -29,7 +29,8 @@
 #      item 4's table (worlds 8 and 64, 16 and 4 samples a rank, pad and
 #      pack at their default cut and --seq-len, balanced only, a verdict a
 #      cell; then the pad cells with --select world), then each cell in
-#      full. Skipped, and said so, without the file.
+#      full and what the 4-a-rank pad steps hold (tests/tools/plan_step_mix).
+#      Skipped, and said so, without the file.
 # Every step counts, the epoch's tail included: next to the per-step
 # max/mean, the epoch's sum-max/sum-mean, the steps' global tokens against
 # the median step's (min and max) and the tokens the epoch lost (issue #27:
@@ -270,6 +271,22 @@ for set in "${sets[@]}"; do
   done
 done
 [[ ${LF_PLAN_BENCH_REAL_DETAIL:-1} == 1 ]] || exit 0
+
+# What the 4-a-rank pad steps hold (tests/tools/plan_step_mix: dev-text's
+# document lengths, tests/data/plan/dev_text_lengths.txt, cut as the sets
+# are, 4096 being pad's default cut for the unsplit documents): per band of
+# max/mean, whole pieces and short ends a step, and the short ends' supply
+# (balancer/README.md, "What the 4-a-rank steps hold").
+mix=$B/tests/tools/plan_step_mix
+if [[ -x $mix ]]; then
+  for cut in 2048 8192 4096; do
+    for w in 8 64; do
+      for sel in step world; do
+        "$mix" tests/data/plan/dev_text_lengths.txt "$cut" "$w" 4 "$sel"
+      done
+    done
+  done
+fi
 
 # The same cells in full (LF_PLAN_BENCH_REAL_DETAIL=0 leaves them out): every figure, and
 # the step bound's before and after.

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void usage(FILE *f)
@@ -753,6 +754,24 @@ static int prepare(srv *s)
     return rc;
 }
 
+/* The test hook LF_TEST_STARTUP_HOLD_MS=N: start-up stays in its planning
+ * state N ms longer, answering as it does while it plans, so that
+ * e2e/server_startup can show clients waiting through a planning longer
+ * than their timeout on a machine of any speed (a real one takes a large
+ * dataset: ~1 s at 4 M samples here). A signal ends the hold as it ends the
+ * planning. */
+static int startup_hold(srv *s)
+{
+    const char *v = getenv("LF_TEST_STARTUP_HOLD_MS");
+    uint64_t ms;
+    if (!v || parse_u64(v, 0, 600000, &ms) != 0) return 0;
+    for (; ms > 0; ms -= ms < 10 ? ms : 10) {
+        if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) return -EINTR;
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
+    }
+    return 0;
+}
+
 /* Takes the endpoint and answers on it while the job is opened and
  * planned (startup.c): a second server is refused before it plans, and
  * clients wait for the plan instead of timing out. */
@@ -767,6 +786,7 @@ static int start(srv *s, srv_endpoint *ep)
     rc = open_job(s);
     if (rc == 0 && !s->cfg.quiet && !s->cfg.cli.cut_pending) print_fingerprint(s);
     if (rc == 0) rc = prepare(s);
+    if (rc == 0) rc = startup_hold(s);
     int sig = srv_startup_end(&u);
     if (sig) {
         fprintf(stderr, "lf-server: stopped by signal %d while planning\n", sig);

@@ -88,6 +88,10 @@ static inline int lfp_fits_alone(const lf_plan_params *p, uint64_t len)
     return !(p->rank_max_padded && len > p->rank_max_padded);
 }
 
+/* Checks a view (lf_plan_view) of n samples: its lengths and blocks set,
+ * the block offsets ascending from 0 to n (pieces.c). 0 or LF_PLAN_E_ARG. */
+int lfp_view_check(const lf_plan_params *p, size_t n);
+
 /* --- Sorting: order.c. */
 
 /* A sort key: longest first, then smaller id. */
@@ -231,7 +235,10 @@ struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
     size_t n;                    /* samples given */
     uint16_t *len16;             /* per sample: its length (lfp_len), where */
-    uint32_t *len32;             /* every length is below 2^16, else in 32 bits */
+    const uint32_t *len32;       /* every length is below 2^16, else in 32 bits:
+                                    len32_own, or the caller's view (prm.view:
+                                    read in place, it outlives the plan) */
+    uint32_t *len32_own;         /* the copy len32 points at (NULL: a view) */
     uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
     uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */

@@ -163,7 +163,19 @@ typedef struct lf_plan_view {
     const uint32_t *lengths;     /* n lengths (NULL: no view) */
     const uint32_t *block_start; /* blocks + 1 offsets */
     uint32_t blocks;
+    /* Optional (NULL: none): called every LF_PLAN_RELEASE_SCAN samples of a
+     * pass over all the lengths (creating, a naive or mixed epoch's
+     * shuffle) and every LF_PLAN_RELEASE_DRAW samples an epoch's order
+     * gives, so a caller whose lengths are a file mapping drops the pages
+     * read so far (madvise MADV_DONTNEED) and its resident memory holds
+     * what the plan reads between two calls, not the whole file. The plan
+     * keeps no pointer into the lengths across a call: it reads them again. */
+    void (*release)(void *arg);
+    void *release_arg;
 } lf_plan_view;
+
+#define LF_PLAN_RELEASE_SCAN (1u << 20)
+#define LF_PLAN_RELEASE_DRAW (1u << 14)
 
 /* Plan parameters. lf_plan_params_default fills sensible values; a zero in a
  * field marked (0: ...) selects the default named there. */
@@ -220,6 +232,14 @@ typedef struct lf_plan_params {
     lf_plan_view view;           /* the samples read in place, where the calls
                                     below are given no array (zero: none) */
 } lf_plan_params;
+
+/* A pass over the view that has read i samples (i = 1, 2, ...): calls its
+ * release every `every` samples (LF_PLAN_RELEASE_SCAN for a caller's own
+ * pass over all of them), where it has one. */
+static inline void lf_plan_view_passed(const lf_plan_params *params, size_t i, size_t every)
+{
+    if (params->view.release && i % every == 0) params->view.release(params->view.release_arg);
+}
 
 /* Sample i's length: samples[i].length, or with samples NULL, the view's. */
 static inline uint64_t lf_plan_length_at(const lf_plan_params *params,

@@ -70,7 +70,7 @@ int lf_plan_pieces(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
     *m = n;
     if (n && !s && lfp_view_check(p, n)) return LF_PLAN_E_ARG;
     if (!piece) return 0;
-    for (size_t i = 0; i < n; i++) {
+    LFP_SCAN(p, i, n) {
         uint64_t k = pieces_of(lf_plan_length_at(p, s, i), piece);
         if (k > 1 && (s ? s[i].id : i) >= ID_LIMIT) return LF_PLAN_E_ARG;
         count += k;

@@ -236,7 +236,7 @@ static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, 
                             uint64_t ocost)
 {
     row_price r = {0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++) {
+    LFP_SCAN(p, i, n) {
         uint64_t len = lf_plan_length_at(p, smp, i), c = lf_plan_cost(&p->cost, len);
         if (!lfp_fits_alone(p, len) || c > ocost) continue;
         r.cost += c;
@@ -337,7 +337,7 @@ static int check_outlier_steps(const lf_plan *p)
     const lf_plan_params *q = &p->prm;
     if (q->sampler != LF_PLAN_BALANCED || q->outlier_policy != LF_PLAN_OUTLIER_DELAY) return 0;
     uint64_t omax = 0;
-    for (size_t i = 0; i < p->n; i++)
+    LFP_SCAN(q, i, p->n)
         if (!lfp_capfail(p, i) && lfp_cost(p, i) > q->outlier_cost && lfp_cost(p, i) > omax)
             omax = lfp_cost(p, i);
     lfp_u128 most = (lfp_u128)omax * outlier_span(q) + q->step_budget;
@@ -466,7 +466,8 @@ static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_params *q = &p->prm;
     uint64_t h = hash_step(0x6c66706c616e31ULL, p->n);
-    for (size_t i = 0, g = 0; i < p->n; i++) {
+    size_t g = 0;
+    LFP_SCAN(q, i, p->n) {
         while (!group_of && p->group_start[g + 1] <= i) g++;   /* runs of the indices */
         uint64_t gi = group_of ? group_of[i] : g;
         h = hash_step(h, lfp_id(p, i));
@@ -578,7 +579,7 @@ static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
     else p->len32 = p->len32_own = malloc(p->n * sizeof *p->len32_own + 1);
     if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
     if ((!p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
-    for (size_t i = 0; i < p->n; i++) {
+    LFP_SCAN(&p->prm, i, p->n) {
         if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
         else if (p->len32_own) p->len32_own[i] = (uint32_t)smp[i].length;
         if (p->id) p->id[i] = smp[i].id;
@@ -597,8 +598,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     lf_plan_params prm = *params;
     if (samples) prm.view = (lf_plan_view){0};   /* an array: the view is not read */
     lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
-    for (size_t i = 0; i < n; i++)
-        total += lf_plan_cost(&prm.cost, lf_plan_length_at(&prm, samples, i));
+    LFP_SCAN(&prm, i, n) total += lf_plan_cost(&prm.cost, lf_plan_length_at(&prm, samples, i));
     pack_price all = {0, 0};
     if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n);
     int rc = resolve(&prm, n ? (uint64_t)(total / n) : 0, &all);
@@ -625,7 +625,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p))) goto fail;
     if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
         uint64_t most = 0;
-        for (size_t i = 0; i < n; i++)
+        LFP_SCAN(&p->prm, i, n)
             if (!lfp_capfail(p, i) && lfp_len(p, i) > most) most = lfp_len(p, i);
         p->prm.micro_max_padded = most;
     }

@@ -168,6 +168,12 @@ int plan_cli_preset_of(const lf_schema *schema)
     return LF_PLAN_PRESET_TEXT;
 }
 
+/* The view's release (lf_plan_view): arg is the plan_cli_input. */
+static void release_pages(void *arg)
+{
+    plan_cli_input_release(arg);
+}
+
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
 {
     uint64_t n = lf_dataset_samples(ds), blocks = lf_dataset_blocks(ds);
@@ -188,7 +194,8 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
     }
     in->block_start[blocks] = (uint32_t)n;
     in->n = (size_t)n;
-    in->view = (lf_plan_view){mapped ? mapped : in->own, in->block_start, (uint32_t)blocks};
+    in->view = (lf_plan_view){mapped ? mapped : in->own, in->block_start, (uint32_t)blocks,
+                              mapped ? release_pages : NULL, in};
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
     return 0;
 }
@@ -256,7 +263,8 @@ static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64
     lf_plan_params split = c->params;
     split.overflow = LF_PLAN_OVERFLOW_SPLIT;
     uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0;
-    for (size_t i = 0; limit && i < n; i++) {
+    for (size_t i = 0; limit && i < n;
+         lf_plan_view_passed(&split, ++i, LF_PLAN_RELEASE_SCAN)) {
         uint64_t len = lf_plan_length_at(&split, s, i);
         if (len > limit) {
             over++;
@@ -290,7 +298,7 @@ static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
     const lf_plan_params *p = &c->params;
     uint64_t lim = lf_plan_bound_cost(p), over = 0, cmax = 0, keep = 0;
     if (lim == UINT64_MAX) return;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN)) {
         uint64_t len = lf_plan_length_at(p, s, i), cost = lf_plan_cost(&p->cost, len);
         if (cost > lim) over++;
         if (cost > cmax) cmax = cost;
@@ -317,7 +325,7 @@ typedef struct sample_sums {
 static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
 {
     sample_sums t = {0, 0, 0};
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN)) {
         uint64_t len = lf_plan_length_at(p, s, i);
         t.cost += (double)lf_plan_cost(&p->cost, len);
         t.tokens += len;
@@ -514,7 +522,8 @@ static int default_cut(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     uint64_t lim = rc ? UINT64_MAX : lf_plan_bound_cost(&q);
     int over = 0;
     if (p->outlier_cost > p->step_budget) lim = UINT64_MAX;   /* refused below, by name */
-    for (size_t i = 0; lim != UINT64_MAX && i < n && !over; i++)
+    for (size_t i = 0; lim != UINT64_MAX && i < n && !over;
+         lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN))
         over = lf_plan_cost(&p->cost, lf_plan_length_at(p, s, i)) > lim;
     epoch_fig fig = {.epoch = c->cut_known ? c->cut_figure : 0};
     c->cut_pending = over && !c->cut_known && c->defer_cut;

@@ -113,7 +113,9 @@ int plan_cli_preset_of(const lf_schema *schema);
  * ids 0..n-1): the lengths where the dataset's index.lfx maps them
  * (lf_dataset_mapped_lengths), else copied into `own` (4 bytes a sample:
  * several sources, a dataset opened whole); each block's first sample (4
- * bytes a block). A program puts `view` into the plan's parameters and
+ * bytes a block). Mapped, the view's release is plan_cli_input_release, so
+ * the pages a plan has read leave the process as it goes (its release_arg
+ * is `in`: the struct stays where it is while the view is used). A program puts `view` into the plan's parameters and
  * passes no sample array (plan_cli_finish, lf_plan_create: samples NULL).
  * The dataset stays open, and the input unfreed, while any plan made from
  * it lives (the plan reads the lengths where they lie). */

@@ -333,19 +333,20 @@ static int finish_plan(srv *s, plan_cli *c)
     c->params.view = v;
     rc = plan_cli_finish(c, plan_cli_preset_of(lf_dataset_schema(s->ds)), NULL,
                          (size_t)s->train_samples, c->params.sampler != LF_PLAN_BALANCED);
-    plan_cli_input_release(&s->plan_input);
     s->cfg.cli = *c;
     s->cfg.plan = c->params;
     s->mixture = s->cfg.plan.mix.sources > 1;
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
     s->pieces = 0;
     s->plan_samples = 0;
-    for (uint64_t i = 0; i < s->train_samples; i++) {
+    for (size_t i = 0; i < s->train_samples;
+         lf_plan_view_passed(&s->cfg.plan, ++i, LF_PLAN_RELEASE_SCAN)) {
         uint64_t len = v.lengths[i], k = s->piece_len && len > s->piece_len
                                             ? (len + s->piece_len - 1) / s->piece_len : 1;
         s->pieces |= k > 1;
         s->plan_samples += k;
     }
+    plan_cli_input_release(&s->plan_input);
     return rc;
 }
 

@@ -88,9 +88,15 @@ static void draw_start(lf_plan *p, uint32_t src, lfp_draw *d)
         uint32_t j = (uint32_t)lfp_below(kb, i, i);
         uint32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t;
     }
-    for (uint32_t g = glo; g < glo + ng; g++)
-        for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
+    /* where every sample fits (ncapfail 0) no length needs reading; else
+     * a pass over them, releasing the view as it goes */
+    for (uint32_t g = glo; g < glo + ng; g++) {
+        uint32_t lo = p->group_start[g], hi = p->group_start[g + 1];
+        if (!p->ncapfail) p->grem[g] = hi - lo, d->left += hi - lo;
+        for (uint32_t i = lo; p->ncapfail && i < hi;
+             lf_plan_view_passed(&p->prm, ++i, LF_PLAN_RELEASE_SCAN))
             if (!lfp_capfail(p, lfp_member(p, i))) p->grem[g]++, d->left++;
+    }
     fill_window(p, d);
 }
 

@@ -146,6 +146,37 @@ typedef struct lf_plan_mix {
  * mixture. */
 uint32_t lf_plan_mix_source(const lf_plan_mix *mix, uint64_t id);
 
+/* The samples as a dataset's index holds them, read where they lie (a
+ * mapped index.lfx: 4 bytes a sample) instead of an lf_plan_sample array
+ * (24): sample i has id i and length lengths[i]; block b holds samples
+ * block_start[b] .. block_start[b+1]-1 (blocks + 1 ascending offsets from
+ * 0 to n; an empty block is skipped). lf_plan_create, lf_plan_pieces,
+ * lf_plan_pack_budget and lf_plan_bound_cost's callers read it where they
+ * are given no array (samples NULL) and params.view.lengths is set; given
+ * an array, they read the array and ignore the view. A plan created from
+ * a view reads the lengths there for as long as it lives (it keeps no copy
+ * of them, README.md, *Memory a sample*): the caller keeps them, unchanged,
+ * until lf_plan_free. Where samples are cut into pieces the plan is
+ * created from the pieces (an array it makes and owns) and the view is
+ * read only while it creates. The block offsets are copied. */
+typedef struct lf_plan_view {
+    const uint32_t *lengths;     /* n lengths (NULL: no view) */
+    const uint32_t *block_start; /* blocks + 1 offsets */
+    uint32_t blocks;
+    /* Optional (NULL: none): called every LF_PLAN_RELEASE_SCAN samples of a
+     * pass over all the lengths (creating, a naive or mixed epoch's
+     * shuffle) and every LF_PLAN_RELEASE_DRAW samples an epoch's order
+     * gives, so a caller whose lengths are a file mapping drops the pages
+     * read so far (madvise MADV_DONTNEED) and its resident memory holds
+     * what the plan reads between two calls, not the whole file. The plan
+     * keeps no pointer into the lengths across a call: it reads them again. */
+    void (*release)(void *arg);
+    void *release_arg;
+} lf_plan_view;
+
+#define LF_PLAN_RELEASE_SCAN (1u << 20)
+#define LF_PLAN_RELEASE_DRAW (1u << 14)
+
 /* Plan parameters. lf_plan_params_default fills sensible values; a zero in a
  * field marked (0: ...) selects the default named there. */
 typedef struct lf_plan_params {
@@ -198,7 +229,24 @@ typedef struct lf_plan_params {
     lf_plan_mix mix;             /* several sources by weight (zero: one) */
     uint32_t select;             /* lf_plan_select: which samples share a step
                                     (0: LF_PLAN_SELECT_STEP) */
+    lf_plan_view view;           /* the samples read in place, where the calls
+                                    below are given no array (zero: none) */
 } lf_plan_params;
+
+/* A pass over the view that has read i samples (i = 1, 2, ...): calls its
+ * release every `every` samples (LF_PLAN_RELEASE_SCAN for a caller's own
+ * pass over all of them), where it has one. */
+static inline void lf_plan_view_passed(const lf_plan_params *params, size_t i, size_t every)
+{
+    if (params->view.release && i % every == 0) params->view.release(params->view.release_arg);
+}
+
+/* Sample i's length: samples[i].length, or with samples NULL, the view's. */
+static inline uint64_t lf_plan_length_at(const lf_plan_params *params,
+                                         const lf_plan_sample *samples, size_t i)
+{
+    return samples ? samples[i].length : params->view.lengths[i];
+}
 
 /* How a balanced pad step's samples are chosen (README.md, "Selection for
  * the world").
@@ -248,7 +296,8 @@ uint64_t lf_plan_piece_len(const lf_plan_params *params);
 
 /* The samples as lf_plan_create plans them: those longer than
  * lf_plan_piece_len cut into pieces (*out, *m of them, malloc'd: the caller
- * frees it), or *out NULL and *m = n when none is. For figures a caller
+ * frees it), or *out NULL and *m = n when none is (samples NULL: of
+ * params->view, which the caller then passes on as it is). For figures a caller
  * draws from the samples (a mean cost, a budget). Returns 0 or
  * LF_PLAN_E_ARG (an id of 2^40 or more to split, too many pieces) or
  * LF_PLAN_E_NOMEM. */
@@ -282,7 +331,7 @@ void lf_plan_params_default(lf_plan_params *p);
  * cost per token of the samples that are not outliers (outlier_cost, or its
  * default budget / world). In pack mode a balanced plan fills a step's rows
  * in tokens as well as its budget in cost; with a budget that buys whole
- * rows both fill together (see README.md). params: as for lf_plan_create,
+ * rows both fill together (see README.md). params, samples: as for lf_plan_create,
  * step_budget ignored. Returns 0 or a negative status (LF_PLAN_E_ARG: not
  * pack, no seq_len, or no sample fits a row). */
 int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
@@ -292,11 +341,12 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
 
 typedef struct lf_plan lf_plan;
 
-/* Creates a plan over n samples, copied as narrow as they allow: 2 bytes a
- * sample (4 with a length of 2^16 or more) where ids are 0..n-1 and the
- * samples come by (block, id), as a dataset's index gives them; 8 more
- * where the ids are other, 4 more where not by block (README.md, *Memory a
- * sample*). A length of 2^32 or more is LF_PLAN_E_ARG. Checks the
+/* Creates a plan over n samples: samples[0..n), copied as narrow as they
+ * allow (2 bytes a sample, 4 with a length of 2^16 or more, where ids are
+ * 0..n-1 and the samples come by (block, id), as a dataset's index gives
+ * them; 8 more where the ids are other, 4 more where not by block), or,
+ * with samples NULL, params->view, read in place and not copied (see
+ * lf_plan_view: it must outlive the plan; README.md, *Memory a sample*). A length of 2^32 or more is LF_PLAN_E_ARG. Checks the
  * parameters; samples that can never be placed (longer than a memory cap or
  * than seq_len in pack mode) are rejected and counted, whatever the
  * outlier policy. Returns 0 or a

@@ -88,9 +88,15 @@ static void draw_start(lf_plan *p, uint32_t src, lfp_draw *d)
         uint32_t j = (uint32_t)lfp_below(kb, i, i);
         uint32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t;
     }
-    for (uint32_t g = glo; g < glo + ng; g++)
-        for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
+    /* where every sample fits (ncapfail 0) no length needs reading; else
+     * a pass over them, releasing the view as it goes */
+    for (uint32_t g = glo; g < glo + ng; g++) {
+        uint32_t lo = p->group_start[g], hi = p->group_start[g + 1];
+        if (!p->ncapfail) p->grem[g] = hi - lo, d->left += hi - lo;
+        for (uint32_t i = lo; p->ncapfail && i < hi;
+             lf_plan_view_passed(&p->prm, ++i, LF_PLAN_RELEASE_SCAN))
             if (!lfp_capfail(p, lfp_member(p, i))) p->grem[g]++, d->left++;
+    }
     fill_window(p, d);
 }
 
@@ -131,7 +137,7 @@ static size_t order_shuffle(lf_plan *p, uint32_t src, uint32_t *dst)
 {
     uint64_t k = epoch_key(p, 3 + source_stream(p, src));
     size_t m = 0;
-    for (size_t s = 0; s < p->n; s++)
+    LFP_SCAN(&p->prm, s, p->n)
         if (!lfp_capfail(p, s) && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
     for (size_t i = m; i > 1; i--) {
         size_t j = (size_t)lfp_below(k, i, i);
@@ -327,7 +333,7 @@ int lfp_mix_init(lf_plan *p)
     p->mixbuf = malloc((p->n + 1) * sizeof *p->mixbuf);
     if (!p->src || !p->mixbuf) return LF_PLAN_E_NOMEM;
     size_t placeable[LF_PLAN_MAX_SOURCES] = {0};
-    for (size_t i = 0; i < p->n; i++) {
+    LFP_SCAN(&p->prm, i, p->n) {
         p->src[i] = (uint8_t)lf_plan_mix_source(m, lfp_id(p, i));
         placeable[p->src[i]] += !lfp_capfail(p, i);
     }

@@ -51,16 +51,28 @@ static uint64_t pieces_of(uint64_t len, uint64_t piece)
     return k < LF_PLAN_PIECE_MAX ? k : 1;
 }
 
+int lfp_view_check(const lf_plan_params *p, size_t n)
+{
+    const lf_plan_view *v = &p->view;
+    if (!v->lengths || !v->block_start || (n && !v->blocks) || v->block_start[0] != 0 ||
+        v->block_start[v->blocks] != n)
+        return LF_PLAN_E_ARG;
+    for (uint32_t b = 0; b < v->blocks; b++)
+        if (v->block_start[b + 1] < v->block_start[b]) return LF_PLAN_E_ARG;
+    return 0;
+}
+
 int lf_plan_pieces(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
                lf_plan_sample **out, size_t *m)
 {
     uint64_t piece = lf_plan_piece_len(p), count = 0;
     *out = NULL;
     *m = n;
+    if (n && !s && lfp_view_check(p, n)) return LF_PLAN_E_ARG;
     if (!piece) return 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = pieces_of(s[i].length, piece);
-        if (k > 1 && s[i].id >= ID_LIMIT) return LF_PLAN_E_ARG;
+    LFP_SCAN(p, i, n) {
+        uint64_t k = pieces_of(lf_plan_length_at(p, s, i), piece);
+        if (k > 1 && (s ? s[i].id : i) >= ID_LIMIT) return LF_PLAN_E_ARG;
         count += k;
     }
     if (count == n) return 0;
@@ -68,13 +80,15 @@ int lf_plan_pieces(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
     lf_plan_sample *v = malloc((size_t)count * sizeof *v);
     if (!v) return LF_PLAN_E_NOMEM;
     size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = pieces_of(s[i].length, piece);
+    for (size_t i = 0, b = 0; i < n; i++) {
+        while (!s && p->view.block_start[b + 1] <= i) b++;   /* the view's block of i */
+        uint64_t len = lf_plan_length_at(p, s, i), k = pieces_of(len, piece);
+        uint64_t id = s ? s[i].id : i, block = s ? s[i].block : b;
         for (uint64_t j = 0; j < k; j++) {
-            uint64_t left = s[i].length - j * piece;
-            v[at++] = (lf_plan_sample){.id = s[i].id | j << LF_PLAN_PIECE_SHIFT,
+            uint64_t left = len - j * piece;
+            v[at++] = (lf_plan_sample){.id = id | j << LF_PLAN_PIECE_SHIFT,
                                        .length = k > 1 && left > piece ? piece : left,
-                                       .block = s[i].block};
+                                       .block = block};
         }
     }
     *out = v;

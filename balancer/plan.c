@@ -236,8 +236,8 @@ static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, 
                             uint64_t ocost)
 {
     row_price r = {0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++) {
-        uint64_t len = smp[i].length, c = lf_plan_cost(&p->cost, len);
+    LFP_SCAN(p, i, n) {
+        uint64_t len = lf_plan_length_at(p, smp, i), c = lf_plan_cost(&p->cost, len);
         if (!lfp_fits_alone(p, len) || c > ocost) continue;
         r.cost += c;
         r.tok += len;
@@ -297,7 +297,8 @@ static int pack_budget_of(const lf_plan_params *p, const lf_plan_sample *samples
 int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
                         uint32_t rows_per_rank, uint64_t *budget)
 {
-    if (!params || !budget || (n && !samples) || rows_per_rank == 0) return LF_PLAN_E_ARG;
+    if (!params || !budget || (n && !samples && !params->view.lengths) || rows_per_rank == 0)
+        return LF_PLAN_E_ARG;
     lf_plan_params bal = *params;
     const lf_plan_params *p = &bal;
     bal.sampler = LF_PLAN_BALANCED;
@@ -336,7 +337,7 @@ static int check_outlier_steps(const lf_plan *p)
     const lf_plan_params *q = &p->prm;
     if (q->sampler != LF_PLAN_BALANCED || q->outlier_policy != LF_PLAN_OUTLIER_DELAY) return 0;
     uint64_t omax = 0;
-    for (size_t i = 0; i < p->n; i++)
+    LFP_SCAN(q, i, p->n)
         if (!lfp_capfail(p, i) && lfp_cost(p, i) > q->outlier_cost && lfp_cost(p, i) > omax)
             omax = lfp_cost(p, i);
     lfp_u128 most = (lfp_u128)omax * outlier_span(q) + q->step_budget;
@@ -396,16 +397,34 @@ static uint32_t by_block(const lfp_key *keys, size_t k)
     return keys ? keys[k].idx : (uint32_t)k;
 }
 
+/* The groups of a view (prm.view, checked): its blocks, the empty ones
+ * skipped, as build_groups makes them of an array by (block, id). */
+static int view_groups(lf_plan *p)
+{
+    const lf_plan_view *v = &p->prm.view;
+    uint32_t g = 0;
+    for (uint32_t b = 0; b < v->blocks; b++) g += v->block_start[b + 1] > v->block_start[b];
+    p->ngroups = g;
+    p->group_start = malloc(((size_t)g + 1) * sizeof *p->group_start);
+    if (!p->group_start) return LF_PLAN_E_NOMEM;
+    g = 0;
+    for (uint32_t b = 0; b < v->blocks; b++)
+        if (v->block_start[b + 1] > v->block_start[b]) p->group_start[g++] = v->block_start[b];
+    p->group_start[g] = (uint32_t)p->n;
+    return 0;
+}
+
 /* Groups samples by block: ids, not input order, decide the order inside.
  * Fills group_start and, where the samples are not by (block, id),
  * group_members and *group_of (each sample's group, for the sequence hash;
  * NULL otherwise: the groups are runs of the indices). */
 static int build_groups(lf_plan *p, const lf_plan_sample *smp, uint32_t **group_of)
 {
+    *group_of = NULL;
+    if (!smp) return view_groups(p);
     int rc = check_ids_unique(smp, p->n);
     if (rc) return rc;
     lfp_key *k = NULL;
-    *group_of = NULL;
     if (!in_block_order(smp, p->n)) {
         if (!(k = malloc(p->n * sizeof *k + 1))) return LF_PLAN_E_NOMEM;
         for (size_t i = 0; i < p->n; i++) k[i] = (lfp_key){smp[i].block, smp[i].id, (uint32_t)i};
@@ -447,7 +466,8 @@ static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_params *q = &p->prm;
     uint64_t h = hash_step(0x6c66706c616e31ULL, p->n);
-    for (size_t i = 0, g = 0; i < p->n; i++) {
+    size_t g = 0;
+    LFP_SCAN(q, i, p->n) {
         while (!group_of && p->group_start[g + 1] <= i) g++;   /* runs of the indices */
         uint64_t gi = group_of ? group_of[i] : g;
         h = hash_step(h, lfp_id(p, i));
@@ -481,7 +501,7 @@ void lf_plan_free(lf_plan *p)
 {
     if (!p) return;
     lfp_split_free(&p->split);
-    void *bufs[] = {p->id, p->len16, p->len32, p->mark, p->group_start, p->group_members, p->gperm,
+    void *bufs[] = {p->id, p->len16, p->len32_own, p->mark, p->group_start, p->group_members, p->gperm,
                     p->grem, p->pool, p->pool_group,
                     p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
@@ -541,29 +561,31 @@ static int alloc_all(lf_plan *p)
 }
 
 /* Keeps what the plan needs of each sample: its length, in 16 bits where
- * every length fits, and its id where the ids are not the indices. Counts
+ * every length fits, and its id where the ids are not the indices; of a
+ * view (smp NULL), nothing: its lengths are read where they lie. Counts
  * the samples that fit no cap and the outliers (p->ocap: the most a queue
  * of held or rejected ones can hold). */
 static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
 {
     uint64_t most = 0;
     int dense = 1;
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t i = 0; smp && i < p->n; i++) {
         if (smp[i].length > most) most = smp[i].length;
         dense &= smp[i].id == i;
     }
     if (most > UINT32_MAX) return LF_PLAN_E_ARG;
-    if (most <= UINT16_MAX) p->len16 = malloc(p->n * sizeof *p->len16 + 1);
-    else p->len32 = malloc(p->n * sizeof *p->len32 + 1);
+    if (!smp) p->len32 = p->prm.view.lengths;
+    else if (most <= UINT16_MAX) p->len16 = malloc(p->n * sizeof *p->len16 + 1);
+    else p->len32 = p->len32_own = malloc(p->n * sizeof *p->len32_own + 1);
     if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
     if ((!p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
-    for (size_t i = 0; i < p->n; i++) {
+    LFP_SCAN(&p->prm, i, p->n) {
         if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
-        else p->len32[i] = (uint32_t)smp[i].length;
+        else if (p->len32_own) p->len32_own[i] = (uint32_t)smp[i].length;
         if (p->id) p->id[i] = smp[i].id;
         int fail = lfp_capfail(p, i);
         p->ncapfail += fail;
-        p->capfail_tokens += fail ? smp[i].length : 0;
+        p->capfail_tokens += fail ? lfp_len(p, i) : 0;
         p->ocap += !fail && lfp_cost(p, i) > p->prm.outlier_cost;
     }
     return 0;
@@ -574,8 +596,9 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
 {
     if (n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
     lf_plan_params prm = *params;
+    if (samples) prm.view = (lf_plan_view){0};   /* an array: the view is not read */
     lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
-    for (size_t i = 0; i < n; i++) total += lf_plan_cost(&prm.cost, samples[i].length);
+    LFP_SCAN(&prm, i, n) total += lf_plan_cost(&prm.cost, lf_plan_length_at(&prm, samples, i));
     pack_price all = {0, 0};
     if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n);
     int rc = resolve(&prm, n ? (uint64_t)(total / n) : 0, &all);
@@ -602,7 +625,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p))) goto fail;
     if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
         uint64_t most = 0;
-        for (size_t i = 0; i < n; i++)
+        LFP_SCAN(&p->prm, i, n)
             if (!lfp_capfail(p, i) && lfp_len(p, i) > most) most = lfp_len(p, i);
         p->prm.micro_max_padded = most;
     }
@@ -622,7 +645,7 @@ fail:
 int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
                    size_t n, lf_plan **out)
 {
-    if (!params || !out || (n && !samples)) return LF_PLAN_E_ARG;
+    if (!params || !out || (n && !samples && !params->view.lengths)) return LF_PLAN_E_ARG;
     lf_plan_sample *pieces;
     size_t m;
     int rc = lf_plan_pieces(params, samples, n, &pieces, &m);

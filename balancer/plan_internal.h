@@ -88,6 +88,15 @@ static inline int lfp_fits_alone(const lf_plan_params *p, uint64_t len)
     return !(p->rank_max_padded && len > p->rank_max_padded);
 }
 
+/* A pass over every sample: for (i = 0 .. n), calling the view's release
+ * every LF_PLAN_RELEASE_SCAN samples (lf_plan_view), params q. */
+#define LFP_SCAN(q, i, n) \
+    for (size_t i = 0; i < (n); lf_plan_view_passed((q), ++i, LF_PLAN_RELEASE_SCAN))
+
+/* Checks a view (lf_plan_view) of n samples: its lengths and blocks set,
+ * the block offsets ascending from 0 to n (pieces.c). 0 or LF_PLAN_E_ARG. */
+int lfp_view_check(const lf_plan_params *p, size_t n);
+
 /* --- Sorting: order.c. */
 
 /* A sort key: longest first, then smaller id. */
@@ -231,7 +240,10 @@ struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
     size_t n;                    /* samples given */
     uint16_t *len16;             /* per sample: its length (lfp_len), where */
-    uint32_t *len32;             /* every length is below 2^16, else in 32 bits */
+    const uint32_t *len32;       /* every length is below 2^16, else in 32 bits:
+                                    len32_own, or the caller's view (prm.view:
+                                    read in place, it outlives the plan) */
+    uint32_t *len32_own;         /* the copy len32 points at (NULL: a view) */
     uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
     uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
@@ -376,6 +388,7 @@ uint32_t lfp_order_draw(lf_plan *p);
 /* The sample at the cursor, the cursor moved past it (cursor < norder). */
 static inline uint32_t lfp_order_next(lf_plan *p)
 {
+    lf_plan_view_passed(&p->prm, p->cursor + 1, LF_PLAN_RELEASE_DRAW);
     return p->order ? p->order[p->cursor++] : (p->cursor++, lfp_order_draw(p));
 }
 

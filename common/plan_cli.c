@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 const char plan_cli_help[] =
     "Cost model c(L) = a*L + b*L^2 + c0, plus d per micro-batch:\n"
@@ -166,17 +168,55 @@ int plan_cli_preset_of(const lf_schema *schema)
     return LF_PLAN_PRESET_TEXT;
 }
 
-lf_plan_sample *plan_cli_samples(const lf_dataset *ds)
+/* The view's release (lf_plan_view): arg is the plan_cli_input. */
+static void release_pages(void *arg)
 {
-    uint64_t n = lf_dataset_samples(ds);
-    lf_plan_sample *s = n < SIZE_MAX / sizeof *s ? malloc((n ? n : 1) * sizeof *s) : NULL;
-    for (uint64_t b = 0; s && b < lf_dataset_blocks(ds); b++) {   /* samples block by block */
-        const lf_block_info *bi = lf_dataset_block(ds, b);
-        for (uint64_t i = bi->first_sample; i < bi->first_sample + bi->nsamples; i++)
-            s[i] = (lf_plan_sample){.id = i, .length = lf_dataset_sample_length(ds, i),
-                                    .block = b};
+    plan_cli_input_release(arg);
+}
+
+int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
+{
+    uint64_t n = lf_dataset_samples(ds), blocks = lf_dataset_blocks(ds);
+    memset(in, 0, sizeof *in);
+    if (n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */
+    const uint32_t *mapped = lf_dataset_mapped_lengths(ds);
+    in->block_start = malloc((blocks + 1) * sizeof *in->block_start);
+    if (!mapped) in->own = malloc((n ? n : 1) * sizeof *in->own);
+    if (!in->block_start || (!mapped && !in->own)) {
+        plan_cli_input_free(in);
+        return LF_PLAN_E_NOMEM;
     }
-    return s;
+    for (uint64_t b = 0; b < blocks; b++) {
+        const lf_block_info *bi = lf_dataset_block(ds, b);
+        in->block_start[b] = (uint32_t)bi->first_sample;
+        for (uint64_t i = bi->first_sample; in->own && i < bi->first_sample + bi->nsamples; i++)
+            in->own[i] = (uint32_t)lf_dataset_sample_length(ds, i);
+    }
+    in->block_start[blocks] = (uint32_t)n;
+    in->n = (size_t)n;
+    in->view = (lf_plan_view){mapped ? mapped : in->own, in->block_start, (uint32_t)blocks,
+                              mapped ? release_pages : NULL, in};
+    plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
+    return 0;
+}
+
+void plan_cli_input_free(plan_cli_input *in)
+{
+    free(in->own);
+    free(in->block_start);
+    memset(in, 0, sizeof *in);
+}
+
+void plan_cli_input_release(const plan_cli_input *in)
+{
+    if (in->own || !in->n) return;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)in->view.lengths, e = (uintptr_t)(in->view.lengths + in->n);
+    a = (a + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;   /* whole pages */
+    e = e / (uintptr_t)page * (uintptr_t)page;
+    /* a read-only file mapping: its pages leave the process, not the page
+     * cache, and are read back from there when touched again */
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
 /* The balanced plan of epoch 0 under p, whatever p's sampler and epoch:
@@ -223,12 +263,15 @@ static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64
     lf_plan_params split = c->params;
     split.overflow = LF_PLAN_OVERFLOW_SPLIT;
     uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0;
-    for (size_t i = 0; limit && i < n; i++)
-        if (s[i].length > limit) {
+    for (size_t i = 0; limit && i < n;
+         lf_plan_view_passed(&split, ++i, LF_PLAN_RELEASE_SCAN)) {
+        uint64_t len = lf_plan_length_at(&split, s, i);
+        if (len > limit) {
             over++;
-            over_tok += s[i].length;
-            pieces += (s[i].length + limit - 1) / limit;
+            over_tok += len;
+            pieces += (len + limit - 1) / limit;
         }
+    }
     c->overflow[0] = '\0';
     if (!over) return;
     const char *what = c->params.layout == LF_PLAN_PACK ? "a row (--seq-len, --max-tokens)"
@@ -255,11 +298,11 @@ static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
     const lf_plan_params *p = &c->params;
     uint64_t lim = lf_plan_bound_cost(p), over = 0, cmax = 0, keep = 0;
     if (lim == UINT64_MAX) return;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t cost = lf_plan_cost(&p->cost, s[i].length);
+    for (size_t i = 0; i < n; lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN)) {
+        uint64_t len = lf_plan_length_at(p, s, i), cost = lf_plan_cost(&p->cost, len);
         if (cost > lim) over++;
         if (cost > cmax) cmax = cost;
-        if (cost <= lim && s[i].length > keep) keep = s[i].length;
+        if (cost <= lim && len > keep) keep = len;
     }
     if (!over) return;
     uint64_t g = p->outlier_group ? p->outlier_group : p->world;
@@ -282,10 +325,11 @@ typedef struct sample_sums {
 static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
 {
     sample_sums t = {0, 0, 0};
-    for (size_t i = 0; i < n; i++) {
-        t.cost += (double)lf_plan_cost(&p->cost, s[i].length);
-        t.tokens += s[i].length;
-        if (s[i].length > t.longest) t.longest = s[i].length;
+    for (size_t i = 0; i < n; lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN)) {
+        uint64_t len = lf_plan_length_at(p, s, i);
+        t.cost += (double)lf_plan_cost(&p->cost, len);
+        t.tokens += len;
+        if (len > t.longest) t.longest = len;
     }
     return t;
 }
@@ -478,8 +522,9 @@ static int default_cut(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     uint64_t lim = rc ? UINT64_MAX : lf_plan_bound_cost(&q);
     int over = 0;
     if (p->outlier_cost > p->step_budget) lim = UINT64_MAX;   /* refused below, by name */
-    for (size_t i = 0; lim != UINT64_MAX && i < n && !over; i++)
-        over = lf_plan_cost(&p->cost, s[i].length) > lim;
+    for (size_t i = 0; lim != UINT64_MAX && i < n && !over;
+         lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN))
+        over = lf_plan_cost(&p->cost, lf_plan_length_at(p, s, i)) > lim;
     epoch_fig fig = {.epoch = c->cut_known ? c->cut_figure : 0};
     c->cut_pending = over && !c->cut_known && c->defer_cut;
     if (over && !c->cut_known && !c->defer_cut) rc = measure_epoch0(p, s, n, &fig);

@@ -109,9 +109,34 @@ int plan_cli_set(plan_cli *c, int code, const char *value);
  * JPEG: images). */
 int plan_cli_preset_of(const lf_schema *schema);
 
-/* Every sample's id, length and block from the dataset's index; NULL when
- * out of memory. The caller frees it. */
-lf_plan_sample *plan_cli_samples(const lf_dataset *ds);
+/* A dataset's samples as the planner reads them, in place (lf_plan_view:
+ * ids 0..n-1): the lengths where the dataset's index.lfx maps them
+ * (lf_dataset_mapped_lengths), else copied into `own` (4 bytes a sample:
+ * several sources, a dataset opened whole); each block's first sample (4
+ * bytes a block). Mapped, the view's release is plan_cli_input_release, so
+ * the pages a plan has read leave the process as it goes (its release_arg
+ * is `in`: the struct stays where it is while the view is used). A program puts `view` into the plan's parameters and
+ * passes no sample array (plan_cli_finish, lf_plan_create: samples NULL).
+ * The dataset stays open, and the input unfreed, while any plan made from
+ * it lives (the plan reads the lengths where they lie). */
+typedef struct plan_cli_input {
+    lf_plan_view view;
+    size_t n;                    /* samples */
+    uint32_t *own;               /* the lengths copied (NULL: mapped) */
+    uint32_t *block_start;       /* blocks + 1 offsets (view.block_start) */
+} plan_cli_input;
+
+/* Fills *in from ds. Returns 0, LF_PLAN_E_NOMEM, or LF_PLAN_E_ARG (2^32 - 2
+ * samples or more). */
+int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds);
+void plan_cli_input_free(plan_cli_input *in);   /* then zeroed; accepts a zeroed one */
+
+/* Drops the pages of the mapped lengths from the process (madvise
+ * MADV_DONTNEED on a read-only file mapping: they stay in the page cache
+ * and are read back from there when touched): the pages a scan of every
+ * length touched would otherwise count in its resident memory until the
+ * end. Nothing for copied lengths. */
+void plan_cli_input_release(const plan_cli_input *in);
 
 /* Completes the parameters from the data: the cost model (preset
  * `dataset_preset` unless --preset or --cost was given), the step budget
@@ -123,7 +148,8 @@ lf_plan_sample *plan_cli_samples(const lf_dataset *ds);
  * lf_plan status; for the refusals a user can cause (no samples, every
  * sample free, a cap or outlier cost that cannot hold) why says which, in
  * the words of the flags. note says what the plan will not keep (steps over
- * --step-bound, samples longer than pack's row) and the flag that fixes it. */
+ * --step-bound, samples longer than pack's row) and the flag that fixes it.
+ * s NULL: the samples are c->params.view's (plan_cli_input). */
 int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, size_t n,
                     int baselines);
 

@@ -325,23 +325,29 @@ static int parse_args(int argc, char **argv, srv_config *c)
  * plan_cli_finish's status. */
 static int finish_plan(srv *s, plan_cli *c)
 {
-    if (!s->plan_input && !(s->plan_input = plan_cli_samples(s->ds))) return LF_PLAN_E_NOMEM;
-    const lf_plan_sample *v = s->plan_input;
-    /* drawn from the training samples alone: the held-out set changes nothing */
-    int rc = plan_cli_finish(c, plan_cli_preset_of(lf_dataset_schema(s->ds)), v,
-                             (size_t)s->train_samples, c->params.sampler != LF_PLAN_BALANCED);
+    int rc = s->plan_input.block_start ? 0 : plan_cli_input_open(&s->plan_input, s->ds);
+    if (rc) return rc;
+    /* drawn from the training samples alone (the first blocks): the held-out
+     * set changes nothing */
+    lf_plan_view v = s->plan_input.view;
+    v.blocks = (uint32_t)s->train_blocks;
+    c->params.view = v;
+    rc = plan_cli_finish(c, plan_cli_preset_of(lf_dataset_schema(s->ds)), NULL,
+                         (size_t)s->train_samples, c->params.sampler != LF_PLAN_BALANCED);
     s->cfg.cli = *c;
     s->cfg.plan = c->params;
     s->mixture = s->cfg.plan.mix.sources > 1;
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
     s->pieces = 0;
     s->plan_samples = 0;
-    for (uint64_t i = 0; i < s->train_samples; i++) {
-        uint64_t len = v[i].length, k = s->piece_len && len > s->piece_len
+    for (size_t i = 0; i < s->train_samples;
+         lf_plan_view_passed(&s->cfg.plan, ++i, LF_PLAN_RELEASE_SCAN)) {
+        uint64_t len = v.lengths[i], k = s->piece_len && len > s->piece_len
                                             ? (len + s->piece_len - 1) / s->piece_len : 1;
         s->pieces |= k > 1;
         s->plan_samples += k;
     }
+    plan_cli_input_release(&s->plan_input);
     return rc;
 }
 

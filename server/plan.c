@@ -82,14 +82,10 @@ static uint64_t cap_permille(void)
  * status (LF_PLAN_E_*). */
 static int plan_create_status(const srv *s, uint32_t epoch, lf_plan **out)
 {
-    lf_plan_sample *own = s->plan_input ? NULL : plan_cli_samples(s->ds);
-    const lf_plan_sample *v = s->plan_input ? s->plan_input : own;
-    if (!v) return LF_PLAN_E_NOMEM;
-    lf_plan_params prm = s->cfg.plan;
+    lf_plan_params prm = s->cfg.plan;   /* its view: s->plan_input, read in place */
     prm.epoch = epoch;
-    int rc = lf_plan_create(&prm, v, s->train_samples, out);
+    int rc = lf_plan_create(&prm, NULL, s->train_samples, out);
     if (rc == 0 && s->later_cap) lf_plan_cap_later(*out, 1, s->later_cap);
-    free(own);
     return rc;
 }
 
@@ -171,10 +167,9 @@ void srv_plan_spare_free(srv *s)
 {
     lf_plan_free(s->spare);
     free(s->spare_start);
-    free(s->plan_input);
+    plan_cli_input_free(&s->plan_input);   /* the plans that read it are freed */
     s->spare = NULL;
     s->spare_start = NULL;
-    s->plan_input = NULL;
 }
 
 /* Every batch's sample_ids [n], and where they apply sample_offsets [n]
@@ -805,9 +800,14 @@ static int eval_prepass(srv *s)
 {
     lf_plan *p;
     uint64_t n = lf_dataset_samples(s->ds) - s->train_samples;
-    s->eval_set = malloc(n * sizeof *s->eval_set); /* kept; start-up's copy is not */
+    s->eval_set = malloc(n * sizeof *s->eval_set); /* kept: its ids are not 0..n-1 */
     if (!s->eval_set) return -ENOMEM;
-    memcpy(s->eval_set, s->plan_input + s->train_samples, n * sizeof *s->eval_set);
+    for (uint64_t b = s->train_blocks; b < lf_dataset_blocks(s->ds); b++) {
+        const lf_block_info *bi = lf_dataset_block(s->ds, b);
+        for (uint64_t i = bi->first_sample; i < bi->first_sample + bi->nsamples; i++)
+            s->eval_set[i - s->train_samples] =
+                (lf_plan_sample){i, lf_dataset_sample_length(s->ds, i), b};
+    }
     int rc = srv_plan_eval_create(s, &p);
     lf_plan_step st;
     uint64_t empty = 0, placed = 0;
@@ -904,8 +904,7 @@ int srv_plan_prepass(srv *s)
                 "%u of the run's %u epoch(s)\n", atomic_load(&s->planned),
                 walked + (plans_ahead(s) && !first), s->cfg.epochs);
     if (rc == 0 && s->eval_slots) rc = eval_prepass(s);
-    free(s->plan_input); /* start-up's plans are made (a cut makes it anew) */
-    s->plan_input = NULL;
+    plan_cli_input_release(&s->plan_input);   /* the pages the walk touched */
     return rc;
 }
 

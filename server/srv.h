@@ -312,11 +312,11 @@ struct srv {
                                     seconds at 10^7 samples); NULL once taken */
     void *spare_start;           /* its state at that start, to rewind it */
     long spare_start_size;
-    lf_plan_sample *plan_input;  /* start-up's: every sample's id, length and block
-                                    as lf_plan_create takes them, made once and
-                                    read by every plan start-up makes (its threads'
-                                    too); NULL once the prepass is done (the
-                                    planner's scouts make their own) */
+    plan_cli_input plan_input;   /* the samples as every plan reads them, in place
+                                    (cfg.plan.view: the training samples' part),
+                                    opened by finish_plan and kept, with the
+                                    dataset, until srv_plan_spare_free at the end,
+                                    after every plan that reads it is freed */
     uint64_t fingerprint;        /* plan_id, the blocks and the epochs served:
                                     every node's server of a job must have the same */
     uint64_t cache_limit;        /* bytes of decompressed blocks */

@@ -297,6 +297,13 @@ int lf_dataset_open_index_file(const char *path, const char *name, const lf_sche
  * dataset was opened; 0 when the sample is out of range. */
 uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample);
 
+/* Every sample's cost length where one index.lfx holds them, read in place:
+ * lf_dataset_samples(ds) u32s in the mapping, valid until
+ * lf_dataset_close (a planner's view of them, balancer/lf_plan.h,
+ * lf_plan_view). NULL where they are not so (a per-sample table, several
+ * sources, a big-endian host): use lf_dataset_sample_length. */
+const uint32_t *lf_dataset_mapped_lengths(const lf_dataset *ds);
+
 /* Per-thread decompression state; allocation happens here, not per block. */
 typedef struct lf_block_decoder lf_block_decoder;
 int lf_block_decoder_create(lf_block_decoder **out);

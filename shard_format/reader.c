@@ -1094,6 +1094,15 @@ uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample)
     return compact_length(&src->compact, sample - src->first_sample);
 }
 
+const uint32_t *lf_dataset_mapped_lengths(const lf_dataset *ds)
+{
+    const uint8_t *v = ds->nsources == 1 ? ds->sources[0].compact.lengths : NULL;
+    if (ds->samples || !v || (uintptr_t)v % sizeof(uint32_t) ||
+        __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)   /* index.lfx is little-endian */
+        return NULL;
+    return (const uint32_t *)(const void *)v;
+}
+
 const lf_block_info *lf_dataset_block(const lf_dataset *ds, uint64_t block)
 {
     return block < ds->nblocks ? &ds->blocks[block] : NULL;

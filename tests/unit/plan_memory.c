@@ -10,12 +10,17 @@
  *     scratch), and per block (64 samples a block here);
  *   - lengths of 2^16 and more: 2 bytes more;
  *   - ids that are not the indices: 8 bytes more (the ids);
- *   - a sampler that keeps its order (naive): 4 bytes more.
+ *   - a sampler that keeps its order (naive): 4 bytes more;
+ *   - the same samples as a view (lf_plan_view: lengths read where the
+ *     caller holds them, as a mapped index.lfx): no byte of length, so
+ *     2 bits and the blocks' bytes alone; a copy of the lengths (2 bytes a
+ *     sample at least) fails it. Its plan is the array's, step for step.
  * The bounds leave 1/4 byte a sample for what a plan holds per block (12
  * bytes); before issue #35 the first case took 66 bytes a sample.
  * Skipped where the allocator counts nothing (a sanitizer's own).
  */
 #include <malloc.h>
+#include <string.h>
 
 #include "lf_plan.h"
 #include "test.h"
@@ -23,6 +28,31 @@
 #define NSAMPLES 1000000u
 
 static lf_plan_sample samples[NSAMPLES];
+static uint32_t lengths[NSAMPLES];              /* the view's: samples' lengths */
+static uint32_t block_start[NSAMPLES / 64 + 2]; /* and blocks of 64 */
+
+/* The view's release: counted (a mapped index would drop its pages). */
+static size_t releases;
+static void count_release(void *arg)
+{
+    ++*(size_t *)arg;
+}
+
+/* The parameters of every plan here; with view, the first n samples read
+ * in place (lengths, block_start) rather than from `samples`. */
+static void params(lf_plan_params *p, int sampler, int view, size_t n)
+{
+    lf_plan_params_default(p);
+    p->world = 64;
+    p->sampler = sampler;
+    p->batch_per_rank = 16;
+    p->step_budget = lf_plan_cost(&p->cost, 1000) * 16 * 64;
+    if (!view) return;
+    uint32_t blocks = (uint32_t)((n + 63) / 64);
+    for (uint32_t b = 0; b < blocks; b++) block_start[b] = 64 * b;
+    block_start[blocks] = (uint32_t)n;
+    p->view = (lf_plan_view){lengths, block_start, blocks, count_release, &releases};
+}
 
 static size_t in_use(void)
 {
@@ -30,18 +60,24 @@ static size_t in_use(void)
     return m.uordblks + m.hblkhd;
 }
 
+/* Whether mallinfo2 counts what is allocated (not under a sanitizer). */
+static int allocator_counts(void)
+{
+    size_t before = in_use();
+    void *x = malloc(4096);   /* below the mmap threshold: a larger one moves it */
+    size_t after = in_use();
+    free(x);
+    return x && after > before;
+}
+
 /* Bytes a plan of the first n samples allocates, created and 30 steps in. */
-static size_t plan_bytes(int sampler, size_t n)
+static size_t plan_bytes(int sampler, int view, size_t n)
 {
     lf_plan_params p;
-    lf_plan_params_default(&p);
-    p.world = 64;
-    p.sampler = sampler;
-    p.batch_per_rank = 16;
-    p.step_budget = lf_plan_cost(&p.cost, 1000) * 16 * 64;
+    params(&p, sampler, view, n);
     size_t before = in_use();
     lf_plan *plan = NULL;
-    ASSERT_EQ(lf_plan_create(&p, samples, n, &plan), 0);
+    ASSERT_EQ(lf_plan_create(&p, view ? NULL : samples, n, &plan), 0);
     lf_plan_step st;
     for (int i = 0; i < 30; i++) ASSERT_EQ(lf_plan_next_step(plan, &st), 1);
     size_t after = in_use();
@@ -52,32 +88,78 @@ static size_t plan_bytes(int sampler, size_t n)
 
 /* The bytes a sample more that a plan of NSAMPLES allocates than one of
  * half as many. */
-static double bytes_a_sample(int sampler)
+static double bytes_a_sample(int sampler, int view)
 {
-    size_t half = plan_bytes(sampler, NSAMPLES / 2), all = plan_bytes(sampler, NSAMPLES);
+    size_t half = plan_bytes(sampler, view, NSAMPLES / 2);
+    size_t all = plan_bytes(sampler, view, NSAMPLES);
     return ((double)all - (double)half) / (NSAMPLES - NSAMPLES / 2);
+}
+
+/* A plan of the view and one of the array, 200 steps each: the same steps
+ * and state. */
+static void check_view_same(int sampler)
+{
+    lf_plan *a = NULL, *v = NULL;
+    lf_plan_params pa, pv;
+    params(&pa, sampler, 0, NSAMPLES);
+    params(&pv, sampler, 1, NSAMPLES);
+    ASSERT_EQ(lf_plan_create(&pa, samples, NSAMPLES, &a), 0);
+    ASSERT_EQ(lf_plan_create(&pv, NULL, NSAMPLES, &v), 0);
+    size_t drawn = 0;
+    releases = 0;
+    for (int i = 0; i < 200; i++) {
+        lf_plan_step sa, sv;
+        ASSERT_EQ(lf_plan_next_step(a, &sa), 1);
+        ASSERT_EQ(lf_plan_next_step(v, &sv), 1);
+        ASSERT_EQ(sa.nsamples, sv.nsamples);
+        drawn += sv.nsamples;
+        ASSERT_TRUE(memcmp(sa.ids, sv.ids, sa.nsamples * sizeof *sa.ids) == 0);
+        ASSERT_TRUE(memcmp(sa.rank_start, sv.rank_start, (sa.world + 1) * sizeof(uint32_t)) == 0);
+    }
+    /* the view is let go as the order is drawn: once every
+     * LF_PLAN_RELEASE_DRAW samples (the window holds a few steps more) */
+    ASSERT_GE(releases, (drawn - 8192) / LF_PLAN_RELEASE_DRAW);
+    ASSERT_GT(releases, 0);
+    static unsigned char ba[1 << 20], bv[1 << 20];
+    long na = lf_plan_state_save(a, ba, sizeof ba), nv = lf_plan_state_save(v, bv, sizeof bv);
+    ASSERT_TRUE(na > 0 && na == nv && memcmp(ba, bv, (size_t)na) == 0);
+    lf_plan_free(a);
+    lf_plan_free(v);
 }
 
 int main(void)
 {
     uint64_t st = 35;
-    for (uint32_t i = 0; i < NSAMPLES; i++)
+    for (uint32_t i = 0; i < NSAMPLES; i++) {
         samples[i] = (lf_plan_sample){i, 32 + test_rng(&st) % 4000, i / 64};
-    double dense = bytes_a_sample(LF_PLAN_BALANCED);
+        lengths[i] = (uint32_t)samples[i].length;
+    }
+    if (!allocator_counts()) {   /* a sanitizer's: the view's plans checked, no counts */
+        check_view_same(LF_PLAN_BALANCED);
+        check_view_same(LF_PLAN_NAIVE);
+        TEST_SKIP("the allocator counts no bytes in use (mallinfo2)");
+    }
+    double dense = bytes_a_sample(LF_PLAN_BALANCED, 0);
     printf("ids 0..n-1 by block, lengths < 2^16: %.2f bytes a sample\n", dense);
     ASSERT_DBL_LE(dense, 2.5);
 
+    double view = bytes_a_sample(LF_PLAN_BALANCED, 1);
+    printf("the same read in place (a view): %.2f bytes a sample\n", view);
+    ASSERT_DBL_LE(view, 0.5);
+    check_view_same(LF_PLAN_BALANCED);
+    check_view_same(LF_PLAN_NAIVE);
+
     for (uint32_t i = 0; i < NSAMPLES; i += 1000) samples[i].length = 70000;
-    double wide = bytes_a_sample(LF_PLAN_BALANCED);
+    double wide = bytes_a_sample(LF_PLAN_BALANCED, 0);
     printf("lengths up to 70000: %.2f bytes a sample\n", wide);
     ASSERT_DBL_LE(wide, 4.5);
 
     for (uint32_t i = 0; i < NSAMPLES; i++) samples[i].id = 2 * (uint64_t)i;
-    double ids = bytes_a_sample(LF_PLAN_BALANCED);
+    double ids = bytes_a_sample(LF_PLAN_BALANCED, 0);
     printf("ids 0, 2, 4, ...: %.2f bytes a sample\n", ids);
     ASSERT_DBL_LE(ids, 12.5);
 
-    double naive = bytes_a_sample(LF_PLAN_NAIVE);
+    double naive = bytes_a_sample(LF_PLAN_NAIVE, 0);
     printf("naive (its order kept): %.2f bytes a sample\n", naive);
     ASSERT_DBL_LE(naive, 16.5);
     return 0;

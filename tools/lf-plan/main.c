@@ -210,22 +210,25 @@ static lf_plan_sample *synth_samples(const opts *o)
     return s;
 }
 
-/* Every sample's length and block from the dataset's index. */
-static lf_plan_sample *dataset_samples(opts *o, size_t *n)
+/* The dataset's samples, read where its index lies (plan_cli_input): the
+ * dataset stays open while they are planned. */
+static int dataset_input(opts *o, lf_dataset **ds, plan_cli_input *in, size_t *n)
 {
-    lf_dataset *ds = NULL;
     lf_shard_error err;
-    if (mix_cli_open(&o->mix, NULL, DATASET_LENGTHS, &o->cli.params.mix, &ds, &err)) {
+    if (mix_cli_open(&o->mix, NULL, DATASET_LENGTHS, &o->cli.params.mix, ds, &err)) {
         fprintf(stderr, "lf-plan: %s\n", err.msg);
-        return NULL;
+        return -1;
     }
-    uint64_t count = lf_dataset_samples(ds);
-    lf_plan_sample *s = plan_cli_samples(ds);
-    if (!s) fprintf(stderr, "lf-plan: %" PRIu64 " samples: out of memory\n", count);
-    o->preset = plan_cli_preset_of(lf_dataset_schema(ds));
-    lf_dataset_close(ds);
-    *n = (size_t)count;
-    return s;
+    int rc = plan_cli_input_open(in, *ds);
+    if (rc) {
+        fprintf(stderr, "lf-plan: %" PRIu64 " samples: %s\n", lf_dataset_samples(*ds),
+                lf_plan_strerror(rc));
+        return -1;
+    }
+    o->preset = plan_cli_preset_of(lf_dataset_schema(*ds));
+    o->cli.params.view = in->view;
+    *n = in->n;
+    return 0;
 }
 
 /* ---- output --------------------------------------------------------------- */
@@ -391,9 +394,17 @@ int main(int argc, char **argv)
     parse_args(&o, argc, argv);
     raise_open_file_limit(); /* one descriptor per shard file */
     size_t n = (size_t)o.synth;
-    lf_plan_sample *samples = o.synth ? synth_samples(&o) : dataset_samples(&o, &n);
-    if (!samples) return 1;
+    /* --synth: an array of its own; a dataset: its index, read in place */
+    lf_plan_sample *samples = NULL;
+    lf_dataset *ds = NULL;
+    plan_cli_input in = {0};
+    if (o.synth ? !(samples = synth_samples(&o)) : dataset_input(&o, &ds, &in, &n) != 0) {
+        plan_cli_input_free(&in);
+        lf_dataset_close(ds);
+        return 1;
+    }
     int rc = plan_cli_finish(&o.cli, o.preset, samples, n, (o.samplers & 6) != 0);
+    plan_cli_input_release(&in);
     if (!rc && o.cli.seq_len_why[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.seq_len_why);
     if (!rc && o.cli.overflow[0]) fprintf(stderr, "lf-plan: %s\n", o.cli.overflow);
     if (!rc && o.cli.note[0]) fprintf(stderr, "lf-plan: note: %s\n", o.cli.note);
@@ -422,6 +433,8 @@ int main(int argc, char **argv)
     }
     free(pieces);
     free(samples);
+    plan_cli_input_free(&in);   /* the plans, which read it, are freed */
+    lf_dataset_close(ds);
     if (rc) {
         fprintf(stderr, "lf-plan: %s\n", o.cli.why[0] ? o.cli.why : lf_plan_strerror(rc));
         return 1;

@@ -341,7 +341,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
         out->all_tokens = t.tokens + c.rejected_tokens;
     } else if (epoch_done) {         /* what a whole epoch did not place */
         uint64_t all = 0;
-        for (size_t i = 0; i < n; i++) all += samples[i].length;
+        for (size_t i = 0; i < n; i++) all += lf_plan_length_at(prm, samples, i);   /* samples NULL: prm->view */
         out->dropped_tokens = all - t.tokens;
         out->all_tokens = all;
     }

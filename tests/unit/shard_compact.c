@@ -10,7 +10,11 @@
  * does), a dataset serves the same blocks and, with each record placed
  * from the decoded block (lf_block_records), the same bytes for every
  * sample as the per-sample table gives, with no table; several
- * directories join mapped unless one lacks index.lfx.
+ * directories join mapped unless one lacks index.lfx. Mapped, the open
+ * reads block entries only; each shard's whole index is checked before
+ * the first of its blocks is decoded, so a shard whose index is damaged
+ * or disagrees with index.lfx is refused then, naming it, and the
+ * others are served.
  */
 #include "unit/shard_gen.h"
 
@@ -309,6 +313,23 @@ static void spec_block(void *arg, uint64_t b, uint32_t *n, uint32_t *raw)
     *raw = lf_dataset_block(a->ds, b)->raw_size;
 }
 
+/* Block b of ds read and decoded as lf-server does: its raw size, or a
+ * negative status (err set). */
+static long decode_one(const lf_dataset *ds, uint64_t b, lf_shard_error *err)
+{
+    const lf_block_info *bi = lf_dataset_block(ds, b);
+    lf_block_decoder *d;
+    ASSERT_EQ(lf_block_decoder_create(&d), 0);
+    uint8_t *stored = malloc(bi->stored_size), *raw = malloc(bi->raw_size);
+    ASSERT_TRUE(stored && raw);
+    long n = lf_dataset_read_block(ds, b, stored, bi->stored_size, err);
+    if (n >= 0) n = lf_block_decode(d, ds, b, stored, (size_t)n, raw, bi->raw_size, err);
+    free(raw);
+    free(stored);
+    lf_block_decoder_free(d);
+    return n;
+}
+
 /* A well-formed index.lfx for the right manifest that disagrees with the
  * shard indexes: verify names the sample. */
 static void test_verify_disagreement(const char *root)
@@ -327,10 +348,89 @@ static void test_verify_disagreement(const char *root)
     lf_dataset_close(ds);
     ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), LF_SHARD_E_FORMAT);
     if (!strstr(err.msg, "sample 123")) TEST_FAIL_("verify: %s", err.msg);
-    const char *dirs[] = {dir};   /* opened to serve, it is refused the same way */
-    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), LF_SHARD_E_FORMAT);
-    if (!strstr(err.msg, "sample 123") || !strstr(err.msg, "lf-shard index"))
-        TEST_FAIL_("open mapped: %s", err.msg);
+    /* Opened to serve, the open reads the block entries only (they agree);
+     * the shard holding sample 123 is refused the same way before any of
+     * its blocks is decoded, its first block too, every time; the other
+     * shards' blocks are served. */
+    const char *dirs[] = {dir};
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    ASSERT_GE(lf_dataset_shards(ds), 2);
+    uint32_t bad = lf_dataset_block(ds, lf_dataset_sample_block(ds, 123))->shard;
+    uint32_t refused = 0, served = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
+            long n = decode_one(ds, b, &err);
+            if (lf_dataset_block(ds, b)->shard != bad) {
+                if (n < 0) TEST_FAIL_("block %" PRIu64 " of a sound shard: %s", b, err.msg);
+                served++;
+                continue;
+            }
+            ASSERT_EQ(n, LF_SHARD_E_FORMAT);
+            if (!strstr(err.msg, "sample 123") || !strstr(err.msg, "lf-shard index") ||
+                !strstr(err.msg, lf_dataset_shard_path(ds, bad)))
+                TEST_FAIL_("block %" PRIu64 " served mapped: %s", b, err.msg);
+            ASSERT_EQ(lf_dataset_check_block_index(ds, b, &err), LF_SHARD_E_FORMAT);
+            refused++;
+        }
+    ASSERT_TRUE(refused > 0 && served > 0);
+    ASSERT_EQ(lf_dataset_check_indexes(ds, &err), LF_SHARD_E_FORMAT);
+    lf_dataset_close(ds);
+}
+
+/* A shard index whose sample entries are damaged (a byte of one flipped;
+ * its block entries intact): the mapped open, which reads block entries
+ * only, succeeds; the shard's blocks are refused with the index's checksum
+ * mismatch, naming the shard file, before any is decoded; the other
+ * shards' blocks are served. A flipped block entry is refused at open as
+ * the damage it is (the index's checksum), not as index.lfx disagreeing. */
+static void test_damaged_sample_entry(const char *root)
+{
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/entry", root);
+    make_dataset(dir, 0, 300);
+    const char *dirs[] = {dir};
+    lf_dataset *ds;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    uint32_t shard = lf_dataset_shards(ds) - 1;   /* the last: its index ends at the footer */
+    ASSERT_GE(shard, 1);
+    uint64_t blocks = 0, samples = 0;
+    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++)
+        if (lf_dataset_block(ds, b)->shard == shard) {
+            blocks++;
+            samples += lf_dataset_block(ds, b)->nsamples;
+        }
+    snprintf(path, sizeof path, "%s", lf_dataset_shard_path(ds, shard));
+    lf_dataset_close(ds);
+    size_t size;
+    free(gen_slurp(path, &size));
+    long index_at = (long)size - 64 - 32 * (long)(blocks + samples);
+    long entry = index_at + 32 * (long)blocks + 24;   /* its first sample's length */
+    flip(path, entry);
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    uint32_t refused = 0, served = 0;
+    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
+        long n = decode_one(ds, b, &err);
+        if (lf_dataset_block(ds, b)->shard != shard) {
+            if (n < 0) TEST_FAIL_("block %" PRIu64 " of a sound shard: %s", b, err.msg);
+            served++;
+        } else if (n != LF_SHARD_E_CHECKSUM || !strstr(err.msg, path) ||
+                   !strstr(err.msg, "index: checksum mismatch")) {
+            TEST_FAIL_("block %" PRIu64 " of the damaged shard: %ld: %s", b, n, err.msg);
+        } else {
+            refused++;
+        }
+    }
+    ASSERT_TRUE(refused == blocks && served > 0);
+    lf_dataset_close(ds);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), LF_SHARD_E_CHECKSUM);
+    flip(path, entry);
+    flip(path, index_at + 28);   /* its first block's sample count */
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), LF_SHARD_E_CHECKSUM);
+    if (!strstr(err.msg, path) || strstr(err.msg, "lf-shard index"))
+        TEST_FAIL_("a flipped block entry: %s", err.msg);
+    flip(path, index_at + 28);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
 }
 
 static uint64_t ten_by_i(void *arg, uint64_t i)
@@ -406,6 +506,7 @@ int main(void)
     test_mapped_many(root);
     test_damaged(root);
     test_verify_disagreement(root);
+    test_damaged_sample_entry(root);
     test_index_file(root);
     return 0;
 }

@@ -551,8 +551,11 @@ static int check_index(const lf_dataset *ds, uint32_t no, lf_shard_error *err)
  * same piece chain are checked first, from the earliest. */
 static int shard_index_ready(const lf_dataset *ds, uint32_t no, lf_shard_error *err)
 {
-    if (!ds->index_locks || __atomic_load_n(&ds->shards[no].ix.checked, __ATOMIC_ACQUIRE))
-        return 0;
+    if (__atomic_load_n(&ds->shards[no].ix.checked, __ATOMIC_ACQUIRE) || ds->index_only)
+        return 0;   /* checked at open, or no bytes to hand out (refused where read) */
+    if (!ds->index_locks)   /* a mapped open that did not make ready to check: never trusted */
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: its index was not checked (the dataset "
+                          "was not opened by lf_dataset_open_mapped)", ds->shards[no].path);
     uint32_t from = no;
     while (from > 0 && ds->shards[from].ix.first_sample !=
                            ds->sources[ds->shards[from].ix.source].first_sample &&

@@ -433,6 +433,41 @@ static void test_damaged_sample_entry(const char *root)
     ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
 }
 
+/* A document in pieces across shards (one block a shard): opened mapped,
+ * the shard that starts with a piece is served first, before the shards
+ * whose pieces it follows, which are checked first, from the earliest
+ * (their last piece's end is what its first piece must start at). */
+static void test_pieces_across_shards(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/pieces", root);
+    lf_schema s = {.nfields = 1, .cost_field = 0};
+    snprintf(s.fields[0].name, sizeof s.fields[0].name, "tokens");
+    s.fields[0].type = LF_FIELD_TOKENS_U32;
+    lf_writer_options o = {.pieces = 1, .block_bytes = 0, .shard_bytes = 4096, .threads = 1};
+    lf_writer *w;
+    lf_shard_error err;
+    uint32_t tok[3] = {1, 2, 3};
+    lf_field_input in3 = {.data = tok, .size = 12};
+    ASSERT_EQ(lf_writer_create(dir, &s, &o, &w, &err), 0);
+    static const uint32_t at[5] = {0, 3, 6, 9, 0};   /* one document of 12, then one of 3 */
+    for (uint32_t i = 0; i < 5; i++) ASSERT_EQ(lf_writer_add_piece(w, &in3, at[i], &err), (int64_t)i);
+    ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
+    ASSERT_EQ(lf_dataset_write_index(dir, &err), 0);
+    const char *dirs[] = {dir};
+    lf_dataset *ds;
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    ASSERT_EQ(lf_dataset_shards(ds), 5);
+    static const uint64_t order[5] = {3, 4, 0, 2, 1};   /* shard 3 first: 0, 1, 2 before it */
+    for (int k = 0; k < 5; k++) {
+        uint64_t b = order[k];
+        ASSERT_EQ(lf_dataset_block(ds, b)->shard, b);
+        if (decode_one(ds, b, &err) < 0) TEST_FAIL_("block %" PRIu64 ": %s", b, err.msg);
+    }
+    lf_dataset_close(ds);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
+}
+
 static uint64_t ten_by_i(void *arg, uint64_t i)
 {
     (void)arg;
@@ -507,6 +542,7 @@ int main(void)
     test_damaged(root);
     test_verify_disagreement(root);
     test_damaged_sample_entry(root);
+    test_pieces_across_shards(root);
     test_index_file(root);
     return 0;
 }

@@ -18,6 +18,7 @@
  */
 #include "unit/shard_gen.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 static void path_of(char *out, size_t cap, const char *dir, const char *name)
@@ -468,6 +469,49 @@ static void test_pieces_across_shards(const char *root)
     ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
 }
 
+typedef struct racer {
+    const lf_dataset *ds;
+    uint32_t start;              /* the block it begins at, going round */
+    uint64_t bad;                /* blocks it could not decode */
+} racer;
+
+static void *race_blocks(void *arg)
+{
+    racer *r = arg;
+    uint64_t n = lf_dataset_blocks(r->ds);
+    lf_shard_error err;
+    for (uint64_t k = 0; k < n; k++) r->bad += decode_one(r->ds, (r->start + k) % n, &err) < 0;
+    return NULL;
+}
+
+/* Threads decoding at once from a mapped dataset whose shard indexes are
+ * all unchecked: each shard's lazy check runs once, under its lock, and
+ * every thread decodes every block (ThreadSanitizer's build checks the
+ * flag's ordering). */
+static void test_lazy_threads(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/threads", root);
+    make_dataset(dir, 0, 600);
+    const char *dirs[] = {dir};
+    lf_dataset *ds;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    ASSERT_GE(lf_dataset_shards(ds), 4);
+    pthread_t t[4];
+    racer r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (racer){.ds = ds, .start = (uint32_t)(i * lf_dataset_blocks(ds) / 4)};
+        ASSERT_EQ(pthread_create(&t[i], NULL, race_blocks, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ASSERT_EQ(r[i].bad, 0);
+    }
+    ASSERT_EQ(lf_dataset_check_indexes(ds, &err), 0);
+    lf_dataset_close(ds);
+}
+
 static uint64_t ten_by_i(void *arg, uint64_t i)
 {
     (void)arg;
@@ -543,6 +587,7 @@ int main(void)
     test_verify_disagreement(root);
     test_damaged_sample_entry(root);
     test_pieces_across_shards(root);
+    test_lazy_threads(root);
     test_index_file(root);
     return 0;
 }

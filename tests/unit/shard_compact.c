@@ -384,15 +384,24 @@ static void test_verify_disagreement(const char *root)
  * mismatch, naming the shard file, before any is decoded; the other
  * shards' blocks are served. A flipped block entry is refused at open as
  * the damage it is (the index's checksum), not as index.lfx disagreeing. */
-static void test_damaged_sample_entry(const char *root)
+/* A new dataset of n samples at root/name (into dir), opened mapped. */
+static lf_dataset *new_mapped(char dir[4200], const char *root, const char *name, uint64_t n)
 {
-    char dir[4200], path[4300];
-    snprintf(dir, sizeof dir, "%s/entry", root);
-    make_dataset(dir, 0, 300);
+    snprintf(dir, 4200, "%s/%s", root, name);
+    make_dataset(dir, 0, n);
     const char *dirs[] = {dir};
     lf_dataset *ds;
     lf_shard_error err;
-    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    if (lf_dataset_open_mapped(dirs, 1, &ds, &err) != 0) TEST_FAIL_("open %s: %s", dir, err.msg);
+    return ds;
+}
+
+static void test_damaged_sample_entry(const char *root)
+{
+    char dir[4200], path[4300];
+    lf_dataset *ds = new_mapped(dir, root, "entry", 300);
+    const char *dirs[] = {dir};
+    lf_shard_error err;
     uint32_t shard = lf_dataset_shards(ds) - 1;   /* the last: its index ends at the footer */
     ASSERT_GE(shard, 1);
     uint64_t blocks = 0, samples = 0;
@@ -491,12 +500,8 @@ static void *race_blocks(void *arg)
 static void test_lazy_threads(const char *root)
 {
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/threads", root);
-    make_dataset(dir, 0, 600);
-    const char *dirs[] = {dir};
-    lf_dataset *ds;
+    lf_dataset *ds = new_mapped(dir, root, "threads", 600);
     lf_shard_error err;
-    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
     ASSERT_GE(lf_dataset_shards(ds), 4);
     pthread_t t[4];
     racer r[4];

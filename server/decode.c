@@ -49,6 +49,13 @@ static int decode_entry(srv *s, worker_ctx *w, cache_entry *e)
         return -ENOMEM;
     }
     e->records = (uint32_t *)(void *)(e->raw + table_at);
+    /* The block's shard index, checked the first time one of its blocks
+     * comes here (opened mapped): a fault there is the whole shard's, so
+     * it stops the server even under --on-corrupt=skip. */
+    if (lf_dataset_check_block_index(s->ds, e->block, &err) != 0) {
+        srv_fail(s, "block %" PRIu64 ": %s", e->block, err.msg);
+        return -EIO;
+    }
     long n = lf_block_decode(w->dec, s->ds, e->block, e->owner->bufs[e->buf],
                              bi->stored_size, e->raw, e->raw_size, &err);
     if (n == (long)e->raw_size) {

@@ -267,16 +267,34 @@ int lf_dataset_write_index(const char *dir, lf_shard_error *err);
  * lf_dataset_open_many, n == 1 for one directory): each sample's length is
  * read where it lies, in its directory's index.lfx (mapped), and its
  * record's place in its block from the block's own bytes once decoded
- * (lf_block_records). Each shard index is still read whole and checked as
- * lf_dataset_open checks it, but in pieces, keeping its block entries only,
- * and every entry is compared with index.lfx (one written for another
- * manifest, or that disagrees, is refused naming `lf-shard index DIR`); so
- * what it holds grows with blocks (40 bytes each), not samples.
- * lf_dataset_sample gives NULL. A directory without index.lfx is opened as
- * lf_dataset_open opens it, and so, when the directories are several and
- * any lacks one, is every one. */
+ * (lf_block_records). The open reads each shard's footer, header and
+ * block entries (32 bytes a block, each compared with index.lfx: one
+ * written for another manifest, or that disagrees, is refused naming
+ * `lf-shard index DIR`), not its sample entries: a shard's whole index is
+ * read (in pieces), hashed and checked as lf_dataset_open checks it, each
+ * sample's length compared with index.lfx, the first time one of its
+ * blocks is decoded (lf_block_decode, or lf_dataset_check_block_index
+ * before it), and a fault stops that decode with an error naming the
+ * shard (and `lf-shard index DIR` where index.lfx disagrees); a failed
+ * check is done again at the next decode. So the open costs O(shards +
+ * blocks), and what it holds grows with blocks (40 bytes each), not
+ * samples. lf_dataset_sample gives NULL. A directory without index.lfx is
+ * opened as lf_dataset_open opens it, and so, when the directories are
+ * several and any lacks one, is every one. */
 int lf_dataset_open_mapped(const char *const *dirs, uint32_t n, lf_dataset **out,
                            lf_shard_error *err);
+
+/* 0 when the index of block's shard is checked, checking it now if it was
+ * not (a dataset opened by lf_dataset_open_mapped; any other is checked
+ * at open and answers 0 at once); else the check's status, err naming the
+ * shard. Safe from any number of threads (one check a shard; shards are
+ * checked at once). lf-server calls it before decoding, so a fault in an
+ * index stops the server rather than being quarantined as one block. */
+int lf_dataset_check_block_index(const lf_dataset *ds, uint64_t block, lf_shard_error *err);
+
+/* Every shard index checked now (lf_dataset_check_block_index for each
+ * shard): lf_dataset_verify does it before reading any block. */
+int lf_dataset_check_indexes(const lf_dataset *ds, lf_shard_error *err);
 
 /* Opens dir for planning: its manifest and index.lfx, mapped, and no shard
  * file; lf_dataset_sample gives NULL (use lf_dataset_sample_length and

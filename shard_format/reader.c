@@ -20,8 +20,15 @@
  * tile each block exactly, so every byte between header and index belongs
  * to exactly one block and every decompressed byte to exactly one record.
  *
- * After open the dataset is immutable, so any number of threads may read it;
- * a decoder holds the per-thread zstd state and no call allocates per block.
+ * Opened mapped (no per-sample table), the open reads each shard's block
+ * entries only, and the shard's whole index is checked as above the first
+ * time one of its blocks is decoded (shard_index_ready), before its
+ * checksum is trusted: so the open reads 32 bytes a block, not a sample.
+ *
+ * After open the dataset is immutable but for that check's result, a flag
+ * a shard set under a lock (one of INDEX_LOCKS), so any number of threads
+ * may read it; a decoder holds the per-thread zstd state and no call
+ * allocates per block (a shard's first check allocates its 64 KiB buffer).
  */
 #include "shard_internal.h"
 
@@ -29,6 +36,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +47,31 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+/* What the open keeps of a shard's checked header and footer, so that a
+ * dataset read without a per-sample table (lf_dataset_open_mapped) checks
+ * the shard's index the first time one of its blocks is decoded
+ * (shard_index_ready), not at open. */
+typedef struct shard_index_ref {
+    uint32_t version;
+    uint32_t source;             /* its directory (ds->sources) */
+    uint64_t nsamples, nblocks, index_offset, index_size, raw_bytes, index_hash;
+    uint64_t first_sample;       /* dataset-wide id of its sample 0 */
+    uint64_t piece_end;          /* once checked: its last sample's doc_offset + length */
+    int checked;                 /* 1 once the whole index has passed (atomic access) */
+} shard_index_ref;
+
 typedef struct ds_shard {
     char *path;                  /* absolute path, or "<memory>" */
     int fd;                      /* -1 for a shard held in memory */
     const uint8_t *mem;          /* the shard's bytes when fd < 0 */
     uint64_t size;               /* file bytes */
     uint64_t first_block;        /* dataset-wide id of its block 0 */
+    shard_index_ref ix;
 } ds_shard;
+
+/* Shard i's lazy index check runs under lock i % INDEX_LOCKS, so readers
+ * reaching different shards check them at once. */
+#define INDEX_LOCKS 64
 
 /* One directory of a dataset opened from several (lf_dataset_open_many). */
 typedef struct ds_source {
@@ -71,6 +97,8 @@ struct lf_dataset {
     uint64_t manifest_hash;      /* the manifest's checksum (lf_dataset_open) */
     ds_source *sources;          /* one for a single directory, else one a directory */
     uint32_t nsources;
+    pthread_mutex_t *index_locks; /* INDEX_LOCKS, when shard indexes are checked lazily
+                                    (mapped; NULL otherwise: all checked at open) */
 };
 
 struct lf_block_decoder {
@@ -187,8 +215,8 @@ static int check_block(const ds_shard *sh, const shard_header *h, uint64_t j,
 
 /* Checks a sample entry: its block, its place in the block (records tile
  * the block), and cost inputs that fit the record and the schema. */
-static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local,
-                        const lf_sample_info *s, uint64_t j, uint32_t want_off,
+static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t first,
+                        uint64_t local, const lf_sample_info *s, uint64_t j, uint32_t want_off,
                         uint32_t raw_size, lf_shard_error *err)
 {
     const lf_field_def *cf = &ds->schema.fields[ds->schema.cost_field];
@@ -197,7 +225,7 @@ static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local
         s->size > raw_size - want_off)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64
                           " (dataset sample %" PRIu64 "): bad place in block", sh->path, j,
-                          local, ds->nsamples + local);
+                          local, first + local);
     bool ok;
     if (cf->type == LF_FIELD_JPEG)
         ok = s->length == (uint64_t)s->width * s->height;
@@ -209,7 +237,7 @@ static int check_sample(const lf_dataset *ds, const ds_shard *sh, uint64_t local
     if (!ok)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": sample %" PRIu64
                           " (dataset sample %" PRIu64 "): cost inputs do not fit the record",
-                          sh->path, j, local, ds->nsamples + local);
+                          sh->path, j, local, first + local);
     return 0;
 }
 
@@ -321,48 +349,65 @@ static int parse_blocks(lf_dataset *ds, uint32_t no, const shard_header *h, inde
     return 0;
 }
 
-/* Dataset sample i (entry s, in the shard at path): a piece of a document
- * (doc_offset > 0) follows the piece before it, across shards too; and,
- * read without a table, its length is what index.lfx says. */
-static int check_in_dataset(lf_dataset *ds, const char *path, uint64_t i, const lf_sample_info *s,
+/* A shard's sample entries being checked: where they sit in the dataset
+ * and, read without a per-sample table, the index.lfx they are compared
+ * with (their source's). */
+typedef struct sample_walk {
+    const lf_dataset *ds;
+    uint32_t no;
+    const shard_header *h;
+    const lf_block_info *blocks; /* ds's entry for the shard's block 0 */
+    uint64_t first;              /* dataset-wide id of its sample 0 */
+    const ds_source *src;        /* its source: lengths compared with src->compact when
+                                    table is NULL */
+    lf_sample_info *table;       /* the per-sample table's entry for its sample 0, or NULL */
+    uint64_t piece_end;          /* the sample before's doc_offset + length */
+} sample_walk;
+
+/* Sample `local` of the shard (entry s): a piece of a document
+ * (doc_offset > 0) follows the piece before it, across shards too, but
+ * not across directories; and, read without a table, its length is what
+ * index.lfx says. */
+static int check_in_dataset(sample_walk *w, uint64_t local, const lf_sample_info *s,
                             lf_shard_error *err)
 {
-    if (s->doc_offset && (i == 0 || ds->piece_end != s->doc_offset))
+    const char *path = w->ds->shards[w->no].path;
+    uint64_t i = w->first + local, in_src = i - w->src->first_sample;
+    if (s->doc_offset && (in_src == 0 || w->piece_end != s->doc_offset))
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 ": a piece at token %u "
                           "of its document does not follow the piece before it", path, i,
                           s->doc_offset);
-    ds->piece_end = s->doc_offset + s->length;
-    if (ds->samples || compact_length(&ds->sources[0].compact, i) == s->length) return 0;
+    w->piece_end = s->doc_offset + s->length;
+    if (w->table || compact_length(&w->src->compact, in_src) == s->length) return 0;
     return shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: sample %" PRIu64 ": length %u, the shard "
-                      "index says %" PRIu64 ": run `lf-shard index DIR` to write it again",
-                      ds->sources[0].dir, LF_INDEX_NAME, i,
-                      compact_length(&ds->sources[0].compact, i), s->length);
+                      "index (%s) says %" PRIu64 ": run `lf-shard index DIR` to write it again",
+                      w->src->dir, LF_INDEX_NAME, in_src, compact_length(&w->src->compact, in_src),
+                      path, s->length);
 }
 
-/* Reads and checks shard `no`'s sample entries, block by block (records
- * tile each block), into ds's table, or, without one, only checks them. */
-static int parse_samples(lf_dataset *ds, uint32_t no, const shard_header *h, index_stream *st,
-                         lf_shard_error *err)
+/* Reads and checks the shard's sample entries, block by block (records
+ * tile each block), into the per-sample table or, without one, only
+ * checks them. */
+static int parse_samples(sample_walk *w, index_stream *st, lf_shard_error *err)
 {
-    const ds_shard *sh = &ds->shards[no];
+    const ds_shard *sh = &w->ds->shards[w->no];
     uint64_t local = 0;
-    for (uint64_t j = 0; j < h->nblocks; j++) {
-        const lf_block_info *b = &ds->blocks[ds->nblocks + j];
+    for (uint64_t j = 0; j < w->h->nblocks; j++) {
+        const lf_block_info *b = &w->blocks[j];
         uint32_t in_block = 0;
         for (uint32_t k = 0; k < b->nsamples; k++, local++) {
-            uint64_t i = ds->nsamples + local;
-            lf_sample_info one, *s = ds->samples ? &ds->samples[i] : &one;
+            lf_sample_info one, *s = w->table ? &w->table[local] : &one;
             const uint8_t *e;
             int rc = stream_next(st, &e, err);
             if (rc != 0) return rc;
-            if (sample_entry_decode(e, h->version, s) != 0)
+            if (sample_entry_decode(e, w->h->version, s) != 0)
                 return shard_fail(err, LF_SHARD_E_FORMAT, "%s: sample %" PRIu64 " (dataset "
                                   "sample %" PRIu64 "): reserved bytes not zero", sh->path,
-                                  local, i);
-            rc = check_sample(ds, sh, local, s, j, in_block, b->raw_size, err);
-            if (rc == 0) rc = check_in_dataset(ds, sh->path, i, s, err);
+                                  local, w->first + local);
+            rc = check_sample(w->ds, sh, w->first, local, s, j, in_block, b->raw_size, err);
+            if (rc == 0) rc = check_in_dataset(w, local, s, err);
             if (rc != 0) return rc;
-            s->shard = no;
+            s->shard = w->no;
             in_block += s->size;
         }
         if (in_block != b->raw_size)
@@ -372,29 +417,187 @@ static int parse_samples(lf_dataset *ds, uint32_t no, const shard_header *h, ind
     return 0;
 }
 
+/* A block entry refused at a mapped open, which reads the block entries
+ * unhashed: where the whole index's hash differs, the damage is what is
+ * reported (as a whole read reports it), not a disagreement with
+ * index.lfx that `lf-shard index` would not mend. */
+static int damaged_or(const ds_shard *sh, const shard_header *h, uint64_t want, int rc,
+                      lf_shard_error *err)
+{
+    index_stream st = {.sh = sh, .at = h->index_offset, .end = h->index_offset + h->index_size,
+                       .hashing = true, .buf = malloc(INDEX_CHUNK)};
+    if (!st.buf) return rc;
+    XXH3_64bits_reset(&st.hash);
+    rc = stream_finish(&st, want, rc, err);
+    free(st.buf);
+    return rc;
+}
+
 /* Reads the index of a shard whose header is checked, in pieces: its
- * blocks into ds's block table, its samples into the per-sample table or,
- * for a dataset without one, checked against index.lfx and let go. */
+ * blocks into ds's block table and, with a per-sample table, its samples
+ * into it, the whole index hashed. Without one (mapped) only the block
+ * entries are read here, each compared with index.lfx: the samples and
+ * the hash are checked before any of the shard's blocks is decoded
+ * (shard_index_ready), so opening reads 32 bytes a block, not a sample. */
 static int read_index(lf_dataset *ds, uint32_t no, const shard_header *h, uint64_t index_hash,
                       lf_shard_error *err)
 {
-    const ds_shard *sh = &ds->shards[no];
+    ds_shard *sh = &ds->shards[no];
     if (h->nblocks > ds->blocks_cap - ds->nblocks || h->nsamples > ds->samples_cap - ds->nsamples)
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: more samples than the manifest lists",
                           sh->path);
-    index_stream st = {.sh = sh, .at = h->index_offset, .end = h->index_offset + h->index_size,
-                       .hashing = !ds->skip_checksums, .buf = malloc(INDEX_CHUNK)};
+    bool whole = ds->samples != NULL;
+    index_stream st = {.sh = sh, .at = h->index_offset,
+                       .end = h->index_offset + (whole ? h->index_size
+                                                       : h->nblocks * BLOCK_ENTRY_SIZE),
+                       .hashing = whole && !ds->skip_checksums, .buf = malloc(INDEX_CHUNK)};
     if (!st.buf) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
     if (st.hashing) XXH3_64bits_reset(&st.hash);
-    ds->shards[no].first_block = ds->nblocks;
+    sh->first_block = ds->nblocks;
+    sh->ix = (shard_index_ref){.version = h->version, .nsamples = h->nsamples,
+                               .nblocks = h->nblocks, .index_offset = h->index_offset,
+                               .index_size = h->index_size, .raw_bytes = h->raw_bytes,
+                               .index_hash = index_hash, .first_sample = ds->nsamples,
+                               .checked = whole};
     int rc = parse_blocks(ds, no, h, &st, err);
-    if (rc == 0) rc = parse_samples(ds, no, h, &st, err);
+    if (rc != 0 && !whole && !ds->skip_checksums) rc = damaged_or(sh, h, index_hash, rc, err);
+    sample_walk w = {.ds = ds, .no = no, .h = h, .blocks = &ds->blocks[ds->nblocks],
+                     .first = ds->nsamples, .src = &ds->sources[0],
+                     .table = whole ? ds->samples + ds->nsamples : NULL,
+                     .piece_end = ds->piece_end};
+    if (rc == 0 && whole) rc = parse_samples(&w, &st, err);
     rc = stream_finish(&st, index_hash, rc, err);
     free(st.buf);
     if (rc != 0) return rc;
+    ds->piece_end = w.piece_end;
     ds->nblocks += h->nblocks;
     ds->nsamples += h->nsamples;
     return 0;
+}
+
+/* ---- a shard's index, checked on first use (mapped) --------------------- */
+
+/* Whether shard no's first sample is a piece of a document begun in the
+ * shard before (its doc_offset, read unchecked: it only orders the
+ * checks, and the check reads it again under the hash). */
+static bool starts_with_piece(const lf_dataset *ds, uint32_t no)
+{
+    const ds_shard *sh = &ds->shards[no];
+    uint8_t e[SAMPLE_ENTRY_SIZE];
+    lf_sample_info s;
+    if (sh->ix.version < 2 ||
+        shard_read(sh, sh->ix.index_offset + sh->ix.nblocks * BLOCK_ENTRY_SIZE, e, sizeof e,
+                   NULL) != 0 ||
+        sample_entry_decode(e, sh->ix.version, &s) != 0)
+        return false;
+    return s.doc_offset != 0;
+}
+
+/* Shard no's block entries, read again under the index hash, are the ones
+ * the open kept (and compared with index.lfx then). */
+static int same_blocks(const lf_dataset *ds, uint32_t no, index_stream *st, lf_shard_error *err)
+{
+    const ds_shard *sh = &ds->shards[no];
+    for (uint64_t j = 0; j < sh->ix.nblocks; j++) {
+        const uint8_t *e;
+        shard_block_entry b;
+        int rc = stream_next(st, &e, err);
+        if (rc != 0) return rc;
+        block_entry_decode(e, &b);
+        const lf_block_info *k = &ds->blocks[sh->first_block + j];
+        if (b.file_offset != k->file_offset || b.stored_size != k->stored_size ||
+            b.raw_size != k->raw_size || b.checksum != k->checksum || b.nsamples != k->nsamples)
+            return shard_fail(err, LF_SHARD_E_FORMAT, "%s: block %" PRIu64 ": its index entry "
+                              "changed after the dataset was opened", sh->path, j);
+    }
+    return 0;
+}
+
+/* Checks shard no's whole index as the open of a per-sample table does
+ * (hash, every entry, each sample's length against index.lfx, pieces
+ * following pieces), its blocks against those kept at open. The caller
+ * holds its lock; the shard before is checked first where a piece
+ * crosses into this one. */
+static int check_index(const lf_dataset *ds, uint32_t no, lf_shard_error *err)
+{
+    ds_shard *sh = &ds->shards[no];
+    const ds_source *src = &ds->sources[sh->ix.source];
+    bool first_of_src = sh->ix.first_sample == src->first_sample;
+    shard_header h = {.version = sh->ix.version, .nsamples = sh->ix.nsamples,
+                      .nblocks = sh->ix.nblocks, .index_offset = sh->ix.index_offset,
+                      .index_size = sh->ix.index_size, .raw_bytes = sh->ix.raw_bytes};
+    sample_walk w = {.ds = ds, .no = no, .h = &h, .blocks = &ds->blocks[sh->first_block],
+                     .first = sh->ix.first_sample, .src = src};
+    if (!first_of_src)   /* not known unless checked: a piece starting this shard is refused */
+        w.piece_end = __atomic_load_n(&ds->shards[no - 1].ix.checked, __ATOMIC_ACQUIRE)
+                          ? ds->shards[no - 1].ix.piece_end : UINT64_MAX;
+    index_stream st = {.sh = sh, .at = h.index_offset, .end = h.index_offset + h.index_size,
+                       .hashing = !ds->skip_checksums, .buf = malloc(INDEX_CHUNK)};
+    if (!st.buf) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
+    if (st.hashing) XXH3_64bits_reset(&st.hash);
+    int rc = same_blocks(ds, no, &st, err);
+    if (rc == 0) rc = parse_samples(&w, &st, err);
+    rc = stream_finish(&st, sh->ix.index_hash, rc, err);
+    free(st.buf);
+    if (rc == 0) sh->ix.piece_end = w.piece_end;
+    return rc;
+}
+
+/* 0 once shard no's index is checked (at once after the first time): a
+ * dataset read without a per-sample table checks each shard's index here,
+ * before the first of its blocks is decoded, so nothing is delivered from
+ * a shard whose index is damaged or disagrees with index.lfx. Where the
+ * shard starts with a piece of a document, the shards before it in the
+ * same piece chain are checked first, from the earliest. */
+static int shard_index_ready(const lf_dataset *ds, uint32_t no, lf_shard_error *err)
+{
+    if (__atomic_load_n(&ds->shards[no].ix.checked, __ATOMIC_ACQUIRE) || ds->index_only)
+        return 0;   /* checked at open, or no bytes to hand out (refused where read) */
+    if (!ds->index_locks)   /* a mapped open that did not make ready to check: never trusted */
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: its index was not checked (the dataset "
+                          "was not opened by lf_dataset_open_mapped)", ds->shards[no].path);
+    uint32_t from = no;
+    while (from > 0 && ds->shards[from].ix.first_sample !=
+                           ds->sources[ds->shards[from].ix.source].first_sample &&
+           !__atomic_load_n(&ds->shards[from - 1].ix.checked, __ATOMIC_ACQUIRE) &&
+           starts_with_piece(ds, from))
+        from--;
+    int rc = 0;
+    for (uint32_t k = from; rc == 0 && k <= no; k++) {
+        ds_shard *sh = &ds->shards[k];
+        pthread_mutex_t *mu = &ds->index_locks[k % INDEX_LOCKS];
+        pthread_mutex_lock(mu);
+        if (!__atomic_load_n(&sh->ix.checked, __ATOMIC_ACQUIRE) &&
+            (rc = check_index(ds, k, err)) == 0)
+            __atomic_store_n(&sh->ix.checked, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(mu);
+    }
+    return rc;
+}
+
+/* Makes ds check its shard indexes on first use (a mapped dataset). */
+static int lazy_indexes(lf_dataset *ds, lf_shard_error *err)
+{
+    if (ds->samples || ds->index_only) return 0;
+    ds->index_locks = malloc(INDEX_LOCKS * sizeof *ds->index_locks);
+    if (!ds->index_locks) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    for (int i = 0; i < INDEX_LOCKS; i++) pthread_mutex_init(&ds->index_locks[i], NULL);
+    return 0;
+}
+
+int lf_dataset_check_block_index(const lf_dataset *ds, uint64_t block, lf_shard_error *err)
+{
+    if (!ds || block >= ds->nblocks)
+        return shard_fail(err, LF_SHARD_E_RANGE, "block %" PRIu64 " out of range", block);
+    return shard_index_ready(ds, ds->blocks[block].shard, err);
+}
+
+int lf_dataset_check_indexes(const lf_dataset *ds, lf_shard_error *err)
+{
+    if (!ds) return shard_fail(err, LF_SHARD_E_ARG, "dataset: NULL argument");
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < ds->nshards; i++) rc = shard_index_ready(ds, i, err);
+    return rc;
 }
 
 /* ---- dataset ------------------------------------------------------------ */
@@ -414,6 +617,9 @@ void lf_dataset_close(lf_dataset *ds)
         compact_unmap(&ds->sources[i].compact);
     }
     free(ds->sources);
+    for (int i = 0; ds->index_locks && i < INDEX_LOCKS; i++)
+        pthread_mutex_destroy(&ds->index_locks[i]);
+    free(ds->index_locks);
     free(ds);
 }
 
@@ -658,8 +864,8 @@ int lf_dataset_open_memory(const void *data, size_t size, unsigned flags,
     if (ds->shards && path) {
         ds->shards[0] = (ds_shard){.path = path, .fd = -1, .mem = data, .size = size};
         ds->nshards = 1;
-        rc = open_lone_shard(ds, err);
-        if (rc == 0) rc = set_one_source(ds, path, err);
+        rc = set_one_source(ds, path, err);
+        if (rc == 0) rc = open_lone_shard(ds, err);
     } else {
         free(path);
         rc = shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
@@ -904,6 +1110,8 @@ static void append_part(lf_dataset *ds, lf_dataset *part, ds_source *src)
         ds_shard *sh = &ds->shards[ds->nshards + i];
         *sh = part->shards[i];
         sh->first_block += ds->nblocks;
+        sh->ix.first_sample += ds->nsamples;
+        sh->ix.source = (uint32_t)(src - ds->sources);
         part->shards[i] = (ds_shard){.fd = -1};
     }
     for (uint64_t j = 0; j < part->nblocks; j++) {
@@ -1023,7 +1231,12 @@ int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
 int lf_dataset_open_mapped(const char *const *dirs, uint32_t n, lf_dataset **out,
                            lf_shard_error *err)
 {
-    return open_many(dirs, n, OPEN_MAPPED, out, err);
+    int rc = open_many(dirs, n, OPEN_MAPPED, out, err);
+    if (rc == 0 && (rc = lazy_indexes(*out, err)) != 0) {
+        lf_dataset_close(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 uint32_t lf_dataset_sources(const lf_dataset *ds) { return ds->nsources; }
@@ -1199,6 +1412,8 @@ long lf_block_decode(lf_block_decoder *d, const lf_dataset *ds, uint64_t block,
     const lf_block_info *b = &ds->blocks[block];
     const char *path = ds->shards[b->shard].path;
     uint64_t local = block - ds->shards[b->shard].first_block;
+    int rc = shard_index_ready(ds, b->shard, err);   /* its checksum below is the index's */
+    if (rc != 0) return rc;
     if (stored_size != b->stored_size)
         return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": %zu stored bytes given, "
                           "index says %u", path, block, stored_size, b->stored_size);
@@ -1397,9 +1612,11 @@ int lf_dataset_verify(const char *dir, lf_verify_progress_fn progress,
                       void *arg, lf_shard_error *err)
 {
     lf_dataset *ds;   /* mapped: every entry of index.lfx compared with the shard indexes */
-    int rc = open_dir(dir, OPEN_MAPPED, &ds, err);
+    const char *dirs[] = {dir};
+    int rc = lf_dataset_open_mapped(dirs, 1, &ds, err);
     if (rc != 0) return rc;
-    rc = verify_blocks(ds, progress, arg, err);
+    rc = lf_dataset_check_indexes(ds, err);   /* every shard index, before any block */
+    if (rc == 0) rc = verify_blocks(ds, progress, arg, err);
     lf_dataset_close(ds);
     return rc;
 }

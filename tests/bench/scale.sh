@@ -6,16 +6,24 @@
 #  - lf-plan DIR --sampler balanced --steps 30 at worlds 8, 64 and 1024:
 #    planner CPU ms a step, create s, the run's wall s and peak RSS;
 #  - lf-server --world 8 --ranks 0 --epochs E (LF_SCALE_EPOCHS, default
-#    1): ms from its start to "lf-server: serving" (the index opened, the
-#    plan made and walked, the rings sized: the first batch could be asked
-#    for; an index-only dataset has no bytes, so none is read) and its
-#    peak RSS then (VmHWM);
+#    1), with rank 0's client (lf-rank-loop --max-batches 1) started beside
+#    it, as a trainer starts: ms from its start to "lf-server: serving" (the
+#    index opened, the plan made and walked, the rings sized) and its peak
+#    RSS then (VmHWM); and ms to the first batch, which an index-only
+#    dataset refuses (no bytes: the server stops naming the dataset, and
+#    the client is told; the bench fails if a batch arrives or the refusal
+#    is another), so that is start-up to the first batch less its bytes;
 #  - the disk index's bytes a sample (index.lfx, the lengths both map);
 # and each figure's growth over the size before. A size is skipped, and
 # said so, when the bytes a sample took at the size before (the larger
 # peak RSS of lf-plan and lf-server, over samples) project past
-# LF_SCALE_MEM_MAX (default 6 GiB: the machine is shared); every run is
-# also capped there with ulimit -v. Sizes: LF_SCALE_SIZES.
+# LF_SCALE_MEM_MAX (default 6 GiB: the machine is shared) or past the
+# memory the machine has available (MemAvailable), or when its index.lfx
+# (4 bytes a sample) would not fit the scratch folder's disk; every run is
+# also capped at LF_SCALE_MEM_MAX with ulimit -v (lf-plan's scoring used
+# to take 64 bytes a sample of address space, which the cap refused at
+# 10^8; at 31 bytes a sample 10^8 now runs under the default cap, and 10^9
+# is skipped here). Sizes: LF_SCALE_SIZES.
 source "$(dirname "$0")/bench_lib.sh"
 
 sizes=${LF_SCALE_SIZES:-1000000 10000000 100000000 1000000000}
@@ -38,37 +46,59 @@ t = next(l for l in lines if l.startswith("TIME")).split()
 print("%.3f %.2f %s %s" % (j["plan_cpu_ms_per_step"], j["create_s"], t[1], t[2]))' <<<"$out"
 }
 
-# lf-server until it serves: "startup_ms peak_kb"
+# lf-server, with rank 0's client beside it: "serving_ms peak_kb first_batch_ms"
 server_run() {   # DIR
-  local ep="$tmp/rt/ctl" log="$tmp/server.log" t0 pid up='' hwm=0
+  local ep="$tmp/rt/ctl" log="$tmp/server.log" clog="$tmp/client.log" t0 pid cpid up='' hwm=0
+  local first='' refusal="an index-only dataset describes its [0-9]* samples but holds none of their bytes"
   rm -rf "$tmp/rt"; mkdir -m 700 "$tmp/rt"
   t0=$(ms)
   (ulimit -v "$cap_kb"; exec "$bin/lf-server" --endpoint "$ep" --data "$1" --world 8 --ranks 0 \
      --epochs "$epochs") >"$log" 2>&1 &
   pid=$!
+  "$bin/lf-rank-loop" --endpoint "$ep" --rank 0 --world 8 --max-batches 1 --no-digest \
+    --connect-timeout-ms 3600000 >"$clog" 2>&1 &
+  cpid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    if grep -q "lf-server: serving" "$log"; then up=$(($(ms) - t0)); break; fi
+    if [[ -z $up ]] && grep -q "lf-server: serving" "$log"; then
+      up=$(($(ms) - t0))
+      hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+    fi
+    if [[ -z $first ]] && ! kill -0 "$cpid" 2>/dev/null; then first=$(($(ms) - t0)); fi
+    [[ -n $up && -n $first ]] && break
     sleep 0.05
   done
-  [[ -n $up ]] && hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+  [[ -n $first ]] || { wait "$cpid" 2>/dev/null; first=$(($(ms) - t0)); }
+  wait "$cpid" && { echo "lf-server served a batch of an index-only dataset: $(tail -3 "$clog")" >&2; return 1; }
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
   [[ -n $up ]] || { echo "lf-server did not serve: $(tail -3 "$log")" >&2; return 1; }
-  echo "$up $hwm"
+  grep -q "$refusal" "$clog" ||
+    { echo "the first batch was not refused as index-only: $(tail -3 "$clog")" >&2; return 1; }
+  echo "$up $hwm $first"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
 
 echo "index-only datasets; lf-plan --sampler balanced --steps 30; lf-server --world 8 --ranks 0 --epochs $epochs"
-printf "%-11s %-26s %-26s %-26s %-24s\n" samples "world 8: cpu ms/step rss" "world 64: cpu ms/step rss" \
-  "world 1024: cpu ms/step rss" "server: serving rss"
+echo "(first batch: from the server's start to rank 0's first batch refused, index-only: start-up less the batch's bytes)"
+printf "%-11s %-22s %-22s %-22s %-36s\n" samples "world 8: cpu ms/step" "world 64: cpu ms/step" \
+  "world 1024: cpu ms/step" "server: serving, first batch, rss"
 prev_n=0 per_sample=0
 declare -A prev
 for n in $sizes; do
+  avail_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
+  disk_kb=$(df -Pk "$tmp" | awk 'NR == 2 {print $4}')
+  if (( n * 4 / 1024 + 65536 > disk_kb )); then
+    printf "%-11s skipped: its index.lfx takes %d MiB (4 bytes a sample), %s has %d MiB free\n" \
+      "$n" $((n * 4 / 1048576)) "$tmp" $((disk_kb / 1024))
+    continue
+  fi
   if [[ $per_sample != 0 ]]; then
     need=$(awk -v b="$per_sample" -v n="$n" 'BEGIN { printf "%d", b * n / 1024 }')
-    if (( need > cap_kb )); then
-      printf "%-11s skipped: %.0f bytes a sample at %s project %d MiB, above the %d MiB cap\n" \
-        "$n" "$per_sample" "$prev_n" $((need / 1024)) $((cap_kb / 1024))
+    if (( need > cap_kb || need > avail_kb )); then
+      printf "%-11s skipped: %.0f bytes a sample at %s project %d MiB, above %s\n" \
+        "$n" "$per_sample" "$prev_n" $((need / 1024)) \
+        "$( ((need > cap_kb)) && echo "the $((cap_kb / 1024)) MiB cap (LF_SCALE_MEM_MAX)" ||
+            echo "the $((avail_kb / 1024)) MiB this machine has available")"
       continue
     fi
   fi
@@ -79,20 +109,21 @@ for n in $sizes; do
   declare -A cur
   for w in 8 64 1024; do
     read -r mps create wall kb < <(plan_run "$dir" "$w") || exit 1
-    line+=$(printf " %-26s" "$mps ms, $((kb / 1024)) MiB")
+    line+=$(printf " %-22s" "$mps ms, $((kb / 1024)) MiB")
     cur[ms$w]=$mps cur[rss$w]=$kb
     (( kb > peak )) && peak=$kb
     [[ $w == 8 ]] && cur[create]=$create cur[wall]=$wall
   done
-  read -r up hwm < <(server_run "$dir") || exit 1
+  read -r up hwm first < <(server_run "$dir") || exit 1
+  [[ -n $first ]] || exit 1
   (( hwm > peak )) && peak=$hwm
-  cur[up]=$up cur[hwm]=$hwm
-  echo "$line $(printf "%-24s" "$up ms, $((hwm / 1024)) MiB")"
+  cur[up]=$up cur[hwm]=$hwm cur[first]=$first
+  echo "$line $(printf "%-36s" "$up ms, $first ms, $((hwm / 1024)) MiB")"
   disk=$(awk -v b="$(stat -c %s "$dir/$LF_INDEX")" -v n="$n" 'BEGIN { printf "%.2f", b / n }')
   echo "            lf-plan world 8: create ${cur[create]} s, run ${cur[wall]} s; peak $((peak * 1024 / n)) bytes a sample; disk index ($LF_INDEX) $disk bytes a sample"
   if [[ $prev_n != 0 ]]; then
     echo "            growth over $prev_n ($(ratio "$n" "$prev_n") samples): server start-up" \
-         "$(ratio "${cur[up]}" "${prev[up]}"), server RSS $(ratio "${cur[hwm]}" "${prev[hwm]}")," \
+         "$(ratio "${cur[up]}" "${prev[up]}"), first batch $(ratio "${cur[first]}" "${prev[first]}"), server RSS $(ratio "${cur[hwm]}" "${prev[hwm]}")," \
          "lf-plan RSS $(ratio "${cur[rss64]}" "${prev[rss64]}"), ms/step at 8 / 64 / 1024:" \
          "$(ratio "${cur[ms8]}" "${prev[ms8]}") / $(ratio "${cur[ms64]}" "${prev[ms64]}") /" \
          "$(ratio "${cur[ms1024]}" "${prev[ms1024]}")"

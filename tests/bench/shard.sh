@@ -9,6 +9,8 @@
 #   1 and N threads) next to ZSTD_decompressDCtx on the same bytes in memory,
 #   and `zstd -d` on the same stored bytes written out as one .zst file.
 #   Target: read >= 0.9x the single-thread zstd rate per thread.
+# open: tests/bench/shard_open.c on 10^6 short samples: the mapped open
+#   (lf-server's), a first batch's blocks, a block of every shard.
 set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"
 reader="$B/bench/shard_read"
@@ -80,3 +82,12 @@ echo "-- read (one record per block, token ids)"
 
 echo "-- read (one JPEG per block: zstd passes JPEG bytes through)"
 "$reader" "$tmp/img" "$threads"
+
+# ---- open to serve -------------------------------------------------------------
+# tests/bench/shard_open.c: lf_dataset_open_mapped (block entries only), then
+# 8 blocks spread as a first batch, then a block of every shard (each shard's
+# index read and checked at its first block): wall, CPU and bytes read.
+echo "-- open to serve (10^6 short samples, shards of 2M)"
+"$lf" synth tokens --out "$tmp/open" --samples 1000000 --seed 1 --len-median 8 --len-min 2 \
+  --len-max 16 --len-sigma 0.3 --level 1 --shard-size 2M >/dev/null 2>&1
+"$B/bench/shard_open" "$tmp/open" 8

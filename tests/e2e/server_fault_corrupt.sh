@@ -124,6 +124,32 @@ for mode in fail skip; do
 done
 echo "truncated shard refused at start-up in both modes: $(head -1 "$WORK/cut.log")"
 
+# A damaged shard index (its last sample entry's length, the byte before the
+# footer's 64 less 8): the server opens the dataset without reading sample
+# entries (lf_dataset_open_mapped), so it starts; the shard's index is
+# checked before the first of its blocks is decoded, and the mismatch stops
+# the server in either mode, naming the file, with nothing quarantined (the
+# fault is the whole shard's, not one block's) and nothing of it delivered.
+make_dataset "$WORK/idx" --shard-size 1M
+f="$WORK/idx/$(shard_file "$last")"
+pos=$(($(stat -c %s "$f") - 64 - 8))
+old=$(od -An -tu1 -j "$pos" -N1 "$f" | tr -d ' ')
+printf "$(printf '\\%03o' $((old ^ 0x01)))" | dd of="$f" bs=1 seek="$pos" conv=notrunc status=none
+for mode in fail skip; do
+  start_server "${PLAN[@]/$WORK\/ds/$WORK/idx}" --on-corrupt "$mode"
+  run_clients_failing "idx$mode" 2
+  rc=0
+  wait "$SERVER_PID" || rc=$?
+  log=$(cat "$WORK/server.log")
+  [[ $rc -ne 0 ]] || fail "damaged index, $mode: the server exited 0: $log"
+  grep -q "lf-server: serving" <<<"$log" || fail "damaged index, $mode: the server did not start: $log"
+  grep -q "error: .*$(basename "$f"): index: checksum mismatch" <<<"$log" ||
+    fail "damaged index, $mode: no error naming the shard's index: $log"
+  ! grep -Eq "quarantined(:| [1-9])" <<<"$log" || fail "damaged index, $mode: quarantined: $log"
+  check_no_leftovers
+done
+echo "damaged shard index stops the server in both modes: $(grep -o 'error: .*' "$WORK/server.log" | head -1 | sed "s|$WORK/||")"
+
 # A shard cut short while the server runs (after start-up, before the ranks
 # START, so no block is read yet): a failing read, not damage. Both modes and
 # both readers exit 1 naming the shard, the byte and the block, the clients

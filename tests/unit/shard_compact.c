@@ -10,10 +10,15 @@
  * does), a dataset serves the same blocks and, with each record placed
  * from the decoded block (lf_block_records), the same bytes for every
  * sample as the per-sample table gives, with no table; several
- * directories join mapped unless one lacks index.lfx.
+ * directories join mapped unless one lacks index.lfx. Mapped, the open
+ * reads block entries only; each shard's whole index is checked before
+ * the first of its blocks is decoded, so a shard whose index is damaged
+ * or disagrees with index.lfx is refused then, naming it, and the
+ * others are served.
  */
 #include "unit/shard_gen.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 static void path_of(char *out, size_t cap, const char *dir, const char *name)
@@ -309,6 +314,23 @@ static void spec_block(void *arg, uint64_t b, uint32_t *n, uint32_t *raw)
     *raw = lf_dataset_block(a->ds, b)->raw_size;
 }
 
+/* Block b of ds read and decoded as lf-server does: its raw size, or a
+ * negative status (err set). */
+static long decode_one(const lf_dataset *ds, uint64_t b, lf_shard_error *err)
+{
+    const lf_block_info *bi = lf_dataset_block(ds, b);
+    lf_block_decoder *d;
+    ASSERT_EQ(lf_block_decoder_create(&d), 0);
+    uint8_t *stored = malloc(bi->stored_size), *raw = malloc(bi->raw_size);
+    ASSERT_TRUE(stored && raw);
+    long n = lf_dataset_read_block(ds, b, stored, bi->stored_size, err);
+    if (n >= 0) n = lf_block_decode(d, ds, b, stored, (size_t)n, raw, bi->raw_size, err);
+    free(raw);
+    free(stored);
+    lf_block_decoder_free(d);
+    return n;
+}
+
 /* A well-formed index.lfx for the right manifest that disagrees with the
  * shard indexes: verify names the sample. */
 static void test_verify_disagreement(const char *root)
@@ -327,10 +349,172 @@ static void test_verify_disagreement(const char *root)
     lf_dataset_close(ds);
     ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), LF_SHARD_E_FORMAT);
     if (!strstr(err.msg, "sample 123")) TEST_FAIL_("verify: %s", err.msg);
-    const char *dirs[] = {dir};   /* opened to serve, it is refused the same way */
-    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), LF_SHARD_E_FORMAT);
-    if (!strstr(err.msg, "sample 123") || !strstr(err.msg, "lf-shard index"))
-        TEST_FAIL_("open mapped: %s", err.msg);
+    /* Opened to serve, the open reads the block entries only (they agree);
+     * the shard holding sample 123 is refused the same way before any of
+     * its blocks is decoded, its first block too, every time; the other
+     * shards' blocks are served. */
+    const char *dirs[] = {dir};
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    ASSERT_GE(lf_dataset_shards(ds), 2);
+    uint32_t bad = lf_dataset_block(ds, lf_dataset_sample_block(ds, 123))->shard;
+    uint32_t refused = 0, served = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
+            long n = decode_one(ds, b, &err);
+            if (lf_dataset_block(ds, b)->shard != bad) {
+                if (n < 0) TEST_FAIL_("block %" PRIu64 " of a sound shard: %s", b, err.msg);
+                served++;
+                continue;
+            }
+            ASSERT_EQ(n, LF_SHARD_E_FORMAT);
+            if (!strstr(err.msg, "sample 123") || !strstr(err.msg, "lf-shard index") ||
+                !strstr(err.msg, lf_dataset_shard_path(ds, bad)))
+                TEST_FAIL_("block %" PRIu64 " served mapped: %s", b, err.msg);
+            ASSERT_EQ(lf_dataset_check_block_index(ds, b, &err), LF_SHARD_E_FORMAT);
+            refused++;
+        }
+    ASSERT_TRUE(refused > 0 && served > 0);
+    ASSERT_EQ(lf_dataset_check_indexes(ds, &err), LF_SHARD_E_FORMAT);
+    lf_dataset_close(ds);
+}
+
+/* A shard index whose sample entries are damaged (a byte of one flipped;
+ * its block entries intact): the mapped open, which reads block entries
+ * only, succeeds; the shard's blocks are refused with the index's checksum
+ * mismatch, naming the shard file, before any is decoded; the other
+ * shards' blocks are served. A flipped block entry is refused at open as
+ * the damage it is (the index's checksum), not as index.lfx disagreeing. */
+/* A new dataset of n samples at root/name (into dir), opened mapped. */
+static lf_dataset *new_mapped(char dir[4200], const char *root, const char *name, uint64_t n)
+{
+    snprintf(dir, 4200, "%s/%s", root, name);
+    make_dataset(dir, 0, n);
+    const char *dirs[] = {dir};
+    lf_dataset *ds;
+    lf_shard_error err;
+    if (lf_dataset_open_mapped(dirs, 1, &ds, &err) != 0) TEST_FAIL_("open %s: %s", dir, err.msg);
+    return ds;
+}
+
+static void test_damaged_sample_entry(const char *root)
+{
+    char dir[4200], path[4300];
+    lf_dataset *ds = new_mapped(dir, root, "entry", 300);
+    const char *dirs[] = {dir};
+    lf_shard_error err;
+    uint32_t shard = lf_dataset_shards(ds) - 1;   /* the last: its index ends at the footer */
+    ASSERT_GE(shard, 1);
+    uint64_t blocks = 0, samples = 0;
+    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++)
+        if (lf_dataset_block(ds, b)->shard == shard) {
+            blocks++;
+            samples += lf_dataset_block(ds, b)->nsamples;
+        }
+    snprintf(path, sizeof path, "%s", lf_dataset_shard_path(ds, shard));
+    lf_dataset_close(ds);
+    size_t size;
+    free(gen_slurp(path, &size));
+    long index_at = (long)size - 64 - 32 * (long)(blocks + samples);
+    long entry = index_at + 32 * (long)blocks + 24;   /* its first sample's length */
+    flip(path, entry);
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    uint32_t refused = 0, served = 0;
+    for (uint64_t b = 0; b < lf_dataset_blocks(ds); b++) {
+        long n = decode_one(ds, b, &err);
+        if (lf_dataset_block(ds, b)->shard != shard) {
+            if (n < 0) TEST_FAIL_("block %" PRIu64 " of a sound shard: %s", b, err.msg);
+            served++;
+        } else if (n != LF_SHARD_E_CHECKSUM || !strstr(err.msg, path) ||
+                   !strstr(err.msg, "index: checksum mismatch")) {
+            TEST_FAIL_("block %" PRIu64 " of the damaged shard: %ld: %s", b, n, err.msg);
+        } else {
+            refused++;
+        }
+    }
+    ASSERT_TRUE(refused == blocks && served > 0);
+    lf_dataset_close(ds);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), LF_SHARD_E_CHECKSUM);
+    flip(path, entry);
+    flip(path, index_at + 28);   /* its first block's sample count */
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), LF_SHARD_E_CHECKSUM);
+    if (!strstr(err.msg, path) || strstr(err.msg, "lf-shard index"))
+        TEST_FAIL_("a flipped block entry: %s", err.msg);
+    flip(path, index_at + 28);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
+}
+
+/* A document in pieces across shards (one block a shard): opened mapped,
+ * the shard that starts with a piece is served first, before the shards
+ * whose pieces it follows, which are checked first, from the earliest
+ * (their last piece's end is what its first piece must start at). */
+static void test_pieces_across_shards(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/pieces", root);
+    lf_schema s = {.nfields = 1, .cost_field = 0};
+    snprintf(s.fields[0].name, sizeof s.fields[0].name, "tokens");
+    s.fields[0].type = LF_FIELD_TOKENS_U32;
+    lf_writer_options o = {.pieces = 1, .block_bytes = 0, .shard_bytes = 4096, .threads = 1};
+    lf_writer *w;
+    lf_shard_error err;
+    uint32_t tok[3] = {1, 2, 3};
+    lf_field_input in3 = {.data = tok, .size = 12};
+    ASSERT_EQ(lf_writer_create(dir, &s, &o, &w, &err), 0);
+    static const uint32_t at[5] = {0, 3, 6, 9, 0};   /* one document of 12, then one of 3 */
+    for (uint32_t i = 0; i < 5; i++) ASSERT_EQ(lf_writer_add_piece(w, &in3, at[i], &err), (int64_t)i);
+    ASSERT_EQ(lf_writer_finish(w, NULL, &err), 0);
+    ASSERT_EQ(lf_dataset_write_index(dir, &err), 0);
+    const char *dirs[] = {dir};
+    lf_dataset *ds;
+    ASSERT_EQ(lf_dataset_open_mapped(dirs, 1, &ds, &err), 0);
+    ASSERT_EQ(lf_dataset_shards(ds), 5);
+    static const uint64_t order[5] = {3, 4, 0, 2, 1};   /* shard 3 first: 0, 1, 2 before it */
+    for (int k = 0; k < 5; k++) {
+        uint64_t b = order[k];
+        ASSERT_EQ(lf_dataset_block(ds, b)->shard, b);
+        if (decode_one(ds, b, &err) < 0) TEST_FAIL_("block %" PRIu64 ": %s", b, err.msg);
+    }
+    lf_dataset_close(ds);
+    ASSERT_EQ(lf_dataset_verify(dir, NULL, NULL, &err), 0);
+}
+
+typedef struct racer {
+    const lf_dataset *ds;
+    uint32_t start;              /* the block it begins at, going round */
+    uint64_t bad;                /* blocks it could not decode */
+} racer;
+
+static void *race_blocks(void *arg)
+{
+    racer *r = arg;
+    uint64_t n = lf_dataset_blocks(r->ds);
+    lf_shard_error err;
+    for (uint64_t k = 0; k < n; k++) r->bad += decode_one(r->ds, (r->start + k) % n, &err) < 0;
+    return NULL;
+}
+
+/* Threads decoding at once from a mapped dataset whose shard indexes are
+ * all unchecked: each shard's lazy check runs once, under its lock, and
+ * every thread decodes every block (ThreadSanitizer's build checks the
+ * flag's ordering). */
+static void test_lazy_threads(const char *root)
+{
+    char dir[4200];
+    lf_dataset *ds = new_mapped(dir, root, "threads", 600);
+    lf_shard_error err;
+    ASSERT_GE(lf_dataset_shards(ds), 4);
+    pthread_t t[4];
+    racer r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (racer){.ds = ds, .start = (uint32_t)(i * lf_dataset_blocks(ds) / 4)};
+        ASSERT_EQ(pthread_create(&t[i], NULL, race_blocks, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ASSERT_EQ(r[i].bad, 0);
+    }
+    ASSERT_EQ(lf_dataset_check_indexes(ds, &err), 0);
+    lf_dataset_close(ds);
 }
 
 static uint64_t ten_by_i(void *arg, uint64_t i)
@@ -406,6 +590,9 @@ int main(void)
     test_mapped_many(root);
     test_damaged(root);
     test_verify_disagreement(root);
+    test_damaged_sample_entry(root);
+    test_pieces_across_shards(root);
+    test_lazy_threads(root);
     test_index_file(root);
     return 0;
 }

@@ -11,6 +11,9 @@
  *     sample's fields) must fail somewhere with a format/checksum kind of
  *     status whose message names the damaged file, and every field it did
  *     return must equal the original;
+ *   - so must the mapped reader (lf_dataset_open_mapped, from the
+ *     dataset's index.lfx, each shard index checked when the first of its
+ *     blocks is decoded, as lf-server reads it);
  *   - lf_dataset_verify must fail the same way.
  * The file is restored before the next change. The pristine dataset must
  * pass first, before and after, so a detection is never a reader that fails
@@ -47,33 +50,34 @@ static bool bad_kind(int rc)
            rc == LF_SHARD_E_VERSION || rc == LF_SHARD_E_DECOMPRESS;
 }
 
-/* Runs the reader over the whole dataset: 0 if it all reads back intact,
- * else the first failure's status (err filled). */
-static int read_everything(lf_shard_error *err)
+/* Runs the reader over the whole dataset, opened with the per-sample
+ * table (mapped false) or mapped (index.lfx; each shard index checked when
+ * the first of its blocks is decoded, as lf-server reads): 0 if it all
+ * reads back intact, else the first failure's status (err filled). */
+static int read_everything(bool mapped, lf_shard_error *err)
 {
     lf_dataset *ds;
-    int rc = lf_dataset_open(g_dir, &ds, err);
+    const char *dirs[] = {g_dir};
+    int rc = mapped ? lf_dataset_open_mapped(dirs, 1, &ds, err) : lf_dataset_open(g_dir, &ds, err);
     if (rc != 0) return rc;
     rc = gen_read_all(ds, &g_schema, err);
     lf_dataset_close(ds);
     return rc;
 }
 
+/* Each way of reading (the table, mapped, verify) fails with a format or
+ * checksum kind of status naming the damaged file. */
 static void expect_detected(const file *f, const char *what, size_t pos)
 {
-    lf_shard_error err = {0};
-    int rc = read_everything(&err);
-    if (rc == 0) TEST_FAIL_("%s %s at %zu: not detected by the reader", f->name, what, pos);
-    if (!bad_kind(rc))
-        TEST_FAIL_("%s %s at %zu: reader status %d (%s)", f->name, what, pos, rc, err.msg);
-    if (!strstr(err.msg, f->name))
-        TEST_FAIL_("%s %s at %zu: message does not name the file: %s", f->name, what, pos,
-                   err.msg);
-    memset(&err, 0, sizeof err);
-    rc = lf_dataset_verify(g_dir, NULL, NULL, &err);
-    if (rc == 0) TEST_FAIL_("%s %s at %zu: not detected by verify", f->name, what, pos);
-    if (!bad_kind(rc) || !strstr(err.msg, f->name))
-        TEST_FAIL_("%s %s at %zu: verify status %d: %s", f->name, what, pos, rc, err.msg);
+    static const char *const ways[] = {"the reader", "the mapped reader", "verify"};
+    for (int w = 0; w < 3; w++) {
+        lf_shard_error err = {0};
+        int rc = w < 2 ? read_everything(w == 1, &err) : lf_dataset_verify(g_dir, NULL, NULL, &err);
+        if (rc == 0) TEST_FAIL_("%s %s at %zu: not detected by %s", f->name, what, pos, ways[w]);
+        if (!bad_kind(rc) || !strstr(err.msg, f->name))
+            TEST_FAIL_("%s %s at %zu: %s: status %d: %s", f->name, what, pos, ways[w], rc,
+                       err.msg);
+    }
 }
 
 static void put_file(const file *f, size_t size)
@@ -173,7 +177,9 @@ int main(void)
     gen_write(g_dir, &g_schema, &o, 40);
 
     lf_shard_error err = {0};
-    if (read_everything(&err) != 0) TEST_FAIL_("pristine dataset fails: %s", err.msg);
+    if (lf_dataset_write_index(g_dir, &err) != 0) TEST_FAIL_("index: %s", err.msg);
+    for (int w = 0; w < 2; w++)
+        if (read_everything(w == 1, &err) != 0) TEST_FAIL_("pristine dataset fails: %s", err.msg);
     ASSERT_EQ(lf_dataset_verify(g_dir, NULL, NULL, &err), 0);
 
     lf_dataset *ds;
@@ -196,7 +202,8 @@ int main(void)
     lf_dataset_close(ds);
 
     /* the dataset is whole again after all the restores */
-    ASSERT_EQ(read_everything(&err), 0);
+    ASSERT_EQ(read_everything(false, &err), 0);
+    ASSERT_EQ(read_everything(true, &err), 0);
     missing_shard();
     printf("%ld flips (", t.flips);
     for (int r = 0; r < 5; r++) printf("%s%s %ld", r ? ", " : "", region_names[r], t.by_region[r]);

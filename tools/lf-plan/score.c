@@ -10,6 +10,13 @@
  * same samples could reach (split_floor): where that floor is over a target
  * no split can meet it, and what would have to change is which samples
  * share a step (the selection), not how they are split.
+ *
+ * What the scoring holds grows with the steps and with the longest delay,
+ * not with the samples: the per-step figures in lists grown a step at a
+ * time, the delays counted by value, a step's samples in one buffer (it
+ * held 8 arrays of one entry a piece, sized by planning every piece once
+ * beforehand: 64 bytes a sample of address space, 6.4 GB at 10^8, which
+ * the bench's 6 GiB cap refused; issue 35; unit/plan_score_delays).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,27 +64,95 @@ __extension__ typedef unsigned __int128 cost_sum;
  * past it keep the bound. */
 #define EXACT_TOTAL (1u << 26)
 
+/* Delays in whole steps, counted by value: their percentiles are the
+ * sorted list's, and the counts grow with the longest delay, not with the
+ * samples (a list of every sample's delay took 8 bytes a sample). */
+typedef struct delay_counts {
+    uint64_t *count;             /* count[v]: samples placed v steps late */
+    size_t cap;
+    uint64_t n;
+} delay_counts;
+
+/* Every list a step adds to grows by one at most a step: sized with the
+ * steps (tally_room), not with the samples. */
 typedef struct tally {
-    double *balance, *full, *delay, *odelay, *stok, *scost, *bound;
-    size_t nbalance, nfull, ndelay, nodelay, nsteps, nbound, cap;
+    double *balance, *full, *stok, *scost, *bound;
+    size_t nbalance, nfull, nsteps, nbound, cap;
+    delay_counts delay, odelay;  /* non-outliers, outliers */
     double sum_max, sum_mean;    /* the epoch's Σ max rank cost and Σ mean */
     double sum_floor, sum_items; /* Σ split_floor and Σ of the samples' mean */
     uint64_t exact_steps;        /* steps whose floor is their optimum */
     uint32_t exact_budget;       /* the search's nodes left for the run */
     uint64_t *item;              /* the step's samples: lengths, then costs */
-    size_t nitem;
+    size_t nitem, item_cap;
     uint64_t empty_ranks;        /* rank-steps with no sample */
     uint64_t padded, tokens, micro, rank_steps;
     cost_sum cost, budget;       /* over the steps in balance and fill */
     uint64_t floor_padded;       /* pack: the fewest rows any split could use */
 } tally;
 
-static void tally_step(tally *t, const lf_plan_step *st)
+/* v (*cap elements of elem bytes) grown, by doubling, to hold want, the
+ * new elements zero: the array to use, or NULL (v left as it was) when
+ * out of memory. */
+static void *grow(void *v, size_t *cap, size_t want, size_t elem)
 {
-    for (uint32_t i = 0; i < st->nsamples; i++) {
-        if (i < st->noutliers) t->odelay[t->nodelay++] = st->delay[i];
-        else t->delay[t->ndelay++] = st->delay[i];
+    if (want <= *cap) return v;
+    size_t n = *cap ? *cap : 64;
+    while (n < want) n *= 2;
+    char *p = realloc(v, n * elem);
+    if (!p) return NULL;
+    memset(p + *cap * elem, 0, (n - *cap) * elem);
+    *cap = n;
+    return p;
+}
+
+static int delay_add(delay_counts *d, uint32_t v)
+{
+    uint64_t *c = grow(d->count, &d->cap, (size_t)v + 1, sizeof *c);
+    if (!c) return LF_PLAN_E_NOMEM;
+    d->count = c;
+    d->count[v]++;
+    d->n++;
+    return 0;
+}
+
+/* percentiles() of the counted delays. */
+static plan_pcts delay_pcts(const delay_counts *d)
+{
+    plan_pcts r = {0, 0, 0};
+    if (d->n == 0) return r;
+    uint64_t i50 = (d->n + 1) / 2, i99 = (d->n * 99 + 99) / 100, seen = 0;
+    for (size_t v = 0; v < d->cap; v++) {
+        if (!d->count[v]) continue;
+        if (seen < i50 && seen + d->count[v] >= i50) r.p50 = (double)v;
+        if (seen < i99 && seen + d->count[v] >= i99) r.p99 = (double)v;
+        seen += d->count[v];
+        r.max = (double)v;
     }
+    return r;
+}
+
+/* Room in every per-step list for one step more. */
+static int tally_room(tally *t)
+{
+    double **arr[] = {&t->balance, &t->full, &t->stok, &t->scost, &t->bound};
+    size_t cap = t->cap;
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
+        size_t c = t->cap;
+        double *v = grow(*arr[i], &c, t->nsteps + 1, sizeof *v);
+        if (!v) return LF_PLAN_E_NOMEM;
+        *arr[i] = v;
+        cap = c;
+    }
+    t->cap = cap;
+    return 0;
+}
+
+static int tally_step(tally *t, const lf_plan_step *st)
+{
+    for (uint32_t i = 0; i < st->nsamples; i++)
+        if (delay_add(i < st->noutliers ? &t->odelay : &t->delay, st->delay[i]))
+            return LF_PLAN_E_NOMEM;
     uint64_t max = 0, tokens = 0;
     cost_sum sum = 0;
     for (uint32_t r = 0; r < st->world; r++) {
@@ -92,29 +167,19 @@ static void tally_step(tally *t, const lf_plan_step *st)
     t->sum_mean += (double)sum / st->world;
     double ratio = sum ? (double)max * st->world / (double)sum : 0;
     if (sum) t->balance[t->nbalance++] = ratio;   /* a step of zero cost has no ratio */
-    if (st->flags & LF_PLAN_STEP_TAIL) return;
+    if (st->flags & LF_PLAN_STEP_TAIL) return 0;
     if (sum) t->full[t->nfull++] = ratio;
     t->cost += st->cost;
     t->budget += st->budget;
-}
-
-static int tally_init(tally *t, size_t n)
-{
-    memset(t, 0, sizeof *t);
-    t->cap = n + 1;                  /* a step places one sample at least */
-    t->exact_budget = EXACT_TOTAL;
-    double **arr[] = {&t->balance, &t->full, &t->delay, &t->odelay, &t->stok, &t->scost,
-                      &t->bound};
-    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
-        if (!(*arr[i] = malloc(t->cap * sizeof(double)))) return LF_PLAN_E_NOMEM;
-    if (!(t->item = malloc(t->cap * sizeof(uint64_t)))) return LF_PLAN_E_NOMEM;
     return 0;
 }
 
 static void tally_free(tally *t)
 {
-    double *arr[] = {t->balance, t->full, t->delay, t->odelay, t->stok, t->scost, t->bound};
+    double *arr[] = {t->balance, t->full, t->stok, t->scost, t->bound};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) free(arr[i]);
+    free(t->delay.count);
+    free(t->odelay.count);
     free(t->item);
 }
 
@@ -258,14 +323,9 @@ static plan_pcts ratio_to_median(double *v, size_t n, double *min, int *ok)
 int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
                    size_t n, uint64_t max_steps, plan_score *out)
 {
-    tally t = {0};
+    tally t = {.exact_budget = EXACT_TOTAL};
     lf_plan *plan = NULL;
-    lf_plan_sample *pieces;   /* the tallies hold one entry per sample placed: per piece */
-    size_t m;
-    int rc = lf_plan_pieces(prm, samples, n, &pieces, &m);
-    free(pieces);
-    if (!rc) rc = tally_init(&t, m);
-    if (rc) goto done;
+    int rc;
     double t0 = now_s(), c0 = cpu_s();
     if ((rc = lf_plan_create(prm, samples, n, &plan))) goto done;
     double t1 = now_s(), c1 = cpu_s(), in_steps = 0, cpu_steps = 0;
@@ -276,9 +336,16 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
         double a = now_s(), ca = cpu_s();
         rc = lf_plan_next_step(plan, &st);
         uint64_t step_tokens = 0, row_len = 0, nonempty = 0;
+        if (rc == 1 && tally_room(&t)) rc = LF_PLAN_E_NOMEM;
         for (uint32_t r = 0; rc == 1 && r < st.world; r++) {
             lf_plan_batch b;
+            uint64_t *item;
             if (lf_plan_rank_batch(plan, r, &b) == 0) {   /* as a server would */
+                if (!(item = grow(t.item, &t.item_cap, t.nitem + b.nsamples, sizeof *item))) {
+                    rc = LF_PLAN_E_NOMEM;
+                    break;
+                }
+                t.item = item;
                 step_tokens += b.tokens;
                 row_len = b.row_len;
                 nonempty += b.nsamples > 0;
@@ -305,7 +372,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
             uint64_t rows = (step_tokens + row_len - 1) / row_len;
             t.floor_padded += (rows > nonempty ? rows : nonempty) * row_len;
         }
-        tally_step(&t, &st);
+        if ((rc = tally_step(&t, &st))) break;
         steps++;
         placed += st.nsamples;
         if (!(st.flags & LF_PLAN_STEP_TAIL)) placed_full += st.nsamples;
@@ -319,7 +386,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->samples = placed;
     out->rejected = c.rejected;
     out->rejected_cap = c.rejected_cap;
-    out->outliers = t.nodelay;
+    out->outliers = t.odelay.n;
     out->tail_steps = steps - t.nfull;
     out->measured = t.nbalance;
     out->max_over_mean = percentiles(t.balance, t.nbalance);
@@ -351,8 +418,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
                              ? (double)(t.floor_padded - t.tokens) / (double)t.floor_padded : 0;
     out->micro_per_rank = t.rank_steps ? (double)t.micro / (double)t.rank_steps : 0;
     out->budget_fill = t.budget ? (double)t.cost / (double)t.budget : 0;
-    out->delay = percentiles(t.delay, t.ndelay);
-    out->outlier_delay = percentiles(t.odelay, t.nodelay);
+    out->delay = delay_pcts(&t.delay);
+    out->outlier_delay = delay_pcts(&t.odelay);
     out->plan_ms_per_step = steps ? in_steps * 1e3 / (double)steps : 0;
     out->plan_cpu_ms_per_step = steps ? cpu_steps * 1e3 / (double)steps : 0;
     out->create_s = t1 - t0;

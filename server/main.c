@@ -534,11 +534,13 @@ static int budget_memory(srv *s)
                     ((lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u);
     uint64_t min_cache = srv_cache_floor(s);
     if (base + rings + bufs + min_cache > s->cfg.memory_limit) {
+        uint64_t need = base + rings + bufs + min_cache;
         fprintf(stderr, "lf-server: --memory-limit %" PRIu64 " is below rings %" PRIu64
                 " + read buffers %" PRIu64 " + two blocks %" PRIu64 " + the process's own %"
                 PRIu64 " (resident now: code, libraries, index, plan; and the image "
-                "workers' stacks and scratch)\n",
-                s->cfg.memory_limit, rings, bufs, min_cache, base);
+                "workers' stacks and scratch); give --memory-limit %" PRIu64 "M or more (the "
+                "default is 1G; what it leaves over them caches blocks)\n",
+                s->cfg.memory_limit, rings, bufs, min_cache, base, (need >> 20) + 1);
         return -ECANCELED;
     }
     s->cache_limit = s->cfg.memory_limit - base - rings - bufs;

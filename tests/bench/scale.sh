@@ -6,7 +6,8 @@
 #  - lf-plan DIR --sampler balanced --steps 30 at worlds 8, 64 and 1024:
 #    planner CPU ms a step, create s, the run's wall s and peak RSS;
 #  - lf-server --world 8 --ranks 0 --epochs E (LF_SCALE_EPOCHS, default
-#    1), with rank 0's client (lf-rank-loop --max-batches 1) started beside
+#    1) --memory-limit the cap below (at 10^9 its own 1.3 GB passes the
+#    default 1 GiB, which it refuses after planning), with rank 0's client (lf-rank-loop --max-batches 1) started beside
 #    it, as a trainer starts: ms from its start to "lf-server: serving" (the
 #    index opened, the plan made and walked, the rings sized) and its peak
 #    RSS then (VmHWM); and ms to the first batch, which an index-only
@@ -53,7 +54,7 @@ server_run() {   # DIR
   rm -rf "$tmp/rt"; mkdir -m 700 "$tmp/rt"
   t0=$(ms)
   (ulimit -v "$cap_kb"; exec "$bin/lf-server" --endpoint "$ep" --data "$1" --world 8 --ranks 0 \
-     --epochs "$epochs") >"$log" 2>&1 &
+     --epochs "$epochs" --memory-limit "${cap_kb}K") >"$log" 2>&1 &
   pid=$!
   "$bin/lf-rank-loop" --endpoint "$ep" --rank 0 --world 8 --max-batches 1 --no-digest \
     --connect-timeout-ms 3600000 >"$clog" 2>&1 &
@@ -67,10 +68,13 @@ server_run() {   # DIR
     [[ -n $up && -n $first ]] && break
     sleep 0.05
   done
+  if [[ -z $up ]]; then   # it stopped before serving: its client would wait its hour
+    kill "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+    echo "lf-server did not serve: $(tail -3 "$log")" >&2; return 1
+  fi
   [[ -n $first ]] || { wait "$cpid" 2>/dev/null; first=$(($(ms) - t0)); }
   wait "$cpid" && { echo "lf-server served a batch of an index-only dataset: $(tail -3 "$clog")" >&2; return 1; }
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  [[ -n $up ]] || { echo "lf-server did not serve: $(tail -3 "$log")" >&2; return 1; }
   grep -q "$refusal" "$clog" ||
     { echo "the first batch was not refused as index-only: $(tail -3 "$clog")" >&2; return 1; }
   echo "$up $hwm $first"

@@ -276,6 +276,17 @@ static int stream_fill(index_stream *st, lf_shard_error *err)
     return 0;
 }
 
+/* A stream over [at, end) of sh's index; -1 when out of memory. */
+static int stream_begin(index_stream *st, const ds_shard *sh, uint64_t at, uint64_t end,
+                        bool hashing)
+{
+    *st = (index_stream){.sh = sh, .at = at, .end = end, .hashing = hashing,
+                         .buf = malloc(INDEX_CHUNK)};
+    if (!st->buf) return -1;
+    if (hashing) XXH3_64bits_reset(&st->hash);
+    return 0;
+}
+
 /* *e = the next entry; the header's counts make the entries fill the
  * index exactly, so there is always one more when asked. */
 static int stream_next(index_stream *st, const uint8_t **e, lf_shard_error *err)
@@ -424,10 +435,8 @@ static int parse_samples(sample_walk *w, index_stream *st, lf_shard_error *err)
 static int damaged_or(const ds_shard *sh, const shard_header *h, uint64_t want, int rc,
                       lf_shard_error *err)
 {
-    index_stream st = {.sh = sh, .at = h->index_offset, .end = h->index_offset + h->index_size,
-                       .hashing = true, .buf = malloc(INDEX_CHUNK)};
-    if (!st.buf) return rc;
-    XXH3_64bits_reset(&st.hash);
+    index_stream st;
+    if (stream_begin(&st, sh, h->index_offset, h->index_offset + h->index_size, true)) return rc;
     rc = stream_finish(&st, want, rc, err);
     free(st.buf);
     return rc;
@@ -447,12 +456,11 @@ static int read_index(lf_dataset *ds, uint32_t no, const shard_header *h, uint64
         return shard_fail(err, LF_SHARD_E_FORMAT, "%s: more samples than the manifest lists",
                           sh->path);
     bool whole = ds->samples != NULL;
-    index_stream st = {.sh = sh, .at = h->index_offset,
-                       .end = h->index_offset + (whole ? h->index_size
-                                                       : h->nblocks * BLOCK_ENTRY_SIZE),
-                       .hashing = whole && !ds->skip_checksums, .buf = malloc(INDEX_CHUNK)};
-    if (!st.buf) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
-    if (st.hashing) XXH3_64bits_reset(&st.hash);
+    index_stream st;
+    if (stream_begin(&st, sh, h->index_offset,
+                     h->index_offset + (whole ? h->index_size : h->nblocks * BLOCK_ENTRY_SIZE),
+                     whole && !ds->skip_checksums))
+        return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
     sh->first_block = ds->nblocks;
     sh->ix = (shard_index_ref){.version = h->version, .nsamples = h->nsamples,
                                .nblocks = h->nblocks, .index_offset = h->index_offset,
@@ -531,10 +539,10 @@ static int check_index(const lf_dataset *ds, uint32_t no, lf_shard_error *err)
     if (!first_of_src)   /* not known unless checked: a piece starting this shard is refused */
         w.piece_end = __atomic_load_n(&ds->shards[no - 1].ix.checked, __ATOMIC_ACQUIRE)
                           ? ds->shards[no - 1].ix.piece_end : UINT64_MAX;
-    index_stream st = {.sh = sh, .at = h.index_offset, .end = h.index_offset + h.index_size,
-                       .hashing = !ds->skip_checksums, .buf = malloc(INDEX_CHUNK)};
-    if (!st.buf) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
-    if (st.hashing) XXH3_64bits_reset(&st.hash);
+    index_stream st;
+    if (stream_begin(&st, sh, h.index_offset, h.index_offset + h.index_size,
+                     !ds->skip_checksums))
+        return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", sh->path);
     int rc = same_blocks(ds, no, &st, err);
     if (rc == 0) rc = parse_samples(&w, &st, err);
     rc = stream_finish(&st, sh->ix.index_hash, rc, err);

@@ -9,6 +9,7 @@
  *
  *   server_tf DATASET_DIR WxH
  */
+#include "bench/bench_clock.h"
 #include "lf_shard.h"
 #include "lf_tf.h"
 
@@ -17,13 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Every sample of the dataset through the transform once, seeded as the
  * server seeds epoch `pass`. */

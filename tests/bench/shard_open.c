@@ -20,14 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_clock.h"
 #include "lf_shard.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A line of /proc/self/{io,status} as a number; 0 when absent. */
 static uint64_t proc_value(const char *file, const char *key)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "bench/bench_clock.h"
 #include "lf_shard.h"
 
 #define ROUNDS 5
@@ -53,13 +54,6 @@ typedef struct worker_arg {
     double cpu;
     pthread_t thread;
 } worker_arg;
-
-static double seconds(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int decode_one(bench *b, uint64_t blk, lf_block_decoder *dec, ZSTD_DCtx *z,
                       const uint8_t *src, uint8_t *out)
@@ -108,7 +102,7 @@ static void *worker(void *arg)
 {
     worker_arg *w = arg;
     bench *b = w->b;
-    double cpu0 = seconds(CLOCK_THREAD_CPUTIME_ID);
+    double cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     lf_block_decoder *dec = NULL;
     ZSTD_DCtx *z = ZSTD_createDCtx();
     size_t in_cap = RUN_BYTES > lf_dataset_max_block_stored(b->ds)
@@ -132,7 +126,7 @@ out:
     ZSTD_freeDCtx(z);
     free(in);
     free(out);
-    w->cpu = seconds(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    w->cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     return NULL;
 }
 
@@ -142,7 +136,7 @@ static double one_pass(bench *b, int mode, int threads, worker_arg *w, double *c
 {
     b->mode = mode;
     atomic_store(&b->next, 0);
-    double t0 = seconds(CLOCK_MONOTONIC);
+    double t0 = clock_s(CLOCK_MONOTONIC);
     for (int i = 0; i < threads; i++) {
         w[i] = (worker_arg){.b = b};
         if (pthread_create(&w[i].thread, NULL, worker, &w[i]) != 0)
@@ -157,7 +151,7 @@ static double one_pass(bench *b, int mode, int threads, worker_arg *w, double *c
         fprintf(stderr, "shard_read: a block failed\n");
         exit(1);
     }
-    return seconds(CLOCK_MONOTONIC) - t0;
+    return clock_s(CLOCK_MONOTONIC) - t0;
 }
 
 /* Best wall and CPU seconds of ROUNDS passes per mode, the modes taking turns

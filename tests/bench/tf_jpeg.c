@@ -34,6 +34,7 @@
 
 #include <turbojpeg.h>
 
+#include "bench/bench_clock.h"
 #include "lf_tf.h"
 
 #define CROP 224
@@ -45,13 +46,6 @@ typedef struct file {
     int w, h, components, progressive;
     char *name;                  /* path under the folder given */
 } file;
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Rates use this process's CPU time: images per second per core, and not
  * skewed when the machine is shared. */

@@ -517,6 +517,19 @@ static uint64_t resident_bytes(void)
  * the image decoding in strips), 325 KB a worker. */
 #define IMAGE_WORKER_EXTRA (320u << 10)
 
+/* The test hook LF_TEST_CACHE_BYTES=N caps the block cache at N bytes (at
+ * least two blocks), so that a test exercises eviction on a small dataset
+ * whatever the process's resident memory: under ASan that is ~35 MB and
+ * varies by megabytes from run to run, more than the small dataset. */
+static void cache_hook(srv *s)
+{
+    const char *v = getenv("LF_TEST_CACHE_BYTES");
+    uint64_t n;
+    if (!v || parse_u64(v, 0, UINT64_MAX, &n) != 0) return;
+    n = n > srv_cache_floor(s) ? n : srv_cache_floor(s);
+    if (n < s->cache_limit) s->cache_limit = n;
+}
+
 /* Splits the memory limit: what the process holds already (code, shared
  * libraries, the dataset's index, the plan and its pending counts: its
  * resident memory before the rings exist) and, on the image path, what
@@ -544,6 +557,7 @@ static int budget_memory(srv *s)
         return -ECANCELED;
     }
     s->cache_limit = s->cfg.memory_limit - base - rings - bufs;
+    cache_hook(s);
     return 0;
 }
 

@@ -1263,6 +1263,7 @@ static int select_kinds(lf_plan *p, step_fill *f)
         else ends += lfp_cost(p, p->pidx[i]);
     }
     if (oldest < 0) return 0;
+    f->budget = p->cur.budget = level;   /* not the default's tail share */
     uint64_t enough = level - (level >> FULL_SHIFT);
     if (p->cursor < p->norder) {
         if (oldest ? whole < wk : ends < enough) return 0;
@@ -1861,6 +1862,13 @@ uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
     p->later_cap = max_padded > alone ? max_padded : alone;
     p->later_from = from;
     return p->later_cap;
+}
+
+uint64_t lf_plan_world_level(const lf_plan *p, uint64_t *piece_len, uint32_t *per_rank)
+{
+    if (piece_len) *piece_len = p && p->level ? p->piece_len : 0;
+    if (per_rank) *per_rank = p && p->level ? p->piece_k : 0;
+    return p ? p->level : 0;
 }
 
 uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)

@@ -269,8 +269,11 @@ static inline uint64_t lf_plan_length_at(const lf_plan_params *params,
  *    (the budget moves to it; not so where it would move by more than a
  *    quarter): lf_plan_world_level. The sequence then
  *    depends on world (it is in the plan's hash: a state restores onto the
- *    same world only). Balanced pad only: with pack it is LF_PLAN_E_ARG, and
- *    the baselines, whose steps are a fixed count, ignore it. */
+ *    same world only). Balanced only: the baselines, whose steps are a
+ *    fixed count, ignore it. In pack only the steps of whole pieces are
+ *    made for the world (a whole piece is a full row; pack's outlier cost
+ *    is then raised to a rank's share); otherwise pack plans as by
+ *    default. */
 typedef enum lf_plan_select {
     LF_PLAN_SELECT_STEP = 0,
     LF_PLAN_SELECT_WORLD = 1,

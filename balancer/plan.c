@@ -77,12 +77,12 @@ static int bounded(const lf_plan_params *p)
            p->step_bound != LF_PLAN_UNBOUNDED && p->layout == LF_PLAN_PAD;
 }
 
-/* A balanced pad step composed for the world (lf_plan_select); the
- * baselines take a fixed count and ignore it. */
+/* A balanced step composed for the world (lf_plan_select): pad's bins, or
+ * in pad and pack steps of whole pieces (world_level); the baselines take
+ * a fixed count and ignore it. */
 static int world_select(const lf_plan_params *p)
 {
-    return p->select == LF_PLAN_SELECT_WORLD && p->sampler == LF_PLAN_BALANCED &&
-           p->layout == LF_PLAN_PAD;
+    return p->select == LF_PLAN_SELECT_WORLD && p->sampler == LF_PLAN_BALANCED;
 }
 
 /* The epoch's last steps keep within step_bound: pad where bounded, and
@@ -143,8 +143,7 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 {
     if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
         p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK ||
-        p->overflow > LF_PLAN_OVERFLOW_DROP || p->select > LF_PLAN_SELECT_WORLD ||
-        (p->select == LF_PLAN_SELECT_WORLD && p->layout == LF_PLAN_PACK))
+        p->overflow > LF_PLAN_OVERFLOW_DROP || p->select > LF_PLAN_SELECT_WORLD)
         return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->seq_len == 0) return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->rank_max_padded &&
@@ -771,7 +770,7 @@ static void bins_fill(lf_plan *p, uint64_t cap)
 static void bins_open(lf_plan *p, uint64_t budget)
 {
     p->bin_cap = 0;
-    if (world_select(&p->prm) && !p->level) bins_fill(p, budget / p->prm.world);
+    if (world_select(&p->prm) && !p->level && !p->rows) bins_fill(p, budget / p->prm.world);
 }
 
 static inline void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step_fill *f)
@@ -1176,12 +1175,16 @@ static int select_world(lf_plan *p, step_fill *f)
  *  - whole pieces, world x k of them in window order, or
  *  - short ends (every other sample), in window order, first fit up to the
  *    level;
- * which one is the kind of the oldest pending sample, so the oldest goes
- * in every step and each kind keeps to its due course (the due steps count
- * the level). Once the order is used up, full steps of whole pieces go on
- * while there are enough; the pieces over them are dealt over the steps of
- * short ends left, which share the rest (within TAIL_MOST of the level; the
- * last takes all). */
+ * which one is the kind of the oldest pending sample (the other where the
+ * window has not a step of it), so the oldest goes in nearly every step
+ * and each kind keeps to its due course (the due steps count the level).
+ * Once the order is used up, full steps of whole pieces go on while there
+ * are enough; the pieces over them are dealt over the steps of short ends
+ * left, which share the rest (within TAIL_MOST of the level; the last
+ * takes all). In pack a whole piece is a full row (pieces are cut at
+ * seq_len): a step of them is k full rows a rank (kinds_rows), and pack's
+ * outlier cost, which made a row's piece an outlier, is raised to a rank's
+ * share, as pad's. */
 #define WHOLE_SHARE_DIV 2u
 #define LEVEL_MOVE_DIV 4u
 #define TAIL_MOST_NUM 9u
@@ -1195,11 +1198,15 @@ static void world_level(lf_plan *p)
     p->level_known = 1;
     p->level = 0;
     if (!world_select(q) || q->rank_max_tokens || q->rank_max_padded) return;
-    uint64_t longest = 0;
+    /* pack: its outliers start lower (a sample's excess, Pack: full rows),
+     * so a whole row's piece is one; with steps of whole pieces it is not
+     * (a step of them is even, rows and all): a rank's share, as in pad */
+    uint64_t longest = 0, lim = q->outlier_cost, share = q->step_budget / q->world;
+    if (p->rows && share > lim) lim = share;
     lfp_u128 whole = 0, all = 0;
     LFP_SCAN(q, i, p->n) {
         uint64_t c = lfp_cost(p, i), len = lfp_len(p, i);
-        if (lfp_capfail(p, i) || c > q->outlier_cost) continue;
+        if (lfp_capfail(p, i) || c > lim) continue;
         all += c;
         if (len > longest) longest = len, whole = 0;
         if (len == longest) whole += c;
@@ -1214,6 +1221,7 @@ static void world_level(lf_plan *p)
     p->piece_len = longest;
     p->piece_cost = cp;
     p->piece_k = (uint32_t)k;
+    p->prm.outlier_cost = lim;
     p->hash = hash_step(p->hash, p->level ^ (uint64_t)0x77686f6c65 << 40);
 }
 
@@ -1245,8 +1253,23 @@ static void take_ends(lf_plan *p, step_fill *f, uint64_t enough)
     }
 }
 
+/* pack: a step of whole pieces or of short ends gets its rows: k a rank
+ * for k whole pieces a rank (full), else the rows a rank its tokens need
+ * and a row more, so the split can pack every sample (as pack's tail). */
+static void kinds_rows(lf_plan *p)
+{
+    if (!p->rows) return;
+    uint64_t w = p->prm.world, row = p->prm.seq_len, tok = 0, whole = 0;
+    for (size_t j = 0; j < p->ns; j++) {
+        tok += lfp_len(p, p->sidx[j]);
+        whole += is_whole(p, p->sidx[j]);
+    }
+    uint64_t per = whole == p->ns && whole % w == 0 ? whole / w : (tok + w * row - 1) / (w * row) + 1;
+    p->tok_cap = per * w * row;
+}
+
 /* A step of whole pieces or of short ends (above). Returns 0 where it is
- * selected as by default instead (the window has not a step of the oldest's
+ * selected as by default instead (the window has not a step of either
  * kind: before the order is used up, rare), 2 where it is the epoch's last
  * (it takes everything left), else 1. */
 static int select_kinds(lf_plan *p, step_fill *f)
@@ -1264,8 +1287,11 @@ static int select_kinds(lf_plan *p, step_fill *f)
     }
     if (oldest < 0) return 0;
     f->budget = p->cur.budget = level;   /* not the default's tail share */
+    f->tok_cap = 0;                      /* pack: its rows are set after (kinds_rows) */
     uint64_t enough = level - (level >> FULL_SHIFT);
     if (p->cursor < p->norder) {
+        /* the other kind where the window has not a step of the oldest's */
+        if (oldest ? whole < wk : ends < enough) oldest = !oldest;
         if (oldest ? whole < wk : ends < enough) return 0;
         if (oldest) take_whole(p, f, wk);
         else take_ends(p, f, enough);
@@ -1409,7 +1435,8 @@ static void select_balanced(lf_plan *p)
     size_t end = 0;                      /* entries from here on are not taken */
     if (kinds && (got = select_kinds(p, &f)) != 0) {
         end = p->np;
-        last = got == 2;
+        if ((last = got == 2) != 0) take_rest(p);
+        kinds_rows(p);
     } else if (p->step >= p->prm.max_defer && p->due_floor <= p->step - p->prm.max_defer) {
         end = take_late(p, &f);
     }

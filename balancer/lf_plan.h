@@ -261,10 +261,19 @@ static inline uint64_t lf_plan_length_at(const lf_plan_params *params,
  *    is more even; a step that costs less than its budget less 1/128 is
  *    selected as by default instead (so steps keep step_bound and samples
  *    max_defer); the split starts from the bins where they are more even
- *    than its own result. The sequence then
+ *    than its own result. On text cut into pieces of one length, where
+ *    whole pieces (the longest placeable length) hold half the cost or
+ *    more, steps are instead made of whole pieces alone (world x k, k a
+ *    rank, exactly even) or of every other sample alone, every step at
+ *    the cost of k whole pieces a rank, k the nearest to budget / world
+ *    (the budget moves to it; not so where it would move by more than a
+ *    quarter): lf_plan_world_level. The sequence then
  *    depends on world (it is in the plan's hash: a state restores onto the
- *    same world only). Balanced pad only: with pack it is LF_PLAN_E_ARG, and
- *    the baselines, whose steps are a fixed count, ignore it. */
+ *    same world only). Balanced only: the baselines, whose steps are a
+ *    fixed count, ignore it. In pack only the steps of whole pieces are
+ *    made for the world (a whole piece is a full row; pack's outlier cost
+ *    is then raised to a rank's share); otherwise pack plans as by
+ *    default. */
 typedef enum lf_plan_select {
     LF_PLAN_SELECT_STEP = 0,
     LF_PLAN_SELECT_WORLD = 1,
@@ -480,6 +489,13 @@ uint64_t lf_plan_cap_later(lf_plan *plan, uint32_t from, uint64_t max_padded);
  * padded tokens: a step's most samples, and no more than max_padded over
  * the shortest L the plan places (a piece counts as a sample). */
 uint64_t lf_plan_rank_samples_max(const lf_plan *plan, uint64_t max_padded);
+
+/* Select WORLD on text cut into pieces of one length (most of the cost in
+ * whole pieces): every step costs world x *per_rank whole pieces of
+ * *piece_len tokens, the budget moved to that level (see
+ * LF_PLAN_SELECT_WORLD). Returns the level (a step's cost), or 0 where the
+ * steps are not made so (*piece_len and *per_rank then 0). */
+uint64_t lf_plan_world_level(const lf_plan *plan, uint64_t *piece_len, uint32_t *per_rank);
 
 /* ---- state -------------------------------------------------------------- */
 

@@ -77,12 +77,12 @@ static int bounded(const lf_plan_params *p)
            p->step_bound != LF_PLAN_UNBOUNDED && p->layout == LF_PLAN_PAD;
 }
 
-/* A balanced pad step composed for the world (lf_plan_select); the
- * baselines take a fixed count and ignore it. */
+/* A balanced step composed for the world (lf_plan_select): pad's bins, or
+ * in pad and pack steps of whole pieces (world_level); the baselines take
+ * a fixed count and ignore it. */
 static int world_select(const lf_plan_params *p)
 {
-    return p->select == LF_PLAN_SELECT_WORLD && p->sampler == LF_PLAN_BALANCED &&
-           p->layout == LF_PLAN_PAD;
+    return p->select == LF_PLAN_SELECT_WORLD && p->sampler == LF_PLAN_BALANCED;
 }
 
 /* The epoch's last steps keep within step_bound: pad where bounded, and
@@ -143,8 +143,7 @@ static int resolve(lf_plan_params *p, uint64_t mean_cost, const pack_price *pp)
 {
     if (p->world == 0 || p->world > MAX_WORLD || p->sampler > LF_PLAN_SORTED ||
         p->outlier_policy > LF_PLAN_OUTLIER_REJECT || p->layout > LF_PLAN_PACK ||
-        p->overflow > LF_PLAN_OVERFLOW_DROP || p->select > LF_PLAN_SELECT_WORLD ||
-        (p->select == LF_PLAN_SELECT_WORLD && p->layout == LF_PLAN_PACK))
+        p->overflow > LF_PLAN_OVERFLOW_DROP || p->select > LF_PLAN_SELECT_WORLD)
         return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->seq_len == 0) return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && p->rank_max_padded &&
@@ -654,8 +653,17 @@ int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
     return rc;
 }
 
+static void world_level(lf_plan *p);
+
+/* A step's cost where the level is set (select WORLD, whole pieces: world_level), else the budget. */
+static uint64_t step_level(const lf_plan *p)
+{
+    return p->level ? p->level : p->prm.step_budget;
+}
+
 void lfp_epoch_begin(lf_plan *p, uint32_t e)
 {
+    if (!p->level_known) world_level(p);
     p->epoch = e;
     p->epoch_done = 0;
     p->step = 0;
@@ -762,7 +770,7 @@ static void bins_fill(lf_plan *p, uint64_t cap)
 static void bins_open(lf_plan *p, uint64_t budget)
 {
     p->bin_cap = 0;
-    if (world_select(&p->prm)) bins_fill(p, budget / p->prm.world);
+    if (world_select(&p->prm) && !p->level && !p->rows) bins_fill(p, budget / p->prm.world);
 }
 
 static inline void take(lf_plan *p, uint32_t s, uint32_t delay, int from_o, step_fill *f)
@@ -819,7 +827,7 @@ static size_t last_group(const lf_plan *p, size_t k)
  * release_bounded; 0 past STEP_COST_LIMIT. */
 static uint64_t tail_share(const lf_plan *p, lfp_u128 r)
 {
-    uint64_t b = p->prm.step_budget;
+    uint64_t b = step_level(p);
     lfp_u128 k = r / b;
     if (tail_bounded(&p->prm)) {
         lfp_u128 most = (lfp_u128)b * p->prm.step_bound / 1000, fewest = (r + most - 1) / most;
@@ -926,7 +934,7 @@ static void release_outliers(lf_plan *p, step_fill *f)
 {
     uint64_t g = p->prm.outlier_group;
     int exhausted = p->cursor == p->norder;
-    f->budget = p->prm.step_budget;
+    f->budget = step_level(p);
     f->tok_cap = p->rows * p->prm.seq_len;
     if (bounded(&p->prm)) {
         release_bounded(p, f);
@@ -1149,6 +1157,164 @@ static int select_world(lf_plan *p, step_fill *f)
     return 0;
 }
 
+/* ---- steps of whole pieces (select WORLD on text cut into pieces) ---------
+ *
+ * Text cut into pieces is mostly whole pieces of one length (dev-text cut
+ * at 2048: 85 % of the cost), and a document's last piece, its short end,
+ * is one of about one a bin. A step that mixes them is even only where
+ * each bin's short ends make up the same part of a piece to within 2^-9 of
+ * a bin (14 tokens at 2048, 4 a rank): they cannot, so the split's floor
+ * for those steps is 1.03-1.17 (balancer/README.md, "Steps of whole
+ * pieces"). Kept apart they are even: a step of world x k whole pieces is
+ * k a bin, exactly; a step of short ends alone holds 6-30 of them a bin,
+ * which the split evens out as it does many small samples. So where whole
+ * pieces (the longest placeable length) hold at least 1/WHOLE_SHARE_DIV of
+ * the cost, every step costs the same level, world x k pieces, with k the
+ * whole pieces a bin nearest to budget / world (the budget moves to it: off
+ * where that is more than 1/LEVEL_MOVE_DIV of the budget), and is one of:
+ *  - whole pieces, world x k of them in window order, or
+ *  - short ends (every other sample), in window order, first fit up to the
+ *    level;
+ * which one is the kind of the oldest pending sample (the other where the
+ * window has not a step of it), so the oldest goes in nearly every step
+ * and each kind keeps to its due course (the due steps count the level).
+ * Once the order is used up, full steps of whole pieces go on while there
+ * are enough; the pieces over them are dealt over the steps of short ends
+ * left, which share the rest (within TAIL_MOST of the level; the last
+ * takes all). In pack a whole piece is a full row (pieces are cut at
+ * seq_len): a step of them is k full rows a rank (kinds_rows), and pack's
+ * outlier cost, which made a row's piece an outlier, is raised to a rank's
+ * share, as pad's. */
+#define WHOLE_SHARE_DIV 2u
+#define LEVEL_MOVE_DIV 4u
+#define TAIL_MOST_NUM 9u
+#define TAIL_MOST_DEN 8u
+
+/* Works out the level once (at the first epoch's start); it goes into the
+ * plan's hash, so a state saved without it is refused. */
+static void world_level(lf_plan *p)
+{
+    const lf_plan_params *q = &p->prm;
+    p->level_known = 1;
+    p->level = 0;
+    if (!world_select(q) || q->rank_max_tokens || q->rank_max_padded) return;
+    /* pack: its outliers start lower (a sample's excess, Pack: full rows),
+     * so a whole row's piece is one; with steps of whole pieces it is not
+     * (a step of them is even, rows and all): a rank's share, as in pad */
+    uint64_t longest = 0, lim = q->outlier_cost, share = q->step_budget / q->world;
+    if (p->rows && share > lim) lim = share;
+    lfp_u128 whole = 0, all = 0;
+    LFP_SCAN(q, i, p->n) {
+        uint64_t c = lfp_cost(p, i), len = lfp_len(p, i);
+        if (lfp_capfail(p, i) || c > lim) continue;
+        all += c;
+        if (len > longest) longest = len, whole = 0;
+        if (len == longest) whole += c;
+    }
+    uint64_t cp = longest ? lfp_coster_cost(&p->coster, longest) : 0, w = q->world;
+    if (!cp || whole * WHOLE_SHARE_DIV < all) return;
+    lfp_u128 piece_w = (lfp_u128)cp * w, k = (q->step_budget + piece_w / 2) / piece_w;
+    if (k == 0) k = 1;
+    lfp_u128 level = k * piece_w, b = q->step_budget;
+    if ((level > b ? level - b : b - level) > b / LEVEL_MOVE_DIV) return;
+    p->level = (uint64_t)level;
+    p->piece_len = longest;
+    p->piece_cost = cp;
+    p->piece_k = (uint32_t)k;
+    p->prm.outlier_cost = lim;
+    p->hash = hash_step(p->hash, p->level ^ (uint64_t)0x77686f6c65 << 40);
+}
+
+static int is_whole(const lf_plan *p, uint32_t s)
+{
+    return lfp_len(p, s) == p->piece_len;
+}
+
+/* Takes up to n whole pieces not yet taken, in window order. */
+static void take_whole(lf_plan *p, step_fill *f, uint64_t n)
+{
+    for (size_t i = 0; i < p->np && n; i++) {
+        if (p->ptaken[i] || !is_whole(p, p->pidx[i])) continue;
+        take(p, p->pidx[i], lateness(p, i), 0, f);
+        p->ptaken[i] = 1;
+        n--;
+    }
+}
+
+/* Takes short ends (every sample but whole pieces) not yet taken, in window
+ * order, each that fits the budget, until the step costs enough. */
+static void take_ends(lf_plan *p, step_fill *f, uint64_t enough)
+{
+    for (size_t i = 0; i < p->np && f->cost < enough; i++) {
+        uint32_t s = p->pidx[i];
+        if (p->ptaken[i] || is_whole(p, s) || !fits_step(p, f, s)) continue;
+        take(p, s, lateness(p, i), 0, f);
+        p->ptaken[i] = 1;
+    }
+}
+
+/* pack: a step of whole pieces or of short ends gets its rows: k a rank
+ * for k whole pieces a rank (full), else the rows a rank its tokens need
+ * and a row more, so the split can pack every sample (as pack's tail). */
+static void kinds_rows(lf_plan *p)
+{
+    if (!p->rows) return;
+    uint64_t w = p->prm.world, row = p->prm.seq_len, tok = 0, whole = 0;
+    for (size_t j = 0; j < p->ns; j++) {
+        tok += lfp_len(p, p->sidx[j]);
+        whole += is_whole(p, p->sidx[j]);
+    }
+    uint64_t per = whole == p->ns && whole % w == 0 ? whole / w : (tok + w * row - 1) / (w * row) + 1;
+    p->tok_cap = per * w * row;
+}
+
+/* A step of whole pieces or of short ends (above). Returns 0 where it is
+ * selected as by default instead (the window has not a step of either
+ * kind: before the order is used up, rare), 2 where it is the epoch's last
+ * (it takes everything left), else 1. */
+static int select_kinds(lf_plan *p, step_fill *f)
+{
+    uint64_t wk = (uint64_t)p->prm.world * p->piece_k, cp = p->piece_cost, level = p->level;
+    uint64_t whole = 0;
+    lfp_u128 ends = 0;
+    int oldest = -1;             /* the oldest pending sample's kind */
+    for (size_t i = 0; i < p->np; i++) {
+        if (p->ptaken[i]) continue;
+        int w = is_whole(p, p->pidx[i]);
+        if (oldest < 0) oldest = w;
+        if (w) whole++;
+        else ends += lfp_cost(p, p->pidx[i]);
+    }
+    if (oldest < 0) return 0;
+    f->budget = p->cur.budget = level;   /* not the default's tail share */
+    f->tok_cap = 0;                      /* pack: its rows are set after (kinds_rows) */
+    uint64_t enough = level - (level >> FULL_SHIFT);
+    if (p->cursor < p->norder) {
+        /* the other kind where the window has not a step of the oldest's */
+        if (oldest ? whole < wk : ends < enough) oldest = !oldest;
+        if (oldest ? whole < wk : ends < enough) return 0;
+        if (oldest) take_whole(p, f, wk);
+        else take_ends(p, f, enough);
+        return 1;
+    }
+    /* the order used up: full steps of whole pieces while there are; the
+     * pieces over them (fewer than a step) and the short ends share m steps */
+    uint64_t full = whole / wk, over = whole % wk;
+    lfp_u128 rest = ends + (lfp_u128)over * cp, m = (rest + level / 2) / level;
+    if (rest && m < 1) m = 1;
+    while (rest * TAIL_MOST_DEN > m * level * TAIL_MOST_NUM) m++;
+    if (full + m <= 1) return 2;
+    if (full && (oldest || m == 0)) {
+        take_whole(p, f, wk);
+        return 1;
+    }
+    uint64_t share = (uint64_t)((rest + m - 1) / m);
+    f->budget = p->cur.budget = share;
+    take_whole(p, f, (uint64_t)((over + m - 1) / m));
+    take_ends(p, f, m == 1 ? share : share - (share >> FULL_SHIFT));   /* the last: all */
+    return 1;
+}
+
 /* Takes the pending samples max_defer or more steps past due, first, where
  * they fit the budget (composed for the world, whether or not a bin has
  * room: bin_put puts one into the emptiest, else it could wait for good);
@@ -1201,7 +1367,7 @@ static int tail_budget(lf_plan *p, step_fill *f)
         r += lfp_cost(p, p->pidx[i]);
         tok += lfp_len(p, p->pidx[i]);
     }
-    lfp_u128 k = r / p->prm.step_budget;
+    lfp_u128 k = r / step_level(p);
     if (r == 0 || r > STEP_COST_LIMIT) return 0;
     if (p->rows && k > 1) return 0;
     f->budget = tail_share(p, r);
@@ -1242,7 +1408,7 @@ static int rest_too_small(const lf_plan *p)
     for (size_t i = 0; i < p->np; i++) {
         if (p->ptaken[i]) continue;
         cost += lfp_cost(p, p->pidx[i]);
-        if (++count >= p->prm.world && cost >= p->prm.step_budget) return 0;
+        if (++count >= p->prm.world && cost >= step_level(p)) return 0;
     }
     return 1;
 }
@@ -1253,7 +1419,8 @@ static void select_balanced(lf_plan *p)
     p->bin_cap = 0;
     refill_window(p);
     release_outliers(p, &f);
-    int last = tail_budget(p, &f);
+    int kinds = p->level && !p->nout && !p->no, got = 0;   /* steps of whole pieces */
+    int last = kinds ? 0 : tail_budget(p, &f);
     bins_open(p, f.budget);
     p->cur.budget = f.budget;
     p->cur.flags = p->nout ? LF_PLAN_STEP_OUTLIERS : 0;
@@ -1266,10 +1433,16 @@ static void select_balanced(lf_plan *p)
     p->tok_cap = f.tok_cap;
     memset(p->ptaken, 0, p->np);
     size_t end = 0;                      /* entries from here on are not taken */
-    if (p->step >= p->prm.max_defer && p->due_floor <= p->step - p->prm.max_defer)
+    if (kinds && (got = select_kinds(p, &f)) != 0) {
+        end = p->np;
+        if ((last = got == 2) != 0) take_rest(p);
+        kinds_rows(p);
+    } else if (p->step >= p->prm.max_defer && p->due_floor <= p->step - p->prm.max_defer) {
         end = take_late(p, &f);
+    }
     uint64_t enough = f.budget - (f.budget >> FULL_SHIFT);
     size_t i = 0;
+    if (got) i = p->np;
     if (p->bin_cap && select_world(p, &f)) i = p->np;
     for (; i < p->np && !step_full(&f, enough); i++) {
         uint32_t s = p->pidx[i];
@@ -1716,6 +1889,13 @@ uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
     p->later_cap = max_padded > alone ? max_padded : alone;
     p->later_from = from;
     return p->later_cap;
+}
+
+uint64_t lf_plan_world_level(const lf_plan *p, uint64_t *piece_len, uint32_t *per_rank)
+{
+    if (piece_len) *piece_len = p && p->level ? p->piece_len : 0;
+    if (per_rank) *per_rank = p && p->level ? p->piece_k : 0;
+    return p ? p->level : 0;
 }
 
 uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)

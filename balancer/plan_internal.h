@@ -330,6 +330,13 @@ struct lf_plan {
     uint32_t *sbin;              /* per step item: its bin */
     uint32_t *swin;              /* per step item: its window entry, if the scan
                                     took it (it may give it back), else NONE */
+    /* select WORLD on text cut into pieces (plan.c, "steps of whole pieces") */
+    uint64_t level;              /* every step's cost: world x piece_k whole
+                                    pieces (0: off, the budget's) */
+    uint64_t piece_len, piece_cost;   /* a whole piece: the longest placeable
+                                    length, and its cost */
+    uint32_t piece_k;            /* whole pieces a bin */
+    int level_known;             /* level worked out (once, at the first epoch) */
 
     /* one rank's layout */
     uint64_t *b_ids, *b_lens, *b_room;
@@ -371,9 +378,10 @@ static inline uint32_t lfp_member(const lf_plan *p, size_t k)
  * due position. */
 static inline void lfp_due_add(lf_plan *p, uint64_t cost)
 {
+    uint64_t b = p->level ? p->level : p->prm.step_budget;
     p->due_rem += cost;
-    while (p->due_rem >= p->prm.step_budget) {
-        p->due_rem -= p->prm.step_budget;
+    while (p->due_rem >= b) {
+        p->due_rem -= b;
         p->due_step++;
     }
 }

@@ -73,11 +73,15 @@ const char plan_cli_help[] =
     "  --micro-overhead T   pad: a micro-batch's fixed cost in tokens, weighed\n"
     "                       against padding when cutting (default: d in tokens,\n"
     "                       or 256 when d is 0)\n"
-    "  --select S           balanced pad: step (default) fills each step's budget\n"
+    "  --select S           balanced: step (default) fills each step's budget\n"
     "                       the same for every world size; world composes each\n"
-    "                       step as world equal bins, so it splits evenly (the\n"
-    "                       steps then depend on --world: a saved state resumes\n"
-    "                       at the same world only). Not with --layout pack\n";
+    "                       step for the world, so it splits evenly: on text\n"
+    "                       cut into pieces, steps of whole pieces alone and of\n"
+    "                       the shorter samples alone, each the cost of k whole\n"
+    "                       pieces a rank (the budget moves to it; lf-plan says\n"
+    "                       k); else, in pad, world equal bins (the steps then\n"
+    "                       depend on --world: a saved state resumes at the\n"
+    "                       same world only)\n";
 
 void plan_cli_init(plan_cli *c)
 {
@@ -554,9 +558,6 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
     else if (p->layout == LF_PLAN_PACK && p->rank_max_padded && p->rank_max_padded < p->seq_len)
         snprintf(c->why, sizeof c->why, "--max-padded %" PRIu64 " is less than one row "
                  "(--seq-len %u)", p->rank_max_padded, p->seq_len);
-    else if (p->layout == LF_PLAN_PACK && p->select == LF_PLAN_SELECT_WORLD)
-        snprintf(c->why, sizeof c->why, "--select world is for --layout pad (pack's rows "
-                 "steer its steps already): leave it out or use --layout pad");
     if (c->why[0]) return LF_PLAN_E_ARG;
     if (p->layout == LF_PLAN_PACK && !p->seq_len &&
         (rc = default_row(c, s, n, all.tokens, all.longest)))

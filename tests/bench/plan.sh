@@ -28,7 +28,7 @@
 #      beside the file are used as they are) and unsplit; first issue #27
 #      item 4's table (worlds 8 and 64, 16 and 4 samples a rank, pad and
 #      pack at their default cut and --seq-len, balanced only, a verdict a
-#      cell; then the pad cells with --select world), then each cell in
+#      cell; then the cells with --select world), then each cell in
 #      full and what the 4-a-rank pad steps hold (tests/tools/plan_step_mix).
 #      Skipped, and said so, without the file.
 # Every step counts, the epoch's tail included: next to the per-step
@@ -199,7 +199,7 @@ if [[ ! -f "$real/dev-text.jsonl" ]]; then
   exit 0
 fi
 sets=(unsplit)
-if "$bin/lf-shard" create tokens --help 2>&1 | grep -q -- --max-len; then
+if "$bin/lf-shard" create tokens --help 2>&1 | grep -- --max-len >/dev/null; then
   sets+=(2048 8192)
 else
   echo "-- real text: this lf-shard has no --max-len: only the unsplit documents"
@@ -256,17 +256,20 @@ for set in "${sets[@]}"; do
     done
   done
 done
-# The pad cells again with the selection for the world (--select world,
+# The cells again with the selection for the world (--select world,
 # opt-in: its steps depend on world; balancer/README.md, "Selection for
-# the world"), in the same run as the table above.
-echo "-- the same, pad, --select world:"
+# the world" and "Steps of whole pieces"), in the same run as the table
+# above.
+echo "-- the same, --select world:"
 echo "$header"
 for set in "${sets[@]}"; do
   ds=$real/ds-$set
   [[ -f $ds/manifest.lfm ]] || ds=$tmp/real-$set
   for w in 8 64; do
     for spr in 16 4; do
-      cell "$set" "$w" "$spr" pad "$ds" --select world
+      for layout in pad pack; do
+        cell "$set" "$w" "$spr" "$layout" "$ds" --select world
+      done
     done
   done
 done

@@ -3,8 +3,10 @@
 # the programs that plan: lf-server --print-plan with it plans the same
 # twice, every piece once in epoch 0 with every rank a sample at every
 # step, and not as the default; lf-plan with the same flags counts the
-# same steps (one plan definition, common/plan_cli.c); both refuse it with
-# --layout pack, naming the flag. (The default's plans are e2e/plan_golden's.)
+# same steps (one plan definition, common/plan_cli.c). On long documents cut
+# into pieces (steps of whole pieces, "Steps of whole pieces"), in pad and
+# in pack: the same, and lf-plan names the level (world_level). (The
+# default's plans are e2e/plan_golden's.)
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
 B=$bin
 for prog in lf-plan lf-server; do [[ -x "$B/$prog" ]] || fail "$B/$prog is not built"; done
@@ -25,7 +27,10 @@ served step.plan
 cmp -s "$tmp/world.plan" "$tmp/again.plan" || fail "lf-server --select world: two plans differ"
 ! cmp -s "$tmp/world.plan" "$tmp/step.plan" || fail "--select world planned as the default"
 
-steps=$("$PY" - "$tmp/world.plan" <<'PY'
+# epoch0 FILE PIECES: every piece once in epoch 0, every rank a sample at
+# every step; prints the steps
+epoch0() {
+  "$PY" - "$1" "$2" <<'PY'
 import sys
 seen, ranks = set(), {}
 for line in open(sys.argv[1]):
@@ -40,29 +45,45 @@ for line in open(sys.argv[1]):
             sys.exit("%s placed twice" % i)
         seen.add(i)
     ranks.setdefault(step, set()).add(rank)
-if len(seen) != 3478:
-    sys.exit("%d pieces placed, not 3478" % len(seen))
+if len(seen) != int(sys.argv[2]):
+    sys.exit("%d pieces placed, not %s" % (len(seen), sys.argv[2]))
 bad = [s for s, r in ranks.items() if len(r) != 4]
 if bad:
     sys.exit("steps with a rank empty: %s" % bad[:5])
 print(len(ranks))
 PY
-) || fail "lf-server --select world, epoch 0: $steps"
+}
+steps=$(epoch0 "$tmp/world.plan" 3478) || fail "lf-server --select world, epoch 0: $steps"
 want=$("$B/lf-plan" "$tmp/ds" "${ARGS[@]}" --select world --json 2>/dev/null |
   "$PY" -c 'import json, sys; print(json.load(sys.stdin)["samplers"]["balanced"]["steps"])') ||
   fail "lf-plan --select world"
 [[ $steps == "$want" ]] || fail "lf-server served $steps steps, lf-plan counts $want"
 echo "lf-server --select world: $steps steps, every piece once, no rank empty; lf-plan: $want"
 
-for prog in server plan; do
-  if [[ $prog == server ]]; then
-    "$B/lf-server" --data "$tmp/ds" --world 4 --layout pack --select world --print-plan \
-      >"$tmp/out" 2>&1 && fail "lf-server took --select world with pack"
-  else
-    "$B/lf-plan" "$tmp/ds" --world 4 --layout pack --select world >"$tmp/out" 2>&1 &&
-      fail "lf-plan took --select world with pack"
-  fi
-  grep -q -- "--select world is for --layout pad" "$tmp/out" ||
-    fail "lf-$prog: pack refused without naming the flag: $(cat "$tmp/out")"
+# Long documents (98 % of the tokens in documents over 1024), cut into
+# pieces of 1024: steps of whole pieces, in pad and in pack
+"$B/lf-shard" synth tokens --out "$tmp/long" --samples 600 --seed 5 --threads 1 \
+  --len-median 3000 --len-max 60000 --len-min 8 >/dev/null 2>&1 || fail "lf-shard synth tokens (long)"
+for layout in pad pack; do
+  cut=(--micro-max-padded 1024)
+  [[ $layout == pack ]] && cut=(--layout pack --seq-len 1024)
+  LONG=(--data "$tmp/long" --world 4 --sampler balanced --samples-per-rank 4 "${cut[@]}" --select world)
+  for out in a b; do
+    "$B/lf-server" "${LONG[@]}" --print-plan >"$tmp/long.$out" 2>"$tmp/long.err" ||
+      fail "lf-server --select world, $layout: $(cat "$tmp/long.err")"
+  done
+  cmp -s "$tmp/long.a" "$tmp/long.b" || fail "lf-server --select world, $layout: two plans differ"
+  steps=$(epoch0 "$tmp/long.a" 3271) || fail "lf-server --select world, $layout, epoch 0: $steps"
+  got=$("$B/lf-plan" "$tmp/long" "${LONG[@]:2}" --json 2>/dev/null |
+    "$PY" -c '
+import json, sys
+r = json.load(sys.stdin)["samplers"]["balanced"]
+lvl = r["world_level"]
+if not lvl or lvl["pieces_a_rank"] != 4 or lvl["piece_len"] != 1024:
+    sys.exit("world_level %r, not 4 pieces of 1024 a rank" % (lvl,))
+if r["epoch_max_over_mean"] > 1.002 or r["max_over_mean"]["p99"] > 1.002:
+    sys.exit("epoch %.5f, p99 %.5f: over 1.002" % (r["epoch_max_over_mean"], r["max_over_mean"]["p99"]))
+print(r["steps"])') || fail "lf-plan --select world, $layout: $got"
+  [[ $steps == "$got" ]] || fail "$layout: lf-server served $steps steps, lf-plan counts $got"
+  echo "--select world, $layout, long documents: $steps steps of 4 whole pieces a rank's cost, every piece once, no rank empty, within 1.002"
 done
-echo "--select world with pack: refused by both, naming the flag"

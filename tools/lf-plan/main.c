@@ -300,6 +300,11 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
         printf(", \"padding_fraction\": %.6f, \"padding_floor\": %.6f, \"micro_per_rank\": %.4f, "
                "\"budget_fill\": %.6f, ", s->padding_fraction, s->padding_floor, s->micro_per_rank,
                s->budget_fill);
+        if (s->level)
+            printf("\"world_level\": {\"pieces_a_rank\": %u, \"piece_len\": %" PRIu64
+                   ", \"of_budget\": %.6f}, ", s->level_per_rank, s->level_piece_len,
+                   s->level_of_budget);
+        else printf("\"world_level\": null, ");
         print_pcts_json("delay_steps", &s->delay);
         printf(", ");
         print_pcts_json("outlier_delay_steps", &s->outlier_delay);
@@ -375,6 +380,10 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
             printf(" (floor for any split of these steps: %.4f%%)", s->padding_floor * 100);
         printf("\n");
         printf("  budget fill       %.4f%%\n", s->budget_fill * 100);
+        if (s->level)
+            printf("  select world      every step %u whole pieces of %" PRIu64 " tokens a rank "
+                   "or its cost in shorter samples: %.4f x the budget\n", s->level_per_rank,
+                   s->level_piece_len, s->level_of_budget);
         printf("  delay (steps)     p50 %.0f  p99 %.0f  max %.0f\n", s->delay.p50, s->delay.p99,
                s->delay.max);
         if (s->outliers)

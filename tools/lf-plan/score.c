@@ -427,6 +427,8 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
     out->epoch_cpu_s = c1 - c0 + cpu_steps;
     out->samples_per_step = t.nfull ? (double)placed_full / (double)t.nfull : 0;
     out->batch_per_rank = prm->batch_per_rank;
+    out->level = lf_plan_world_level(plan, &out->level_piece_len, &out->level_per_rank);
+    out->level_of_budget = prm->step_budget ? (double)out->level / (double)prm->step_budget : 0;
 done:
     lf_plan_free(plan);
     tally_free(&t);

@@ -45,6 +45,12 @@ typedef struct plan_score {
                                     steps could reach (a row per rank with samples,
                                     and enough rows for the step's tokens) */
     double budget_fill;          /* sum step cost / sum step budget */
+    uint64_t level;              /* select world, whole pieces: a step's cost
+                                    (lf_plan_world_level; 0: not so) */
+    uint64_t level_piece_len;    /* ... of level_per_rank whole pieces a rank
+                                    of this many tokens */
+    uint32_t level_per_rank;
+    double level_of_budget;      /* level / the budget asked */
     plan_pcts delay;             /* per non-outlier sample: steps passed over */
     plan_pcts outlier_delay;     /* per outlier: steps waited */
     double plan_ms_per_step;     /* next_step + every rank's layout, wall clock */

@@ -36,6 +36,10 @@
 # The two loaders run in turns (levelfeed, DataLoader, per set), for
 # LF_BENCH_RUNS rounds (default 3); each figure and each round's ratio is
 # given as min/median/max, with the load average.
+# levelfeed plans with --select world (LF_BENCH_SELECT, default world): the
+# world is fixed for the run, so its steps are composed for it (on text cut
+# into pieces, steps of whole pieces or of short ends, balancer/README.md);
+# LF_BENCH_SELECT=step gives the default, world-independent sequence.
 # Env: LF_BENCH_SPR (samples per rank per step: the DataLoader's batch size,
 # levelfeed's mean; default 6 real, 8 synthetic). At 3 a rank levelfeed's
 # steps of about 6 samples, most of 2048 tokens, cannot be split evenly
@@ -106,7 +110,7 @@ spread() { sort -g | awk '{v[NR] = $1} END {printf "%.4g/%.4g/%.4g", v[1], v[int
 pair() {           # NAME DIR SPR
   local name=$1 ds=$2 spr=$3 l
   start_server --data "$ds" --world "$RANKS" --epochs 1 --samples-per-rank "$spr" --quiet \
-    --micro-batches --hidden "$DIM"
+    --micro-batches --hidden "$DIM" --select "$SELECT"
   run lf --endpoint "$EP" --data "$ds"
   wait_server
   run dl --loader torch --data "$ds" --epochs 1 --batch-size "$spr"
@@ -133,7 +137,7 @@ compare() {        # NAME: min/median/max of each figure and of the rounds' rati
 }
 
 where=$([[ $HIDE_GPUS == 1 ]] && echo "CPU, gloo" || echo "GPU, nccl")
-RUNS=${LF_BENCH_RUNS:-3}
+RUNS=${LF_BENCH_RUNS:-3} SELECT=${LF_BENCH_SELECT:-world}
 if [[ -f "$real/dev-text.jsonl" ]]; then
   DOCS=${LF_BENCH_DOCS:-41} SPR=${LF_BENCH_SPR:-6} CTX=${LF_BENCH_MAX_LEN:-2048}
   MODEL+=(--max-len "$CTX" --out-vocab "${LF_BENCH_OUT_VOCAB:-512}")
@@ -147,12 +151,12 @@ if [[ -f "$real/dev-text.jsonl" ]]; then
     --max-len "$CTX" --overflow truncate >>"$WORK/create.log" 2>&1 ||
     { cat "$WORK/create.log" >&2; fail "lf-shard create tokens (unchunked)"; }
   echo "python_ddp: real text (dev-text.jsonl), context $CTX: chunked = the first $DOCS documents cut into $pieces pieces, unchunked = the first $pieces documents cut to their first $CTX tokens"
-  echo "python_ddp: $RANKS rank(s) ($where), $SPR samples per rank per step (levelfeed: the mean), $RUNS round(s); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "python_ddp: $RANKS rank(s) ($where), $SPR samples per rank per step (levelfeed: the mean, --select $SELECT), $RUNS round(s); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   SETS=(chunked unchunked)
   for set in "${SETS[@]}"; do
     echo "python_ddp: $set, levelfeed's plan (lf-plan):" \
       "$("$LF_BIN/lf-plan" --world "$RANKS" --sampler balanced --samples-per-rank "$SPR" --hidden "$DIM" \
-          "$WORK/$set" | grep -m1 'max/mean' | tr -s ' ')"
+          --select "$SELECT" "$WORK/$set" | grep -m1 'max/mean' | tr -s ' ')"
   done
 else
   SAMPLES=${LF_BENCH_SAMPLES:-2000} SPR=${LF_BENCH_SPR:-8}

@@ -329,6 +329,7 @@ static int finish_plan(srv *s, plan_cli *c)
     if (rc) return rc;
     /* drawn from the training samples alone (the first blocks): the held-out
      * set changes nothing */
+    plan_cli_input_count(&s->plan_input, (size_t)s->train_samples);
     lf_plan_view v = s->plan_input.view;
     v.blocks = (uint32_t)s->train_blocks;
     c->params.view = v;
@@ -340,12 +341,12 @@ static int finish_plan(srv *s, plan_cli *c)
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
     s->pieces = 0;
     s->plan_samples = 0;
-    for (size_t i = 0; i < s->train_samples;
-         lf_plan_view_passed(&s->cfg.plan, ++i, LF_PLAN_RELEASE_SCAN)) {
-        uint64_t len = v.lengths[i], k = s->piece_len && len > s->piece_len
-                                            ? (len + s->piece_len - 1) / s->piece_len : 1;
+    lf_plan_lengths w = {&s->cfg.plan, NULL, (size_t)s->train_samples, 0};
+    uint64_t len, n;
+    while (lf_plan_lengths_next(&w, &len, &n)) {
+        uint64_t k = s->piece_len && len > s->piece_len ? (len + s->piece_len - 1) / s->piece_len : 1;
         s->pieces |= k > 1;
-        s->plan_samples += k;
+        s->plan_samples += k * n;
     }
     plan_cli_input_release(&s->plan_input);
     return rc;

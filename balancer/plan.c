@@ -633,13 +633,17 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
         (rc = alloc_all(p)))
         goto fail;
     if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p, samples))) goto fail;
-    if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
-        uint64_t most = 0;
-        w = (lf_plan_lengths){&p->prm, samples, n, 0};
-        while (lf_plan_lengths_next(&w, &len, &k))
-            if (lfp_fits_alone(&p->prm, len) && len > most) most = len;
-        p->prm.micro_max_padded = most;
+    /* the longest placeable sample: micro_max_padded's default (the same
+     * samples fit under it), and lf_plan_cap_later's; the shortest,
+     * lf_plan_rank_samples_max's */
+    p->shortest_fit = UINT64_MAX;
+    w = (lf_plan_lengths){&p->prm, samples, n, 0};
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        if (!lfp_fits_alone(&p->prm, len)) continue;
+        if (len > p->longest_fit) p->longest_fit = len;
+        if (len < p->shortest_fit) p->shortest_fit = len;
     }
+    if (!p->prm.micro_max_padded) p->prm.micro_max_padded = p->longest_fit;
     price_plan(p, samples);
     p->hash = sequence_hash(p, group_of);
     p->weights_hash = weights_hash(p);
@@ -1705,7 +1709,10 @@ size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)
     size_t m = 0;
     for (size_t i = 0; i < p->nrej; i++, m++)
         if (m < cap) ids[m] = lfp_id(p, p->rej[i]);
-    for (size_t s = 0; s < p->n; s++) {
+    /* a pass over every length only where some fit no cap: at 10^9 samples
+     * it read the whole mapped index.lfx, 4 GB resident, at each epoch's end */
+    for (size_t s = 0; p->ncapfail && s < p->n;
+         lf_plan_view_passed(&p->prm, ++s, LF_PLAN_RELEASE_SCAN)) {
         if (!lfp_capfail(p, s)) continue;
         if (m < cap) ids[m] = lfp_id(p, s);
         m++;
@@ -1721,9 +1728,7 @@ uint64_t lf_plan_step_padded(lf_plan *p)
 uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
 {
     if (!p || p->prm.sampler != LF_PLAN_BALANCED) return 0;
-    uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : 0;
-    for (size_t s = 0; p->prm.layout != LF_PLAN_PACK && s < p->n; s++)
-        if (!lfp_capfail(p, s) && lfp_len(p, s) > alone) alone = lfp_len(p, s);
+    uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : p->longest_fit;
     p->later_cap = max_padded > alone ? max_padded : alone;
     p->later_from = from;
     return p->later_cap;
@@ -1731,9 +1736,7 @@ uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
 
 uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)
 {
-    uint64_t shortest = UINT64_MAX;
-    for (size_t s = 0; s < p->n; s++)
-        if (!lfp_capfail(p, s) && lfp_len(p, s) < shortest) shortest = lfp_len(p, s);
+    uint64_t shortest = p->shortest_fit;
     uint64_t n = shortest && shortest != UINT64_MAX ? max_padded / shortest : max_padded;
     return n < p->maxstep ? n : (uint64_t)p->maxstep;
 }

@@ -254,6 +254,8 @@ struct lf_plan {
     lfp_coster coster;           /* prm.cost, for lfp_cost */
     uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
     size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
+    uint64_t longest_fit;        /* the longest sample that fits (lf_plan_cap_later) */
+    uint64_t shortest_fit;       /* the shortest (UINT64_MAX: none; lf_plan_rank_samples_max) */
     uint64_t capfail_tokens;     /* their tokens: left out every epoch */
     uint32_t ngroups;
     uint32_t *group_start;       /* ngroups + 1 offsets into group_members */

@@ -555,12 +555,13 @@ static int budget_memory(srv *s, int planned)
     if (base + rings + bufs + min_cache > s->cfg.memory_limit) {
         uint64_t need = base + rings + bufs + min_cache;
         fprintf(stderr, "lf-server: --memory-limit %" PRIu64 " is below rings %" PRIu64
-                "%s + read buffers %" PRIu64 " + two blocks %" PRIu64 " + the process's own %"
+                " + read buffers %" PRIu64 " + two blocks %" PRIu64 " + the process's own %"
                 PRIu64 " (resident now: code, libraries, index, plan; and the image "
-                "workers' stacks and scratch); give --memory-limit %" PRIu64 "M or more%s (the "
+                "workers' stacks and scratch)%s; give --memory-limit %" PRIu64 "M or more%s (the "
                 "default is 1G; what it leaves over them caches blocks)\n",
-                s->cfg.memory_limit, rings, planned ? "" : " (before planning: not sized yet)",
-                bufs, min_cache, base, (need >> 20) + 1, planned ? "" : ", and the rings");
+                s->cfg.memory_limit, rings, bufs, min_cache, base,
+                planned ? "" : ", before planning: the rings are sized by the plan, 0 here",
+                (need >> 20) + 1, planned ? "" : " and room for the rings");
         return -ECANCELED;
     }
     if (!planned) return 0;

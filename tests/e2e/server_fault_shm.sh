@@ -29,7 +29,7 @@ rc=0
 timeout 20 "$LF_BIN/lf-server" "${ARGS[@]}" --memory-limit 1M >"$WORK/limit.log" 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || fail "limit: lf-server exited $rc, want 1: $(cat "$WORK/limit.log")"
 expect_refusal limit "memory-limit [0-9]* is below rings"
-grep -q "below rings 0 (before planning: not sized yet)" "$WORK/limit.log" ||
+grep -q "below rings 0 .*, before planning: the rings are sized by the plan" "$WORK/limit.log" ||
   fail "limit: 1M, which the process is over before it plans, was not refused before planning: $(cat "$WORK/limit.log")"
 
 # The same limit with rings that fit it (2 slots, a small batch): served.

@@ -11,17 +11,9 @@
 
 #include "plan_internal.h"
 
-/* coef * x may need more than 128 bits only when x is huge: past this
- * bound the term saturates. */
-static lfp_u128 term_limit(uint64_t coef, unsigned shift)
-{
-    return coef ? ((lfp_u128)LF_PLAN_COST_MAX << shift) / coef : 0;
-}
-
 void lfp_coster_init(lfp_coster *c, const lf_plan_cost_model *m)
 {
-    *c = (lfp_coster){m->a_q16, m->b_q32, m->c0, term_limit(m->a_q16, 16),
-                      term_limit(m->b_q32, 32)};
+    *c = (lfp_coster){m->a_q16, m->b_q32, m->c0};
 }
 
 uint64_t lf_plan_cost(const lf_plan_cost_model *m, uint64_t length)

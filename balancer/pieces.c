@@ -70,10 +70,12 @@ int lf_plan_pieces(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
     *m = n;
     if (n && !s && lfp_view_check(p, n)) return LF_PLAN_E_ARG;
     if (!piece) return 0;
-    LFP_SCAN(p, i, n) {
-        uint64_t k = pieces_of(lf_plan_length_at(p, s, i), piece);
-        if (k > 1 && (s ? s[i].id : i) >= ID_LIMIT) return LF_PLAN_E_ARG;
-        count += k;
+    lf_plan_lengths w = {p, s, n, 0};
+    uint64_t l, c;
+    while (lf_plan_lengths_next(&w, &l, &c)) {   /* a view's ids, below 2^32, pass */
+        uint64_t k = pieces_of(l, piece);
+        if (k > 1 && s && s[w.i - 1].id >= ID_LIMIT) return LF_PLAN_E_ARG;
+        count += k * c;
     }
     if (count == n) return 0;
     if (count >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */

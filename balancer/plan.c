@@ -235,11 +235,13 @@ static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, 
                             uint64_t ocost)
 {
     row_price r = {0, 0, 0, 0, 0, 0};
-    LFP_SCAN(p, i, n) {
-        uint64_t len = lf_plan_length_at(p, smp, i), c = lf_plan_cost(&p->cost, len);
+    lf_plan_lengths w = {p, smp, n, 0};
+    uint64_t len, k;
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        uint64_t c = lf_plan_cost(&p->cost, len);
         if (!lfp_fits_alone(p, len) || c > ocost) continue;
-        r.cost += c;
-        r.tok += len;
+        r.cost += (lfp_u128)c * k;
+        r.tok += len * k;
         if (len == 0) continue;
         if (r.lean_l == 0 || cheaper_per_token(c, len, r.lean_c, r.lean_l)) {
             r.lean_c = c;
@@ -331,14 +333,16 @@ static void price_plan(lf_plan *p, const lf_plan_sample *smp)
 /* Delayed outliers are released in steps whose budget grows by up to
  * outlier_span() times the costliest outlier; such a step must stay within
  * STEP_COST_LIMIT, or its sums would wrap. */
-static int check_outlier_steps(const lf_plan *p)
+static int check_outlier_steps(const lf_plan *p, const lf_plan_sample *smp)
 {
     const lf_plan_params *q = &p->prm;
     if (q->sampler != LF_PLAN_BALANCED || q->outlier_policy != LF_PLAN_OUTLIER_DELAY) return 0;
-    uint64_t omax = 0;
-    LFP_SCAN(q, i, p->n)
-        if (!lfp_capfail(p, i) && lfp_cost(p, i) > q->outlier_cost && lfp_cost(p, i) > omax)
-            omax = lfp_cost(p, i);
+    uint64_t omax = 0, len, k;
+    lf_plan_lengths w = {q, smp, p->n, 0};
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        uint64_t c = lfp_coster_cost(&p->coster, len);
+        if (lfp_fits_alone(q, len) && c > q->outlier_cost && c > omax) omax = c;
+    }
     lfp_u128 most = (lfp_u128)omax * outlier_span(q) + q->step_budget;
     return most > STEP_COST_LIMIT ? LF_PLAN_E_OVERFLOW : 0;
 }
@@ -578,14 +582,18 @@ static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
     else p->len32 = p->len32_own = malloc(p->n * sizeof *p->len32_own + 1);
     if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
     if ((!p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
-    LFP_SCAN(&p->prm, i, p->n) {
+    for (size_t i = 0; smp && i < p->n; i++) {
         if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
         else if (p->len32_own) p->len32_own[i] = (uint32_t)smp[i].length;
         if (p->id) p->id[i] = smp[i].id;
-        int fail = lfp_capfail(p, i);
-        p->ncapfail += fail;
-        p->capfail_tokens += fail ? lfp_len(p, i) : 0;
-        p->ocap += !fail && lfp_cost(p, i) > p->prm.outlier_cost;
+    }
+    lf_plan_lengths w = {&p->prm, smp, p->n, 0};
+    uint64_t len, k;
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        int fail = !lfp_fits_alone(&p->prm, len);
+        p->ncapfail += fail ? k : 0;
+        p->capfail_tokens += fail ? len * k : 0;
+        p->ocap += !fail && lfp_coster_cost(&p->coster, len) > p->prm.outlier_cost ? k : 0;
     }
     return 0;
 }
@@ -597,7 +605,9 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     lf_plan_params prm = *params;
     if (samples) prm.view = (lf_plan_view){0};   /* an array: the view is not read */
     lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
-    LFP_SCAN(&prm, i, n) total += lf_plan_cost(&prm.cost, lf_plan_length_at(&prm, samples, i));
+    lf_plan_lengths w = {&prm, samples, n, 0};
+    uint64_t len, k;
+    while (lf_plan_lengths_next(&w, &len, &k)) total += (lfp_u128)lf_plan_cost(&prm.cost, len) * k;
     pack_price all = {0, 0};
     if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n);
     int rc = resolve(&prm, n ? (uint64_t)(total / n) : 0, &all);
@@ -621,13 +631,18 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     if ((rc = build_groups(p, samples, &group_of)) || (rc = copy_samples(p, samples)) ||
         (rc = alloc_all(p)))
         goto fail;
-    if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p))) goto fail;
-    if (!p->prm.micro_max_padded) {     /* default: the longest placeable sample */
-        uint64_t most = 0;
-        LFP_SCAN(&p->prm, i, n)
-            if (!lfp_capfail(p, i) && lfp_len(p, i) > most) most = lfp_len(p, i);
-        p->prm.micro_max_padded = most;
+    if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p, samples))) goto fail;
+    /* the longest placeable sample: micro_max_padded's default (the same
+     * samples fit under it), and lf_plan_cap_later's; the shortest,
+     * lf_plan_rank_samples_max's */
+    p->shortest_fit = UINT64_MAX;
+    w = (lf_plan_lengths){&p->prm, samples, n, 0};
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        if (!lfp_fits_alone(&p->prm, len)) continue;
+        if (len > p->longest_fit) p->longest_fit = len;
+        if (len < p->shortest_fit) p->shortest_fit = len;
     }
+    if (!p->prm.micro_max_padded) p->prm.micro_max_padded = p->longest_fit;
     price_plan(p, samples);
     p->hash = sequence_hash(p, group_of);
     p->weights_hash = weights_hash(p);
@@ -1867,7 +1882,10 @@ size_t lf_plan_rejected_ids(const lf_plan *p, uint64_t *ids, size_t cap)
     size_t m = 0;
     for (size_t i = 0; i < p->nrej; i++, m++)
         if (m < cap) ids[m] = lfp_id(p, p->rej[i]);
-    for (size_t s = 0; s < p->n; s++) {
+    /* a pass over every length only where some fit no cap: at 10^9 samples
+     * it read the whole mapped index.lfx, 4 GB resident, at each epoch's end */
+    for (size_t s = 0; p->ncapfail && s < p->n;
+         lf_plan_view_passed(&p->prm, ++s, LF_PLAN_RELEASE_SCAN)) {
         if (!lfp_capfail(p, s)) continue;
         if (m < cap) ids[m] = lfp_id(p, s);
         m++;
@@ -1883,9 +1901,7 @@ uint64_t lf_plan_step_padded(lf_plan *p)
 uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
 {
     if (!p || p->prm.sampler != LF_PLAN_BALANCED) return 0;
-    uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : 0;
-    for (size_t s = 0; p->prm.layout != LF_PLAN_PACK && s < p->n; s++)
-        if (!lfp_capfail(p, s) && lfp_len(p, s) > alone) alone = lfp_len(p, s);
+    uint64_t alone = p->prm.layout == LF_PLAN_PACK ? p->prm.seq_len : p->longest_fit;
     p->later_cap = max_padded > alone ? max_padded : alone;
     p->later_from = from;
     return p->later_cap;
@@ -1900,9 +1916,7 @@ uint64_t lf_plan_world_level(const lf_plan *p, uint64_t *piece_len, uint32_t *pe
 
 uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)
 {
-    uint64_t shortest = UINT64_MAX;
-    for (size_t s = 0; s < p->n; s++)
-        if (!lfp_capfail(p, s) && lfp_len(p, s) < shortest) shortest = lfp_len(p, s);
+    uint64_t shortest = p->shortest_fit;
     uint64_t n = shortest && shortest != UINT64_MAX ? max_padded / shortest : max_padded;
     return n < p->maxstep ? n : (uint64_t)p->maxstep;
 }

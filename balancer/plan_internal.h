@@ -45,23 +45,29 @@ static inline uint64_t lfp_below(uint64_t key, uint64_t counter, uint64_t n)
     return (uint64_t)(((lfp_u128)r * n) >> 64);
 }
 
-/* --- Costs: cost.c. lf_plan_cost with its saturation bounds (two 128-bit
- * divisions) worked out once, so a cost is cheap enough to recompute from
- * the length wherever the plan needs it. */
+/* --- Costs: cost.c. lf_plan_cost without a division: a term saturates
+ * where coef * x passes LF_PLAN_COST_MAX << shift, compared in 128 bits
+ * (coef < 2^64 and x < 2^64 multiply within them), which is where x passes
+ * the largest x whose term stays below the limit, floor((LF_PLAN_COST_MAX
+ * << shift) / coef), the bound the model's definition names: for integers,
+ * x > floor(M / c) exactly when c * x > M. Cheap enough to recompute from
+ * the length wherever the plan needs a cost (a pass over 10^8 samples
+ * spent half its time in the two 128-bit divisions that bound was). */
 
 typedef struct lfp_coster {
     uint64_t a, b, c0;           /* lf_plan_cost_model's a_q16, b_q32, c0 */
-    lfp_u128 a_lim, b_lim;       /* the largest L, L^2 whose term stays below
-                                    LF_PLAN_COST_MAX (0: its coefficient is 0) */
 } lfp_coster;
 
 void lfp_coster_init(lfp_coster *c, const lf_plan_cost_model *m);
 
-/* coef * x >> shift, LF_PLAN_COST_MAX past lim. */
-static inline uint64_t lfp_term(uint64_t coef, lfp_u128 x, lfp_u128 lim, unsigned shift)
+/* coef * x >> shift, LF_PLAN_COST_MAX past the limit. x of 2^64 or more
+ * (a length of 2^32 or more, squared: lf_plan_cost's, never the plan's)
+ * divides. */
+static inline uint64_t lfp_term(uint64_t coef, lfp_u128 x, unsigned shift)
 {
+    lfp_u128 lim = (lfp_u128)LF_PLAN_COST_MAX << shift;
     if (coef == 0 || x == 0) return 0;
-    if (x > lim) return LF_PLAN_COST_MAX;
+    if (x >> 64 ? x > lim / coef : (lfp_u128)coef * (uint64_t)x > lim) return LF_PLAN_COST_MAX;
     return (uint64_t)(((lfp_u128)coef * x) >> shift);
 }
 
@@ -74,8 +80,8 @@ static inline uint64_t lfp_sat_add(uint64_t x, uint64_t y)
 /* lf_plan_cost(model, len), bit for bit. */
 static inline uint64_t lfp_coster_cost(const lfp_coster *c, uint64_t len)
 {
-    uint64_t lin = lfp_term(c->a, len, c->a_lim, 16);
-    uint64_t quad = lfp_term(c->b, (lfp_u128)len * len, c->b_lim, 32);
+    uint64_t lin = lfp_term(c->a, len, 16);
+    uint64_t quad = lfp_term(c->b, (lfp_u128)len * len, 32);
     return lfp_sat_add(lfp_sat_add(lin, quad), c->c0);
 }
 
@@ -248,6 +254,8 @@ struct lf_plan {
     lfp_coster coster;           /* prm.cost, for lfp_cost */
     uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
     size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
+    uint64_t longest_fit;        /* the longest sample that fits (lf_plan_cap_later) */
+    uint64_t shortest_fit;       /* the shortest (UINT64_MAX: none; lf_plan_rank_samples_max) */
     uint64_t capfail_tokens;     /* their tokens: left out every epoch */
     uint32_t ngroups;
     uint32_t *group_start;       /* ngroups + 1 offsets into group_members */

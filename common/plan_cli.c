@@ -199,15 +199,40 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
     in->block_start[blocks] = (uint32_t)n;
     in->n = (size_t)n;
     in->view = (lf_plan_view){mapped ? mapped : in->own, in->block_start, (uint32_t)blocks,
-                              mapped ? release_pages : NULL, in};
+                              mapped ? release_pages : NULL, in, NULL, 0, 0};
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
+    plan_cli_input_count(in, in->n);
     return 0;
+}
+
+void plan_cli_input_count(plan_cli_input *in, size_t n)
+{
+    if (in->view.hist && in->view.hist_n == n) return;
+    free(in->hist);
+    in->view.hist = in->hist = calloc(PLAN_CLI_HIST_LEN, sizeof *in->hist);
+    in->view.hist_len = PLAN_CLI_HIST_LEN;
+    in->view.hist_n = n;
+    const uint32_t *len = in->view.lengths;
+    size_t i = 0;
+    while (in->hist && i < n) {
+        size_t end = n - i > LF_PLAN_RELEASE_SCAN ? i + LF_PLAN_RELEASE_SCAN : n;
+        uint32_t most = 0;
+        for (size_t j = i; j < end; j++) most |= len[j];
+        if (most >= PLAN_CLI_HIST_LEN) break;
+        for (; i < end; i++) in->hist[len[i]]++;
+        if (in->view.release) in->view.release(in->view.release_arg);
+    }
+    if (i < n) {   /* a length past the counts, or none allocated */
+        free(in->hist);
+        in->view.hist = in->hist = NULL;
+    }
 }
 
 void plan_cli_input_free(plan_cli_input *in)
 {
     free(in->own);
     free(in->block_start);
+    free(in->hist);
     memset(in, 0, sizeof *in);
 }
 
@@ -266,16 +291,14 @@ static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64
 {
     lf_plan_params split = c->params;
     split.overflow = LF_PLAN_OVERFLOW_SPLIT;
-    uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0;
-    for (size_t i = 0; limit && i < n;
-         lf_plan_view_passed(&split, ++i, LF_PLAN_RELEASE_SCAN)) {
-        uint64_t len = lf_plan_length_at(&split, s, i);
+    uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0, len, k;
+    lf_plan_lengths w = {&split, s, limit ? n : 0, 0};
+    while (lf_plan_lengths_next(&w, &len, &k))
         if (len > limit) {
-            over++;
-            over_tok += len;
-            pieces += (len + limit - 1) / limit;
+            over += k;
+            over_tok += len * k;
+            pieces += (len + limit - 1) / limit * k;
         }
-    }
     c->overflow[0] = '\0';
     if (!over) return;
     const char *what = c->params.layout == LF_PLAN_PACK ? "a row (--seq-len, --max-tokens)"
@@ -300,11 +323,12 @@ static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64
 static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
 {
     const lf_plan_params *p = &c->params;
-    uint64_t lim = lf_plan_bound_cost(p), over = 0, cmax = 0, keep = 0;
+    uint64_t lim = lf_plan_bound_cost(p), over = 0, cmax = 0, keep = 0, len, k;
     if (lim == UINT64_MAX) return;
-    for (size_t i = 0; i < n; lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN)) {
-        uint64_t len = lf_plan_length_at(p, s, i), cost = lf_plan_cost(&p->cost, len);
-        if (cost > lim) over++;
+    lf_plan_lengths w = {p, s, n, 0};
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        uint64_t cost = lf_plan_cost(&p->cost, len);
+        if (cost > lim) over += k;
         if (cost > cmax) cmax = cost;
         if (cost <= lim && len > keep) keep = len;
     }
@@ -320,7 +344,10 @@ static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
 }
 
 /* Sums over samples: cost (in a double: a uint64_t sum wraps past 2^64
- * with costs in FLOPs), tokens, the longest. */
+ * with costs in FLOPs), tokens, the longest. The cost is the double summed
+ * sample by sample, in order: from the view's counts (lf_plan_lengths)
+ * where that sum is exact (below 2^53), else sample by sample, so the
+ * budget drawn from it keeps its rounding. */
 typedef struct sample_sums {
     double cost;
     uint64_t tokens, longest;
@@ -329,11 +356,21 @@ typedef struct sample_sums {
 static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
 {
     sample_sums t = {0, 0, 0};
-    for (size_t i = 0; i < n; lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN)) {
-        uint64_t len = lf_plan_length_at(p, s, i);
-        t.cost += (double)lf_plan_cost(&p->cost, len);
-        t.tokens += len;
+    unsigned __int128 cost = 0;
+    lf_plan_lengths w = {p, s, n, 0};
+    uint64_t len, k;
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        cost += (unsigned __int128)lf_plan_cost(&p->cost, len) * k;
+        t.tokens += len * k;
         if (len > t.longest) t.longest = len;
+    }
+    t.cost = (double)cost;
+    if (cost >> 53) {
+        lf_plan_params q = *p;
+        q.view.hist = NULL;
+        w = (lf_plan_lengths){&q, s, n, 0};
+        for (t.cost = 0; lf_plan_lengths_next(&w, &len, &k);)
+            t.cost += (double)lf_plan_cost(&p->cost, len);
     }
     return t;
 }
@@ -526,9 +563,9 @@ static int default_cut(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     uint64_t lim = rc ? UINT64_MAX : lf_plan_bound_cost(&q);
     int over = 0;
     if (p->outlier_cost > p->step_budget) lim = UINT64_MAX;   /* refused below, by name */
-    for (size_t i = 0; lim != UINT64_MAX && i < n && !over;
-         lf_plan_view_passed(p, ++i, LF_PLAN_RELEASE_SCAN))
-        over = lf_plan_cost(&p->cost, lf_plan_length_at(p, s, i)) > lim;
+    lf_plan_lengths w = {p, s, lim != UINT64_MAX ? n : 0, 0};
+    uint64_t len, k;
+    while (!over && lf_plan_lengths_next(&w, &len, &k)) over = lf_plan_cost(&p->cost, len) > lim;
     epoch_fig fig = {.epoch = c->cut_known ? c->cut_figure : 0};
     c->cut_pending = over && !c->cut_known && c->defer_cut;
     if (over && !c->cut_known && !c->defer_cut) rc = measure_epoch0(p, s, n, &fig);

@@ -124,11 +124,22 @@ typedef struct plan_cli_input {
     size_t n;                    /* samples */
     uint32_t *own;               /* the lengths copied (NULL: mapped) */
     uint32_t *block_start;       /* blocks + 1 offsets (view.block_start) */
+    uint32_t *hist;              /* view.hist (NULL: none) */
 } plan_cli_input;
 
-/* Fills *in from ds. Returns 0, LF_PLAN_E_NOMEM, or LF_PLAN_E_ARG (2^32 - 2
- * samples or more). */
+/* Fills *in from ds, the view's length counts included (over all n
+ * samples: plan_cli_input_count). Returns 0, LF_PLAN_E_NOMEM, or
+ * LF_PLAN_E_ARG (2^32 - 2 samples or more). */
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds);
+
+/* Counts the lengths of the first n samples (n <= in->n) into the view's
+ * hist (lf_plan_view: the passes of a plan over those n samples read
+ * PLAN_CLI_HIST_LEN counts instead of n lengths); where a length is
+ * PLAN_CLI_HIST_LEN or more, or the counts cannot be allocated, the view
+ * has none (the passes read every length, as before). Nothing where they
+ * are of n samples already. */
+#define PLAN_CLI_HIST_LEN (1u << 16)
+void plan_cli_input_count(plan_cli_input *in, size_t n);
 void plan_cli_input_free(plan_cli_input *in);   /* then zeroed; accepts a zeroed one */
 
 /* Drops the pages of the mapped lengths from the process (madvise

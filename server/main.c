@@ -329,6 +329,7 @@ static int finish_plan(srv *s, plan_cli *c)
     if (rc) return rc;
     /* drawn from the training samples alone (the first blocks): the held-out
      * set changes nothing */
+    plan_cli_input_count(&s->plan_input, (size_t)s->train_samples);
     lf_plan_view v = s->plan_input.view;
     v.blocks = (uint32_t)s->train_blocks;
     c->params.view = v;
@@ -340,12 +341,12 @@ static int finish_plan(srv *s, plan_cli *c)
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
     s->pieces = 0;
     s->plan_samples = 0;
-    for (size_t i = 0; i < s->train_samples;
-         lf_plan_view_passed(&s->cfg.plan, ++i, LF_PLAN_RELEASE_SCAN)) {
-        uint64_t len = v.lengths[i], k = s->piece_len && len > s->piece_len
-                                            ? (len + s->piece_len - 1) / s->piece_len : 1;
+    lf_plan_lengths w = {&s->cfg.plan, NULL, (size_t)s->train_samples, 0};
+    uint64_t len, n;
+    while (lf_plan_lengths_next(&w, &len, &n)) {
+        uint64_t k = s->piece_len && len > s->piece_len ? (len + s->piece_len - 1) / s->piece_len : 1;
         s->pieces |= k > 1;
-        s->plan_samples += k;
+        s->plan_samples += k * n;
     }
     plan_cli_input_release(&s->plan_input);
     return rc;
@@ -536,13 +537,18 @@ static void cache_hook(srv *s)
  * its workers will hold beside it, then the rings and read buffers, the
  * rest caches. They count because the limit is meant as the server's RSS:
  * uncounted, the 7 MB base and the workers' 5 MB took 16 image workers to
- * 1.15x a 42 MiB limit (server/README.md, "JPEG decode memory"). */
-static int budget_memory(srv *s)
+ * 1.15x a 42 MiB limit (server/README.md, "JPEG decode memory").
+ * Unplanned (before the walk that sizes the rings): the same check without
+ * the rings, so a limit the process is over already is refused before a
+ * start-up of minutes, not after it (issue #35: at 10^9 samples the default
+ * 1 GiB was refused after 12 minutes of planning). */
+static int budget_memory(srv *s, int planned)
 {
+    if (!planned) plan_cli_input_release(&s->plan_input);   /* the scans' pages */
     uint64_t base = resident_bytes() + (s->images ? (uint64_t)s->cfg.workers *
                                                     IMAGE_WORKER_EXTRA : 0);
-    uint64_t rings = (uint64_t)s->cfg.nlocal * lf_ring_segment_size(srv_ring_slots(s),
-                                                                     s->slot_size);
+    uint64_t rings = planned ? (uint64_t)s->cfg.nlocal *
+                                   lf_ring_segment_size(srv_ring_slots(s), s->slot_size) : 0;
     uint64_t bufs = (uint64_t)s->cfg.readers * s->cfg.read_depth *
                     ((lf_dataset_max_block_stored(s->ds) + 4095u) / 4096u * 4096u);
     uint64_t min_cache = srv_cache_floor(s);
@@ -551,11 +557,14 @@ static int budget_memory(srv *s)
         fprintf(stderr, "lf-server: --memory-limit %" PRIu64 " is below rings %" PRIu64
                 " + read buffers %" PRIu64 " + two blocks %" PRIu64 " + the process's own %"
                 PRIu64 " (resident now: code, libraries, index, plan; and the image "
-                "workers' stacks and scratch); give --memory-limit %" PRIu64 "M or more (the "
+                "workers' stacks and scratch)%s; give --memory-limit %" PRIu64 "M or more%s (the "
                 "default is 1G; what it leaves over them caches blocks)\n",
-                s->cfg.memory_limit, rings, bufs, min_cache, base, (need >> 20) + 1);
+                s->cfg.memory_limit, rings, bufs, min_cache, base,
+                planned ? "" : ", before planning: the rings are sized by the plan, 0 here",
+                (need >> 20) + 1, planned ? "" : " and room for the rings");
         return -ECANCELED;
     }
+    if (!planned) return 0;
     s->cache_limit = s->cfg.memory_limit - base - rings - bufs;
     cache_hook(s);
     return 0;
@@ -757,7 +766,7 @@ static int prepare(srv *s)
         fprintf(stderr, "lf-server: plan: %s\n", strerror(-rc));
         return -ECANCELED;
     }
-    if ((rc = budget_memory(s)) < 0) return rc;
+    if ((rc = budget_memory(s, 1)) < 0) return rc;
     s->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s->notify_fd < 0) return -errno;
     for (uint32_t li = 0; li < s->cfg.nlocal; li++)
@@ -807,6 +816,7 @@ static int start(srv *s, srv_endpoint *ep)
     if ((rc = srv_startup_begin(s, ep, &u)) < 0) return rc;
     rc = open_job(s);
     if (rc == 0 && !s->cfg.quiet && !s->cfg.cli.cut_pending) print_fingerprint(s);
+    if (rc == 0) rc = budget_memory(s, 0);
     if (rc == 0) rc = prepare(s);
     if (rc == 0) rc = startup_hold(s);
     int sig = srv_startup_end(&u);

@@ -4,7 +4,9 @@
 # clear error and exit 1, never as a SIGBUS during delivery. Made to fail
 # safely here with a file-size limit (ulimit -f: shmem's fallocate honours
 # RLIMIT_FSIZE) below one ring; and a --memory-limit below the rings is
-# refused before any is made. Nothing is left behind.
+# refused before any is made: one the process is over already, before it
+# plans (issue #35: at 10^9 samples that was 12 minutes in). Nothing is
+# left behind.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -27,6 +29,8 @@ rc=0
 timeout 20 "$LF_BIN/lf-server" "${ARGS[@]}" --memory-limit 1M >"$WORK/limit.log" 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || fail "limit: lf-server exited $rc, want 1: $(cat "$WORK/limit.log")"
 expect_refusal limit "memory-limit [0-9]* is below rings"
+grep -q "below rings 0 .*, before planning: the rings are sized by the plan" "$WORK/limit.log" ||
+  fail "limit: 1M, which the process is over before it plans, was not refused before planning: $(cat "$WORK/limit.log")"
 
 # The same limit with rings that fit it (2 slots, a small batch): served.
 (ulimit -f 2048; exec "$LF_BIN/lf-server" "${ARGS[@]}" --slots 2 --budget 100000) >"$WORK/server.log" 2>&1 &

@@ -20,8 +20,9 @@ run_clients pread 2 --verify "$WORK/ds" --pad-id 0
 wait_server
 
 # A small cache, so blocks are read again and there are more completions:
-# 6.5 MB beyond what the server needs besides (its own resident memory
-# among it: ~7.5 MB here, 19 MB under ASan).
+# 6.5 MB beyond what the server needs before its rings (its own resident
+# memory among it: ~7.5 MB here, 19 MB under ASan), the rings' 2.6 MB
+# among the 6.5.
 need=$(memory_need "${PLAN[@]}" --io uring)
 LF_TEST_URING_FAULTS=20,5 start_server "${PLAN[@]}" --io uring --memory-limit $((need + 6500000))
 run_clients faults 2 --verify "$WORK/ds" --pad-id 0

@@ -277,9 +277,10 @@ server_exits() {   # WHAT RC MESSAGE ARGS...
     fail "$what: exit $rc, want $want_rc and '$want': $(cat "$WORK/refused.log")"
 }
 
-# The bytes lf-server ARGS... needs before any cache: rings, read buffers,
-# two blocks and the process's own resident memory, as it names them when
-# refusing a 1-byte --memory-limit (the own part differs by build: a
+# The bytes lf-server ARGS... needs before any cache: read buffers, two
+# blocks and the process's own resident memory, as it names them when
+# refusing a 1-byte --memory-limit (which it does before planning: the
+# rings, sized by the plan, are not in it; the own part differs by build: a
 # sanitizer's shadow memory is in it), the own part with an eighth more:
 # it varies from run to run (ThreadSanitizer: 1.08 MB more in the run than
 # in the probe, which failed a 1 MiB margin).

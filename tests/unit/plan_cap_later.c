@@ -7,7 +7,8 @@
  *    and binds later: every later step's ranks within it, as measured by
  *    lf_plan_step_padded and by the ranks' own layouts (pad: samples x
  *    longest; pack: rows x seq_len), every rank within
- *    lf_plan_rank_samples_max's samples, every sample once an epoch, and
+ *    lf_plan_rank_samples_max's samples (the cap over the shortest sample's
+ *    length, kept from the plan's creation), every sample once an epoch, and
  *    the epochs differ from the uncapped plan's;
  *  - a state saved inside a capped epoch restores into a plan given the
  *    same cap onto the same steps (the cap is no part of the state).
@@ -111,7 +112,12 @@ static void check_layout(uint32_t layout)
     ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &tight), 0);
     uint64_t cap = lf_plan_cap_later(tight, 1, a.most[0] * 4 / 5);
     ASSERT_EQ(cap, a.most[0] * 4 / 5);   /* above one sample's need */
-    uint64_t nmax = lf_plan_rank_samples_max(tight, cap);
+    uint64_t nmax = lf_plan_rank_samples_max(tight, cap), shortest = UINT64_MAX;
+    for (uint32_t i = 0; i < NSAMPLES; i++)   /* every sample fits (<= 4096) */
+        if (samples[i].length < shortest) shortest = samples[i].length;
+    /* as many of the shortest as the cap holds, or the plan's most a step
+     * (lookahead 4096 or more) */
+    ASSERT_TRUE(nmax == cap / shortest || (nmax < cap / shortest && nmax >= 4096));
     walk_plan(tight, &p, cap, nmax, &c);
     ASSERT_EQ(c.hash[0], a.hash[0]);
     for (uint32_t e = 1; e < EPOCHS; e++) ASSERT_NE(c.hash[e], a.hash[e]);

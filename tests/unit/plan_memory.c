@@ -14,7 +14,9 @@
  *   - the same samples as a view (lf_plan_view: lengths read where the
  *     caller holds them, as a mapped index.lfx): no byte of length, so
  *     2 bits and the blocks' bytes alone; a copy of the lengths (2 bytes a
- *     sample at least) fails it. Its plan is the array's, step for step.
+ *     sample at least) fails it. Its plan is the array's, step for step,
+ *     and so is that of the view with its length counts (lf_plan_view's
+ *     hist, which the plan's passes over every sample read instead).
  * The bounds leave 1/4 byte a sample for what a plan holds per block (12
  * bytes); before issue #35 the first case took 66 bytes a sample.
  * Skipped where the allocator counts nothing (a sanitizer's own).
@@ -30,6 +32,7 @@
 static lf_plan_sample samples[NSAMPLES];
 static uint32_t lengths[NSAMPLES];              /* the view's: samples' lengths */
 static uint32_t block_start[NSAMPLES / 64 + 2]; /* and blocks of 64 */
+static uint32_t hist[1u << 16];                 /* view 2: the lengths' counts */
 
 /* The view's release: counted (a mapped index would drop its pages). */
 static size_t releases;
@@ -39,7 +42,8 @@ static void count_release(void *arg)
 }
 
 /* The parameters of every plan here; with view, the first n samples read
- * in place (lengths, block_start) rather than from `samples`. */
+ * in place (lengths, block_start) rather than from `samples`; view 2, with
+ * their lengths' counts. */
 static void params(lf_plan_params *p, int sampler, int view, size_t n)
 {
     lf_plan_params_default(p);
@@ -51,7 +55,14 @@ static void params(lf_plan_params *p, int sampler, int view, size_t n)
     uint32_t blocks = (uint32_t)((n + 63) / 64);
     for (uint32_t b = 0; b < blocks; b++) block_start[b] = 64 * b;
     block_start[blocks] = (uint32_t)n;
-    p->view = (lf_plan_view){lengths, block_start, blocks, count_release, &releases};
+    p->view = (lf_plan_view){.lengths = lengths, .block_start = block_start, .blocks = blocks,
+                             .release = count_release, .release_arg = &releases};
+    if (view < 2) return;
+    memset(hist, 0, sizeof hist);
+    for (size_t i = 0; i < n; i++) hist[lengths[i]]++;
+    p->view.hist = hist;
+    p->view.hist_len = 1u << 16;
+    p->view.hist_n = n;
 }
 
 static size_t in_use(void)
@@ -95,14 +106,14 @@ static double bytes_a_sample(int sampler, int view)
     return ((double)all - (double)half) / (NSAMPLES - NSAMPLES / 2);
 }
 
-/* A plan of the view and one of the array, 200 steps each: the same steps
- * and state. */
-static void check_view_same(int sampler)
+/* A plan of the view (view 2: with its counts) and one of the array, 200
+ * steps each: the same steps and state. */
+static void check_view_same(int sampler, int view)
 {
     lf_plan *a = NULL, *v = NULL;
     lf_plan_params pa, pv;
     params(&pa, sampler, 0, NSAMPLES);
-    params(&pv, sampler, 1, NSAMPLES);
+    params(&pv, sampler, view, NSAMPLES);
     ASSERT_EQ(lf_plan_create(&pa, samples, NSAMPLES, &a), 0);
     ASSERT_EQ(lf_plan_create(&pv, NULL, NSAMPLES, &v), 0);
     size_t drawn = 0;
@@ -135,8 +146,10 @@ int main(void)
         lengths[i] = (uint32_t)samples[i].length;
     }
     if (!allocator_counts()) {   /* a sanitizer's: the view's plans checked, no counts */
-        check_view_same(LF_PLAN_BALANCED);
-        check_view_same(LF_PLAN_NAIVE);
+        for (int view = 1; view <= 2; view++) {
+            check_view_same(LF_PLAN_BALANCED, view);
+            check_view_same(LF_PLAN_NAIVE, view);
+        }
         TEST_SKIP("the allocator counts no bytes in use (mallinfo2)");
     }
     double dense = bytes_a_sample(LF_PLAN_BALANCED, 0);
@@ -146,8 +159,10 @@ int main(void)
     double view = bytes_a_sample(LF_PLAN_BALANCED, 1);
     printf("the same read in place (a view): %.2f bytes a sample\n", view);
     ASSERT_DBL_LE(view, 0.5);
-    check_view_same(LF_PLAN_BALANCED);
-    check_view_same(LF_PLAN_NAIVE);
+    for (int v = 1; v <= 2; v++) {
+        check_view_same(LF_PLAN_BALANCED, v);
+        check_view_same(LF_PLAN_NAIVE, v);
+    }
 
     for (uint32_t i = 0; i < NSAMPLES; i += 1000) samples[i].length = 70000;
     double wide = bytes_a_sample(LF_PLAN_BALANCED, 0);

@@ -13,6 +13,11 @@
  * pass 2^63 is refused (LF_PLAN_E_OVERFLOW), right at the limit; every plan
  * made reports each step's cost as its samples sum in 128 bits, within its
  * budget, and no budget past 2^63.
+ *
+ * Saturation: lf_plan_cost compares coef * x with the limit instead of x
+ * with the limit divided by coef (issue #35: the divisions were half of a
+ * pass over 10^8 samples); at and around each term's bound, and on random
+ * models and lengths, it must give what the division gives.
  */
 #include "lf_plan.h"
 #include "test.h"
@@ -260,8 +265,74 @@ static void test_micro_overhead(void)
     printf("micro-batch overhead: rank costs past 2^64 saturate, the rest exact\n");
 }
 
+/* A term as the model defines it: x past floor(M / coef) saturates. */
+static uint64_t ref_term(uint64_t coef, unsigned __int128 x, unsigned shift)
+{
+    unsigned __int128 m = (unsigned __int128)LF_PLAN_COST_MAX << shift;
+    if (coef == 0 || x == 0) return 0;
+    if (x > m / coef) return LF_PLAN_COST_MAX;
+    return (uint64_t)((coef * x) >> shift);
+}
+
+static uint64_t ref_cost(const lf_plan_cost_model *m, uint64_t len)
+{
+    uint64_t s = ref_term(m->a_q16, len, 16), t = ref_term(m->b_q32, (unsigned __int128)len * len, 32);
+    uint64_t u = s + t > LF_PLAN_COST_MAX ? LF_PLAN_COST_MAX : s + t;
+    return u + m->c0 > LF_PLAN_COST_MAX ? LF_PLAN_COST_MAX : u + m->c0;
+}
+
+static void check_cost(const lf_plan_cost_model *m, uint64_t len)
+{
+    uint64_t got = lf_plan_cost(m, len), want = ref_cost(m, len);
+    if (got != want)
+        fprintf(stderr, "a=%" PRIu64 " b=%" PRIu64 " c0=%" PRIu64 " len %" PRIu64 ": cost %"
+                PRIu64 ", the model's %" PRIu64 "\n", m->a_q16, m->b_q32, m->c0, len, got, want);
+    ASSERT_EQ(got, want);
+}
+
+static void test_saturation_bounds(void)
+{
+    uint64_t rng_state = 3, checked = 0;
+    for (int r = 0; r < 20000; r++) {
+        unsigned sh = 1 + (unsigned)(test_rng(&rng_state) % 61);
+        lf_plan_cost_model m = {test_rng(&rng_state) >> (64 - sh), test_rng(&rng_state) >> (64 - sh),
+                                r % 3 ? 0 : test_rng(&rng_state) % 1000, 0};
+        if (r % 4 == 1) {   /* powers of two: coef * x meets the limit exactly */
+            m.a_q16 = UINT64_C(1) << (test_rng(&rng_state) % 60);
+            m.b_q32 = UINT64_C(1) << (2 * (test_rng(&rng_state) % 30));
+        }
+        if (r % 5 == 0) m.b_q32 = 0;
+        if (r % 7 == 0) m.a_q16 = 0;
+        unsigned __int128 ma = (unsigned __int128)LF_PLAN_COST_MAX << 16;
+        unsigned __int128 mb = (unsigned __int128)LF_PLAN_COST_MAX << 32;
+        /* the linear term's bound, and L^2's around the quadratic's */
+        uint64_t la = m.a_q16 ? (uint64_t)(ma / m.a_q16 > UINT64_MAX - 2 ? UINT64_MAX - 2 : ma / m.a_q16) : 0;
+        uint64_t lb = 0;
+        if (m.b_q32) {
+            unsigned __int128 q = mb / m.b_q32;
+            while ((unsigned __int128)(lb + 1) * (lb + 1) <= q && lb < UINT32_MAX) lb = lb ? lb * 2 : 1;
+            for (uint64_t step = lb / 2; step; step /= 2)   /* the largest lb with lb^2 <= q */
+                if ((unsigned __int128)(lb - step) * (lb - step) > q) lb -= step;
+            while ((unsigned __int128)lb * lb > q) lb--;
+        }
+        for (int d = -1; d <= 2; d++) {
+            check_cost(&m, la + (uint64_t)d + (d < 0 && la == 0));
+            check_cost(&m, lb + (uint64_t)d + (d < 0 && lb == 0));
+            checked += 2;
+        }
+        check_cost(&m, test_rng(&rng_state) >> (test_rng(&rng_state) % 64));
+        checked++;
+    }
+    /* lengths whose square passes 2^64 (lf_plan_cost's, never the plan's) */
+    lf_plan_cost_model big = {1, 1, 0, 0};
+    check_cost(&big, (uint64_t)1 << 32);
+    check_cost(&big, UINT64_MAX);
+    printf("saturation: %" PRIu64 " costs at and around the bounds as the model's\n", checked);
+}
+
 int main(void)
 {
+    test_saturation_bounds();
     test_resume_past_2_64();
     test_outlier_steps();
     test_micro_overhead();

@@ -555,7 +555,6 @@ typedef struct epoch_tally {
     uint32_t epoch;
     int64_t seen;                /* batches of `epoch` */
     int whole;                   /* this run has every batch of `epoch` */
-    int late;                    /* a batch of `epoch` came before its count */
     uint32_t first;              /* the epoch of this run's first batch */
 } epoch_tally;
 
@@ -568,13 +567,14 @@ static int count_wrong(int rank, uint32_t epoch, uint64_t step, int64_t n, int64
 }
 
 /* The epoch tallied, at its end (the next epoch's first batch, or the
- * plan's end), where a batch of it came before its count: the count is
- * told by now (a server tells an epoch before any batch of the next, and
- * before its end), and this run got that many where it got it whole.
- * Returns 1 when wrong (said), else 0. */
+ * plan's end): its count is told by now (a server tells an epoch before
+ * any batch of the next, and before its end), and this run got that many
+ * where it got it whole (a count too high has no last step to be checked
+ * at, and a batch that came before its count was not checked). Returns 1
+ * when wrong (said), else 0. */
 static int check_epoch_end(lf_client *c, const epoch_tally *t, int rank)
 {
-    if (!t->late) return 0;
+    if (t->batches == 0) return 0;
     int64_t n = lf_client_epoch_batches(c, t->epoch);
     if (n == -ENODATA || (n >= 0 && (!t->whole || t->seen == n))) return 0;
     return count_wrong(rank, t->epoch, (uint64_t)t->seen, n, t->seen);
@@ -584,10 +584,10 @@ static int check_epoch_end(lf_client *c, const epoch_tally *t, int rank)
  * EPOCH before the epoch's first batch: it is known by now, except for the
  * epoch this run starts in, which a server of a large dataset counts while
  * serving it, its batches coming first: -EAGAIN, checked at the epoch's
- * end): its step lies
- * within it, and at the epoch's last step this run got that many of the
- * epoch, where it got the epoch whole (not one a restored run began
- * inside). Returns 1 when wrong (said), else 0. */
+ * end): its step lies within it, and at the epoch's last step this run got
+ * that many of the epoch, where it got the epoch whole (not one a restored
+ * run began inside); at the epoch's end, check_epoch_end. Returns 1 when
+ * wrong (said), else 0. */
 static int check_count(lf_client *c, const lf_batch *b, epoch_tally *t, int rank)
 {
     int64_t n = lf_client_epoch_batches(c, b->epoch);
@@ -598,14 +598,10 @@ static int check_count(lf_client *c, const lf_batch *b, epoch_tally *t, int rank
         t->whole = t->batches > 1 || b->step == 0;
         t->epoch = b->epoch;
         t->seen = 0;
-        t->late = 0;
     }
     t->seen++;
     if (n == -ENODATA) return bad; /* past the epochs a server tells */
-    if (n == -EAGAIN && b->epoch == t->first) {
-        t->late = 1; /* counted while served: checked at its end */
-        return bad;
-    }
+    if (n == -EAGAIN && b->epoch == t->first) return bad; /* counted while served */
     if (n >= 0 && b->step < (uint64_t)n && (b->step + 1 < (uint64_t)n || !t->whole || t->seen == n))
         return bad;
     return count_wrong(rank, b->epoch, b->step, n, t->seen);

@@ -923,17 +923,16 @@ static int set_cap(srv *s, uint64_t most)
     return rc;
 }
 
-/* Whether a capped plan's prefix is its first epoch, counted as it is
- * measured: the run starts at epoch 0, the epoch places at most
- * PLAN_CLI_PREFIX_SAMPLES, and the cap, over the prefix's most, cannot bind
- * in it (LF_TEST_CAP_PERMILLE below 1000 makes it bind). The test hook
- * LF_TEST_SCOUT_EPOCH0=1 leaves epoch 0 to the planner's scout whatever
- * its size, as on a large dataset. */
-static int counts_prefix(const srv *s)
+/* Whether a capped plan's epochs are no larger than its prefix
+ * (PLAN_CLI_PREFIX_SAMPLES): start-up then walks the run's first epoch, as
+ * it measures the prefix where that is the same epoch, and counts it (a
+ * walk of at most the prefix's size), so WELCOME tells its count as
+ * before. The test hook LF_TEST_SCOUT_EPOCH0=1 leaves it to the planner's
+ * scout whatever its size, as on a large dataset. */
+static int small_epochs(const srv *s)
 {
     const char *t = getenv("LF_TEST_SCOUT_EPOCH0");
-    return s->cfg.plan.epoch == 0 && s->plan_samples <= PLAN_CLI_PREFIX_SAMPLES &&
-           cap_permille() >= 1000 && !(t && atoi(t) == 1);
+    return s->plan_samples <= PLAN_CLI_PREFIX_SAMPLES && !(t && atoi(t) == 1);
 }
 
 int srv_plan_prepass(srv *s)
@@ -951,31 +950,36 @@ int srv_plan_prepass(srv *s)
                             sizeof *s->epoch_steps);
     if (!s->epoch_steps) return -ENOMEM;
     int rc = 0;
-    /* A capped plan whose first epoch is its prefix walks that epoch as
-     * the prefix (counted and reported, as every epoch of the others) and
-     * no other; else it walks the prefix alone, the planner counting every
-     * epoch (and telling it: EPOCH), epoch 0 by a scout started as it
-     * serves. */
-    uint32_t walked = !capped(s) ? s->cfg.epochs : counts_prefix(s) ? 1 : 0;
-    uint64_t most = 0;
-    if (walked) {
+    /* A capped plan measures its prefix and walks no epoch, the planner
+     * counting every epoch (and telling it: EPOCH), epoch 0 by a scout
+     * started as it serves; unless its epochs are small: then it walks the
+     * run's first (counted and reported, as every epoch of the others),
+     * which is the prefix where the run starts at epoch 0 and the cap,
+     * above the prefix's most, cannot bind in it (LF_TEST_CAP_PERMILLE
+     * below 1000 makes it bind): measured as it is walked. */
+    uint32_t walked = !capped(s) ? s->cfg.epochs : small_epochs(s) ? 1 : 0;
+    int measure_first = capped(s) && (!walked || s->cfg.plan.epoch != 0 ||
+                                      cap_permille() < 1000);
+    uint64_t most = 0, prefix = s->plan_samples < PLAN_CLI_PREFIX_SAMPLES
+                                    ? s->plan_samples : PLAN_CLI_PREFIX_SAMPLES;
+    atomic_store(&s->plan_total, (measure_first ? prefix : 0) + s->plan_samples * walked);
+    if (measure_first) {
+        plan_cli_balance bal = {0, 0};
+        rc = measure_prefix(s, &most, &bal);
+        if (rc == 0) rc = cut_decided(s, &bal);
+        if (rc == 0) rc = set_cap(s, most);
+    }
+    if (rc == 0 && walked) {
         /* Every walked epoch while the counts stay small, else the first alone. */
         uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
         uint64_t fit = EPOCH_USES_MAX / per_epoch;
         s->counted_epochs = fit < 1 ? 1 : fit < walked ? (uint32_t)fit : walked;
         s->epoch_uses = calloc(s->counted_epochs, per_epoch);
         if (!s->epoch_uses) return -ENOMEM;
-        atomic_store(&s->plan_total, s->plan_samples * walked);
-        rc = walk_epochs_parallel(s, walked, capped(s) ? &most : NULL);
+        rc = walk_epochs_parallel(s, walked, capped(s) && !measure_first ? &most : NULL);
         s->epochs_planned = walked < LF_WIRE_EPOCHS_MAX ? walked : LF_WIRE_EPOCHS_MAX;
-    } else {
-        plan_cli_balance bal = {0, 0};
-        atomic_store(&s->plan_total, s->plan_samples < PLAN_CLI_PREFIX_SAMPLES
-                                         ? s->plan_samples : PLAN_CLI_PREFIX_SAMPLES);
-        rc = measure_prefix(s, &most, &bal);
-        if (rc == 0) rc = cut_decided(s, &bal);
     }
-    if (rc == 0 && capped(s)) rc = set_cap(s, most);
+    if (rc == 0 && capped(s) && !measure_first) rc = set_cap(s, most);
     if (rc == 0 && !s->cfg.quiet) /* the work start-up did, which tests count */
         fprintf(stderr, "lf-server: plan: start-up walked %" PRIu64 " sample(s) or piece(s), "
                 "%u of the run's %u epoch(s)\n", atomic_load(&s->planned), walked,

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void srv_job_free(srv_job *j)
 {
@@ -367,6 +368,17 @@ static void tell_steps(srv *s, uint32_t e, uint32_t steps)
     if (new) srv_notify_control(s);
 }
 
+/* The test hook LF_TEST_SCOUT_DELAY_MS=N: the scout of epoch 0 starts N ms
+ * late, so its count comes after the epoch's first batches on a machine of
+ * any speed (e2e/server_plan_ahead, with LF_TEST_SCOUT_EPOCH0). */
+static void scout_test_delay(void)
+{
+    const char *t = getenv("LF_TEST_SCOUT_DELAY_MS");
+    long ms = t ? atol(t) : 0;
+    if (ms > 0 && ms <= 60000)
+        nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L}, NULL);
+}
+
 /* The scout an epoch ahead: a plan of its own from that epoch on (epochs
  * do not depend on each other), walked while the planner serves the one
  * before; its count is told as soon as it is known (tell_steps keeps the
@@ -376,6 +388,7 @@ static void *ahead_main(void *arg)
     srv *s = arg;
     scout_ahead *a = &s->pl->ahead;
     lf_plan *scout = NULL;
+    if (a->e == 0) scout_test_delay();
     a->rc = srv_plan_create_at(s, a->e, &scout);
     if (a->rc >= 0) a->rc = walk_uses(s, scout, a->counts, &a->steps, a->report);
     if (a->rc >= 0 && a->report) srv_report_print(a->report, scout);
@@ -389,13 +402,13 @@ static void *ahead_main(void *arg)
 
 /* Starts the scout of epoch index e, where it needs one; where its thread
  * cannot start, the planner scouts at the epoch's start instead. The scout
- * of epoch 0 reports it. */
+ * of epoch 0 reports it where start-up did not. */
 static void start_ahead(srv *s, uint32_t e)
 {
     scout_ahead *a = &s->pl->ahead;
     if (e >= s->cfg.epochs || !needs_scout(s, e)) return;
     *a = (scout_ahead){.e = e, .counts = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *a->counts)};
-    if (e == 0) a->report = srv_report_new(s);
+    if (e == 0 && s->counted_epochs == 0) a->report = srv_report_new(s);
     a->started = a->counts && pthread_create(&a->thread, NULL, ahead_main, s) == 0;
     if (!a->started) {
         free(a->counts);
@@ -575,7 +588,8 @@ void *srv_planner_main(void *arg)
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
         }
         /* an epoch planned before its scout was done: the scout is waited
-         * for (it prints the first epoch's report), its counts not needed */
+         * for (it prints the first epoch's report), its counts installed
+         * for the jobs still in flight (the next epoch's replace them) */
         if (rc == 0 && s->pl->taken) rc = take_counts(s, e, 1);
         /* an epoch wholly before a resume's start, which no scout walked,
          * is told once walked: before the next */

@@ -60,4 +60,21 @@ check() {
 
 check cut "--samples 3000 --len-sigma 2 --len-max 600000 --seed 3" "334adf438ea3898a 1781760" yes
 check uncut "--samples 20000 --seed 3" "a18a45fdc880be56 819200" no
+# Past PLAN_CLI_PREFIX_SAMPLES (2^20) the decision is taken on epoch 0's
+# first steps, by both programs alike, and the server walks those steps
+# alone, no epoch (server/README.md, *Planning ahead*).
+"$LF_BIN/lf-shard" synth tokens --index-only --out "$WORK/big" --samples 1100000 --seed 3 \
+  >/dev/null || fail "big: lf-shard synth --index-only"
+served "$WORK/big" 2 >/dev/null
+walked=$(sed -n 's/^lf-server: plan: start-up walked \([0-9]*\) sample(s) or piece(s), 0 of the run.s 2 epoch(s)$/\1/p' \
+  "$WORK/server.log")
+[[ -n "$walked" ]] && ((walked >= 1048576 && walked < 1100000)) ||
+  fail "big: start-up walked '$walked' samples, not epoch 0's first 2^20: $(grep walked "$WORK/server.log")"
+"$LF_BIN/lf-plan" "$WORK/big" --world 8 --sampler balanced --steps 1 >/dev/null 2>"$WORK/big.plan" ||
+  fail "big: lf-plan"
+[[ "$(cut_line "$WORK/server.log")" == "$(cut_line "$WORK/big.plan")" ]] ||
+  fail "big: the server's cut ($(cut_line "$WORK/server.log")) is not lf-plan's ($(cut_line "$WORK/big.plan"))"
+grep -q "^lf-server: plan: note: [0-9]* samples cost more than --step-bound" "$WORK/server.log" ||
+  fail "big: no sample over the bound, the decision was not needed: $(cat "$WORK/server.log")"
+echo "big: $walked samples walked (epoch 0's first steps), cut as lf-plan decides: ok"
 check_no_leftovers

@@ -11,8 +11,9 @@
 # epoch as many as the server told (lf-rank-loop checks each batch against
 # the count once told). With LF_TEST_SCOUT_EPOCH0=1 epoch 0 is left to the
 # planner's scout as on a dataset larger than the prefix: start-up walks
-# no epoch, the first batches come before epoch 0's count (EPOCH), the
-# scout prints the epoch's report, and the stream is the same. With the cap
+# no epoch, the first batches come before epoch 0's count (EPOCH; the
+# scout made late with LF_TEST_SCOUT_DELAY_MS), the scout prints the
+# epoch's report, and the stream is the same. With the cap
 # made to bind (LF_TEST_CAP_PERMILLE=800: below epoch 0's most), every
 # epoch differs from the default's, epoch 0 included (the cap applies from
 # it), every batch still fits the slots (the server would stop on one that
@@ -50,17 +51,23 @@ diff <(stream_of four) "$WORK/plan4" >/dev/null || fail "4 epochs: stream differ
 check_exactly_once four 2000 4
 echo "start-up walks $four samples for 4 epochs as for 1 ($one); 4 epochs delivered whole, counts as told: ok"
 
-# Epoch 0 counted by the scout while served, as past the prefix.
-LF_TEST_SCOUT_EPOCH0=1 start_server "${PLAN[@]}" --epochs 4
-run_clients scout 2
-wait_server
-grep -q "^lf-server: plan: start-up walked 2000 sample(s) or piece(s), 0 of the run's 4 epoch(s)$" \
-  "$WORK/server.log" || fail "scout: no start-up count line: $(grep walked "$WORK/server.log")"
-grep -q "^lf-server: plan: epoch 0, every step counted: " "$WORK/server.log" ||
-  fail "scout: epoch 0's report was not printed: $(grep 'plan:' "$WORK/server.log")"
-diff <(stream_of scout) "$WORK/plan4" >/dev/null || fail "scout: stream differs from --print-plan"
-check_exactly_once scout 2000 4
-echo "epoch 0 counted by its scout while served: the same stream, its report printed: ok"
+# Epoch 0 counted by the scout while served, as past the prefix: its count
+# taken mid-epoch (no delay), or once the planner has reached the epoch's
+# end (the scout 1.5 s late), the clients' batches before it (lf-rank-loop
+# checks the epoch against its count at its end).
+for delay in 0 1500; do
+  LF_TEST_SCOUT_EPOCH0=1 LF_TEST_SCOUT_DELAY_MS=$delay start_server "${PLAN[@]}" --epochs 4
+  run_clients scout$delay 2
+  wait_server
+  grep -q "^lf-server: plan: start-up walked 2000 sample(s) or piece(s), 0 of the run's 4 epoch(s)$" \
+    "$WORK/server.log" || fail "scout: no start-up count line: $(grep walked "$WORK/server.log")"
+  grep -q "^lf-server: plan: epoch 0, every step counted: " "$WORK/server.log" ||
+    fail "scout: epoch 0's report was not printed: $(grep 'plan:' "$WORK/server.log")"
+  diff <(stream_of scout$delay) "$WORK/plan4" >/dev/null ||
+    fail "scout, ${delay} ms late: stream differs from --print-plan"
+  check_exactly_once scout$delay 2000 4
+done
+echo "epoch 0 counted by its scout while served (0 and 1.5 s late): the same stream, its report printed: ok"
 
 # The cap made to bind, from epoch 0 on. Reference: the default plan.
 export LF_TEST_CAP_PERMILLE=800

@@ -403,7 +403,8 @@ static int cmp_u64(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Figures of a balanced epoch 0, every step counted (the tail too):
+/* Figures of a balanced epoch 0's first steps (PLAN_CLI_PREFIX_SAMPLES;
+ * of a smaller epoch, every step counted, the tail too):
  * tokens, its largest step's global tokens over the median step's (0 when
  * no step has tokens); epoch, sum over steps of the costliest rank over
  * sum of the mean rank (0 when nothing costs). */
@@ -432,10 +433,11 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
     lf_plan *plan;
     int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
-    uint64_t *tok = NULL, steps = 0, cap = 0;
+    uint64_t *tok = NULL, steps = 0, cap = 0, placed = 0;
     plan_cli_balance bal = {0, 0};
     lf_plan_step st;
-    while ((rc = lf_plan_next_step(plan, &st)) == 1) {
+    while (placed < PLAN_CLI_PREFIX_SAMPLES && (rc = lf_plan_next_step(plan, &st)) == 1) {
+        placed += st.nsamples;
         if (steps == cap) {
             uint64_t *t = realloc(tok, (cap = cap ? 2 * cap : 256) * sizeof *t);
             if (!t) { rc = LF_PLAN_E_NOMEM; break; }
@@ -447,6 +449,7 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         steps++;
     }
     lf_plan_free(plan);
+    if (rc == 1) rc = 0; /* the prefix measured */
     f->tokens = f->epoch = 0;
     if (rc == 0 && steps) {
         qsort(tok, steps, sizeof *tok, cmp_u64);

@@ -38,10 +38,11 @@ typedef struct plan_cli {
     char overflow[320];          /* plan_cli_finish: the samples longer than a row or
                                     a cap, and what --overflow does with them ("":
                                     none is) */
-    /* pad's default cut is decided on a balanced epoch 0 of the samples
-     * uncut, planned for its sum-max/sum-mean alone (default_cut). A program
-     * that plans that very epoch anyway (lf-server's start-up walks epoch 0
-     * of its plan) sets defer_cut: where the decision needs the figure,
+    /* pad's default cut is decided on the first steps of a balanced epoch
+     * 0 of the samples uncut (PLAN_CLI_PREFIX_SAMPLES), planned for its
+     * sum-max/sum-mean alone (default_cut). A program that plans those very
+     * steps anyway (lf-server's start-up measures them for its cap) sets
+     * defer_cut: where the decision needs the figure,
      * plan_cli_finish leaves the samples uncut and sets cut_pending, and the
      * program measures the figure on its own walk (plan_cli_balance) and,
      * where plan_cli_cut_over says so, runs plan_cli_finish again from the
@@ -61,6 +62,14 @@ typedef struct plan_cli_balance {
 } plan_cli_balance;
 void plan_cli_balance_add(plan_cli_balance *b, const lf_plan_step *st);
 double plan_cli_balance_ratio(const plan_cli_balance *b);   /* 0: nothing costs */
+
+/* The figures of epoch 0 that decide a default (pad's cut, pack's row:
+ * default_cut, default_row) are taken on its first steps, as many as place
+ * this many samples or pieces (the step that reaches it the last: steps are
+ * taken while fewer are placed), not on the whole epoch: what start-up
+ * walks for them then does not grow with the dataset. An epoch of fewer
+ * is measured whole. lf-server measures its cap on the same steps. */
+#define PLAN_CLI_PREFIX_SAMPLES (UINT64_C(1) << 20)
 
 /* Whether a balanced epoch 0 of figure sum-max/sum-mean, uncut, calls for
  * pad's default cut under c's --step-bound (it cannot be balanced uncut). */

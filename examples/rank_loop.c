@@ -555,29 +555,56 @@ typedef struct epoch_tally {
     uint32_t epoch;
     int64_t seen;                /* batches of `epoch` */
     int whole;                   /* this run has every batch of `epoch` */
+    uint32_t first;              /* the epoch of this run's first batch */
 } epoch_tally;
 
+static int count_wrong(int rank, uint32_t epoch, uint64_t step, int64_t n, int64_t seen)
+{
+    fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": the server told %" PRId64
+            " batch(es) for the epoch%s%s, this run got %" PRId64 " of it by this one\n", rank,
+            epoch, step, n, n < 0 ? ": " : "", n < 0 ? lf_strerror((int)n) : "", seen);
+    return 1;
+}
+
+/* The epoch tallied, at its end (the next epoch's first batch, or the
+ * plan's end): its count is told by now (a server tells an epoch before
+ * any batch of the next, and before its end), and this run got that many
+ * where it got it whole (a count too high has no last step to be checked
+ * at, and a batch that came before its count was not checked). Returns 1
+ * when wrong (said), else 0. */
+static int check_epoch_end(lf_client *c, const epoch_tally *t, int rank)
+{
+    if (t->batches == 0) return 0;
+    int64_t n = lf_client_epoch_batches(c, t->epoch);
+    if (n == -ENODATA || (n >= 0 && (!t->whole || t->seen == n))) return 0;
+    return count_wrong(rank, t->epoch, (uint64_t)t->seen, n, t->seen);
+}
+
 /* The batch against its epoch's count as the server told it (WELCOME, or
- * EPOCH before the epoch's first batch: it is known by now): its step lies
- * within it, and at the epoch's last step this run got that many of the
- * epoch, where it got the epoch whole (not one a restored run began
- * inside). Returns 1 when wrong (said), else 0. */
+ * EPOCH before the epoch's first batch: it is known by now, except for the
+ * epoch this run starts in, which a server of a large dataset counts while
+ * serving it, its batches coming first: -EAGAIN, checked at the epoch's
+ * end): its step lies within it, and at the epoch's last step this run got
+ * that many of the epoch, where it got the epoch whole (not one a restored
+ * run began inside); at the epoch's end, check_epoch_end. Returns 1 when
+ * wrong (said), else 0. */
 static int check_count(lf_client *c, const lf_batch *b, epoch_tally *t, int rank)
 {
     int64_t n = lf_client_epoch_batches(c, b->epoch);
+    int bad = 0;
+    if (t->batches == 0) t->first = b->epoch;
     if (t->batches++ == 0 || b->epoch != t->epoch) {
+        if (t->batches > 1) bad = check_epoch_end(c, t, rank);
         t->whole = t->batches > 1 || b->step == 0;
         t->epoch = b->epoch;
         t->seen = 0;
     }
     t->seen++;
-    if (n == -ENODATA) return 0; /* past the epochs a server tells */
+    if (n == -ENODATA) return bad; /* past the epochs a server tells */
+    if (n == -EAGAIN && b->epoch == t->first) return bad; /* counted while served */
     if (n >= 0 && b->step < (uint64_t)n && (b->step + 1 < (uint64_t)n || !t->whole || t->seen == n))
-        return 0;
-    fprintf(stderr, "rank-loop %d: epoch %u step %" PRIu64 ": the server told %" PRId64
-            " batch(es) for the epoch%s%s, this run got %" PRId64 " of it by this one\n", rank,
-            b->epoch, b->step, n, n < 0 ? ": " : "", n < 0 ? lf_strerror((int)n) : "", t->seen);
-    return 1;
+        return bad;
+    return count_wrong(rank, b->epoch, b->step, n, t->seen);
 }
 
 /* A host batch: its line in out (NULL: none; `label` in the epoch column),
@@ -912,7 +939,10 @@ int main(int argc, char **argv)
     }
     /* The end of the plan is no error; a failed restore or --save-every
      * write stays one, whatever --max-batches says. */
-    if (rc == LF_E_END) rc = 0;
+    if (rc == LF_E_END) {
+        rc = 0;
+        bad += check_epoch_end(c, &tally, a.o.rank);
+    }
     if (rc < 0 && !reported)
         fprintf(stderr, "rank-loop %d: %s (%s)\n", a.o.rank, lf_strerror(rc), lf_client_error(c));
     if (rc == 0 && a.save && save_state(c, a.save, out, dig) < 0) {

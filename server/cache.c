@@ -12,7 +12,11 @@
  * the cache past it while other jobs are in flight, so memory stays bounded
  * whatever the dataset. The counts steer only what is kept: a wrong count
  * can cost a re-read, never a wrong byte, since pinned blocks are never
- * freed.
+ * freed. Until a scout has counted the epoch served (epoch 0 of a capped
+ * plan, walked by a scout started with the server: planner.c) the cache
+ * runs without counts (p->taken set): every idle block stays, LRU, while it
+ * fits, and the samples taken are tallied, to be taken off the counts once
+ * they come (srv_cache_counted).
  *
  * An entry goes QUEUED (read queue) -> READING (one reader) -> DECODING
  * (decode queue, then one worker) -> READY; a job whose blocks are all
@@ -130,7 +134,7 @@ void srv_cache_make_room(srv *s, uint64_t need, const srv_job *spare)
 void srv_park(srv *s, cache_entry *e)
 {
     if (e->bad) return; /* kept, empty, for the server's life: never re-read */
-    if (s->pl->uses[e->block] == 0) {
+    if (s->pl->uses[e->block] == 0 && !s->pl->taken) {
         srv_cache_drop(s->pl, e);
         s->m.blocks_done++;
         return;
@@ -151,7 +155,9 @@ void srv_count_off(srv *s, const srv_job *j)
 {
     srv_pipeline *p = s->pl;
     if (j->epoch != p->uses_epoch) return;
-    for (uint32_t k = 0; k < j->nblocks; k++) {
+    for (uint32_t k = 0; p->taken && k < j->nblocks; k++)
+        p->taken[j->blocks[k].id] += j->blocks[k].nsamples;
+    for (uint32_t k = 0; !p->taken && k < j->nblocks; k++) {
         uint64_t b = j->blocks[k].id;
         uint32_t taken = j->blocks[k].nsamples;
         if (p->uses[b] == 0) continue;
@@ -163,6 +169,16 @@ void srv_count_off(srv *s, const srv_job *j)
             srv_park(s, e);
         }
     }
+}
+
+void srv_cache_counted(srv *s, const uint32_t *counts)
+{
+    srv_pipeline *p = s->pl;
+    for (uint64_t b = 0; b <= lf_dataset_blocks(s->ds); b++)
+        p->uses[b] = counts[b] - (p->taken[b] < counts[b] ? p->taken[b] : counts[b]);
+    free(p->taken);
+    p->taken = NULL;
+    srv_cache_drop_unwanted(s);
 }
 
 /* Frees the idle blocks that the pending counts just installed (p->uses)

@@ -7,12 +7,14 @@
  * a job (which tensors, what shapes).
  *
  * The pre-pass walks every epoch, the slots then fit the largest batch any
- * local rank gets, unless the plan is capped and serves a later epoch
- * (plans_ahead): then it walks the first epoch alone, and the epochs after
- * epoch 0 are capped at epoch 0's most padded tokens a rank, and 1/8 more
+ * local rank gets, unless the plan is capped (a balanced token plan): then
+ * it walks no epoch, only the first steps of epoch 0 (measure_prefix, as
+ * many as place PLAN_CLI_PREFIX_SAMPLES), and every epoch from epoch 0 on
+ * is capped at the most padded tokens a rank held in them, and 1/8 more
  * (lf_plan_cap_later, set on every plan made here once known), which the
- * slots are sized for (fit_cap). The planner counts those epochs while
- * serving (planner.c).
+ * slots are sized for (fit_cap). The planner counts every epoch while
+ * serving, epoch 0's by a scout started at once (planner.c), which prints
+ * the epoch's balance report (srv_report_*).
  */
 #include "srv.h"
 
@@ -51,21 +53,17 @@ static int capped(const srv *s)
     return !s->images && !s->frames && s->cfg.plan.sampler == LF_PLAN_BALANCED;
 }
 
-/* Whether start-up plans its first epoch alone, the cap taken from epoch
- * 0 (srv_plan_prepass): a capped plan that serves an epoch after epoch 0.
- * The others walk every epoch first. */
-static int plans_ahead(const srv *s)
-{
-    return capped(s) && (uint64_t)s->cfg.plan.epoch + s->cfg.epochs > 1;
-}
-
-/* The cap on the epochs after the plan's epoch 0: that epoch's most padded
- * tokens on a rank in a step, and 1/8 more (CAP_PERMILLE / 1000 of it). The
- * rule is in the plan id (CAP_RULE and the figure): where the cap binds, a
- * step differs from the plan without it, so a state saved under another
- * rule (or none, before it) is refused. LF_TEST_CAP_PERMILLE replaces the
+/* The cap on every epoch from the plan's epoch 0 on: the most padded
+ * tokens on a rank in a step of epoch 0's first steps (those that place
+ * PLAN_CLI_PREFIX_SAMPLES: the whole epoch where it is smaller), and 1/8
+ * more (CAP_PERMILLE / 1000 of it). The rule is in the plan id (CAP_RULE
+ * and the figure): where the cap binds, a step differs from the plan
+ * without it, so a state saved under another rule is refused. Rule 1 (the
+ * whole of epoch 0 measured, the cap from epoch 1 on) walked epoch 0 at
+ * start-up; rule 2 walks the prefix alone, and caps epoch 0 too (past the
+ * prefix, which the cap leaves as it was). LF_TEST_CAP_PERMILLE replaces the
  * figure, so tests can make it bind. */
-#define CAP_RULE 1u
+#define CAP_RULE 2u
 #define CAP_PERMILLE 1125u
 
 static uint64_t cap_permille(void)
@@ -85,7 +83,7 @@ static int plan_create_status(const srv *s, uint32_t epoch, lf_plan **out)
     lf_plan_params prm = s->cfg.plan;   /* its view: s->plan_input, read in place */
     prm.epoch = epoch;
     int rc = lf_plan_create(&prm, NULL, s->train_samples, out);
-    if (rc == 0 && s->later_cap) lf_plan_cap_later(*out, 1, s->later_cap);
+    if (rc == 0 && s->later_cap) lf_plan_cap_later(*out, 0, s->later_cap);
     return rc;
 }
 
@@ -141,7 +139,7 @@ static int plan_take(srv *s, uint32_t e, lf_plan **out)
     if (e != 0 || !s->spare) return srv_plan_create_at(s, e, out);
     *out = s->spare;
     s->spare = NULL;
-    if (s->later_cap) lf_plan_cap_later(*out, 1, s->later_cap);
+    if (s->later_cap) lf_plan_cap_later(*out, 0, s->later_cap);
     return 0;
 }
 
@@ -382,7 +380,7 @@ typedef struct prepass_part {
     uint32_t flagged;
     left_out left;
     step_tally balance;          /* its first epoch's steps (part 0: the run's first) */
-    int measure;                 /* part 0 of a plan ahead: the most padded tokens */
+    int measure;                 /* part 0 of a capped plan: the most padded tokens */
     uint64_t padded;             /* a rank held in a step of its first epoch */
     int rc;
     int started;                 /* has a thread of its own (part 0: the caller) */
@@ -487,22 +485,17 @@ static uint64_t id_tokens(const srv *s, uint64_t id)
     return s->piece_len && len - at > s->piece_len ? s->piece_len : len - at;
 }
 
-/* Counts a step in its epoch's steps (each rank's batch count, which
- * WELCOME tells the clients; the entry is the one walking thread's), and
- * its released outliers and what they waited (the first noutliers ids;
- * their delay is the steps each waited for its group). */
-static void count_outliers(void *arg, lf_plan *p, const lf_plan_step *st)
+/* Counts a step in the part's report: its first epoch's balance, and its
+ * released outliers and what they waited (the first noutliers ids; their
+ * delay is the steps each waited for its group). */
+static void report_step(prepass_part *part, const lf_plan_step *st)
 {
-    prepass_part *part = arg;
     srv *s = part->s;
     uint32_t e = st->epoch - s->cfg.plan.epoch;
     if (e == part->e0) tally_balance(&part->balance, st);
-    uint64_t padded = part->measure && e == part->e0 ? lf_plan_step_padded(p) : 0;
-    if (padded > part->padded) part->padded = padded;
     for (uint32_t i = 0; e == part->e0 && s->mixture && i < st->nsamples; i++)
         part->balance.source_tokens[lf_plan_mix_source(&s->cfg.plan.mix, st->ids[i])] +=
             id_tokens(s, st->ids[i]);
-    if (e < LF_WIRE_EPOCHS_MAX) s->epoch_steps[e]++;
     outlier_tally *o = &part->cur;
     o->epoch = st->epoch;
     o->steps++;
@@ -512,6 +505,19 @@ static void count_outliers(void *arg, lf_plan *p, const lf_plan_step *st)
         o->wait_sum += st->delay[i];
         if (st->delay[i] > o->wait_max) o->wait_max = st->delay[i];
     }
+}
+
+/* The prepass's step: counted in its epoch's steps (each rank's batch
+ * count, which WELCOME tells the clients; the entry is the one walking
+ * thread's), and in the part's report. */
+static void prepass_step(void *arg, lf_plan *p, const lf_plan_step *st)
+{
+    prepass_part *part = arg;
+    uint32_t e = st->epoch - part->s->cfg.plan.epoch;
+    if (e < LF_WIRE_EPOCHS_MAX) part->s->epoch_steps[e]++;
+    uint64_t padded = part->measure && e == part->e0 ? lf_plan_step_padded(p) : 0;
+    if (padded > part->padded) part->padded = padded;
+    report_step(part, st);
 }
 
 /* An epoch planned: its outlier tally kept if excessive, and, for the
@@ -536,7 +542,7 @@ static void end_epoch(void *arg, const lf_plan *p)
 
 static void *prepass_main(void *arg)
 {
-    static const walk_hooks hooks = {count_outliers, grow_slot, end_epoch};
+    static const walk_hooks hooks = {prepass_step, grow_slot, end_epoch};
     prepass_part *part = arg;
     part->rc = walk_plan(part->s, part->e0, part->e1, &hooks, part);
     return NULL;
@@ -651,18 +657,56 @@ static uint32_t prepass_threads(const srv *s, uint32_t epochs)
  * parameters, as the cut is pending only for a balanced plan from epoch
  * 0, and the same sums: plan_cli_balance). Returns -EAGAIN where the cut
  * applies: the walk was of a plan that is not served. */
-static int cut_decided(srv *s, const step_tally *b)
+static int cut_decided(srv *s, const plan_cli_balance *b)
 {
     if (!s->cfg.cli.cut_pending) return 0;
     s->cfg.cli.cut_pending = 0;
-    s->cut_figure = plan_cli_balance_ratio(&b->bal);
+    s->cut_figure = plan_cli_balance_ratio(b);
     return plan_cli_cut_over(&s->cfg.cli, s->cut_figure) ? -EAGAIN : 0;
+}
+
+/* Prints the run's first epoch's report (part: the one that walked it;
+ * flagged epochs, worst: those with too many outliers). */
+static void report_parts(const srv *s, prepass_part *part, uint32_t flagged,
+                         const outlier_tally *worst)
+{
+    if (!s->cfg.quiet) report_balance(s, &part->balance, &part->left);
+    if (flagged) warn_outliers(s, worst, flagged);
+    if (part->left.rejected + part->left.capped) warn_left_out(s, &part->left);
+}
+
+srv_report *srv_report_new(srv *s)
+{
+    prepass_part *part = calloc(1, sizeof *part);
+    if (part) *part = (prepass_part){.s = s, .e0 = 0, .e1 = 1};
+    return (srv_report *)part;
+}
+
+void srv_report_step(srv_report *r, const lf_plan_step *st)
+{
+    report_step((prepass_part *)r, st);
+}
+
+void srv_report_print(srv_report *r, const lf_plan *p)
+{
+    prepass_part *part = (prepass_part *)r;
+    end_epoch(part, p);
+    report_parts(part->s, part, part->flagged, &part->worst);
+    srv_report_free(r);
+}
+
+void srv_report_free(srv_report *r)
+{
+    prepass_part *part = (prepass_part *)r;
+    if (part) free(part->balance.tokens);
+    free(part);
 }
 
 /* Walks the first `epochs` epochs, a contiguous share of them per thread
  * (the prepass is the server's start-up time: epochs x planning, cut by
  * the threads); *padded (unless NULL): the most padded tokens a rank held
- * in a step of the first. */
+ * in a step of the first, where pad's deferred cut is decided (before the
+ * report: a cut walks anew). */
 static int walk_epochs_parallel(srv *s, uint32_t epochs, uint64_t *padded)
 {
     prepass_part parts[PREPASS_THREADS];
@@ -690,10 +734,8 @@ static int walk_epochs_parallel(srv *s, uint32_t epochs, uint64_t *padded)
         flag_epochs(&flagged, &worst, parts[t].flagged, &parts[t].worst);
     }
     if (padded) *padded = parts[0].padded;
-    if (rc == 0) rc = cut_decided(s, &parts[0].balance);
-    if (rc == 0 && !s->cfg.quiet) report_balance(s, &parts[0].balance, &parts[0].left);
-    if (rc == 0 && flagged) warn_outliers(s, &worst, flagged);
-    if (rc == 0 && parts[0].left.rejected + parts[0].left.capped) warn_left_out(s, &parts[0].left);
+    if (rc == 0) rc = cut_decided(s, &parts[0].balance.bal);
+    if (rc == 0) report_parts(s, &parts[0], flagged, &worst);
     for (uint32_t t = 0; t < n; t++) free(parts[t].balance.tokens);
     return rc;
 }
@@ -833,43 +875,64 @@ static int eval_prepass(srv *s)
     return 0;
 }
 
-/* The most padded tokens a rank holds in a step of the plan's epoch 0:
- * the absolute epoch, for a run started at --epoch E caps its epochs as a
- * run from 0 does (a state saved in one resumes in the other onto the same
- * steps). Counted in start-up's progress. */
-static int measure_epoch0(srv *s, uint64_t *most)
+/* The most padded tokens a rank holds in a step of the plan's epoch 0's
+ * first steps (those that place PLAN_CLI_PREFIX_SAMPLES, as plan_cli
+ * measures its defaults on), uncapped, and their balance (pad's deferred
+ * cut decides on it): the absolute epoch 0, for a run started at --epoch E
+ * caps its epochs as a run from 0 does (a state saved in one resumes in
+ * the other onto the same steps). The plan made for the plan id walks them
+ * where it starts there, and is rewound. Counted in start-up's progress. */
+static int measure_prefix(srv *s, uint64_t *most, plan_cli_balance *bal)
 {
     lf_plan *p = NULL;
-    int rc = srv_plan_errno(plan_create_status(s, 0, &p));
+    int own = s->cfg.plan.epoch != 0;
+    int rc = own ? srv_plan_errno(plan_create_status(s, 0, &p)) : plan_take(s, 0, &p);
     lf_plan_step st;
-    while (rc >= 0 && (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+    uint64_t placed = 0;
+    while (rc >= 0 && placed < PLAN_CLI_PREFIX_SAMPLES &&
+           (rc = srv_plan_errno(lf_plan_next_step(p, &st))) == 1) {
+        placed += st.nsamples;
         atomic_fetch_add_explicit(&s->planned, st.nsamples, memory_order_relaxed);
         if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) rc = -EINTR;
         uint64_t padded = lf_plan_step_padded(p);
         if (padded > *most) *most = padded;
+        plan_cli_balance_add(bal, &st);
     }
-    lf_plan_free(p);
+    if (own) lf_plan_free(p);
+    else if (p) plan_give_back(s, p);
     return rc < 0 ? rc : 0;
 }
 
-/* The later epochs' cap from epoch 0's most padded tokens (CAP_PERMILLE),
- * as the balancer takes it (at least one sample's), and the slots it
- * needs: no batch of those epochs needs more. */
+/* The cap from the prefix's most padded tokens (CAP_PERMILLE), as the
+ * balancer takes it (at least one sample's), from epoch 0 on, and the
+ * slots it needs: no batch of any epoch needs more. */
 static int set_cap(srv *s, uint64_t most)
 {
     lf_plan *p;
     int rc = plan_take(s, 0, &p); /* the start-up's plan: it takes the cap too */
     if (rc < 0) return rc;
     uint64_t want = most / 1000 * cap_permille() + most % 1000 * cap_permille() / 1000;
-    s->later_cap = lf_plan_cap_later(p, 1, want > 0 ? want : 1);
+    s->later_cap = lf_plan_cap_later(p, 0, want > 0 ? want : 1);
     rc = fit_cap(s, s->later_cap, lf_plan_rank_samples_max(p, s->later_cap), &s->slot_size);
     s->spare = p; /* still at its first epoch's start */
     if (rc == 0 && !s->cfg.quiet)
-        fprintf(stderr, "lf-server: plan: epochs after the first planned while serving, a "
-                "rank's step in them capped at %" PRIu64 " padded tokens (epoch 0's most, %"
-                PRIu64 ", x %.3f), the ring slots sized for it\n", s->later_cap, most,
-                (double)cap_permille() / 1000);
+        fprintf(stderr, "lf-server: plan: every epoch planned while serving, a rank's step "
+                "capped at %" PRIu64 " padded tokens (the most in epoch 0's first %" PRIu64
+                " samples, %" PRIu64 ", x %.3f), the ring slots sized for it\n", s->later_cap,
+                (uint64_t)PLAN_CLI_PREFIX_SAMPLES, most, (double)cap_permille() / 1000);
     return rc;
+}
+
+/* Whether a capped plan's epochs are no larger than its prefix
+ * (PLAN_CLI_PREFIX_SAMPLES): start-up then walks the run's first epoch, as
+ * it measures the prefix where that is the same epoch, and counts it (a
+ * walk of at most the prefix's size), so WELCOME tells its count as
+ * before. The test hook LF_TEST_SCOUT_EPOCH0=1 leaves it to the planner's
+ * scout whatever its size, as on a large dataset. */
+static int small_epochs(const srv *s)
+{
+    const char *t = getenv("LF_TEST_SCOUT_EPOCH0");
+    return s->plan_samples <= PLAN_CLI_PREFIX_SAMPLES && !(t && atoi(t) == 1);
 }
 
 int srv_plan_prepass(srv *s)
@@ -877,32 +940,50 @@ int srv_plan_prepass(srv *s)
     /* a second time after pad's default cut: anew (main.c, cut_again) */
     free(s->epoch_uses);
     free(s->epoch_steps);
+    s->epoch_uses = NULL;
     atomic_store(&s->planned, 0);
     s->slot_size = LF_SLOT_ALIGN;
     s->later_cap = 0;
-    /* Planning ahead, epoch 0 alone: the planner counts the others (and
-     * tells them: EPOCH) as it reaches them. */
-    uint32_t walked = plans_ahead(s) ? 1 : s->cfg.epochs;
-    uint64_t most = 0;
-    /* Every walked epoch while the counts stay small, else the first alone. */
-    uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
-    uint64_t fit = EPOCH_USES_MAX / per_epoch;
-    s->counted_epochs = fit < 1 ? 1 : fit < walked ? (uint32_t)fit : walked;
-    s->epoch_uses = calloc(s->counted_epochs, per_epoch);
+    s->counted_epochs = 0;
+    s->epochs_planned = 0;
     s->epoch_steps = calloc(s->cfg.epochs < LF_WIRE_EPOCHS_MAX ? s->cfg.epochs : LF_WIRE_EPOCHS_MAX,
                             sizeof *s->epoch_steps);
-    if (!s->epoch_uses || !s->epoch_steps) return -ENOMEM;
-    int first = plans_ahead(s) && s->cfg.plan.epoch == 0; /* epoch 0 is walked here */
-    atomic_store(&s->plan_total, s->plan_samples * (walked + (plans_ahead(s) && !first)));
+    if (!s->epoch_steps) return -ENOMEM;
     int rc = 0;
-    if (plans_ahead(s) && !first && (rc = measure_epoch0(s, &most)) == 0) rc = set_cap(s, most);
-    if (rc == 0) rc = walk_epochs_parallel(s, walked, first ? &most : NULL);
-    if (rc == 0 && first) rc = set_cap(s, most);
-    s->epochs_planned = walked < LF_WIRE_EPOCHS_MAX ? walked : LF_WIRE_EPOCHS_MAX;
+    /* A capped plan measures its prefix and walks no epoch, the planner
+     * counting every epoch (and telling it: EPOCH), epoch 0 by a scout
+     * started as it serves; unless its epochs are small: then it walks the
+     * run's first (counted and reported, as every epoch of the others),
+     * which is the prefix where the run starts at epoch 0 and the cap,
+     * above the prefix's most, cannot bind in it (LF_TEST_CAP_PERMILLE
+     * below 1000 makes it bind): measured as it is walked. */
+    uint32_t walked = !capped(s) ? s->cfg.epochs : small_epochs(s) ? 1 : 0;
+    int measure_first = capped(s) && (!walked || s->cfg.plan.epoch != 0 ||
+                                      cap_permille() < 1000);
+    uint64_t most = 0, prefix = s->plan_samples < PLAN_CLI_PREFIX_SAMPLES
+                                    ? s->plan_samples : PLAN_CLI_PREFIX_SAMPLES;
+    atomic_store(&s->plan_total, (measure_first ? prefix : 0) + s->plan_samples * walked);
+    if (measure_first) {
+        plan_cli_balance bal = {0, 0};
+        rc = measure_prefix(s, &most, &bal);
+        if (rc == 0) rc = cut_decided(s, &bal);
+        if (rc == 0) rc = set_cap(s, most);
+    }
+    if (rc == 0 && walked) {
+        /* Every walked epoch while the counts stay small, else the first alone. */
+        uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
+        uint64_t fit = EPOCH_USES_MAX / per_epoch;
+        s->counted_epochs = fit < 1 ? 1 : fit < walked ? (uint32_t)fit : walked;
+        s->epoch_uses = calloc(s->counted_epochs, per_epoch);
+        if (!s->epoch_uses) return -ENOMEM;
+        rc = walk_epochs_parallel(s, walked, capped(s) && !measure_first ? &most : NULL);
+        s->epochs_planned = walked < LF_WIRE_EPOCHS_MAX ? walked : LF_WIRE_EPOCHS_MAX;
+    }
+    if (rc == 0 && capped(s) && !measure_first) rc = set_cap(s, most);
     if (rc == 0 && !s->cfg.quiet) /* the work start-up did, which tests count */
         fprintf(stderr, "lf-server: plan: start-up walked %" PRIu64 " sample(s) or piece(s), "
-                "%u of the run's %u epoch(s)\n", atomic_load(&s->planned),
-                walked + (plans_ahead(s) && !first), s->cfg.epochs);
+                "%u of the run's %u epoch(s)\n", atomic_load(&s->planned), walked,
+                s->cfg.epochs);
     if (rc == 0 && s->eval_slots) rc = eval_prepass(s);
     plan_cli_input_release(&s->plan_input);   /* the pages the walk touched */
     return rc;
@@ -930,7 +1011,8 @@ int srv_print_plan(srv *s)
 {
     static const walk_hooks hooks = {.batch = print_batch};
     uint64_t most = 0;
-    int rc = plans_ahead(s) ? measure_epoch0(s, &most) : 0;
-    if (rc == 0 && plans_ahead(s)) rc = set_cap(s, most);
+    plan_cli_balance bal = {0, 0};
+    int rc = capped(s) ? measure_prefix(s, &most, &bal) : 0;
+    if (rc == 0 && capped(s)) rc = set_cap(s, most);
     return rc < 0 ? rc : walk_plan(s, 0, s->cfg.epochs, &hooks, NULL);
 }

@@ -10,7 +10,11 @@
  * At each epoch start the planner installs the epoch's pending counts per
  * block (the prepass's, or a scout's: see cache.c; the scout of the next
  * epoch runs meanwhile on a thread of its own, and counts its steps, which
- * the clients are told), and it waits when a
+ * the clients are told). An epoch no scout has counted yet (epoch 0 of a
+ * capped plan, which start-up no longer walks) is served at once without
+ * counts, its scout started then, and its counts installed when the scout
+ * is done (cache.c, srv_cache_counted); that scout prints the run's first
+ * epoch's report (srv_report_*). The planner waits when a
  * new job's blocks would push the cache past its limit while other jobs
  * are in flight. A rank being caught up (catchup.c) gets its jobs from
  * its catch-up thread, which makes them with the functions here; the
@@ -21,6 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void srv_job_free(srv_job *j)
 {
@@ -302,14 +307,16 @@ static int stopping(srv *s)
 
 /* Walks a scout's epoch (no lock held: the scout is private), counting
  * into `counts` the local ranks' samples per block and into *steps its
- * steps, those before a resume's start included. Stops early (-ECANCELED)
- * when the server does. */
-static int walk_uses(srv *s, lf_plan *scout, uint32_t *counts, uint32_t *steps)
+ * steps, those before a resume's start included, and each step into
+ * `report` (unless NULL). Stops early (-ECANCELED) when the server does. */
+static int walk_uses(srv *s, lf_plan *scout, uint32_t *counts, uint32_t *steps,
+                     srv_report *report)
 {
     lf_plan_step st;
     int rc;
     while ((rc = lf_plan_next_step(scout, &st)) == 1) {
         if ((++*steps & 1023) == 0 && stopping(s)) return -ECANCELED;
+        if (report) srv_report_step(report, &st);
         if (before_start(s, &st)) continue;
         for (uint32_t li = 0; li < s->cfg.nlocal && rc >= 0; li++) {
             lf_plan_batch b;
@@ -333,7 +340,7 @@ static int scout_uses(srv *s, uint32_t *counts, uint32_t *steps)
     int rc = blob ? (int)lf_plan_state_save(p->plan, blob, (size_t)n) : -ENOMEM;
     if (rc >= 0) rc = srv_plan_create(s, &scout);
     if (rc >= 0) rc = lf_plan_state_restore(scout, blob, (size_t)n);
-    if (rc >= 0) rc = walk_uses(s, scout, counts, steps);
+    if (rc >= 0) rc = walk_uses(s, scout, counts, steps, NULL);
     lf_plan_free(scout);
     free(blob);
     return rc < 0 ? srv_plan_errno(rc) : 0;
@@ -361,6 +368,17 @@ static void tell_steps(srv *s, uint32_t e, uint32_t steps)
     if (new) srv_notify_control(s);
 }
 
+/* The test hook LF_TEST_SCOUT_DELAY_MS=N: the scout of epoch 0 starts N ms
+ * late, so its count comes after the epoch's first batches on a machine of
+ * any speed (e2e/server_plan_ahead, with LF_TEST_SCOUT_EPOCH0). */
+static void scout_test_delay(void)
+{
+    const char *t = getenv("LF_TEST_SCOUT_DELAY_MS");
+    long ms = t ? atol(t) : 0;
+    if (ms > 0 && ms <= 60000)
+        nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L}, NULL);
+}
+
 /* The scout an epoch ahead: a plan of its own from that epoch on (epochs
  * do not depend on each other), walked while the planner serves the one
  * before; its count is told as soon as it is known (tell_steps keeps the
@@ -370,23 +388,34 @@ static void *ahead_main(void *arg)
     srv *s = arg;
     scout_ahead *a = &s->pl->ahead;
     lf_plan *scout = NULL;
+    if (a->e == 0) scout_test_delay();
     a->rc = srv_plan_create_at(s, a->e, &scout);
-    if (a->rc >= 0) a->rc = walk_uses(s, scout, a->counts, &a->steps);
+    if (a->rc >= 0) a->rc = walk_uses(s, scout, a->counts, &a->steps, a->report);
+    if (a->rc >= 0 && a->report) srv_report_print(a->report, scout);
+    else srv_report_free(a->report);
+    a->report = NULL;
     lf_plan_free(scout);
     if (a->rc >= 0) tell_steps(s, a->e, a->steps);
+    atomic_store(&a->done, 1);
     return NULL;
 }
 
 /* Starts the scout of epoch index e, where it needs one; where its thread
- * cannot start, the planner scouts at the epoch's start instead. */
+ * cannot start, the planner scouts at the epoch's start instead. The scout
+ * of epoch 0 reports it where start-up did not. */
 static void start_ahead(srv *s, uint32_t e)
 {
     scout_ahead *a = &s->pl->ahead;
     if (e >= s->cfg.epochs || !needs_scout(s, e)) return;
     *a = (scout_ahead){.e = e, .counts = calloc(lf_dataset_blocks(s->ds) + 1, sizeof *a->counts)};
+    if (e == 0 && s->counted_epochs == 0) a->report = srv_report_new(s);
     a->started = a->counts && pthread_create(&a->thread, NULL, ahead_main, s) == 0;
-    if (!a->started) free(a->counts);
-    if (!a->started) a->counts = NULL;
+    if (!a->started) {
+        free(a->counts);
+        a->counts = NULL;
+        srv_report_free(a->report);
+        a->report = NULL;
+    }
 }
 
 /* Joins the scout ahead; returns its counts for epoch index e (the
@@ -408,9 +437,55 @@ static uint32_t *join_ahead(srv *s, uint32_t e, uint32_t *steps, int *rc)
     return NULL;
 }
 
+/* The run's first epoch (index e, 0), which start-up did not count, is
+ * served without counts while its scout walks it (started here), so the
+ * first batch does not wait for a walk of the epoch: the cache keeps what
+ * fits and tallies what is taken (cache.c). Returns 1 so, or 0 where the
+ * scout's thread cannot start (the caller counts the epoch first, as
+ * before). A later epoch not scouted ahead (the planner outran the scout
+ * of the one before) is counted first, so its count still comes before
+ * its first batch. */
+static int serve_uncounted(srv *s, uint32_t e)
+{
+    srv_pipeline *p = s->pl;
+    uint64_t nb = lf_dataset_blocks(s->ds) + 1;
+    uint32_t *taken = calloc(nb, sizeof *taken);
+    if (taken) start_ahead(s, e);
+    if (!taken || !p->ahead.started) {
+        free(taken);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    memset(p->uses, 0, nb * sizeof *p->uses);
+    p->uses_epoch = s->cfg.plan.epoch + e;
+    p->taken = taken;
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+/* The epoch served without counts (index e): once its scout is done (or,
+ * with wait, the epoch is planned to its end: the scout is joined, its
+ * report printed), its counts are installed, less what was taken. */
+static int take_counts(srv *s, uint32_t e, int wait)
+{
+    srv_pipeline *p = s->pl;
+    if (!p->taken || (!wait && !atomic_load(&p->ahead.done))) return 0;
+    uint32_t steps = 0;
+    int rc = 0;
+    uint32_t *counts = join_ahead(s, e, &steps, &rc);
+    pthread_mutex_lock(&s->mu);
+    if (counts && rc >= 0) srv_cache_counted(s, counts);
+    free(p->taken); /* NULL where it counted */
+    p->taken = NULL;
+    pthread_mutex_unlock(&s->mu);
+    free(counts);
+    return rc;
+}
+
 /* Installs, per block, the samples the local ranks take from it in the epoch
  * (index e) that the plan is about to start: the prepass's counts, or a
- * scout's (which also counts its steps for the clients). From then on only
+ * scout's (which also counts its steps for the clients), or none yet
+ * (serve_uncounted) where no scout walked it ahead. From then on only
  * jobs of that epoch count samples off (a job of the previous epoch still
  * in flight must not spend the new counts). */
 static int count_epoch_uses(srv *s, uint32_t e)
@@ -420,6 +495,7 @@ static int count_epoch_uses(srv *s, uint32_t e)
     const uint32_t *counts = prepass_uses(s, e);
     uint32_t *own = NULL;
     int rc = 0;
+    if (!counts && e == 0 && needs_scout(s, e) && serve_uncounted(s, e)) return 0;
     if (!counts) {
         /* an epoch wholly before a resume's start takes nothing: no scout */
         int skipped = s->cfg.plan.epoch + e < s->start_epoch;
@@ -496,9 +572,14 @@ void *srv_planner_main(void *arg)
         uint64_t scout_t0 = srv_now_ns();
         rc = count_epoch_uses(s, e);
         srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - scout_t0);
-        if (rc >= 0) start_ahead(s, e + 1);
+        if (rc >= 0 && !s->pl->taken) start_ahead(s, e + 1);
         uint32_t steps = 0;
         for (; rc >= 0; steps++) {
+            if (s->pl->taken && atomic_load(&s->pl->ahead.done)) {
+                rc = take_counts(s, e, 0); /* the scout ahead of this epoch is done */
+                if (rc >= 0) start_ahead(s, e + 1);
+                if (rc < 0) break;
+            }
             uint64_t t0 = srv_now_ns();
             rc = srv_plan_errno(lf_plan_next_step(s->pl->plan, &st));
             srv_add_metric(s, &s->m.plan_busy_ns, srv_now_ns() - t0);
@@ -506,6 +587,10 @@ void *srv_planner_main(void *arg)
             if (before_start(s, &st)) continue;
             if ((rc = plan_step(s, &st, &scratch)) < 0) break;
         }
+        /* an epoch planned before its scout was done: the scout is waited
+         * for (it prints the first epoch's report), its counts installed
+         * for the jobs still in flight (the next epoch's replace them) */
+        if (rc == 0 && s->pl->taken) rc = take_counts(s, e, 1);
         /* an epoch wholly before a resume's start, which no scout walked,
          * is told once walked: before the next */
         if (rc == 0) tell_steps(s, e, steps);
@@ -517,6 +602,8 @@ void *srv_planner_main(void *arg)
         free(s->pl->ahead.counts);
     }
     pthread_mutex_lock(&s->mu);
+    free(s->pl->taken); /* an epoch stopped before its scout was done */
+    s->pl->taken = NULL;
     s->planner_done = 1;
     pthread_mutex_unlock(&s->mu);
     srv_notify_control(s);

@@ -304,7 +304,8 @@ struct srv {
                                     an epoch boundary (control.c, start_refusal) */
     plan_cli cli_given;          /* cfg.cli before plan_cli_finish: pad's cut, deferred
                                     to the prepass, completes it again (main.c) */
-    double cut_figure;           /* the prepass's epoch 0 uncut: sum-max/sum-mean */
+    double cut_figure;           /* epoch 0's first steps uncut (the prepass's
+                                    prefix): sum-max/sum-mean */
     lf_plan *spare;              /* start-up's plan, at its first epoch's start:
                                     made by srv_plan_identify, walked by the
                                     prepass's first share, then the planner's
@@ -321,16 +322,18 @@ struct srv {
                                     every node's server of a job must have the same */
     uint64_t cache_limit;        /* bytes of decompressed blocks */
     uint32_t *epoch_uses;        /* prepass: per epoch and block, the local
-                                    ranks' samples, for the first counted_epochs */
+                                    ranks' samples, for the first counted_epochs
+                                    (none for a capped plan: its scouts count) */
     uint32_t counted_epochs;
     uint32_t *epoch_steps;       /* the steps (each rank's batches) of the run's first
                                     min(epochs, LF_WIRE_EPOCHS_MAX) epochs: WELCOME's and
                                     EPOCH's, the first epochs_planned of them known */
     uint32_t epochs_planned;     /* epoch_steps known: the prepass's, then one more as
                                     the planner reaches each epoch (under mu) */
-    uint64_t later_cap;          /* plans ahead (srv_plan_prepass): the padded tokens
-                                    no rank gets more of after epoch 0
-                                    (lf_plan_cap_later); 0: every epoch walked */
+    uint64_t later_cap;          /* a capped plan (srv_plan_prepass): the padded
+                                    tokens no rank gets more of in a step, from
+                                    epoch 0 on (lf_plan_cap_later); 0: every
+                                    epoch walked */
     srv_rank ranks[SRV_MAX_RANKS];
 
     pthread_mutex_t mu;
@@ -426,6 +429,16 @@ void srv_print_id(FILE *f, uint64_t id, uint64_t piece_len, char sep);
  * can fail them. */
 int srv_plan_identify(srv *s);
 int srv_plan_prepass(srv *s);    /* slot size and each epoch's block uses */
+/* The run's first epoch's report (its balance, outliers, what it leaves
+ * out), which the prepass prints, and for a capped plan the scout that
+ * walks epoch 0 while it is served (planner.c): every step of the epoch
+ * added in order, then printed at its end with the plan (srv_report_print
+ * frees it; srv_report_free where it is not printed). NULL: no memory. */
+typedef struct srv_report srv_report;
+srv_report *srv_report_new(srv *s);
+void srv_report_step(srv_report *r, const lf_plan_step *st);
+void srv_report_print(srv_report *r, const lf_plan *p);
+void srv_report_free(srv_report *r);
 /* The eval passes' plan over the held-out samples: the run's parameters,
  * epoch 0, the same in every pass. */
 int srv_plan_eval_create(const srv *s, lf_plan **out);

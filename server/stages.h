@@ -58,13 +58,18 @@ typedef struct queue {
 } queue;
 
 /* The scout of the epoch after the planner's (planner.c): walks it on a
- * thread of its own while the planner serves the current one. */
+ * thread of its own while the planner serves the current one; of the
+ * planner's own epoch where none walked it before (epoch 0 of a capped
+ * plan: started at once, the planner serving meanwhile without counts). */
 typedef struct scout_ahead {
     pthread_t thread;
     int started;                 /* not joined yet */
+    atomic_int done;             /* its walk is over: joining it will not wait */
     uint32_t e;                  /* the epoch index it walks */
     uint32_t *counts;            /* per block: the local ranks' samples */
     uint32_t steps;
+    srv_report *report;          /* epoch 0: the run's first epoch's report, printed
+                                    at its end (NULL: another epoch) */
     int rc;
 } scout_ahead;
 
@@ -86,6 +91,8 @@ typedef struct srv_pipeline {
     cache_entry *lru_head, *lru_tail;
     uint32_t *uses;              /* per block: local samples still to come this epoch */
     uint32_t uses_epoch;         /* the epoch `uses` counts */
+    uint32_t *taken;             /* uncounted: per block, the local samples of
+                                    uses_epoch counted off so far (NULL: counted) */
     queue read_q, decode_q;
     srv_job **asm_q;             /* jobs ready to assemble (ring of cap entries) */
     uint32_t asm_head, asm_len, asm_cap;
@@ -136,6 +143,10 @@ uint32_t srv_job_block_at(const srv_job *j, uint64_t block);
 void srv_cache_make_room(srv *s, uint64_t need, const srv_job *spare);
 /* Frees the idle blocks the epoch just counted takes nothing from. */
 void srv_cache_drop_unwanted(srv *s);
+/* The counts of the epoch served without them come (p->taken set): each
+ * block's, less what it gave already, installed, and the cache counted
+ * again (frees p->taken). Under mu. */
+void srv_cache_counted(srv *s, const uint32_t *counts);
 void srv_park(srv *s, cache_entry *e);          /* e unpinned and ready: freed or kept */
 void srv_unpin(srv *s, cache_entry *e);
 void srv_count_off(srv *s, const srv_job *j);   /* j's samples off the pending counts */

@@ -510,6 +510,13 @@ class Loader:
         if n == _capi.E_END:
             raise TypeError("levelfeed: len(): the plan is over, every epoch the server "
                             "planned has been served (lf-server --epochs sets how many)")
+        if n == -errno.EAGAIN:
+            # A server of more samples than it measures at start-up counts
+            # its first epoch while serving it: its count comes with a later
+            # batch of it (server/README.md, *Planning ahead*).
+            raise TypeError("levelfeed: len(): the server has not counted this epoch yet "
+                            "(it counts the first epoch of a large dataset while serving "
+                            "it): ask again after more of its batches")
         raise TypeError("levelfeed: len(): the server did not tell this epoch's batch count "
                         "(%s): it tells the first 8192 epochs of a run; run longer schedules "
                         "as consecutive servers started at --epoch E" % _capi.strerror(n))

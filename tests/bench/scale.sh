@@ -9,7 +9,8 @@
 #    1) --memory-limit the cap below (at 10^9 its own 1.3 GB passes the
 #    default 1 GiB, which it refuses after planning), with rank 0's client (lf-rank-loop --max-batches 1) started beside
 #    it, as a trainer starts: ms from its start to "lf-server: serving" (the
-#    index opened, the plan made and walked, the rings sized) and its peak
+#    index opened, the plan made, epoch 0's first 2^20 samples planned for
+#    the cap, the rings sized) and its peak
 #    RSS then (VmHWM); and ms to the first batch, which an index-only
 #    dataset refuses (no bytes: the server stops naming the dataset, and
 #    the client is told; the bench fails if a batch arrives or the refusal

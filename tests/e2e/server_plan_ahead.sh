@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Start-up independent of the epoch count (issue #35 item 2): a server of
-# 4 epochs walks one epoch before it serves, as one of 1 epoch does, counted
-# in samples walked (start-up's own count, not a time); it plans the later
-# epochs while serving, caps them at epoch 0's most padded tokens a rank
-# (and 1/8 more), tells each one's batch count (EPOCH) before its first
-# batch, and delivers every epoch whole: the stream equals --print-plan,
-# every sample once an epoch, and each rank's batches of an epoch as many
-# as the server told (lf-rank-loop checks each batch against the count).
-# With the cap made to bind (LF_TEST_CAP_PERMILLE=800: below epoch 0's
-# most), epoch 0 stays the uncapped plan's, a later epoch differs from it,
-# every batch still fits the slots (the server would stop on one that did
-# not), and every sample is still delivered once an epoch; the fingerprint
-# differs from the default's, as the rule is in it (in the plan id).
+# Start-up independent of the epoch count and of the dataset's size (issue
+# #35 item 2): a balanced token plan's server measures epoch 0's first
+# steps (PLAN_CLI_PREFIX_SAMPLES: here the whole epoch, which it then also
+# counts and reports, as one of 1 epoch does), counted in samples walked
+# (start-up's own count, not a time); it caps every epoch from epoch 0 on
+# at the most padded tokens a rank held in them (and 1/8 more), plans the
+# later epochs while serving, tells each one's batch count (EPOCH) before
+# its first batch, and delivers every epoch whole: the stream equals
+# --print-plan, every sample once an epoch, and each rank's batches of an
+# epoch as many as the server told (lf-rank-loop checks each batch against
+# the count once told). With LF_TEST_SCOUT_EPOCH0=1 epoch 0 is left to the
+# planner's scout as on a dataset larger than the prefix: start-up walks
+# no epoch, the first batches come before epoch 0's count (EPOCH; the
+# scout made late with LF_TEST_SCOUT_DELAY_MS), the scout prints the
+# epoch's report, and the stream is the same. With the cap
+# made to bind (LF_TEST_CAP_PERMILLE=800: below epoch 0's most), every
+# epoch differs from the default's, epoch 0 included (the cap applies from
+# it), every batch still fits the slots (the server would stop on one that
+# did not), and every sample is still delivered once an epoch; the
+# fingerprint differs from the default's, as the rule is in it (in the
+# plan id).
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -37,23 +45,37 @@ four=$(walked)
   fail "--epochs 4: start-up walked '$four' samples, --epochs 1 $one: $(cat "$WORK/server.log")"
 grep -q "^lf-server: plan: start-up walked 2000 sample(s) or piece(s), 1 of the run's 4 epoch(s)$" \
   "$WORK/server.log" || fail "--epochs 4: no start-up count line: $(grep walked "$WORK/server.log")"
-grep -Eq "^lf-server: plan: epochs after the first planned while serving, a rank's step in them capped at [0-9]+ padded tokens \(epoch 0's most, [0-9]+, x 1\.125\), the ring slots sized for it$" \
+grep -Eq "^lf-server: plan: every epoch planned while serving, a rank's step capped at [0-9]+ padded tokens \(the most in epoch 0's first [0-9]+ samples, [0-9]+, x 1\.125\), the ring slots sized for it$" \
   "$WORK/server.log" || fail "--epochs 4: no cap line: $(grep 'plan:' "$WORK/server.log")"
 diff <(stream_of four) "$WORK/plan4" >/dev/null || fail "4 epochs: stream differs from --print-plan"
 check_exactly_once four 2000 4
 echo "start-up walks $four samples for 4 epochs as for 1 ($one); 4 epochs delivered whole, counts as told: ok"
 
-# The cap made to bind. Reference: each epoch planned alone (a server of one
-# epoch caps nothing), the plan without the cap.
+# Epoch 0 counted by the scout while served, as past the prefix: its count
+# taken mid-epoch (no delay), or once the planner has reached the epoch's
+# end (the scout 1.5 s late), the clients' batches before it (lf-rank-loop
+# checks the epoch against its count at its end).
+for delay in 0 1500; do
+  LF_TEST_SCOUT_EPOCH0=1 LF_TEST_SCOUT_DELAY_MS=$delay start_server "${PLAN[@]}" --epochs 4
+  run_clients scout$delay 2
+  wait_server
+  grep -q "^lf-server: plan: start-up walked 2000 sample(s) or piece(s), 0 of the run's 4 epoch(s)$" \
+    "$WORK/server.log" || fail "scout: no start-up count line: $(grep walked "$WORK/server.log")"
+  grep -q "^lf-server: plan: epoch 0, every step counted: " "$WORK/server.log" ||
+    fail "scout: epoch 0's report was not printed: $(grep 'plan:' "$WORK/server.log")"
+  diff <(stream_of scout$delay) "$WORK/plan4" >/dev/null ||
+    fail "scout, ${delay} ms late: stream differs from --print-plan"
+  check_exactly_once scout$delay 2000 4
+done
+echo "epoch 0 counted by its scout while served (0 and 1.5 s late): the same stream, its report printed: ok"
+
+# The cap made to bind, from epoch 0 on. Reference: the default plan.
 export LF_TEST_CAP_PERMILLE=800
-for e in 0 1 2 3; do
-  LF_TEST_CAP_PERMILLE= "$LF_BIN/lf-server" "${PLAN[@]}" --epoch "$e" --epochs 1 --print-plan
-done | sort -k1,1n -k2,2n -k3,3n >"$WORK/uncapped"
 "$LF_BIN/lf-server" "${PLAN[@]}" --epochs 4 --print-plan | sort -k1,1n -k2,2n -k3,3n >"$WORK/capped"
-cmp -s <(awk '$1 == 0' "$WORK/capped") <(awk '$1 == 0' "$WORK/uncapped") ||
-  fail "LF_TEST_CAP_PERMILLE=800: epoch 0 differs from the uncapped plan"
-! cmp -s <(awk '$1 > 0' "$WORK/capped") <(awk '$1 > 0' "$WORK/uncapped") ||
-  fail "LF_TEST_CAP_PERMILLE=800: the cap never bound (epochs 1-3 as uncapped)"
+! cmp -s <(awk '$1 == 0' "$WORK/capped") <(awk '$1 == 0' "$WORK/plan4") ||
+  fail "LF_TEST_CAP_PERMILLE=800: the cap did not bind in epoch 0"
+! cmp -s <(awk '$1 > 0' "$WORK/capped") <(awk '$1 > 0' "$WORK/plan4") ||
+  fail "LF_TEST_CAP_PERMILLE=800: the cap never bound in epochs 1-3"
 fp_default=$(sed -n 's/^lf-server: plan fingerprint \([0-9a-f]*\) .*/\1/p' "$WORK/server.log")
 start_server "${PLAN[@]}" --epochs 4
 run_clients capped 2
@@ -65,4 +87,4 @@ diff <(stream_of capped) "$WORK/capped" >/dev/null || fail "capped: stream diffe
 check_exactly_once capped 2000 4
 unset LF_TEST_CAP_PERMILLE
 check_no_leftovers
-echo "cap binding at 0.8: epoch 0 unchanged, later epochs cut, all delivered once an epoch, fingerprint $fp_capped not $fp_default: ok"
+echo "cap binding at 0.8: every epoch cut, epoch 0 too, all delivered once an epoch, fingerprint $fp_capped not $fp_default: ok"

@@ -356,6 +356,8 @@ typedef struct step_tally {
     uint64_t source_tokens[LF_PLAN_MAX_SOURCES]; /* a mixture: the epoch's per source */
     uint64_t *tokens;            /* per step; NULL when out of memory */
     uint64_t steps, cap, empty;
+    uint64_t level, level_piece_len; /* --select world's steps of whole pieces */
+    uint32_t level_k;
 } step_tally;
 
 /* The samples an epoch leaves out: outliers under --outlier reject, and
@@ -530,6 +532,8 @@ static void end_epoch(void *arg, const lf_plan *p)
     part->cur = (outlier_tally){0};
     left_out *l = &part->left;
     if (l->counted) return;
+    step_tally *b = &part->balance;
+    b->level = lf_plan_world_level(p, &b->level_piece_len, &b->level_k);
     lf_plan_counts c;
     lf_plan_counts_get(p, &c);
     l->counted = 1;
@@ -631,6 +635,11 @@ static void report_balance(const srv *s, step_tally *b, const left_out *l)
     fprintf(stderr, "lf-server: plan: epoch %u, every step counted: %" PRIu64 " steps, %s; %s; "
             "%" PRIu64 " empty rank-step(s); %s\n", s->cfg.plan.epoch, b->steps, ratio, spread,
             b->empty, dropped);
+    if (b->level)
+        fprintf(stderr, "lf-server: plan: --select world: every step %u whole pieces of %" PRIu64
+                " tokens a rank, or their cost in shorter samples: %.4f x the budget\n",
+                b->level_k, b->level_piece_len,
+                s->cfg.plan.step_budget ? (double)b->level / (double)s->cfg.plan.step_budget : 0);
     char head[64];
     snprintf(head, sizeof head, "lf-server: plan: epoch %u draws ", s->cfg.plan.epoch);
     mix_cli_report(stderr, head, &s->cfg.mix, &s->cfg.plan.mix, b->source_tokens);

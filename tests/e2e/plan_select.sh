@@ -87,3 +87,19 @@ print(r["steps"])') || fail "lf-plan --select world, $layout: $got"
   [[ $steps == "$got" ]] || fail "$layout: lf-server served $steps steps, lf-plan counts $got"
   echo "--select world, $layout, long documents: $steps steps of 4 whole pieces a rank's cost, every piece once, no rank empty, within 1.002"
 done
+
+# A serving lf-server names the level in its epoch report (pad, 4 ranks).
+mkdir -m 700 "$tmp/rt"
+EP="ipc://$tmp/rt/ctl"
+timeout 120 "$B/lf-server" --endpoint "$EP" --data "$tmp/long" --world 4 --sampler balanced \
+  --samples-per-rank 4 --micro-max-padded 1024 --select world >"$tmp/serve.log" 2>&1 &
+server=$!
+for r in 0 1 2 3; do
+  timeout 120 "$B/lf-rank-loop" --endpoint "$EP" --rank "$r" --world 4 --out /dev/null \
+    >"$tmp/rank$r.log" 2>&1 &
+done
+for r in 0 1 2 3; do wait %$((r + 2)) || fail "rank $r: $(cat "$tmp/rank$r.log")"; done
+wait "$server" || fail "lf-server --select world, serving: $(cat "$tmp/serve.log")"
+grep -q "plan: --select world: every step 4 whole pieces of 1024 tokens a rank" "$tmp/serve.log" ||
+  fail "the serving lf-server did not name the level: $(cat "$tmp/serve.log")"
+echo "lf-server --select world, serving: the level named in its epoch report"

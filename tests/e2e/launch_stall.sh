@@ -10,13 +10,16 @@
 #   gets the error; rank 1 never ends by itself, so lf-launch ends the
 #   trainer --stop-timeout after its server failed under it, and exits
 #   non-zero. Before, lf-launch waited for that trainer for ever.
-# The stall limit (1.5 s) and --stop-timeout (2 s) are short for the test;
-# the deadlines are hang guards, not timings.
+# The stall limit (1.5 s) and hung's --stop-timeout (2 s) are short for the
+# test; the deadlines are hang guards, not timings. slow's --stop-timeout is
+# 20 s, well past rank 1's 4 s hold: with 2 s, lf-launch ended the trainer
+# at about 1.5 + 2 s, and where the server took longer than that margin to
+# start serving both ranks (once under ASan in CI), rank 1 was ended in its
+# hold before it could ask and print the error.
 source "$(dirname "$0")/launch_lib.sh"
 
 make_dataset "$WORK/ds"
-SRV=(--data "$WORK/ds" --world 2 --seed 4 --slots 2 --heartbeat-ms 200 --stall-ms 1500
-     --stop-timeout 2)
+SRV=(--data "$WORK/ds" --world 2 --seed 4 --slots 2 --heartbeat-ms 200 --stall-ms 1500)
 STALLED="server: rank 1 stalled: its client has held the batch of epoch"
 
 # TAG: lf-launch ended non-zero, the server's log and rank 0 name the stall.
@@ -33,7 +36,7 @@ stall_reported() {
 }
 
 export LAUNCH_ARGS_R1="--compute-us 4000000"
-start_launch slow "${SRV[@]}" -- "$TRAINER" slow 2 --timeout-ms 60000
+start_launch slow "${SRV[@]}" --stop-timeout 20 -- "$TRAINER" slow 2 --timeout-ms 60000
 stall_reported slow
 [[ $EXIT_RC -eq 1 ]] || { show_logs +1 "$WORK/slow.launch"; fail "slow: lf-launch exited $EXIT_RC, not the trainer's 1"; }
 grep -qF "$STALLED" "$WORK/slow.r1.log" ||
@@ -41,7 +44,7 @@ grep -qF "$STALLED" "$WORK/slow.r1.log" ||
 echo "slow: $EXIT_RC; rank 0: $(grep -o 'server: rank 1 stalled' "$WORK/slow.r0.log"); rank 1: $(grep -o 'server: rank 1 stalled' "$WORK/slow.r1.log")"
 
 export LAUNCH_ARGS_R1="--hang-after 3"
-start_launch hung "${SRV[@]}" -- "$TRAINER" hung 2 --timeout-ms 60000
+start_launch hung "${SRV[@]}" --stop-timeout 2 -- "$TRAINER" hung 2 --timeout-ms 60000
 stall_reported hung
 grep -q "lf-launch: the trainer still runs 2.0 s after lf-server failed under it" "$WORK/hung.launch" ||
   { show_logs +1 "$WORK/hung.launch"; fail "hung: lf-launch does not say it ends the trainer"; }

@@ -37,6 +37,12 @@ int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+int parse_env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    const char *v = getenv(name);
+    return v && parse_u64(v, lo, hi, out) == 0;
+}
+
 int parse_u64_head(const char *s, size_t n, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char num[32];

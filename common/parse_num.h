@@ -14,6 +14,10 @@
 int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* The environment variable `name` as parse_u64 reads it (a test hook's
+ * value): 1 with *out set where it is set and valid, else 0. */
+int parse_env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t *out);
+
 /* parse_u64 of the first n characters of s (a field before a separator). */
 int parse_u64_head(const char *s, size_t n, uint64_t lo, uint64_t hi, uint64_t *out);
 

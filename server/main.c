@@ -524,9 +524,8 @@ static uint64_t resident_bytes(void)
  * varies by megabytes from run to run, more than the small dataset. */
 static void cache_hook(srv *s)
 {
-    const char *v = getenv("LF_TEST_CACHE_BYTES");
     uint64_t n;
-    if (!v || parse_u64(v, 0, UINT64_MAX, &n) != 0) return;
+    if (!parse_env_u64("LF_TEST_CACHE_BYTES", 0, UINT64_MAX, &n)) return;
     n = n > srv_cache_floor(s) ? n : srv_cache_floor(s);
     if (n < s->cache_limit) s->cache_limit = n;
 }
@@ -793,9 +792,8 @@ static int prepare(srv *s)
  * planning. */
 static int startup_hold(srv *s)
 {
-    const char *v = getenv("LF_TEST_STARTUP_HOLD_MS");
     uint64_t ms;
-    if (!v || parse_u64(v, 0, 600000, &ms) != 0) return 0;
+    if (!parse_env_u64("LF_TEST_STARTUP_HOLD_MS", 0, 600000, &ms)) return 0;
     for (; ms > 0; ms -= ms < 10 ? ms : 10) {
         if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) return -EINTR;
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);

@@ -19,6 +19,7 @@
 #include "srv.h"
 
 #include "lf_ring.h"
+#include "parse_num.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -68,8 +69,8 @@ static int capped(const srv *s)
 
 static uint64_t cap_permille(void)
 {
-    const char *t = getenv("LF_TEST_CAP_PERMILLE");
-    return t && atoi(t) > 0 ? (uint64_t)atoi(t) : CAP_PERMILLE;
+    uint64_t v;
+    return parse_env_u64("LF_TEST_CAP_PERMILLE", 1, 1000000, &v) ? v : CAP_PERMILLE;
 }
 
 /* The plan from the run's epoch `epoch` on (the absolute number: epochs do
@@ -940,8 +941,9 @@ static int set_cap(srv *s, uint64_t most)
  * scout whatever its size, as on a large dataset. */
 static int small_epochs(const srv *s)
 {
-    const char *t = getenv("LF_TEST_SCOUT_EPOCH0");
-    return s->plan_samples <= PLAN_CLI_PREFIX_SAMPLES && !(t && atoi(t) == 1);
+    uint64_t t;
+    return s->plan_samples <= PLAN_CLI_PREFIX_SAMPLES &&
+           !(parse_env_u64("LF_TEST_SCOUT_EPOCH0", 1, 1, &t));
 }
 
 int srv_plan_prepass(srv *s)

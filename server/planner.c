@@ -21,6 +21,7 @@
  * planner skips it.
  */
 #include "stages.h"
+#include "parse_num.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -373,10 +374,10 @@ static void tell_steps(srv *s, uint32_t e, uint32_t steps)
  * any speed (e2e/server_plan_ahead, with LF_TEST_SCOUT_EPOCH0). */
 static void scout_test_delay(void)
 {
-    const char *t = getenv("LF_TEST_SCOUT_DELAY_MS");
-    long ms = t ? atol(t) : 0;
-    if (ms > 0 && ms <= 60000)
-        nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L}, NULL);
+    uint64_t ms;
+    if (parse_env_u64("LF_TEST_SCOUT_DELAY_MS", 1, 60000, &ms))
+        nanosleep(&(struct timespec){.tv_sec = (time_t)(ms / 1000),
+                                     .tv_nsec = (long)(ms % 1000) * 1000000L}, NULL);
 }
 
 /* The scout an epoch ahead: a plan of its own from that epoch on (epochs

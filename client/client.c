@@ -110,6 +110,16 @@ int lf_report_step(lf_client *c, uint64_t compute_ns)
     return lf_report_step_sync(c, compute_ns, LF_WIRE_UNKNOWN);
 }
 
+int64_t lf_client_epoch_batches_wait(lf_client *c, int64_t epoch, int timeout_ms)
+{
+    int64_t n = c->gpu ? lf_gpu_epoch_batches_wait(c->gpu, epoch, timeout_ms)
+                       : lf_client_host_epoch_batches_wait(c, epoch, timeout_ms);
+    if (n == LF_E_TIMEOUT)
+        lf_client_set_error(c, "the server did not tell the epoch's batch count in time "
+                               "(it counts a large dataset's first epoch while serving it)");
+    return n < 0 ? to_trainer(c, (int)n) : n;
+}
+
 int lf_client_report(lf_client *c, char *buf, size_t cap, int timeout_ms)
 {
     if (!c->saw_end) return LF_E_ORDER; /* a device's thread may still use the socket */

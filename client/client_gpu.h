@@ -24,6 +24,9 @@ int lf_gpu_report(lf_gpu *g, const lf_step_report *r);
  * LF_E_ORDER when the trainer holds them all. */
 int lf_gpu_eval_begin(lf_gpu *g);
 int lf_gpu_eval_next(lf_gpu *g, lf_batch *b, int timeout_ms);
+/* lf_client_epoch_batches_wait with a device: the trainer's thread
+ * borrows the socket for the wait, and gives it back. */
+int64_t lf_gpu_epoch_batches_wait(lf_gpu *g, int64_t epoch, int timeout_ms);
 /* Stops the thread and frees the device ring. Accepts NULL. */
 void lf_gpu_close(lf_gpu *g);
 

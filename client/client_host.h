@@ -94,6 +94,9 @@ int lf_client_host_next(lf_client *c, lf_batch *b, int timeout_ms);
 int lf_client_host_release(lf_client *c, const lf_batch *b);
 /* lf_state_restore's checks and position (host.c), its text recorded. */
 int lf_client_host_state_restore(lf_client *c, const void *buf, size_t len);
+/* lf_client_epoch_batches_wait on the host path: reads the server's
+ * messages (READYs queued) until the epoch's count is told. */
+int64_t lf_client_host_epoch_batches_wait(lf_client *c, int64_t epoch, int timeout_ms);
 /* lf_eval_begin and lf_eval_next on the host path. */
 int lf_client_host_eval_begin(lf_client *c);
 int lf_client_host_eval_next(lf_client *c, lf_batch *b, int timeout_ms);

@@ -520,6 +520,23 @@ int lf_gpu_eval_next(lf_gpu *g, lf_batch *b, int timeout_ms)
     return 1;
 }
 
+/* The count may be known already (the thread read its EPOCH): the socket
+ * is borrowed only where it is not, and given back unless an eval pass
+ * had it lent already (lf_gpu_next takes it back then). */
+int64_t lf_gpu_epoch_batches_wait(lf_gpu *g, int64_t epoch, int timeout_ms)
+{
+    int64_t n = lf_client_epoch_batches(g->c, epoch);
+    if (n != -EAGAIN) return n;
+    uint64_t deadline = timeout_ms < 0 ? 0 : now_ns() + (uint64_t)timeout_ms * 1000000u;
+    pthread_mutex_lock(&g->mu);
+    int was_lent = g->lent;
+    pthread_mutex_unlock(&g->mu);
+    int rc = borrow(g, deadline);
+    if (rc == 0) n = lf_client_host_epoch_batches_wait(g->c, epoch, ms_left(deadline));
+    if (!was_lent) give_back(g);
+    return rc < 0 ? rc : n;
+}
+
 void lf_gpu_close(lf_gpu *g)
 {
     if (!g) return;

@@ -285,9 +285,10 @@ static int lane_has(const lf_client *c, const lf_lane *l)
     return l->len > 0 || (l == &c->eval ? c->eval_ended : c->ended);
 }
 
-/* Reads every waiting message; keeps waiting up to timeout_ms for the first
- * while lane l has nothing (a READY of the other lane is queued meanwhile). */
-static int pump(lf_client *c, int timeout_ms, const lf_lane *l)
+/* Reads every waiting message; keeps waiting up to timeout_ms for more
+ * until done(c, arg) holds (READYs are queued meanwhile in their lanes). */
+typedef int (*pump_done)(const lf_client *c, const void *arg);
+static int pump_until(lf_client *c, int timeout_ms, pump_done done, const void *arg)
 {
     uint64_t start = lf_client_now_ns();
     uint64_t hb_ns = (uint64_t)c->welcome.heartbeat_ms * 1000000u;
@@ -298,7 +299,7 @@ static int pump(lf_client *c, int timeout_ms, const lf_lane *l)
         while ((rc = recv_msg(c, buf, sizeof buf, &m)) == 1)
             if ((rc = handle_msg(c, &m)) < 0) return rc;
         if (rc < 0) return rc;
-        if (lane_has(c, l)) return 0;
+        if (done(c, arg)) return 0;
         uint64_t now = lf_client_now_ns();
         /* The server heartbeats every hb_ns: long silence means it hangs. */
         if (hb_ns && now - c->last_heard_ns > SILENT_HEARTBEATS * hb_ns)
@@ -322,6 +323,33 @@ static int pump(lf_client *c, int timeout_ms, const lf_lane *l)
         }
         if ((rc = wait_readable(c, slice)) < 0) return rc;
     }
+}
+
+static int lane_done(const lf_client *c, const void *l)
+{
+    return lane_has(c, l);
+}
+
+/* Reads every waiting message; keeps waiting up to timeout_ms for the first
+ * while lane l has nothing (a READY of the other lane is queued meanwhile). */
+static int pump(lf_client *c, int timeout_ms, const lf_lane *l)
+{
+    return pump_until(c, timeout_ms, lane_done, l);
+}
+
+/* Whether the count of the epoch *arg is known, or will never come (the
+ * stream ended). */
+static int count_done(const lf_client *c, const void *epoch)
+{
+    return c->ended || lf_client_epoch_batches(c, *(const int64_t *)epoch) != -EAGAIN;
+}
+
+int64_t lf_client_host_epoch_batches_wait(lf_client *c, int64_t epoch, int timeout_ms)
+{
+    int64_t n = lf_client_epoch_batches(c, epoch);
+    if (n != -EAGAIN) return n;
+    int rc = pump_until(c, timeout_ms, count_done, &epoch);
+    return rc < 0 ? rc : lf_client_epoch_batches(c, epoch);
 }
 
 static int send_hello(lf_client *c)

@@ -236,6 +236,14 @@ uint64_t lf_client_plan_id(const lf_client *c);
  * at --epoch E, each telling its own). */
 #define LF_EPOCH_NEXT (-1)
 int64_t lf_client_epoch_batches(const lf_client *c, int64_t epoch);
+/* As lf_client_epoch_batches, but where the count is not told yet
+ * (-EAGAIN) reads the server's messages for up to timeout_ms (-1: until
+ * it comes) without taking a batch: the batches that come meanwhile wait
+ * for lf_next. A server counts the first epoch of a dataset larger than
+ * start-up's prefix while serving it, so its count comes after start-up
+ * (seconds to minutes at 10^9 samples). Returns the count, an error of
+ * lf_client_epoch_batches, or LF_E_TIMEOUT (lf_client_error: why). */
+int64_t lf_client_epoch_batches_wait(lf_client *c, int64_t epoch, int timeout_ms);
 
 /* Evaluation on demand (lf-server --eval-data DIR). A pass delivers every
  * held-out sample once, split across the ranks as balanced as training,

@@ -148,6 +148,7 @@ def _declare(lib):
         "lf_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "lf_client_plan_id": (ctypes.c_uint64, [p]),
         "lf_client_epoch_batches": (ctypes.c_int64, [p, ctypes.c_int64]),
+        "lf_client_epoch_batches_wait": (ctypes.c_int64, [p, ctypes.c_int64, ctypes.c_int]),
         "lf_eval_begin": (ctypes.c_int, [p]),
         "lf_eval_next": (ctypes.c_int, [p, ctypes.POINTER(Batch), ctypes.c_int]),
         "lf_client_eval_batches": (ctypes.c_int64, [p]),

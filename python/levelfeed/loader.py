@@ -41,6 +41,7 @@ import ctypes
 import errno
 import gc
 import os
+import sys
 import threading
 import time
 import weakref
@@ -297,6 +298,9 @@ class StepClock:
 
 
 _INT_MAX = 2**31 - 1  # the C int the library takes
+COUNT_NOTE_S = 10.0   # len() waiting for a count says so this often
+# lf_client_epoch_batches' answers that are no failure of the stream
+_COUNT_ANSWERS = (_capi.E_END, -errno.ERANGE, -errno.ENODATA, -errno.EAGAIN)
 
 
 def _int_in(name, v, lo, hi):
@@ -492,10 +496,13 @@ class Loader:
         """This rank's batches in the epoch the current `for` yields (between
         `for`s: the one the next yields), the same on every rank: the
         server's plan, told at connection. A `for` resumed mid-epoch
-        (load_state_dict) yields the rest of it. Raises TypeError, as
-        len() of a DataLoader over an IterableDataset does, where the count
-        is not known: after the last epoch, on a closed loader, and past
-        the first 8192 epochs of a server's run."""
+        (load_state_dict) yields the rest of it. A server counts the
+        first epoch of a dataset larger than what it measures at start-up
+        (2^20 samples) while serving it: len() then waits for that count,
+        saying so on stderr every COUNT_NOTE_S seconds. Raises TypeError,
+        as len() of a DataLoader over an IterableDataset does, where the
+        count is not known: after the last epoch, on a closed loader, and
+        past the first 8192 epochs of a server's run."""
         if self._client is None:
             raise TypeError("levelfeed: len() of a closed Loader")
         n = self._epoch_batches()
@@ -505,30 +512,45 @@ class Loader:
             # batch, taken now, is the next `for`'s first.
             self._ahead = self._take()
             n = self._epoch_batches()
+        if n == -errno.EAGAIN:
+            n = self._wait_count()
         if n >= 0:
             return n
         if n == _capi.E_END:
             raise TypeError("levelfeed: len(): the plan is over, every epoch the server "
                             "planned has been served (lf-server --epochs sets how many)")
-        if n == -errno.EAGAIN:
-            # A server of more samples than it measures at start-up counts
-            # its first epoch while serving it: its count comes with a later
-            # batch of it (server/README.md, *Planning ahead*).
-            raise TypeError("levelfeed: len(): the server has not counted this epoch yet "
-                            "(it counts the first epoch of a large dataset while serving "
-                            "it): ask again after more of its batches")
         raise TypeError("levelfeed: len(): the server did not tell this epoch's batch count "
                         "(%s): it tells the first 8192 epochs of a run; run longer schedules "
                         "as consecutive servers started at --epoch E" % _capi.strerror(n))
 
-    def _epoch_batches(self):
+    def _epoch(self):
+        """The epoch len() is about."""
         if self._ahead is not None:
-            epoch = self._ahead.epoch
-        elif self._pass is not None and not self._finished:
-            epoch = self._pass
-        else:
-            epoch = _capi.EPOCH_NEXT
-        return lib.lf_client_epoch_batches(self._client, epoch)
+            return self._ahead.epoch
+        if self._pass is not None and not self._finished:
+            return self._pass
+        return _capi.EPOCH_NEXT
+
+    def _epoch_batches(self):
+        return lib.lf_client_epoch_batches(self._client, self._epoch())
+
+    def _wait_count(self):
+        """The count of len()'s epoch, once the server tells it (its scout
+        counts the epoch while the ranks are served: server/README.md,
+        *Planning ahead*). The batches that come meanwhile wait for the
+        next `for`; a server gone is an error (its heartbeats stop)."""
+        start = time.monotonic()
+        while True:
+            n = lib.lf_client_epoch_batches_wait(self._client, self._epoch(),
+                                                 int(COUNT_NOTE_S * 1000))
+            if n >= 0 or n in _COUNT_ANSWERS:
+                return n
+            if n != _capi.E_TIMEOUT:
+                check(n, self._client)  # the server gone or failed: raises
+            print("levelfeed: len(): waiting for the server to count this epoch's batches "
+                  "(it counts the first epoch of a dataset past 2^20 samples while serving "
+                  "it): %.0f s so far" % (time.monotonic() - start), file=sys.stderr,
+                  flush=True)
 
     def __bool__(self):
         # Always true, as before __len__: `if loader:` must not ask the

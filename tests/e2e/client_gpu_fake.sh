@@ -4,6 +4,7 @@
 # memory, copies checked to read the registered read-only ring and write
 # allocated slots), so the prefetch thread, slot order, releases, the saved
 # position, the end of the stream and evaluation passes through a lent socket
+# and a count waited for while the thread runs (lent the same way)
 # are exercised everywhere, sanitizers included. Each must pass, not skip: a
 # skip would mean the stand-in was not the driver loaded. Last, two
 # lf-rank-loop ranks with --device 0 --eval-at 0,4,4,20 (passes before the

@@ -124,22 +124,30 @@ wait_server
 
 # len(loader) against what each `for` yields: two ranks, two epochs of a
 # balanced plan (steps differ by epoch), each layout; a rank's thread each,
-# as the planner serves the ranks in lock-step.
-for layout in pad micro pack; do
+# as the planner serves the ranks in lock-step. "scout": pad with epoch 0
+# counted by the planner's scout while served, as on a dataset past
+# start-up's prefix, its count 1.5 s late: len() before the first batch
+# waits for it (saying so on stderr: every 0.3 s here) instead of failing.
+for layout in pad micro pack scout; do
   case $layout in
     pad) extra=() ;;
     micro) extra=(--micro-batches) ;;
     pack) extra=(--layout pack --seq-len 64) ;;
+    scout) extra=(); export LF_TEST_SCOUT_EPOCH0=1 LF_TEST_SCOUT_DELAY_MS=1500 ;;
   esac
   start_server --data "$WORK/ds" --world 2 --samples-per-rank 3 --slots 3 --epochs 2 \
     --seed 4 "${extra[@]}"
-  "$PY" - "$EP" "$layout" <<'PYEOF' || fail "len(loader) in the $layout layout"
+  unset LF_TEST_SCOUT_EPOCH0 LF_TEST_SCOUT_DELAY_MS
+  "$PY" - "$EP" "$layout" 2>"$WORK/len_$layout.err" <<'PYEOF' ||
 import sys
 import threading
 import levelfeed
+import levelfeed.loader
 
 ep, layout = sys.argv[1], sys.argv[2]
 seen, errors = {}, []
+if layout == "scout":
+    levelfeed.loader.COUNT_NOTE_S = 0.3
 
 
 def rank(r):
@@ -184,8 +192,17 @@ assert [e for e, _, _ in seen[0]] == [0, 1], seen[0]
 print("%s: len() = batches yielded, epochs (epoch, len, yielded) %s on both ranks"
       % (layout, seen[0]))
 PYEOF
+    fail "len(loader) in the $layout layout: $(cat "$WORK/len_$layout.err")"
   wait_server
+  if [[ $layout == scout ]]; then
+    grep -q "^levelfeed: len(): waiting for the server to count this epoch's batches" \
+      "$WORK/len_$layout.err" || fail "scout: len() did not say it waits for the count:" \
+      "$(cat "$WORK/len_$layout.err")"
+    grep -q "^lf-server: plan: start-up walked [0-9]* sample(s) or piece(s), 0 of the run's 2 epoch(s)$" \
+      "$WORK/server.log" || fail "scout: start-up counted epoch 0: $(grep walked "$WORK/server.log")"
+  fi
 done
+echo "len() waits for an epoch counted while served, saying so: ok"
 
 # A refused restore names the field; a connect timeout the endpoint.
 start_server "${SRV[@]}" --seed 2

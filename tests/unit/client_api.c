@@ -14,7 +14,8 @@
  * each refused, naming the cause (run as root; skipped otherwise); the
  * argument and order checks of open, release and state restore hold; and
  * lf_client_epoch_batches gives WELCOME's counts, for the next batch's
- * epoch too, the end of the plan and the epochs not told apart.
+ * epoch too, the end of the plan and the epochs not told apart, and
+ * lf_client_epoch_batches_wait times out on a count not told, saying so.
  */
 #include "levelfeed.h"
 #include "lf_ipc.h"
@@ -173,7 +174,10 @@ static void *fake_main(void *arg)
     }
     hand_over_ring(f);
     if (f->mode == UNSEALED || f->mode == FOREIGN_MEMFD) return NULL; /* refused */
-    if (frecv(f, &m, buf) != LF_MSG_START) TEST_FAIL_("expected START");
+    int type;
+    while ((type = frecv(f, &m, buf)) == LF_MSG_HEARTBEAT) {
+    } /* a client waiting for a count before its first batch beats */
+    if (type != LF_MSG_START) TEST_FAIL_("expected START");
     f->start = m.u.start;
     if (f->mode == SILENT) return NULL; /* alive, but never heard from again */
     if (f->mode == GONE_AFTER_START) { /* as a kill -9 would: the ring connection closes */
@@ -470,8 +474,14 @@ int main(void)
     ASSERT_EQ(lf_client_epoch_batches(c, 4), -EAGAIN);  /* not planned yet */
     ASSERT_EQ(lf_client_epoch_batches(c, 2 + LF_WIRE_EPOCHS_MAX), -ENODATA);
     ASSERT_EQ(lf_client_epoch_batches(c, 3 + LF_WIRE_EPOCHS_MAX), -ERANGE);
+    /* Waiting for a count the fake tells only after START: out of time,
+     * saying which count; a count known answers at once. */
+    ASSERT_EQ(lf_client_epoch_batches_wait(c, 4, 100), LF_E_TIMEOUT);
+    ASSERT_TRUE(strstr(lf_client_error(c), "batch count") != NULL);
+    ASSERT_EQ(lf_client_epoch_batches_wait(c, 3, 0), 4);
     check_good_batch(c, &b);  /* its EPOCH came first */
     ASSERT_EQ(lf_client_epoch_batches(c, 4), EPOCH_LATER);
+    ASSERT_EQ(lf_client_epoch_batches_wait(c, 4, 0), EPOCH_LATER);
     ASSERT_EQ(lf_client_epoch_batches(c, LF_EPOCH_NEXT), 4); /* epoch 2 is over */
     pthread_join(th, NULL);
     lf_client_close(c);

@@ -20,12 +20,14 @@
  * after a restore, before any batch, is the restored one (with a device it
  * once read 0, 0: the prefetcher's position, not yet set).
  *
- * Last, a server stopped by a signal while the prefetch thread waits on
+ * Then, a server stopped by a signal while the prefetch thread waits on
  * it: the thread records the server's ERROR at once, but the text
  * lf_client_error gave the trainer stays as it was until the trainer's
  * next call, which returns LF_E_SERVER and the reason. The thread once
  * wrote that text under the trainer's reads (with the stand-in driver,
- * ThreadSanitizer reported the race).
+ * ThreadSanitizer reported the race). Last, epoch 0's count told late
+ * (the server's scout): lf_client_epoch_batches_wait, the prefetch thread
+ * running, gets it, and epoch 0 brings as many batches.
  */
 #include "gpu_test.h"
 
@@ -124,6 +126,40 @@ static void error_while_prefetching(const char *bin, const char *ds, const char 
     lf_client_close(c);
 }
 
+/* Epoch 0 left to the server's scout, 3 s late (as past 2^20 samples):
+ * with the prefetch thread running, a wait for its count borrows the
+ * socket, reads the EPOCH and gives the socket back; the stream goes on,
+ * epoch 0 as many batches as counted. */
+static void count_while_prefetching(const char *bin, const char *ds, const char *ep)
+{
+    setenv("LF_TEST_SCOUT_EPOCH0", "1", 1);
+    setenv("LF_TEST_SCOUT_DELAY_MS", "3000", 1);
+    pid_t srv = start(bin, ds, ep, "1", "0");
+    unsetenv("LF_TEST_SCOUT_EPOCH0");
+    unsetenv("LF_TEST_SCOUT_DELAY_MS");
+    lf_client *c = gpu_test_open(ep, 1);
+    ASSERT_EQ(lf_client_use_device(c, -1, 2), 0);
+    lf_batch b;
+    ASSERT_EQ(lf_next(c, &b, 10000), 0);
+    ASSERT_EQ(b.epoch, 0);
+    ASSERT_EQ(lf_client_epoch_batches(c, 0), -EAGAIN); /* the scout is late */
+    int64_t n = lf_client_epoch_batches_wait(c, 0, 30000);
+    if (n < 0) TEST_FAIL_("the count: %s (%s)", lf_strerror((int)n), lf_client_error(c));
+    int64_t got = 1;
+    int rc;
+    ASSERT_EQ(lf_release(c, &b), 0);
+    while ((rc = lf_next(c, &b, 10000)) == 0) {
+        if (b.epoch == 0) got++;
+        ASSERT_EQ(lf_release(c, &b), 0);
+    }
+    ASSERT_EQ(rc, LF_E_END);
+    ASSERT_EQ(got, n);
+    lf_client_close(c);
+    ASSERT_EQ(srv_test_wait(srv), 0);
+    printf("epoch 0 counted by the scout while prefetching: %lld batches, as told\n",
+           (long long)n);
+}
+
 int main(void)
 {
     srv_test_dirs dirs;
@@ -186,6 +222,7 @@ int main(void)
     gpu_test_records_equal(a.rec, b.rec, a.n, "device run");
     ASSERT_MEM_EQ(b.state, a.state, LF_STATE_SIZE);
     error_while_prefetching(bin, ds, ep);
+    count_while_prefetching(bin, ds, ep);
     printf("device 0: %u batches, bytes and saved state equal the host run\n", b.n);
     return 0;
 }

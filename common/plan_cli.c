@@ -3,6 +3,7 @@
  */
 #include "plan_cli.h"
 #include "cost_file.h"
+#include "index_only.h"
 #include "parse_num.h"
 
 #include <float.h>
@@ -178,6 +179,57 @@ static void release_pages(void *arg)
     plan_cli_input_release(arg);
 }
 
+/* The view's counts and digest from the index's summary (lf_index_summary:
+ * taken when the index was written), where it has them for these n
+ * samples: no pass over the lengths for either. */
+static void take_summary(plan_cli_input *in, const lf_index_summary *sum)
+{
+    if (!sum || sum->samples != in->n) return;
+    if (sum->digest_kind == LF_PLAN_DIGEST_KIND) {
+        in->view.digest = sum->digest;
+        in->view.digest_n = in->n;
+    }
+    int fits = sum->ncounts > 0 && sum->length[sum->ncounts - 1] < PLAN_CLI_HIST_LEN;
+    for (uint32_t k = 0; fits && k < sum->ncounts; k++) fits = sum->count[k] <= UINT32_MAX;
+    if (!fits || !(in->hist = calloc(PLAN_CLI_HIST_LEN, sizeof *in->hist))) return;
+    for (uint32_t k = 0; k < sum->ncounts; k++) in->hist[sum->length[k]] = (uint32_t)sum->count[k];
+    in->view.hist = in->hist;
+    in->view.hist_len = PLAN_CLI_HIST_LEN;
+    in->view.hist_n = in->n;
+}
+
+int plan_cli_summary_write(const char *dir, lf_shard_error *err)
+{
+    lf_dataset *ds;
+    int rc = dataset_open(dir, DATASET_LENGTHS, &ds, err);
+    if (rc != 0) return rc;
+    plan_cli_input in;
+    uint64_t *len = NULL, *cnt = NULL;
+    lf_index_summary sum = {.samples = lf_dataset_samples(ds), .blocks = lf_dataset_blocks(ds)};
+    if ((rc = plan_cli_input_open(&in, ds)) == 0 && in.view.hist) {
+        len = malloc(PLAN_CLI_HIST_LEN * sizeof *len);
+        cnt = malloc(PLAN_CLI_HIST_LEN * sizeof *cnt);
+        for (uint32_t l = 0; len && cnt && l < PLAN_CLI_HIST_LEN; l++)
+            if (in.hist[l]) len[sum.ncounts] = l, cnt[sum.ncounts++] = in.hist[l];
+    }
+    if (rc == 0) {
+        sum.length = len;
+        sum.count = cnt;
+        sum.digest_kind = LF_PLAN_DIGEST_KIND;
+        sum.digest = lf_plan_view_digest(&in.view, in.n);
+        rc = lf_index_summary_write(dir, &sum, err);
+    } else {
+        err->status = rc = LF_SHARD_E_NOMEM;
+        snprintf(err->msg, sizeof err->msg, "%s: out of memory, or too many samples to plan",
+                 dir);
+    }
+    free(len);
+    free(cnt);
+    plan_cli_input_free(&in);
+    lf_dataset_close(ds);
+    return rc;
+}
+
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
 {
     uint64_t n = lf_dataset_samples(ds), blocks = lf_dataset_blocks(ds);
@@ -198,9 +250,11 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
     }
     in->block_start[blocks] = (uint32_t)n;
     in->n = (size_t)n;
-    in->view = (lf_plan_view){mapped ? mapped : in->own, in->block_start, (uint32_t)blocks,
-                              mapped ? release_pages : NULL, in, NULL, 0, 0};
+    in->view = (lf_plan_view){.lengths = mapped ? mapped : in->own,
+                              .block_start = in->block_start, .blocks = (uint32_t)blocks,
+                              .release = mapped ? release_pages : NULL, .release_arg = in};
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
+    take_summary(in, lf_dataset_index_summary(ds));
     plan_cli_input_count(in, in->n);
     return 0;
 }

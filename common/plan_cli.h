@@ -137,9 +137,18 @@ typedef struct plan_cli_input {
 } plan_cli_input;
 
 /* Fills *in from ds, the view's length counts included (over all n
- * samples: plan_cli_input_count). Returns 0, LF_PLAN_E_NOMEM, or
+ * samples: plan_cli_input_count), and its digest (lf_plan_view's), both
+ * from the index's summary where it has one (lf_dataset_index_summary),
+ * so no pass reads every length for them. Returns 0, LF_PLAN_E_NOMEM, or
  * LF_PLAN_E_ARG (2^32 - 2 samples or more). */
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds);
+
+/* Writes dir's index summary (lf_index_summary_write) for the index.lfx
+ * there, a dataset's or an index-only one's: its length counts (none where
+ * a length is PLAN_CLI_HIST_LEN or more) and the view's digest
+ * (lf_plan_view_digest), each one pass over the lengths, once, so a
+ * planner's start-up makes neither. Returns 0 or a status with err set. */
+int plan_cli_summary_write(const char *dir, lf_shard_error *err);
 
 /* Counts the lengths of the first n samples (n <= in->n) into the view's
  * hist (lf_plan_view: the passes of a plan over those n samples read

@@ -1041,6 +1041,13 @@ static int open_compact(lf_dataset *ds, const char *abs, const manifest *m, uint
     return rc == 0 ? compact_tables(ds, m, path, err) : rc;
 }
 
+const lf_index_summary *lf_dataset_index_summary(const lf_dataset *ds)
+{
+    return ds && ds->nsources == 1 && ds->sources[0].compact.has_summary
+               ? &ds->sources[0].compact.summary
+               : NULL;
+}
+
 int lf_dataset_open_lengths(const char *dir, lf_dataset **out, lf_shard_error *err)
 {
     return open_dir(dir, OPEN_LENGTHS, out, err);

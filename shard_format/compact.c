@@ -448,6 +448,11 @@ int compact_map(const char *path, uint64_t manifest_hash, compact_index *ci,
     return rc;
 }
 
+void compact_release(const compact_index *ci)
+{
+    if (ci->base) madvise(ci->base, ci->size, MADV_DONTNEED);
+}
+
 void compact_unmap(compact_index *ci)
 {
     if (ci->base) munmap(ci->base, ci->size);

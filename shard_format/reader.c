@@ -787,6 +787,7 @@ static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m
     if (rc == 0 && raw != m->raw_bytes)
         rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: raw byte total does not match the shards",
                         dir, LF_MANIFEST_NAME);
+    if (rc == 0) compact_release(ci);   /* its block entries, compared */
     return rc;
 }
 
@@ -1006,6 +1007,7 @@ static int compact_tables(lf_dataset *ds, const manifest *m, const char *path,
     ds->nblocks = ci->blocks;
     ds->nsamples = ci->samples;
     ds->max_stored = LF_SHARD_ALIGN;
+    compact_release(ci);
     return 0;
 }
 

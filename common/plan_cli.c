@@ -464,6 +464,7 @@ static int cmp_u64(const void *x, const void *y)
  * sum of the mean rank (0 when nothing costs). */
 typedef struct epoch_fig {
     double tokens, epoch;
+    uint64_t padded;             /* the most padded tokens a rank held in a step */
 } epoch_fig;
 
 void plan_cli_balance_add(plan_cli_balance *b, const lf_plan_step *st)
@@ -484,6 +485,7 @@ double plan_cli_balance_ratio(const plan_cli_balance *b)
 static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
                           epoch_fig *f)
 {
+    f->padded = 0;
     lf_plan *plan;
     int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
@@ -501,6 +503,8 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         for (uint32_t r = 0; r < st.world; r++) tok[steps] += st.rank_tokens[r];
         plan_cli_balance_add(&bal, &st);
         steps++;
+        uint64_t padded = lf_plan_step_padded(plan);
+        if (padded > f->padded) f->padded = padded;
     }
     lf_plan_free(plan);
     if (rc == 1) rc = 0; /* the prefix measured */
@@ -512,6 +516,27 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         f->epoch = plan_cli_balance_ratio(&bal);
     }
     free(tok);
+    return rc;
+}
+
+uint64_t plan_cli_cap_permille(void)
+{
+    uint64_t v;
+    return parse_env_u64("LF_TEST_CAP_PERMILLE", 1, 1000000, &v) ? v : PLAN_CLI_CAP_PERMILLE;
+}
+
+uint64_t plan_cli_cap_of(uint64_t most)
+{
+    uint64_t k = plan_cli_cap_permille(), want = most / 1000 * k + most % 1000 * k / 1000;
+    return want > 0 ? want : 1;
+}
+
+int plan_cli_later_cap(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                       uint64_t *cap)
+{
+    epoch_fig fig;
+    int rc = measure_epoch0(p, s, n, &fig);
+    *cap = rc ? 0 : plan_cli_cap_of(fig.padded);
     return rc;
 }
 
@@ -552,7 +577,7 @@ static int default_row(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
         seq *= 2;
     if (longest <= seq) seq = longest;
     double bound = (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3;
-    epoch_fig fig = {0, 0};
+    epoch_fig fig = {0, 0, 0};
     uint64_t budget = p->step_budget;
     int measured = 0, rc = 0;
     for (int tries = 0; p->step_bound != LF_PLAN_UNBOUNDED && tries < SEQ_TRIES; tries++) {

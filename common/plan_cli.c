@@ -6,8 +6,10 @@
 #include "index_only.h"
 #include "parse_num.h"
 
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +181,8 @@ static void release_pages(void *arg)
     plan_cli_input_release(arg);
 }
 
+static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary);
+
 /* The view's counts and digest from the index's summary (lf_index_summary:
  * taken when the index was written), where it has them for these n
  * samples: no pass over the lengths for either. */
@@ -198,39 +202,103 @@ static void take_summary(plan_cli_input *in, const lf_index_summary *sum)
     in->view.hist_n = in->n;
 }
 
+/* ds's summary computed from its lengths, the one beside its index left
+ * aside: *sum, its counts in *len and *cnt (malloc'd; NULL where none are
+ * kept). Returns 0 or an lf_plan status. */
+static int summary_of(const lf_dataset *ds, lf_index_summary *sum, uint64_t **len,
+                      uint64_t **cnt)
+{
+    plan_cli_input in;
+    *len = *cnt = NULL;
+    *sum = (lf_index_summary){.samples = lf_dataset_samples(ds), .blocks = lf_dataset_blocks(ds)};
+    int rc = input_open(&in, ds, 0);
+    if (rc == 0 && in.view.hist) {
+        *len = malloc(PLAN_CLI_HIST_LEN * sizeof **len);
+        *cnt = malloc(PLAN_CLI_HIST_LEN * sizeof **cnt);
+        for (uint32_t l = 0; *len && *cnt && l < PLAN_CLI_HIST_LEN; l++)
+            if (in.hist[l]) (*len)[sum->ncounts] = l, (*cnt)[sum->ncounts++] = in.hist[l];
+        if (!*len || !*cnt) rc = LF_PLAN_E_NOMEM;
+    }
+    if (rc == 0) {
+        sum->length = *len;
+        sum->count = *cnt;
+        sum->digest_kind = LF_PLAN_DIGEST_KIND;
+        sum->digest = lf_plan_view_digest(&in.view, in.n);
+    }
+    plan_cli_input_free(&in);
+    return rc;
+}
+
+/* Opens dir for its lengths and computes its summary (summary_of); with
+ * `fresh`, the summary beside its index removed first (a stale one would
+ * refuse the open). Returns 0 or a status with err set. */
+static int open_summary(const char *dir, int fresh, lf_dataset **ds, lf_index_summary *sum,
+                        uint64_t **len, uint64_t **cnt, lf_shard_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, LF_INDEX_SUMMARY_NAME);
+    if (fresh && unlink(path) != 0 && errno != ENOENT) {
+        err->status = LF_SHARD_E_IO;
+        snprintf(err->msg, sizeof err->msg, "%.400s: %s", path, strerror(errno));
+        return LF_SHARD_E_IO;
+    }
+    int rc = dataset_open(dir, DATASET_LENGTHS, ds, err);
+    if (rc != 0) return rc;
+    if (summary_of(*ds, sum, len, cnt) == 0) return 0;
+    lf_dataset_close(*ds);
+    free(*len);
+    free(*cnt);
+    err->status = LF_SHARD_E_NOMEM;
+    snprintf(err->msg, sizeof err->msg, "%.400s: out of memory, or too many samples to plan", dir);
+    return LF_SHARD_E_NOMEM;
+}
+
 int plan_cli_summary_write(const char *dir, lf_shard_error *err)
 {
     lf_dataset *ds;
-    int rc = dataset_open(dir, DATASET_LENGTHS, &ds, err);
+    lf_index_summary sum;
+    uint64_t *len, *cnt;
+    int rc = open_summary(dir, 1, &ds, &sum, &len, &cnt, err);
     if (rc != 0) return rc;
-    plan_cli_input in;
-    uint64_t *len = NULL, *cnt = NULL;
-    lf_index_summary sum = {.samples = lf_dataset_samples(ds), .blocks = lf_dataset_blocks(ds)};
-    if ((rc = plan_cli_input_open(&in, ds)) == 0 && in.view.hist) {
-        len = malloc(PLAN_CLI_HIST_LEN * sizeof *len);
-        cnt = malloc(PLAN_CLI_HIST_LEN * sizeof *cnt);
-        for (uint32_t l = 0; len && cnt && l < PLAN_CLI_HIST_LEN; l++)
-            if (in.hist[l]) len[sum.ncounts] = l, cnt[sum.ncounts++] = in.hist[l];
-    }
-    if (rc == 0) {
-        sum.length = len;
-        sum.count = cnt;
-        sum.digest_kind = LF_PLAN_DIGEST_KIND;
-        sum.digest = lf_plan_view_digest(&in.view, in.n);
-        rc = lf_index_summary_write(dir, &sum, err);
-    } else {
-        err->status = rc = LF_SHARD_E_NOMEM;
-        snprintf(err->msg, sizeof err->msg, "%s: out of memory, or too many samples to plan",
-                 dir);
+    rc = lf_index_summary_write(dir, &sum, err);
+    free(len);
+    free(cnt);
+    lf_dataset_close(ds);
+    return rc;
+}
+
+int plan_cli_summary_check(const char *dir, lf_shard_error *err)
+{
+    lf_dataset *ds;
+    lf_index_summary sum;
+    uint64_t *len, *cnt;
+    int rc = open_summary(dir, 0, &ds, &sum, &len, &cnt, err);
+    if (rc != 0) return rc;
+    const lf_index_summary *r = lf_dataset_index_summary(ds);
+    int same = r && r->ncounts == sum.ncounts && r->digest_kind == sum.digest_kind &&
+               r->digest == sum.digest &&
+               (!sum.ncounts || (!memcmp(r->length, len, sum.ncounts * sizeof *len) &&
+                                 !memcmp(r->count, cnt, sum.ncounts * sizeof *cnt)));
+    rc = !r ? 1 : same ? 0 : LF_SHARD_E_FORMAT;
+    if (rc < 0) {
+        err->status = rc;
+        snprintf(err->msg, sizeof err->msg, "%.300s/%s: its length counts or digest are not "
+                 "those of the lengths in %s: run `lf-shard index DIR` to write it again", dir,
+                 LF_INDEX_SUMMARY_NAME, LF_INDEX_NAME);
     }
     free(len);
     free(cnt);
-    plan_cli_input_free(&in);
     lf_dataset_close(ds);
     return rc;
 }
 
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
+{
+    return input_open(in, ds, 1);
+}
+
+/* plan_cli_input_open, taking the index's summary where `summary` is set. */
+static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary)
 {
     uint64_t n = lf_dataset_samples(ds), blocks = lf_dataset_blocks(ds);
     memset(in, 0, sizeof *in);
@@ -254,7 +322,7 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
                               .block_start = in->block_start, .blocks = (uint32_t)blocks,
                               .release = mapped ? release_pages : NULL, .release_arg = in};
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
-    take_summary(in, lf_dataset_index_summary(ds));
+    if (summary) take_summary(in, lf_dataset_index_summary(ds));
     plan_cli_input_count(in, in->n);
     return 0;
 }

@@ -164,8 +164,15 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds);
  * there, a dataset's or an index-only one's: its length counts (none where
  * a length is PLAN_CLI_HIST_LEN or more) and the view's digest
  * (lf_plan_view_digest), each one pass over the lengths, once, so a
- * planner's start-up makes neither. Returns 0 or a status with err set. */
+ * planner's start-up makes neither; a summary already there (stale or
+ * not) is removed first, never read. Returns 0 or a status with err set. */
 int plan_cli_summary_write(const char *dir, lf_shard_error *err);
+
+/* Takes dir's summary again from its lengths and compares it with the one
+ * written (lf-shard verify). Returns 0 when they are the same, 1 where
+ * there is none, or a status with err set (LF_SHARD_E_FORMAT: they
+ * differ, naming it and lf-shard index). */
+int plan_cli_summary_check(const char *dir, lf_shard_error *err);
 
 /* Counts the lengths of the first n samples (n <= in->n) into the view's
  * hist (lf_plan_view: the passes of a plan over those n samples read

@@ -16,9 +16,12 @@
  * or disagrees with index.lfx is refused then, naming it, and the
  * others are served. The index summary beside it (index-summary.lfx)
  * reads back as written and is refused, naming it, where damaged, of
- * another version or written for another index.lfx (test_summary).
+ * another version or written for another index.lfx, and the planner's
+ * side writes it from the lengths and finds one that is not theirs
+ * (plan_cli_summary_check, lf-shard verify's) (test_summary).
  */
 #include "unit/shard_gen.h"
+#include "plan_cli.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -689,9 +692,23 @@ static void test_summary(const char *root)
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", opath, path);
     ASSERT_EQ(system(cmd), 0);
     expect_summary_refused(dir, LF_SHARD_E_FORMAT, "another index.lfx than the one beside it");
+    /* Written by the planner's side (plan_cli_summary_write, which removes
+     * the stale one first), it is the lengths' (plan_cli_summary_check, as
+     * lf-shard verify checks it); one of another digest is not. */
+    ASSERT_EQ(plan_cli_summary_write(dir, &err), 0);
+    ASSERT_EQ(plan_cli_summary_check(dir, &err), 0);
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
+    w = *lf_dataset_index_summary(c);
+    w.digest++;
+    ASSERT_EQ(lf_index_summary_write(dir, &w, &err), 0);
+    lf_dataset_close(c);
+    ASSERT_EQ(plan_cli_summary_check(dir, &err), LF_SHARD_E_FORMAT);
+    if (!strstr(err.msg, "not those of the lengths") || !strstr(err.msg, "lf-shard index DIR"))
+        TEST_FAIL_("a wrong digest: %s", err.msg);
     /* Writing the index again removes its summary. */
     ASSERT_EQ(lf_dataset_write_index(dir, &err), 0);
     ASSERT_TRUE(access(path, F_OK) != 0);
+    ASSERT_EQ(plan_cli_summary_check(dir, &err), 1);
     ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
     ASSERT_TRUE(lf_dataset_index_summary(c) == NULL);
     lf_dataset_close(c);

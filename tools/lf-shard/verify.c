@@ -15,8 +15,9 @@ static const char verify_help[] =
     "Usage: lf-shard verify DIR\n"
     "\n"
     "Checks every checksum of the dataset: manifest, shard headers, indexes and\n"
-    "footers, every data block, every record's field layout, and " LF_INDEX_NAME " (when\n"
-    "there) against the shard indexes. Prints one line\n"
+    "footers, every data block, every record's field layout, " LF_INDEX_NAME " (when\n"
+    "there) against the shard indexes, and " LF_INDEX_SUMMARY_NAME " (when there)\n"
+    "against the lengths in " LF_INDEX_NAME ". Prints one line\n"
     "and exits 0 when all hold; on the first failure prints the place (file,\n"
     "shard, block, sample) and exits 1. Shows progress when stderr is a terminal.\n"
     "\n"
@@ -74,6 +75,7 @@ int cmd_verify(int argc, char **argv)
     cli_progress_start(&p, "verify", "blocks", 0);
     int rc = lf_dataset_verify(dir, on_progress, &p, &err);
     cli_progress_clear(&p);
+    if (rc == 0) rc = plan_cli_summary_check(dir, &err);   /* 1: none there */
     if (rc < 0)
         cli_die("verify %s: FAILED: %s", dir, err.msg);
     lf_dataset *ds = cli_open_dataset(dir);

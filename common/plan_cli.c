@@ -253,43 +253,49 @@ static int open_summary(const char *dir, int fresh, lf_dataset **ds, lf_index_su
     return LF_SHARD_E_NOMEM;
 }
 
-int plan_cli_summary_write(const char *dir, lf_shard_error *err)
+/* 0 where ds's summary is sum, 1 where it has none, else LF_SHARD_E_FORMAT
+ * with err naming it. */
+static int compare_summary(const lf_dataset *ds, const lf_index_summary *sum, const char *dir,
+                           lf_shard_error *err)
+{
+    const lf_index_summary *r = lf_dataset_index_summary(ds);
+    if (!r) return 1;
+    size_t k = sum->ncounts;
+    if (r->ncounts == k && r->digest_kind == sum->digest_kind && r->digest == sum->digest &&
+        (!k || (!memcmp(r->length, sum->length, k * sizeof *r->length) &&
+                !memcmp(r->count, sum->count, k * sizeof *r->count))))
+        return 0;
+    err->status = LF_SHARD_E_FORMAT;
+    snprintf(err->msg, sizeof err->msg, "%.300s/%s: its length counts or digest are not those of "
+             "the lengths in %s: run `lf-shard index DIR` to write it again", dir,
+             LF_INDEX_SUMMARY_NAME, LF_INDEX_NAME);
+    return LF_SHARD_E_FORMAT;
+}
+
+/* dir's summary taken from its lengths and written, or (check) compared
+ * with the one there. */
+static int summary_pass(const char *dir, int check, lf_shard_error *err)
 {
     lf_dataset *ds;
     lf_index_summary sum;
     uint64_t *len, *cnt;
-    int rc = open_summary(dir, 1, &ds, &sum, &len, &cnt, err);
+    int rc = open_summary(dir, !check, &ds, &sum, &len, &cnt, err);
     if (rc != 0) return rc;
-    rc = lf_index_summary_write(dir, &sum, err);
+    rc = check ? compare_summary(ds, &sum, dir, err) : lf_index_summary_write(dir, &sum, err);
     free(len);
     free(cnt);
     lf_dataset_close(ds);
     return rc;
 }
 
+int plan_cli_summary_write(const char *dir, lf_shard_error *err)
+{
+    return summary_pass(dir, 0, err);
+}
+
 int plan_cli_summary_check(const char *dir, lf_shard_error *err)
 {
-    lf_dataset *ds;
-    lf_index_summary sum;
-    uint64_t *len, *cnt;
-    int rc = open_summary(dir, 0, &ds, &sum, &len, &cnt, err);
-    if (rc != 0) return rc;
-    const lf_index_summary *r = lf_dataset_index_summary(ds);
-    int same = r && r->ncounts == sum.ncounts && r->digest_kind == sum.digest_kind &&
-               r->digest == sum.digest &&
-               (!sum.ncounts || (!memcmp(r->length, len, sum.ncounts * sizeof *len) &&
-                                 !memcmp(r->count, cnt, sum.ncounts * sizeof *cnt)));
-    rc = !r ? 1 : same ? 0 : LF_SHARD_E_FORMAT;
-    if (rc < 0) {
-        err->status = rc;
-        snprintf(err->msg, sizeof err->msg, "%.300s/%s: its length counts or digest are not "
-                 "those of the lengths in %s: run `lf-shard index DIR` to write it again", dir,
-                 LF_INDEX_SUMMARY_NAME, LF_INDEX_NAME);
-    }
-    free(len);
-    free(cnt);
-    lf_dataset_close(ds);
-    return rc;
+    return summary_pass(dir, 1, err);
 }
 
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)

@@ -300,17 +300,24 @@ static int read_summary(const char *lfx, uint64_t data_hash, compact_index *ci,
 {
     char path[PATH_MAX];
     if (summary_path(lfx, path) != 0) return 0;   /* as if none: the index opened */
-    FILE *f = fopen(path, "rb");
-    if (!f && errno == ENOENT) return 0;
-    if (!f) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
-    size_t cap = SUMMARY_HEADER_SIZE + (size_t)LF_INDEX_SUMMARY_COUNTS_MAX * SUMMARY_ENTRY + 1;
-    uint8_t *b = malloc(cap);
-    size_t size = b ? fread(b, 1, cap, f) : 0;
-    int rc = !b ? shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path)
-             : ferror(f) ? shard_fail(err, LF_SHARD_E_IO, "%s: read failed", path)
-                         : summary_decode(b, size, path, data_hash, ci, err);
-    fclose(f);
-    free(b);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO would block */
+    if (fd < 0 && errno == ENOENT) return 0;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return rc;
+    }
+    /* mapped, not read into a buffer: a megabyte malloc'd and freed would
+     * raise glibc's mmap threshold, and the server's decode buffers would
+     * then come from (and stay in) its heap */
+    size_t max = SUMMARY_HEADER_SIZE + (size_t)LF_INDEX_SUMMARY_COUNTS_MAX * SUMMARY_ENTRY;
+    size_t size = S_ISREG(st.st_mode) && (uint64_t)st.st_size <= max ? (size_t)st.st_size : 0;
+    void *m = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    int rc = m == MAP_FAILED ? summary_decode((const uint8_t *)"", 0, path, data_hash, ci, err)
+                             : summary_decode(m, size, path, data_hash, ci, err);
+    if (m != MAP_FAILED) munmap(m, size);
     return rc;
 }
 

@@ -463,18 +463,53 @@ static uint64_t fixed_rule(const lf_plan_params *q)
     return (uint64_t)q->world * q->batch_per_rank | 1ull << 62;
 }
 
+/* The samples' part of the sequence hash: n, then each sample's id,
+ * length, group and whether it fails a cap (lf_plan_view_digest: a view's,
+ * none failing). */
+static uint64_t digest_begin(size_t n)
+{
+    return hash_step(0x6c66706c616e31ULL, n);
+}
+
+static uint64_t digest_add(uint64_t h, uint64_t id, uint64_t len, uint64_t group, int capfail)
+{
+    h = hash_step(h, id);
+    return hash_step(h, len ^ (group << 40) ^ ((uint64_t)capfail << 63));
+}
+
+uint64_t lf_plan_view_digest(const lf_plan_view *v, size_t n)
+{
+    lf_plan_params q = {.view = *v};   /* the view's release, as a plan's pass */
+    uint64_t h = digest_begin(n), g = 0;
+    size_t b = 0;
+    LFP_SCAN(&q, i, n) {
+        for (; v->block_start[b + 1] <= i; b++) g += v->block_start[b + 1] > v->block_start[b];
+        h = digest_add(h, i, v->lengths[i], g, 0);
+    }
+    return h;
+}
+
+/* Whether the view's digest is the samples' part of p's sequence hash: p
+ * is of the view's digest_n samples (a view, not an array: group_of NULL,
+ * the ids the indices) and none fails a cap. */
+static int digest_given(const lf_plan *p, const uint32_t *group_of)
+{
+    const lf_plan_view *v = &p->prm.view;
+    return v->digest_n && v->digest_n == p->n && v->lengths && p->len32 == v->lengths &&
+           !p->id && !group_of && !p->ncapfail;
+}
+
 /* What the global sequence depends on; a state restores only onto a match.
  * group_of: each sample's group (NULL: the groups are runs of indices). */
 static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_params *q = &p->prm;
-    uint64_t h = hash_step(0x6c66706c616e31ULL, p->n);
+    uint64_t h = digest_given(p, group_of) ? q->view.digest : digest_begin(p->n);
     size_t g = 0;
-    LFP_SCAN(q, i, p->n) {
+    LFP_SCAN(q, i, digest_given(p, group_of) ? 0 : p->n) {
         while (!group_of && p->group_start[g + 1] <= i) g++;   /* runs of the indices */
-        uint64_t gi = group_of ? group_of[i] : g;
-        h = hash_step(h, lfp_id(p, i));
-        h = hash_step(h, lfp_len(p, i) ^ (gi << 40) ^ ((uint64_t)lfp_capfail(p, i) << 63));
+        h = digest_add(h, lfp_id(p, i), lfp_len(p, i), group_of ? group_of[i] : g,
+                       lfp_capfail(p, i));
     }
     uint64_t v[] = {q->sampler, q->step_budget, q->lookahead, q->max_defer,
                     q->outlier_policy, q->outlier_cost, q->outlier_group,

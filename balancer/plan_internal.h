@@ -253,6 +253,7 @@ struct lf_plan {
     uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
     uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
+    int marked;                  /* some mark is set (else mark is all zero) */
     size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
     uint64_t longest_fit;        /* the longest sample that fits (lf_plan_cap_later) */
     uint64_t shortest_fit;       /* the shortest (UINT64_MAX: none; lf_plan_rank_samples_max) */
@@ -262,6 +263,10 @@ struct lf_plan {
     uint32_t *group_members;     /* samples by (block, id); NULL: the samples
                                     came so, member k is sample k */
     uint32_t *gperm, *grem;      /* per group: shuffled order, samples pending */
+    uint64_t gperm_key;          /* one source: the key gperm is shuffled by (valid
+                                    when gperm_made), so an epoch begun again (a
+                                    rewind, a restore) keeps it */
+    int gperm_made;
     uint32_t *pool, *pool_group; /* the open blocks' pending samples and their
                                     groups while building an order */
     size_t pool_cap;             /* the most samples locality_blocks blocks hold */

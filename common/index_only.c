@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "parse_num.h"
+#include "plan_cli.h"
 #include "synth_rng.h"
 
 #define HEADER "levelfeed-index-only 1"
@@ -40,7 +41,8 @@ static void synth_block(void *arg, uint64_t b, uint32_t *nsamples, uint32_t *raw
     *raw_size = raw > LF_MAX_RECORD_BYTES ? UINT32_MAX : (uint32_t)raw;
 }
 
-/* Writes dir/index.lfx: the lengths drawn once. */
+/* Writes dir/index.lfx: the lengths drawn once; and their summary
+ * (plan_cli_summary_write), which needs index-only.lfi written first. */
 static int write_lengths(const char *dir, const index_only *d, char *why, size_t why_size)
 {
     index_only copy = *d;   /* the callbacks' argument is not const */
@@ -48,7 +50,8 @@ static int write_lengths(const char *dir, const index_only *d, char *why, size_t
                           .blocks = (d->samples + d->block_samples - 1) / d->block_samples,
                           .block = synth_block, .length = synth_length, .arg = &copy};
     lf_shard_error err;
-    if (lf_index_write(dir, &spec, &err) == 0) return 0;
+    if (lf_index_write(dir, &spec, &err) == 0 && plan_cli_summary_write(dir, &err) == 0)
+        return 0;
     snprintf(why, why_size, "%s", err.msg);
     return -1;
 }

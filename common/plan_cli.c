@@ -3,10 +3,13 @@
  */
 #include "plan_cli.h"
 #include "cost_file.h"
+#include "index_only.h"
 #include "parse_num.h"
 
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +181,130 @@ static void release_pages(void *arg)
     plan_cli_input_release(arg);
 }
 
+static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary);
+
+/* The view's counts and digest from the index's summary (lf_index_summary:
+ * taken when the index was written), where it has them for these n
+ * samples: no pass over the lengths for either. */
+static void take_summary(plan_cli_input *in, const lf_index_summary *sum)
+{
+    if (!sum || sum->samples != in->n) return;
+    if (sum->digest_kind == LF_PLAN_DIGEST_KIND) {
+        in->view.digest = sum->digest;
+        in->view.digest_n = in->n;
+    }
+    int fits = sum->ncounts > 0 && sum->length[sum->ncounts - 1] < PLAN_CLI_HIST_LEN;
+    for (uint32_t k = 0; fits && k < sum->ncounts; k++) fits = sum->count[k] <= UINT32_MAX;
+    if (!fits || !(in->hist = calloc(PLAN_CLI_HIST_LEN, sizeof *in->hist))) return;
+    for (uint32_t k = 0; k < sum->ncounts; k++) in->hist[sum->length[k]] = (uint32_t)sum->count[k];
+    in->view.hist = in->hist;
+    in->view.hist_len = PLAN_CLI_HIST_LEN;
+    in->view.hist_n = in->n;
+}
+
+/* ds's summary computed from its lengths, the one beside its index left
+ * aside: *sum, its counts in *len and *cnt (malloc'd; NULL where none are
+ * kept). Returns 0 or an lf_plan status. */
+static int summary_of(const lf_dataset *ds, lf_index_summary *sum, uint64_t **len,
+                      uint64_t **cnt)
+{
+    plan_cli_input in;
+    *len = *cnt = NULL;
+    *sum = (lf_index_summary){.samples = lf_dataset_samples(ds), .blocks = lf_dataset_blocks(ds)};
+    int rc = input_open(&in, ds, 0);
+    if (rc == 0 && in.view.hist) {
+        *len = malloc(PLAN_CLI_HIST_LEN * sizeof **len);
+        *cnt = malloc(PLAN_CLI_HIST_LEN * sizeof **cnt);
+        for (uint32_t l = 0; *len && *cnt && l < PLAN_CLI_HIST_LEN; l++)
+            if (in.hist[l]) (*len)[sum->ncounts] = l, (*cnt)[sum->ncounts++] = in.hist[l];
+        if (!*len || !*cnt) rc = LF_PLAN_E_NOMEM;
+    }
+    if (rc == 0) {
+        sum->length = *len;
+        sum->count = *cnt;
+        sum->digest_kind = LF_PLAN_DIGEST_KIND;
+        sum->digest = lf_plan_view_digest(&in.view, in.n);
+    }
+    plan_cli_input_free(&in);
+    return rc;
+}
+
+/* Opens dir for its lengths and computes its summary (summary_of); with
+ * `fresh`, the summary beside its index removed first (a stale one would
+ * refuse the open). Returns 0 or a status with err set. */
+static int open_summary(const char *dir, int fresh, lf_dataset **ds, lf_index_summary *sum,
+                        uint64_t **len, uint64_t **cnt, lf_shard_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, LF_INDEX_SUMMARY_NAME);
+    if (fresh && unlink(path) != 0 && errno != ENOENT) {
+        err->status = LF_SHARD_E_IO;
+        snprintf(err->msg, sizeof err->msg, "%.400s: %s", path, strerror(errno));
+        return LF_SHARD_E_IO;
+    }
+    int rc = dataset_open(dir, DATASET_LENGTHS, ds, err);
+    if (rc != 0) return rc;
+    if (summary_of(*ds, sum, len, cnt) == 0) return 0;
+    lf_dataset_close(*ds);
+    free(*len);
+    free(*cnt);
+    err->status = LF_SHARD_E_NOMEM;
+    snprintf(err->msg, sizeof err->msg, "%.400s: out of memory, or too many samples to plan", dir);
+    return LF_SHARD_E_NOMEM;
+}
+
+/* 0 where ds's summary is sum, 1 where it has none, else LF_SHARD_E_FORMAT
+ * with err naming it. */
+static int compare_summary(const lf_dataset *ds, const lf_index_summary *sum, const char *dir,
+                           lf_shard_error *err)
+{
+    const lf_index_summary *r = lf_dataset_index_summary(ds);
+    if (!r) return 1;
+    size_t k = sum->ncounts;
+    if (r->ncounts == k && r->digest_kind == sum->digest_kind && r->digest == sum->digest &&
+        (!k || (!memcmp(r->length, sum->length, k * sizeof *r->length) &&
+                !memcmp(r->count, sum->count, k * sizeof *r->count))))
+        return 0;
+    err->status = LF_SHARD_E_FORMAT;
+    snprintf(err->msg, sizeof err->msg, "%.300s/%s: its length counts or digest are not those of "
+             "the lengths in %s: run `lf-shard index DIR` to write it again", dir,
+             LF_INDEX_SUMMARY_NAME, LF_INDEX_NAME);
+    return LF_SHARD_E_FORMAT;
+}
+
+/* dir's summary taken from its lengths and written, or (check) compared
+ * with the one there. */
+static int summary_pass(const char *dir, int check, lf_shard_error *err)
+{
+    lf_dataset *ds;
+    lf_index_summary sum;
+    uint64_t *len, *cnt;
+    int rc = open_summary(dir, !check, &ds, &sum, &len, &cnt, err);
+    if (rc != 0) return rc;
+    rc = check ? compare_summary(ds, &sum, dir, err) : lf_index_summary_write(dir, &sum, err);
+    free(len);
+    free(cnt);
+    lf_dataset_close(ds);
+    return rc;
+}
+
+int plan_cli_summary_write(const char *dir, lf_shard_error *err)
+{
+    return summary_pass(dir, 0, err);
+}
+
+int plan_cli_summary_check(const char *dir, lf_shard_error *err)
+{
+    return summary_pass(dir, 1, err);
+}
+
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
+{
+    return input_open(in, ds, 1);
+}
+
+/* plan_cli_input_open, taking the index's summary where `summary` is set. */
+static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary)
 {
     uint64_t n = lf_dataset_samples(ds), blocks = lf_dataset_blocks(ds);
     memset(in, 0, sizeof *in);
@@ -198,9 +324,11 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
     }
     in->block_start[blocks] = (uint32_t)n;
     in->n = (size_t)n;
-    in->view = (lf_plan_view){mapped ? mapped : in->own, in->block_start, (uint32_t)blocks,
-                              mapped ? release_pages : NULL, in, NULL, 0, 0};
+    in->view = (lf_plan_view){.lengths = mapped ? mapped : in->own,
+                              .block_start = in->block_start, .blocks = (uint32_t)blocks,
+                              .release = mapped ? release_pages : NULL, .release_arg = in};
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
+    if (summary) take_summary(in, lf_dataset_index_summary(ds));
     plan_cli_input_count(in, in->n);
     return 0;
 }
@@ -410,6 +538,7 @@ static int cmp_u64(const void *x, const void *y)
  * sum of the mean rank (0 when nothing costs). */
 typedef struct epoch_fig {
     double tokens, epoch;
+    uint64_t padded;             /* the most padded tokens a rank held in a step */
 } epoch_fig;
 
 void plan_cli_balance_add(plan_cli_balance *b, const lf_plan_step *st)
@@ -430,6 +559,7 @@ double plan_cli_balance_ratio(const plan_cli_balance *b)
 static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
                           epoch_fig *f)
 {
+    f->padded = 0;
     lf_plan *plan;
     int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
@@ -447,6 +577,8 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         for (uint32_t r = 0; r < st.world; r++) tok[steps] += st.rank_tokens[r];
         plan_cli_balance_add(&bal, &st);
         steps++;
+        uint64_t padded = lf_plan_step_padded(plan);
+        if (padded > f->padded) f->padded = padded;
     }
     lf_plan_free(plan);
     if (rc == 1) rc = 0; /* the prefix measured */
@@ -458,6 +590,27 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         f->epoch = plan_cli_balance_ratio(&bal);
     }
     free(tok);
+    return rc;
+}
+
+uint64_t plan_cli_cap_permille(void)
+{
+    uint64_t v;
+    return parse_env_u64("LF_TEST_CAP_PERMILLE", 1, 1000000, &v) ? v : PLAN_CLI_CAP_PERMILLE;
+}
+
+uint64_t plan_cli_cap_of(uint64_t most)
+{
+    uint64_t k = plan_cli_cap_permille(), want = most / 1000 * k + most % 1000 * k / 1000;
+    return want > 0 ? want : 1;
+}
+
+int plan_cli_later_cap(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                       uint64_t *cap)
+{
+    epoch_fig fig;
+    int rc = measure_epoch0(p, s, n, &fig);
+    *cap = rc ? 0 : plan_cli_cap_of(fig.padded);
     return rc;
 }
 
@@ -498,7 +651,7 @@ static int default_row(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
         seq *= 2;
     if (longest <= seq) seq = longest;
     double bound = (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3;
-    epoch_fig fig = {0, 0};
+    epoch_fig fig = {0, 0, 0};
     uint64_t budget = p->step_budget;
     int measured = 0, rc = 0;
     for (int tries = 0; p->step_bound != LF_PLAN_UNBOUNDED && tries < SEQ_TRIES; tries++) {

@@ -71,6 +71,23 @@ double plan_cli_balance_ratio(const plan_cli_balance *b);   /* 0: nothing costs 
  * is measured whole. lf-server measures its cap on the same steps. */
 #define PLAN_CLI_PREFIX_SAMPLES (UINT64_C(1) << 20)
 
+/* The cap a balanced token plan's server puts on every epoch from epoch 0
+ * on (lf_plan_cap_later; lf-server's rule 2, in its plan id): the most
+ * padded tokens a rank held in a step of epoch 0's first steps (those that
+ * place PLAN_CLI_PREFIX_SAMPLES, uncapped), and 1/8 more
+ * (PLAN_CLI_CAP_PERMILLE / 1000; the test hook LF_TEST_CAP_PERMILLE=N
+ * replaces the figure, so tests can make it bind). lf-plan caps its
+ * balanced plan the same way, so it plans what the server serves. */
+#define PLAN_CLI_CAP_PERMILLE 1125u
+uint64_t plan_cli_cap_permille(void);
+/* The cap for a prefix whose most padded tokens are `most` (at least 1). */
+uint64_t plan_cli_cap_of(uint64_t most);
+/* plan_cli_cap_of the prefix of p's balanced epoch 0 (s NULL: the view's
+ * samples), measured on a plan of its own, into *cap (0 on failure).
+ * Returns 0 or a negative lf_plan status. */
+int plan_cli_later_cap(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                       uint64_t *cap);
+
 /* Whether a balanced epoch 0 of figure sum-max/sum-mean, uncut, calls for
  * pad's default cut under c's --step-bound (it cannot be balanced uncut). */
 int plan_cli_cut_over(const plan_cli *c, double figure);
@@ -137,9 +154,25 @@ typedef struct plan_cli_input {
 } plan_cli_input;
 
 /* Fills *in from ds, the view's length counts included (over all n
- * samples: plan_cli_input_count). Returns 0, LF_PLAN_E_NOMEM, or
+ * samples: plan_cli_input_count), and its digest (lf_plan_view's), both
+ * from the index's summary where it has one (lf_dataset_index_summary),
+ * so no pass reads every length for them. Returns 0, LF_PLAN_E_NOMEM, or
  * LF_PLAN_E_ARG (2^32 - 2 samples or more). */
 int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds);
+
+/* Writes dir's index summary (lf_index_summary_write) for the index.lfx
+ * there, a dataset's or an index-only one's: its length counts (none where
+ * a length is PLAN_CLI_HIST_LEN or more) and the view's digest
+ * (lf_plan_view_digest), each one pass over the lengths, once, so a
+ * planner's start-up makes neither; a summary already there (stale or
+ * not) is removed first, never read. Returns 0 or a status with err set. */
+int plan_cli_summary_write(const char *dir, lf_shard_error *err);
+
+/* Takes dir's summary again from its lengths and compares it with the one
+ * written (lf-shard verify). Returns 0 when they are the same, 1 where
+ * there is none, or a status with err set (LF_SHARD_E_FORMAT: they
+ * differ, naming it and lf-shard index). */
+int plan_cli_summary_check(const char *dir, lf_shard_error *err);
 
 /* Counts the lengths of the first n samples (n <= in->n) into the view's
  * hist (lf_plan_view: the passes of a plan over those n samples read

@@ -57,20 +57,19 @@ static int capped(const srv *s)
 /* The cap on every epoch from the plan's epoch 0 on: the most padded
  * tokens on a rank in a step of epoch 0's first steps (those that place
  * PLAN_CLI_PREFIX_SAMPLES: the whole epoch where it is smaller), and 1/8
- * more (CAP_PERMILLE / 1000 of it). The rule is in the plan id (CAP_RULE
- * and the figure): where the cap binds, a step differs from the plan
- * without it, so a state saved under another rule is refused. Rule 1 (the
- * whole of epoch 0 measured, the cap from epoch 1 on) walked epoch 0 at
- * start-up; rule 2 walks the prefix alone, and caps epoch 0 too (past the
- * prefix, which the cap leaves as it was). LF_TEST_CAP_PERMILLE replaces the
- * figure, so tests can make it bind. */
+ * more (plan_cli_cap_of: PLAN_CLI_CAP_PERMILLE / 1000 of it, as lf-plan
+ * caps its plan). The rule is in the plan id (CAP_RULE and the figure):
+ * where the cap binds, a step differs from the plan without it, so a state
+ * saved under another rule is refused. Rule 1 (the whole of epoch 0
+ * measured, the cap from epoch 1 on) walked epoch 0 at start-up; rule 2
+ * walks the prefix alone, and caps epoch 0 too (past the prefix, which the
+ * cap leaves as it was). LF_TEST_CAP_PERMILLE replaces the figure, so
+ * tests can make it bind. */
 #define CAP_RULE 2u
-#define CAP_PERMILLE 1125u
 
 static uint64_t cap_permille(void)
 {
-    uint64_t v;
-    return parse_env_u64("LF_TEST_CAP_PERMILLE", 1, 1000000, &v) ? v : CAP_PERMILLE;
+    return plan_cli_cap_permille();
 }
 
 /* The plan from the run's epoch `epoch` on (the absolute number: epochs do
@@ -921,8 +920,7 @@ static int set_cap(srv *s, uint64_t most)
     lf_plan *p;
     int rc = plan_take(s, 0, &p); /* the start-up's plan: it takes the cap too */
     if (rc < 0) return rc;
-    uint64_t want = most / 1000 * cap_permille() + most % 1000 * cap_permille() / 1000;
-    s->later_cap = lf_plan_cap_later(p, 0, want > 0 ? want : 1);
+    s->later_cap = lf_plan_cap_later(p, 0, plan_cli_cap_of(most));
     rc = fit_cap(s, s->later_cap, lf_plan_rank_samples_max(p, s->later_cap), &s->slot_size);
     s->spare = p; /* still at its first epoch's start */
     if (rc == 0 && !s->cfg.quiet)

@@ -23,7 +23,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -131,9 +133,191 @@ int lf_index_write(const char *dir, const lf_index_spec *spec, lf_shard_error *e
         snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, LF_INDEX_NAME) >= (int)sizeof tmp)
         return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
     int rc = write_file(tmp, spec, err);
+    /* the summary of the index it replaces goes first: never one beside
+     * an index it does not describe (it would be refused) */
+    char sum[PATH_MAX];
+    if (rc == 0 && snprintf(sum, sizeof sum, "%s/%s", dir, LF_INDEX_SUMMARY_NAME) < (int)sizeof sum &&
+        unlink(sum) != 0 && errno != ENOENT)
+        rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", sum, strerror(errno));
     if (rc == 0 && rename(tmp, path) != 0)
         rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
     if (rc != 0) unlink(tmp);
+    return rc;
+}
+
+/* ---- the summary (index-summary.lfx, FORMAT.md section 11) ------------- */
+
+#define SUMMARY_MAGIC "LFISUMM\0"
+#define SUMMARY_VERSION 1
+#define SUMMARY_HEADER_SIZE 72
+#define SUMMARY_ENTRY 16                 /* length u64, count u64 */
+#define SU_VERSION 8
+#define SU_NCOUNTS 12
+#define SU_SAMPLES 16
+#define SU_BLOCKS 24
+#define SU_INDEX_HASH 32
+#define SU_DIGEST 40
+#define SU_DIGEST_KIND 48
+#define SU_RESERVED 52
+#define SU_BODY_HASH 56
+#define SU_SELF_HASH 64
+
+/* The path of the summary beside the index at lfx (dir/index.lfx). */
+static int summary_path(const char *lfx, char out[PATH_MAX])
+{
+    const char *slash = strrchr(lfx, '/');
+    int n = slash ? snprintf(out, PATH_MAX, "%.*s/%s", (int)(slash - lfx), lfx,
+                             LF_INDEX_SUMMARY_NAME)
+                  : snprintf(out, PATH_MAX, "%s", LF_INDEX_SUMMARY_NAME);
+    return n < 0 || n >= PATH_MAX ? -1 : 0;
+}
+
+/* The data hash of the index at path, its header checked (self hash,
+ * magic, version); *samples, *blocks its counts. */
+static int index_header(const char *path, uint64_t *data_hash, uint64_t *samples,
+                        uint64_t *blocks, lf_shard_error *err)
+{
+    uint8_t h[COMPACT_HEADER_SIZE];
+    FILE *f = fopen(path, "rb");
+    if (!f) return shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got != sizeof h || memcmp(h, COMPACT_MAGIC, MAGIC_LEN) != 0 ||
+        shard_hash(h, AT_SELF_HASH) != get_u64(h + AT_SELF_HASH) ||
+        get_u32(h + AT_VERSION) != COMPACT_VERSION)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: not a levelfeed compact index of "
+                          "version %u", path, COMPACT_VERSION);
+    *data_hash = get_u64(h + AT_DATA_HASH);
+    *samples = get_u64(h + AT_SAMPLES);
+    *blocks = get_u64(h + AT_BLOCKS);
+    return 0;
+}
+
+/* The counts' entries of s into body (SUMMARY_ENTRY bytes each). */
+static void encode_counts(const lf_index_summary *s, uint8_t *body)
+{
+    for (uint32_t k = 0; k < s->ncounts; k++) {
+        put_u64(body + (size_t)k * SUMMARY_ENTRY, s->length[k]);
+        put_u64(body + (size_t)k * SUMMARY_ENTRY + 8, s->count[k]);
+    }
+}
+
+int lf_index_summary_write(const char *dir, const lf_index_summary *s, lf_shard_error *err)
+{
+    if (!dir || !s || s->ncounts > LF_INDEX_SUMMARY_COUNTS_MAX ||
+        (s->ncounts && (!s->length || !s->count)))
+        return shard_fail(err, LF_SHARD_E_ARG, "index summary: invalid argument");
+    char lfx[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
+    if (snprintf(lfx, sizeof lfx, "%s/%s", dir, LF_INDEX_NAME) >= (int)sizeof lfx ||
+        summary_path(lfx, path) != 0 ||
+        snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, LF_INDEX_SUMMARY_NAME) >= (int)sizeof tmp)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: path too long", dir);
+    uint64_t index_hash = 0, samples = 0, blocks = 0;
+    int rc = index_header(lfx, &index_hash, &samples, &blocks, err);
+    if (rc != 0) return rc;
+    if (samples != s->samples || blocks != s->blocks)
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: %" PRIu64 " samples in %" PRIu64 " blocks, "
+                          "not the summary's %" PRIu64 " in %" PRIu64, lfx, samples, blocks,
+                          s->samples, s->blocks);
+    size_t size = SUMMARY_HEADER_SIZE + (size_t)s->ncounts * SUMMARY_ENTRY;
+    uint8_t *b = calloc(1, size);
+    if (!b) return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path);
+    memcpy(b, SUMMARY_MAGIC, MAGIC_LEN);
+    put_u32(b + SU_VERSION, SUMMARY_VERSION);
+    put_u32(b + SU_NCOUNTS, s->ncounts);
+    put_u64(b + SU_SAMPLES, s->samples);
+    put_u64(b + SU_BLOCKS, s->blocks);
+    put_u64(b + SU_INDEX_HASH, index_hash);
+    put_u64(b + SU_DIGEST, s->digest_kind ? s->digest : 0);
+    put_u32(b + SU_DIGEST_KIND, s->digest_kind);
+    encode_counts(s, b + SUMMARY_HEADER_SIZE);
+    put_u64(b + SU_BODY_HASH, shard_hash(b + SUMMARY_HEADER_SIZE, size - SUMMARY_HEADER_SIZE));
+    put_u64(b + SU_SELF_HASH, shard_hash(b, SU_SELF_HASH));
+    FILE *f = fopen(tmp, "wb");
+    int failed = !f ? errno : 0;
+    if (f && fwrite(b, 1, size, f) != size) failed = errno ? errno : EIO;
+    if (f && !failed && (fflush(f) != 0 || fsync(fileno(f)) != 0)) failed = errno;
+    if (f && fclose(f) != 0 && !failed) failed = errno;
+    free(b);
+    if (!failed && rename(tmp, path) != 0) failed = errno;
+    if (!failed) return 0;
+    if (f) unlink(tmp);
+    return shard_fail(err, LF_SHARD_E_IO, "%s: %s", f ? path : tmp, strerror(failed));
+}
+
+/* Checks the summary's bytes (size of them, read from path) against the
+ * index ci it sits beside (its data hash data_hash) and fills ci's. */
+static int summary_decode(const uint8_t *b, size_t size, const char *path, uint64_t data_hash,
+                          compact_index *ci, lf_shard_error *err)
+{
+    static const char redo[] = "run `lf-shard index DIR` to write it again";
+    if (size < SUMMARY_HEADER_SIZE || memcmp(b, SUMMARY_MAGIC, MAGIC_LEN) != 0 ||
+        shard_hash(b, SU_SELF_HASH) != get_u64(b + SU_SELF_HASH))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: not a levelfeed index summary, or its "
+                          "header is damaged: %s", path, redo);
+    if (get_u32(b + SU_VERSION) != SUMMARY_VERSION)
+        return shard_fail(err, LF_SHARD_E_VERSION, "%s: version %u (this reader knows %u): "
+                          "%s", path, get_u32(b + SU_VERSION), SUMMARY_VERSION, redo);
+    uint32_t k = get_u32(b + SU_NCOUNTS);
+    if (k > LF_INDEX_SUMMARY_COUNTS_MAX || size != SUMMARY_HEADER_SIZE + (size_t)k * SUMMARY_ENTRY ||
+        get_u32(b + SU_RESERVED) != 0 ||
+        shard_hash(b + SUMMARY_HEADER_SIZE, size - SUMMARY_HEADER_SIZE) != get_u64(b + SU_BODY_HASH))
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: damaged (size, counts or checksum): %s",
+                          path, redo);
+    if (get_u64(b + SU_INDEX_HASH) != data_hash || get_u64(b + SU_SAMPLES) != ci->samples ||
+        get_u64(b + SU_BLOCKS) != ci->blocks)
+        return shard_fail(err, LF_SHARD_E_FORMAT, "%s: written for another %s than the one "
+                          "beside it: %s", path, LF_INDEX_NAME, redo);
+    uint64_t *len = malloc((k ? k : 1) * sizeof *len), *cnt = malloc((k ? k : 1) * sizeof *cnt);
+    uint64_t sum = 0;
+    int ok = len && cnt;
+    for (uint32_t i = 0; ok && i < k; i++) {
+        len[i] = get_u64(b + SUMMARY_HEADER_SIZE + (size_t)i * SUMMARY_ENTRY);
+        cnt[i] = get_u64(b + SUMMARY_HEADER_SIZE + (size_t)i * SUMMARY_ENTRY + 8);
+        ok = cnt[i] > 0 && cnt[i] <= ci->samples - sum && len[i] <= UINT32_MAX &&
+             (i == 0 || len[i] > len[i - 1]);
+        sum += cnt[i];
+    }
+    if (!ok || (k && sum != ci->samples)) {
+        free(len);
+        free(cnt);
+        return !len || !cnt ? shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", path)
+                            : shard_fail(err, LF_SHARD_E_FORMAT, "%s: its length counts are "
+                                         "not ascending or do not sum to the index's samples: "
+                                         "%s", path, redo);
+    }
+    uint32_t kind = get_u32(b + SU_DIGEST_KIND);
+    ci->summary = (lf_index_summary){.samples = ci->samples, .blocks = ci->blocks, .ncounts = k,
+                                     .length = len, .count = cnt, .digest_kind = kind,
+                                     .digest = kind ? get_u64(b + SU_DIGEST) : 0};
+    ci->has_summary = true;
+    return 0;
+}
+
+/* Reads the summary beside the index at lfx, where there is one. */
+static int read_summary(const char *lfx, uint64_t data_hash, compact_index *ci,
+                        lf_shard_error *err)
+{
+    char path[PATH_MAX];
+    if (summary_path(lfx, path) != 0) return 0;   /* as if none: the index opened */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO would block */
+    if (fd < 0 && errno == ENOENT) return 0;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int rc = shard_fail(err, LF_SHARD_E_IO, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return rc;
+    }
+    /* mapped, not read into a buffer: a megabyte malloc'd and freed would
+     * raise glibc's mmap threshold, and the server's decode buffers would
+     * then come from (and stay in) its heap */
+    size_t max = SUMMARY_HEADER_SIZE + (size_t)LF_INDEX_SUMMARY_COUNTS_MAX * SUMMARY_ENTRY;
+    size_t size = S_ISREG(st.st_mode) && (uint64_t)st.st_size <= max ? (size_t)st.st_size : 0;
+    void *m = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    int rc = m == MAP_FAILED ? summary_decode((const uint8_t *)"", 0, path, data_hash, ci, err)
+                             : summary_decode(m, size, path, data_hash, ci, err);
+    if (m != MAP_FAILED) munmap(m, size);
     return rc;
 }
 
@@ -266,11 +450,20 @@ int compact_map(const char *path, uint64_t manifest_hash, compact_index *ci,
     if (rc == 0) rc = check_bytes(m.map, m.size, manifest_hash, false, true, path, ci, err);
     if (rc == 0) ci->base = m.base;
     else compact_unmap(&m);
+    if (rc == 0 && (rc = read_summary(path, get_u64(ci->map + AT_DATA_HASH), ci, err)) != 0)
+        compact_unmap(ci);
     return rc;
+}
+
+void compact_release(const compact_index *ci)
+{
+    if (ci->base) madvise(ci->base, ci->size, MADV_DONTNEED);
 }
 
 void compact_unmap(compact_index *ci)
 {
     if (ci->base) munmap(ci->base, ci->size);
+    free((void *)(uintptr_t)ci->summary.length);
+    free((void *)(uintptr_t)ci->summary.count);
     *ci = (compact_index){0};
 }

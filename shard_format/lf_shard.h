@@ -263,6 +263,39 @@ int lf_index_write(const char *dir, const lf_index_spec *spec, lf_shard_error *e
  * index.lfx. Returns 0 or a status. */
 int lf_dataset_write_index(const char *dir, lf_shard_error *err);
 
+/* The index summary (index-summary.lfx beside index.lfx, FORMAT.md section
+ * 11): what a planner would otherwise take from a pass over every length
+ * at each start-up, taken once when the index is written: how many
+ * samples have each length, and the planner's digest of the lengths and
+ * blocks (opaque here: balancer/lf_plan.h, lf_plan_view_digest). It is
+ * tied to the index.lfx it summarises by that file's data hash, so a
+ * summary left beside a rewritten index is refused; lf_index_write
+ * removes the one beside it. A directory without it opens as before. */
+#define LF_INDEX_SUMMARY_NAME "index-summary.lfx"
+#define LF_INDEX_SUMMARY_COUNTS_MAX 65536u
+
+typedef struct lf_index_summary {
+    uint64_t samples, blocks;    /* the index's */
+    uint32_t ncounts;            /* distinct lengths counted (0: none, as where
+                                    there are more than LF_INDEX_SUMMARY_COUNTS_MAX) */
+    const uint64_t *length;      /* ncounts lengths, ascending */
+    const uint64_t *count;       /* the samples of each (> 0; they sum to samples) */
+    uint32_t digest_kind;        /* which digest (the planner's kind; 0: none) */
+    uint64_t digest;             /* the planner's digest of the lengths and blocks */
+} lf_index_summary;
+
+/* Writes dir/index-summary.lfx for the index.lfx in dir, whose header
+ * (checked) must hold s's samples and blocks; ncounts and digest as the
+ * caller took them from that index (they are not checked against its
+ * lengths here, nor when read). Returns 0, or a status with
+ * err naming the file. */
+int lf_index_summary_write(const char *dir, const lf_index_summary *s, lf_shard_error *err);
+
+/* The summary of the dataset's index, read and checked at open (its own
+ * hashes, version, counts, the index it was written for): NULL where there
+ * is none (no index.lfx or no summary beside it, or several sources). */
+const lf_index_summary *lf_dataset_index_summary(const lf_dataset *ds);
+
 /* Opens datasets to read their bytes without a per-sample table (as
  * lf_dataset_open_many, n == 1 for one directory): each sample's length is
  * read where it lies, in its directory's index.lfx (mapped), and its

@@ -787,6 +787,7 @@ static int open_with_manifest(lf_dataset *ds, const char *dir, const manifest *m
     if (rc == 0 && raw != m->raw_bytes)
         rc = shard_fail(err, LF_SHARD_E_FORMAT, "%s/%s: raw byte total does not match the shards",
                         dir, LF_MANIFEST_NAME);
+    if (rc == 0) compact_release(ci);   /* its block entries, compared */
     return rc;
 }
 
@@ -1006,6 +1007,7 @@ static int compact_tables(lf_dataset *ds, const manifest *m, const char *path,
     ds->nblocks = ci->blocks;
     ds->nsamples = ci->samples;
     ds->max_stored = LF_SHARD_ALIGN;
+    compact_release(ci);
     return 0;
 }
 
@@ -1039,6 +1041,13 @@ static int open_compact(lf_dataset *ds, const char *abs, const manifest *m, uint
     }
     if (rc == 0) rc = compact_map(path, hash, &ds->sources[0].compact, err);
     return rc == 0 ? compact_tables(ds, m, path, err) : rc;
+}
+
+const lf_index_summary *lf_dataset_index_summary(const lf_dataset *ds)
+{
+    return ds && ds->nsources == 1 && ds->sources[0].compact.has_summary
+               ? &ds->sources[0].compact.summary
+               : NULL;
 }
 
 int lf_dataset_open_lengths(const char *dir, lf_dataset **out, lf_shard_error *err)

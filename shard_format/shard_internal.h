@@ -182,6 +182,8 @@ typedef struct compact_index {
     uint64_t samples, blocks;
     const uint8_t *block_table;  /* blocks entries of COMPACT_BLOCK_ENTRY bytes */
     const uint8_t *lengths;      /* samples u32 lengths */
+    bool has_summary;            /* index-summary.lfx beside it, read and checked */
+    lf_index_summary summary;    /* its contents (length and count malloc'd) */
 } compact_index;
 
 /* Checks the size bytes of an index.lfx: self hash, magic, version, exact
@@ -192,10 +194,18 @@ typedef struct compact_index {
  * status with err naming path. */
 int compact_check(const uint8_t *bytes, size_t size, uint64_t manifest_hash, bool skip_hashes,
                   const char *path, compact_index *ci, lf_shard_error *err);
-/* Maps path and checks it as compact_check does. */
+/* Maps path and checks it as compact_check does; then reads and checks
+ * the summary beside it (index-summary.lfx, FORMAT.md section 11), where
+ * there is one. */
 int compact_map(const char *path, uint64_t manifest_hash, compact_index *ci,
                 lf_shard_error *err);
 void compact_unmap(compact_index *ci);   /* accepts an unmapped one */
+/* Drops the mapping's pages from the process (madvise MADV_DONTNEED: they
+ * stay in the page cache, read back from there when touched): once the
+ * open has read the block table into its own, the 8 bytes a block it
+ * touched (125 MB at 10^9 samples in blocks of 64) would otherwise stay
+ * in its resident memory. */
+void compact_release(const compact_index *ci);
 
 static inline uint32_t compact_length(const compact_index *ci, uint64_t sample)
 {

@@ -25,7 +25,12 @@
 # also capped at LF_SCALE_MEM_MAX with ulimit -v (lf-plan's scoring used
 # to take 64 bytes a sample of address space, which the cap refused at
 # 10^8; at 31 bytes a sample 10^8 now runs under the default cap, and 10^9
-# is skipped here). Sizes: LF_SCALE_SIZES.
+# is skipped here). Sizes: LF_SCALE_SIZES. LF_SCALE_DATA=DIR reuses the
+# index-only datasets DIR/dsN (N the size) instead of writing each one
+# (a 10^9 index.lfx is 4 GB and minutes to write), as they are: the line
+# says whether each holds its index summary (index-summary.lfx, which
+# lf-shard synth and lf-shard index write: without it start-up counts and
+# hashes every length), and nothing is written into them or removed.
 source "$(dirname "$0")/bench_lib.sh"
 
 sizes=${LF_SCALE_SIZES:-1000000 10000000 100000000 1000000000}
@@ -115,8 +120,14 @@ for n in $sizes; do
     fi
   fi
   dir="$tmp/n$n"
-  "$lf" synth tokens --index-only --out "$dir" --samples "$n" --seed 1 >/dev/null ||
-    { echo "scale bench: synth --index-only failed"; exit 1; }
+  if [[ -n ${LF_SCALE_DATA:-} ]]; then
+    dir="$LF_SCALE_DATA/ds$n"
+    grep -qx "samples $n" "$dir/index-only.lfi" 2>/dev/null ||
+      { echo "scale bench: $dir is not an index-only dataset of $n samples"; exit 1; }
+  else
+    "$lf" synth tokens --index-only --out "$dir" --samples "$n" --seed 1 >/dev/null ||
+      { echo "scale bench: synth --index-only failed"; exit 1; }
+  fi
   line=$(printf "%-11s" "$n") peak=0
   declare -A cur
   for w in 8 64 1024; do
@@ -132,7 +143,8 @@ for n in $sizes; do
   cur[up]=$up cur[hwm]=$hwm cur[first]=$first
   echo "$line $(printf "%-36s" "$up ms, $first ms, $((hwm / 1024)) MiB")"
   disk=$(awk -v b="$(stat -c %s "$dir/$LF_INDEX")" -v n="$n" 'BEGIN { printf "%.2f", b / n }')
-  echo "            lf-plan world 8: create ${cur[create]} s, run ${cur[wall]} s; peak $((peak * 1024 / n)) bytes a sample; disk index ($LF_INDEX) $disk bytes a sample"
+  summary=$([[ -f $dir/index-summary.lfx ]] && echo "with its summary" || echo "without a summary")
+  echo "            lf-plan world 8: create ${cur[create]} s, run ${cur[wall]} s; peak $((peak * 1024 / n)) bytes a sample; disk index ($LF_INDEX) $disk bytes a sample, $summary"
   if [[ $prev_n != 0 ]]; then
     echo "            growth over $prev_n ($(ratio "$n" "$prev_n") samples): server start-up" \
          "$(ratio "${cur[up]}" "${prev[up]}"), first batch $(ratio "${cur[first]}" "${prev[first]}"), server RSS $(ratio "${cur[hwm]}" "${prev[hwm]}")," \
@@ -143,5 +155,5 @@ for n in $sizes; do
   for k in "${!cur[@]}"; do prev[$k]=${cur[$k]}; done
   unset cur
   prev_n=$n per_sample=$(awk -v k="$peak" -v n="$n" 'BEGIN { print k * 1024 / n }')
-  rm -rf "$dir"
+  [[ -n ${LF_SCALE_DATA:-} ]] || rm -rf "$dir"
 done

@@ -14,13 +14,13 @@ PY=/usr/bin/python3
 
 "$LF_BIN/lf-shard" synth tokens --index-only --out "$WORK/io" --samples 200000 --seed 5 \
   >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; fail "lf-shard synth --index-only"; }
-[[ $(ls "$WORK/io" | tr '\n' ' ') == "index-only.lfi index.lfx " ]] ||
-  fail "the dataset holds more than its description and compact index: $(ls "$WORK/io")"
+[[ $(ls "$WORK/io" | tr '\n' ' ') == "index-only.lfi index-summary.lfx index.lfx " ]] ||
+  fail "the dataset holds more than its description, compact index and summary: $(ls "$WORK/io")"
 size=$(stat -c %s "$WORK/io/index-only.lfi")
 [[ $size -lt 1024 ]] || fail "the description takes $size bytes"
-lfx=$(stat -c %s "$WORK/io/index.lfx")
-(( lfx < 16 * 200000 )) || fail "index.lfx takes $lfx bytes for 200000 samples"
-echo "index-only: 200000 samples described in $size bytes, their lengths in $lfx"
+lfx=$(( $(stat -c %s "$WORK/io/index.lfx") + $(stat -c %s "$WORK/io/index-summary.lfx") ))
+(( lfx < 16 * 200000 )) || fail "index.lfx and its summary take $lfx bytes for 200000 samples"
+echo "index-only: 200000 samples described in $size bytes, their lengths and summary in $lfx"
 
 # Two lf-plan --json outputs agree in every figure but the times.
 same_plans() {   # A.json B.json WHAT
@@ -50,6 +50,39 @@ mkdir "$WORK/old" && cp "$WORK/io/index-only.lfi" "$WORK/old/"
   fail "lf-plan on an index-only dataset without index.lfx"
 same_plans "$WORK/io.json" "$WORK/old.json" "without index.lfx (an older description) the same:" ||
   fail "the plans with and without index.lfx differ"
+
+# Without its summary (the length counts and the plan's digest, taken when
+# index.lfx was written), as a directory written before it: the same plan,
+# and lf-server the same fingerprint (the digest is the sequence hash's
+# part that reads every length); lf-shard index writes it again. A summary
+# beside another index.lfx (the seed's other lengths) is refused, naming
+# lf-shard index, rather than planned from.
+mkdir "$WORK/nosum" && cp "$WORK/io/index-only.lfi" "$WORK/io/index.lfx" "$WORK/nosum/"
+"$LF_BIN/lf-plan" "$WORK/nosum" --seed 5 --world 8 --json >"$WORK/nosum.json" 2>/dev/null ||
+  fail "lf-plan on an index-only dataset without its summary"
+same_plans "$WORK/io.json" "$WORK/nosum.json" "without index-summary.lfx the same:" ||
+  fail "the plans with and without the summary differ"
+fingerprint() {   # DIR: lf-server's fingerprint line for it (stopped once planned)
+  LF_TEST_STARTUP_HOLD_MS=600000 "$LF_BIN/lf-server" --endpoint "$EP" --data "$1" --world 8 \
+    --ranks 0 --seed 5 >"$WORK/fp.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 300); do grep -q "plan fingerprint" "$WORK/fp.log" && break; sleep 0.1; done
+  kill "$pid"; wait "$pid" || true
+  grep -o "plan fingerprint [0-9a-f]*" "$WORK/fp.log" || { cat "$WORK/fp.log" >&2; echo none; }
+}
+a=$(fingerprint "$WORK/io"); b=$(fingerprint "$WORK/nosum")
+[[ $a == "plan fingerprint "* && $a == "$b" ]] ||
+  fail "lf-server's fingerprint with the summary ($a) is not the one without ($b)"
+"$LF_BIN/lf-shard" index "$WORK/nosum" >/dev/null || fail "lf-shard index on an index-only dataset"
+cmp "$WORK/io/index-summary.lfx" "$WORK/nosum/index-summary.lfx" ||
+  fail "lf-shard index wrote another summary than lf-shard synth"
+"$LF_BIN/lf-shard" synth tokens --index-only --out "$WORK/io6" --samples 200000 --seed 6 \
+  >/dev/null 2>&1 || fail "lf-shard synth --index-only --seed 6"
+cp "$WORK/io6/index-summary.lfx" "$WORK/nosum/"
+out=$("$LF_BIN/lf-plan" "$WORK/nosum" --world 8 2>&1) && fail "lf-plan took a summary of other lengths"
+[[ $out == *"index-summary.lfx: written for another index.lfx"*"lf-shard index DIR"* ]] ||
+  fail "a summary of other lengths: $out"
+echo "without its summary the same plan and $a; one of other lengths refused: ok"
 
 # lf-server starts, serves, and refuses the first batch naming the dataset.
 "$LF_BIN/lf-server" --endpoint "$EP" --data "$WORK/io" --world 1 >"$WORK/server.log" 2>&1 &

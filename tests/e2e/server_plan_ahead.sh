@@ -19,7 +19,8 @@
 # it), every batch still fits the slots (the server would stop on one that
 # did not), and every sample is still delivered once an epoch; the
 # fingerprint differs from the default's, as the rule is in it (in the
-# plan id).
+# plan id). lf-plan, capping its plan by the same rule, plans as many steps
+# in an epoch as the server, where the cap binds and where it does not.
 source "$(dirname "$0")/server_lib.sh"
 
 make_dataset "$WORK/ds"
@@ -85,6 +86,23 @@ fp_capped=$(sed -n 's/^lf-server: plan fingerprint \([0-9a-f]*\) .*/\1/p' "$WORK
   fail "fingerprint '$fp_capped' with the cap at 0.8, '$fp_default' at the default"
 diff <(stream_of capped) "$WORK/capped" >/dev/null || fail "capped: stream differs from --print-plan"
 check_exactly_once capped 2000 4
+# lf-plan caps its balanced plan as the server does (the same rule, the
+# same figure): epochs 0 and 2 as many steps as the server's, with the
+# server's cap, where the cap binds as where it does not.
+cap=$(sed -n "s/^lf-server: plan: every epoch planned while serving, a rank's step capped at \([0-9]*\) .*/\1/p" \
+  "$WORK/server.log")
+for e in 0 2; do
+  for ref in capped plan4; do
+    steps=$(awk -v e=$e '$1 == e { print $2 }' "$WORK/$ref" | sort -u | wc -l)
+    [[ $ref == capped ]] && k=$LF_TEST_CAP_PERMILLE || k=1125
+    out=$(LF_TEST_CAP_PERMILLE=$k "$LF_BIN/lf-plan" "${PLAN[@]}" --epoch $e \
+      --sampler balanced --json) || fail "lf-plan --epoch $e"
+    [[ $out == *"\"steps\": $steps,"* ]] ||
+      fail "lf-plan --epoch $e (cap x $k/1000) plans other steps than the server's $steps: $out"
+    [[ $ref == plan4 || $out == *"\"rank_padded_cap\": $cap,"* ]] ||
+      fail "lf-plan's cap is not the server's $cap: $out"
+  done
+done
 unset LF_TEST_CAP_PERMILLE
 check_no_leftovers
 echo "cap binding at 0.8: every epoch cut, epoch 0 too, all delivered once an epoch, fingerprint $fp_capped not $fp_default: ok"

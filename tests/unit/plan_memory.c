@@ -16,7 +16,10 @@
  *     2 bits and the blocks' bytes alone; a copy of the lengths (2 bytes a
  *     sample at least) fails it. Its plan is the array's, step for step,
  *     and so is that of the view with its length counts (lf_plan_view's
- *     hist, which the plan's passes over every sample read instead).
+ *     hist, which the plan's passes over every sample read instead), and
+ *     with its digest (lf_plan_view_digest, which the sequence hash starts
+ *     from instead of reading every length: a wrong one moves the state,
+ *     unless a sample fails a cap, where the plan reads the lengths).
  * The bounds leave 1/4 byte a sample for what a plan holds per block (12
  * bytes); before issue #35 the first case took 66 bytes a sample.
  * Skipped where the allocator counts nothing (a sanitizer's own).
@@ -63,6 +66,9 @@ static void params(lf_plan_params *p, int sampler, int view, size_t n)
     p->view.hist = hist;
     p->view.hist_len = 1u << 16;
     p->view.hist_n = n;
+    if (view < 3) return;
+    p->view.digest = lf_plan_view_digest(&p->view, n);
+    p->view.digest_n = n;
 }
 
 static size_t in_use(void)
@@ -106,8 +112,42 @@ static double bytes_a_sample(int sampler, int view)
     return ((double)all - (double)half) / (NSAMPLES - NSAMPLES / 2);
 }
 
-/* A plan of the view (view 2: with its counts) and one of the array, 200
- * steps each: the same steps and state. */
+/* The state of a plan of the first NSAMPLES samples, with view (0: the
+ * array) and a rank's cap of max_tokens (0: none), its digest (view 3)
+ * moved by `wrong`, into blob; its size. */
+static long state_of(int view, uint64_t max_tokens, uint64_t wrong, unsigned char *blob,
+                     size_t cap)
+{
+    lf_plan *p = NULL;
+    lf_plan_params q;
+    params(&q, LF_PLAN_BALANCED, view, NSAMPLES);
+    q.rank_max_tokens = max_tokens;
+    q.view.digest += wrong;
+    ASSERT_EQ(lf_plan_create(&q, view ? NULL : samples, NSAMPLES, &p), 0);
+    long n = lf_plan_state_save(p, blob, cap);
+    lf_plan_free(p);
+    return n;
+}
+
+/* The view's digest (view 3, as an index summary gives it) is the part of
+ * the sequence hash that reads every sample: the state (which holds the
+ * hash) is the array's; a wrong digest moves it (so the plan took it
+ * rather than reading the lengths), except where a sample fails a cap
+ * (the digest, of none failing, is then not the plan's: it reads them). */
+static void check_digest(void)
+{
+    static unsigned char a[1 << 20], v[1 << 20];
+    for (uint64_t cap = 0; cap <= 3000; cap += 3000) {
+        long na = state_of(0, cap, 0, a, sizeof a), nv = state_of(3, cap, 0, v, sizeof v);
+        ASSERT_TRUE(na > 0 && na == nv && memcmp(a, v, (size_t)na) == 0);
+        nv = state_of(3, cap, 1, v, sizeof v);
+        ASSERT_EQ(na, nv);
+        ASSERT_EQ(memcmp(a, v, (size_t)na) == 0, cap != 0);
+    }
+}
+
+/* A plan of the view (view 2: with its counts; 3: and its digest) and one
+ * of the array, 200 steps each: the same steps and state. */
 static void check_view_same(int sampler, int view)
 {
     lf_plan *a = NULL, *v = NULL;
@@ -146,10 +186,11 @@ int main(void)
         lengths[i] = (uint32_t)samples[i].length;
     }
     if (!allocator_counts()) {   /* a sanitizer's: the view's plans checked, no counts */
-        for (int view = 1; view <= 2; view++) {
+        for (int view = 1; view <= 3; view++) {
             check_view_same(LF_PLAN_BALANCED, view);
             check_view_same(LF_PLAN_NAIVE, view);
         }
+        check_digest();
         TEST_SKIP("the allocator counts no bytes in use (mallinfo2)");
     }
     double dense = bytes_a_sample(LF_PLAN_BALANCED, 0);
@@ -159,10 +200,11 @@ int main(void)
     double view = bytes_a_sample(LF_PLAN_BALANCED, 1);
     printf("the same read in place (a view): %.2f bytes a sample\n", view);
     ASSERT_DBL_LE(view, 0.5);
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         check_view_same(LF_PLAN_BALANCED, v);
         check_view_same(LF_PLAN_NAIVE, v);
     }
+    check_digest();
 
     for (uint32_t i = 0; i < NSAMPLES; i += 1000) samples[i].length = 70000;
     double wide = bytes_a_sample(LF_PLAN_BALANCED, 0);

@@ -14,12 +14,19 @@
  * reads block entries only; each shard's whole index is checked before
  * the first of its blocks is decoded, so a shard whose index is damaged
  * or disagrees with index.lfx is refused then, naming it, and the
- * others are served.
+ * others are served. The index summary beside it (index-summary.lfx)
+ * reads back as written and is refused, naming it, where damaged, of
+ * another version or written for another index.lfx, and the planner's
+ * side writes it from the lengths and finds one that is not theirs
+ * (plan_cli_summary_check, lf-shard verify's) (test_summary).
  */
 #include "unit/shard_gen.h"
+#include "plan_cli.h"
 
 #include <pthread.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 static void path_of(char *out, size_t cap, const char *dir, const char *name)
 {
@@ -112,14 +119,21 @@ static void flip(const char *path, long off)
     fclose(f);
 }
 
-static void expect_refused(const char *dir, int status, const char *words)
+/* Opening dir is refused with status, naming file and saying words. */
+static void expect_refused_naming(const char *dir, int status, const char *file,
+                                  const char *words)
 {
     lf_dataset *c = NULL;
     lf_shard_error err = {0};
     ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), status);
     ASSERT_TRUE(c == NULL);
-    if (!strstr(err.msg, LF_INDEX_NAME) || !strstr(err.msg, words))
-        TEST_FAIL_("message lacks '%s': %s", words, err.msg);
+    if (!strstr(err.msg, file) || !strstr(err.msg, words))
+        TEST_FAIL_("message lacks '%s' or '%s': %s", file, words, err.msg);
+}
+
+static void expect_refused(const char *dir, int status, const char *words)
+{
+    expect_refused_naming(dir, status, LF_INDEX_NAME, words);
 }
 
 static void test_damaged(const char *root)
@@ -578,6 +592,130 @@ static void test_index_file(const char *root)
     ASSERT_EQ(lf_dataset_open_index_file(lfx, "the-name", &s, &c, &err), LF_SHARD_E_FORMAT);
 }
 
+/* The summary's counts of ds's lengths (ascending) into len/cnt; how many. */
+static uint32_t count_lengths(const lf_dataset *ds, uint64_t *len, uint64_t *cnt)
+{
+    uint32_t k = 0;
+    for (uint64_t l = 0; l < (1u << 16); l++) {
+        uint64_t c = 0;
+        for (uint64_t i = 0; i < lf_dataset_samples(ds); i++) c += lf_dataset_sample_length(ds, i) == l;
+        if (c) len[k] = l, cnt[k++] = c;
+    }
+    return k;
+}
+
+/* Writes path's bytes (size) back with the u32 at off set to v and the
+ * header's self hash (its last 8 of 72 bytes) taken again. */
+static void rewrite_u32(const char *path, uint8_t *b, size_t size, size_t off, uint32_t v)
+{
+    memcpy(b + off, &v, 4);
+    uint64_t h = XXH3_64bits(b, 64);
+    memcpy(b + 64, &h, 8);
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL && fwrite(b, 1, size, f) == size);
+    fclose(f);
+}
+
+/* Refused naming the summary, saying words, then how to write it again. */
+static void expect_summary_refused(const char *dir, int status, const char *words)
+{
+    char w[200];
+    snprintf(w, sizeof w, "%s: run `lf-shard index DIR`", words);
+    expect_refused_naming(dir, status, LF_INDEX_SUMMARY_NAME, w);
+}
+
+/* The index summary (FORMAT.md section 11): none without the file; written,
+ * it reads back as given, opened for lengths or mapped; a damaged one, one
+ * of an unknown version, or one written for another index.lfx is refused
+ * naming it and lf-shard index; lf_index_write removes it with the index
+ * it summarised; counts that are not the index's are not taken to write. */
+static void test_summary(const char *root)
+{
+    char dir[4200], other[4200], path[4300], opath[4300];
+    snprintf(dir, sizeof dir, "%s/summary", root);
+    snprintf(other, sizeof other, "%s/summary-other", root);
+    make_dataset(dir, 0, 300);
+    make_dataset(other, 0, 301);
+    path_of(path, sizeof path, dir, LF_INDEX_SUMMARY_NAME);
+    path_of(opath, sizeof opath, other, LF_INDEX_SUMMARY_NAME);
+    lf_dataset *c;
+    lf_shard_error err;
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
+    ASSERT_TRUE(lf_dataset_index_summary(c) == NULL);   /* none written */
+    static uint64_t len[1u << 16], cnt[1u << 16];
+    lf_index_summary w = {.samples = 300, .blocks = lf_dataset_blocks(c),
+                          .ncounts = count_lengths(c, len, cnt), .length = len, .count = cnt,
+                          .digest_kind = 7, .digest = 0x1234567890abcdefULL};
+    lf_dataset_close(c);
+    ASSERT_GT(w.ncounts, 1);
+    w.samples = 299;
+    ASSERT_EQ(lf_index_summary_write(dir, &w, &err), LF_SHARD_E_ARG);
+    w.samples = 300;
+    ASSERT_EQ(lf_index_summary_write(dir, &w, &err), 0);
+    for (int mapped = 0; mapped <= 1; mapped++) {
+        const char *d = dir;
+        ASSERT_EQ(mapped ? lf_dataset_open_mapped(&d, 1, &c, &err)
+                         : lf_dataset_open_lengths(dir, &c, &err), 0);
+        const lf_index_summary *r = lf_dataset_index_summary(c);
+        ASSERT_TRUE(r != NULL);
+        ASSERT_EQ(r->samples, 300);
+        ASSERT_EQ(r->blocks, w.blocks);
+        ASSERT_EQ(r->ncounts, w.ncounts);
+        ASSERT_EQ(r->digest_kind, 7);
+        ASSERT_EQ(r->digest, w.digest);
+        ASSERT_TRUE(memcmp(r->length, len, w.ncounts * sizeof *len) == 0);
+        ASSERT_TRUE(memcmp(r->count, cnt, w.ncounts * sizeof *cnt) == 0);
+        lf_dataset_close(c);
+    }
+    size_t size;
+    uint8_t *keep = gen_slurp(path, &size);
+    flip(path, (long)size - 2);                              /* a count */
+    expect_summary_refused(dir, LF_SHARD_E_FORMAT, "damaged (size, counts or checksum)");
+    flip(path, (long)size - 2);
+    flip(path, 44);                                          /* the digest: the header */
+    expect_summary_refused(dir, LF_SHARD_E_FORMAT, "header is damaged");
+    flip(path, 44);
+    uint8_t *b = gen_slurp(path, &size);
+    rewrite_u32(path, b, size, 8, 2);                        /* version 2 */
+    expect_summary_refused(dir, LF_SHARD_E_VERSION, "version 2 (this reader knows 1)");
+    rewrite_u32(path, b, size, 8, 1);
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);   /* as written */
+    lf_dataset_close(c);
+    /* Another index's summary beside this one: stale. */
+    w.samples = 301;
+    ASSERT_EQ(lf_dataset_open_lengths(other, &c, &err), 0);
+    w.blocks = lf_dataset_blocks(c);
+    w.ncounts = count_lengths(c, len, cnt);
+    lf_dataset_close(c);
+    ASSERT_EQ(lf_index_summary_write(other, &w, &err), 0);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", opath, path);
+    ASSERT_EQ(system(cmd), 0);
+    expect_summary_refused(dir, LF_SHARD_E_FORMAT, "another index.lfx than the one beside it");
+    /* Written by the planner's side (plan_cli_summary_write, which removes
+     * the stale one first), it is the lengths' (plan_cli_summary_check, as
+     * lf-shard verify checks it); one of another digest is not. */
+    ASSERT_EQ(plan_cli_summary_write(dir, &err), 0);
+    ASSERT_EQ(plan_cli_summary_check(dir, &err), 0);
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
+    w = *lf_dataset_index_summary(c);
+    w.digest++;
+    ASSERT_EQ(lf_index_summary_write(dir, &w, &err), 0);
+    lf_dataset_close(c);
+    ASSERT_EQ(plan_cli_summary_check(dir, &err), LF_SHARD_E_FORMAT);
+    if (!strstr(err.msg, "not those of the lengths") || !strstr(err.msg, "lf-shard index DIR"))
+        TEST_FAIL_("a wrong digest: %s", err.msg);
+    /* Writing the index again removes its summary. */
+    ASSERT_EQ(lf_dataset_write_index(dir, &err), 0);
+    ASSERT_TRUE(access(path, F_OK) != 0);
+    ASSERT_EQ(plan_cli_summary_check(dir, &err), 1);
+    ASSERT_EQ(lf_dataset_open_lengths(dir, &c, &err), 0);
+    ASSERT_TRUE(lf_dataset_index_summary(c) == NULL);
+    lf_dataset_close(c);
+    free(b);
+    free(keep);
+}
+
 int main(void)
 {
     const char *root = test_tmpdir();
@@ -594,5 +732,6 @@ int main(void)
     test_pieces_across_shards(root);
     test_lazy_threads(root);
     test_index_file(root);
+    test_summary(root);
     return 0;
 }

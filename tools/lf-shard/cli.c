@@ -4,6 +4,7 @@
  */
 #include "cli.h"
 #include "index_only.h"
+#include "plan_cli.h"
 #include "parse_num.h"
 
 #include <errno.h>
@@ -379,6 +380,9 @@ void cli_out_finish(cli_out *o, const char *verb)
      * planners just read every shard index. */
     if (lf_dataset_write_index(o->dir, &err) < 0)
         cli_warn("dataset %s is complete, but without %s: %s", o->dir, LF_INDEX_NAME, err.msg);
+    else if (plan_cli_summary_write(o->dir, &err) < 0) /* its planners then count at start-up */
+        cli_warn("dataset %s is complete, but without %s: %s", o->dir, LF_INDEX_SUMMARY_NAME,
+                 err.msg);
     cli_print_write_summary(verb, o->dir, &st, o->in_bytes, cli_now() - o->prog.start);
 }
 

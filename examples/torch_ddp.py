@@ -42,16 +42,20 @@ finished its backward, so its duration is this rank's wait). A line `summary k=v
 carries the same for scripts, with the tokens trained on (all ranks: equal for
 both loaders over the same data and epochs).
 
-Where the wait comes from: each rank's line also gives its compute (data to
-the model, forward and backward of every micro-batch, up to the comm hook)
-and the wait that compute alone explains (summed over steps: the slowest
-rank's compute minus this rank's); what is left of the wait is not the work
-the loader gave (the machine's noise, the transfer). --step-times FILE:
+Where the wait comes from: each rank's line also gives the wait its work
+up to the comm hook explains (optimizer, data, forward and backward of every
+micro-batch; summed over steps, the slowest rank's minus this rank's), in
+wall time and in the thread's CPU time (the work itself: a wall-time wait
+beyond it is time the machine gave to other processes), and its compute.
+Then the wait per second of step on the steps where every rank ran the same
+work (as many micro-batches, as many padded cells), where it is the
+machine's and not the loader's, and on the other steps. --step-times FILE:
 rank 0 writes one line per step and rank, "step rank micro samples tokens
-padded compute_ms wait_ms reduce_ms optim_ms data_ms mb_ms,mb_ms,..."
+padded compute_ms wait_ms reduce_ms optim_ms data_ms cpu_ms mb_ms,mb_ms,..."
 (padded: the cells the model ran, micro-batches x their padded length;
-reduce: the last gradient bucket's all-reduce after the wait; mb_ms: each
-micro-batch's forward and backward).
+reduce: the last gradient bucket's all-reduce after the wait; cpu_ms: the
+thread's CPU time from the previous step's all-reduce to the hook; mb_ms:
+each micro-batch's forward and backward).
 
 For tests: --dump FILE writes one line per batch, "epoch step rank n
 id,id,... crc32 loss"; --stop-after K saves a checkpoint (model, optimizer,
@@ -59,6 +63,7 @@ loader.state_dict()) to --checkpoint PREFIX.rankR.pt after K steps and
 exits; --resume loads it and continues.
 """
 import argparse
+import collections
 import contextlib
 import functools
 import gc
@@ -229,6 +234,16 @@ def train_step(ddp, b, device, max_len, vocab, waits=None):
         times.append(((waits and waits.hook_at) or time.perf_counter()) - t0)
     return (loss_sum, sum(int(mb["lengths"].clamp(max=max_len).sum()) for mb in parts), cells,
             times)
+
+
+# One rank's step, as train() records it (seconds): micro-batches, samples,
+# tokens trained on, padded cells; compute (data to the model, forward and
+# backward, up to the comm hook), the wait there, the rest of the reduce,
+# optimizer, data; the work since the ranks last left an all-reduce together
+# up to the hook (wall, and this thread's CPU time); each micro-batch's
+# forward and backward.
+StepRecord = collections.namedtuple(
+    "StepRecord", "micro samples tokens padded compute wait reduce optim data arrive arrive_cpu mb")
 
 
 class AllreduceWait:
@@ -441,10 +456,10 @@ def checkpoint_path(args, rank):
 def explained_waits(per_rank, field):
     """Each rank's wait that its work up to the comm hook explains: summed
     over steps, the slowest rank's minus this rank's (per_rank: each rank's
-    step records, as train() keeps them; field 9: wall time, 11: CPU time)."""
+    StepRecords; field: "arrive", wall time, or "arrive_cpu")."""
     out = [0.0] * len(per_rank)
     for i in range(min(len(s) for s in per_rank)):
-        arrive = [s[i][field] for s in per_rank]
+        arrive = [getattr(s[i], field) for s in per_rank]
         for r, t in enumerate(arrive):
             out[r] += max(arrive) - t
     return out
@@ -459,10 +474,10 @@ def wait_rates(per_rank):
     acc = [[0, 0.0, 0.0], [0, 0.0, 0.0]]
     for i in range(min(len(s) for s in per_rank)):
         rows = [s[i] for s in per_rank]
-        a = acc[0 if len({(r[0], r[3]) for r in rows}) == 1 else 1]
+        a = acc[0 if len({(r.micro, r.padded) for r in rows}) == 1 else 1]
         a[0] += 1
-        a[1] += sum(r[5] for r in rows)
-        a[2] += max(r[4] for r in rows)
+        a[1] += sum(r.wait for r in rows)
+        a[2] += max(r.compute for r in rows)
     return [(n, 1e3 * w / t if t > 0 else 0.0) for n, w, t in acc]
 
 
@@ -473,16 +488,19 @@ def write_step_times(path, per_rank):
                 "data_ms cpu_ms mb_ms,...\n")
         for i in range(min(len(s) for s in per_rank)):
             for r, s in enumerate(per_rank):
-                m, n, tok, cells, comp, wait, red, optim, data, _, mbs, cpu = s[i]
-                f.write("%d %d %d %d %d %d %.2f %.2f %.2f %.2f %.2f %.2f %s\n"
-                        % (i, r, m, n, tok, cells, comp * 1e3, wait * 1e3, red * 1e3, optim * 1e3,
-                           data * 1e3, cpu * 1e3, ",".join("%.1f" % (t * 1e3) for t in mbs)))
+                t = s[i]
+                f.write("%d %d %d %d %d %d %s %s\n"
+                        % ((i, r, t.micro, t.samples, t.tokens, t.padded)
+                           + (" ".join("%.2f" % (v * 1e3) for v in (
+                               t.compute, t.wait, t.reduce, t.optim, t.data, t.arrive_cpu)),
+                              ",".join("%.1f" % (v * 1e3) for v in t.mb))))
 
 
 def report(args, rank, world, device, stats):
     """Rank 0 prints the run's figures; every rank contributes its own."""
     mine = torch.tensor([stats["tokens"], stats["data_wait"], stats["ar_wait"], stats["wall"],
-                         sum(s[4] for s in stats["steps"])], dtype=torch.float64, device=device)
+                         sum(s.compute for s in stats["steps"])], dtype=torch.float64,
+                        device=device)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
     per_rank = [None] * world
@@ -490,7 +508,8 @@ def report(args, rank, world, device, stats):
     if rank != 0:
         return
     every = [e.cpu().tolist() for e in every]
-    explained, by_work = explained_waits(per_rank, 9), explained_waits(per_rank, 11)
+    explained = explained_waits(per_rank, "arrive")
+    by_work = explained_waits(per_rank, "arrive_cpu")
     (same, same_rate), (other, other_rate) = wait_rates(per_rank)
     if args.step_times:
         write_step_times(args.step_times, per_rank)
@@ -578,16 +597,14 @@ def train(args, rank, world, device):
         stats["micro"] += micro
         opt.step()
         t_done = time.perf_counter()
-        # This rank's work since the ranks last left an all-reduce together
-        # (optimizer, data, forward and backward), up to its comm hook: wall
-        # time and this thread's CPU time (the work itself, without the time
-        # the machine gave to others).
+        # The CPU time is the work itself, without the time the machine gave
+        # to other processes.
         hook_at = waits.hook_at or t_step
         hook_cpu = waits.hook_cpu if waits.hook_at else time.thread_time()
-        stats["steps"].append((
+        stats["steps"].append(StepRecord(
             micro, len(b["sample_ids"]), ntok, cells, sum(mb_times), waits.last,
             t_step - hook_at - waits.last, t_done - t_step, t_got - t_prev, hook_at - t_reduced,
-            mb_times, hook_cpu - cpu_reduced))
+            hook_cpu - cpu_reduced, mb_times))
         t_reduced, cpu_reduced = t_step, time.thread_time()
         if loader:
             loader.report_step(t_done - t_got)

@@ -57,14 +57,19 @@
 # LF_BENCH_GPU=1: one rank on the GPU instead (nccl; levelfeed's batches through
 # Loader(device="cuda"), the DataLoader's copied with .to(device)), a larger
 # model; skips (77) where torch sees no GPU.
-# Last measured (defaults, 2-core shared VM, load 9.9-11.4, 26 min, each
-# round's ratio min/median/max): tokens/s 1.14/1.53/1.70 chunked,
-# 1.83/1.95/2.03 unchunked (target met); all-reduce wait 0.69/0.70/1.84
-# chunked (not met: the DataLoader's padded batches leave its ranks within
-# 0.16 %, so its wait is the scheduler's noise), 0.38/0.41/0.56 unchunked
-# (met). levelfeed.calibrate's fit for this model plans as --hidden 32
-# does (b/a 1/376 against 1/384), and ranks pinned to a core each
-# (taskset) waited more, so the bench does neither (python/README.md).
+# Last measured (defaults, 5 rounds, 2026-11-27 05:21-05:28 UTC, 2-core
+# shared VM, load 2.2 before, 3.9 after; each round's ratio
+# min/median/max): tokens/s 1.16/1.28/1.48 chunked, 1.71/1.95/2.60
+# unchunked (target met); all-reduce wait 0.27/1.16/2.34 chunked (not met),
+# 0.09/0.27/0.69 unchunked (met). The chunked wait is this machine's noise,
+# not the plan: over 8 rounds, on the steps where both ranks ran the same
+# work (levelfeed's whole pieces, the DataLoader's 6 x 2048 padded) the two
+# loaders waited alike per second of step (30.6 and 36.0 ms; 81.3 and 70.6
+# under load 3-7), levelfeed's other steps hardly more (36.6, 78.4), and its
+# steps take 0.62-0.73 of the DataLoader's time: ratios of 0.6-0.7 however
+# even the plan (python/README.md, Figures). A plan from levelfeed.calibrate's
+# fit (--cost-file) waited no less (6 rounds: 0.84 against 0.82), and ranks
+# pinned to a core each (taskset) waited more, so the bench does neither.
 root=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$root/tests/e2e/server_lib.sh"
 source "$root/tests/e2e/python_lib.sh"

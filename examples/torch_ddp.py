@@ -42,12 +42,28 @@ finished its backward, so its duration is this rank's wait). A line `summary k=v
 carries the same for scripts, with the tokens trained on (all ranks: equal for
 both loaders over the same data and epochs).
 
+Where the wait comes from: each rank's line also gives the wait its work
+up to the comm hook explains (optimizer, data, forward and backward of every
+micro-batch; summed over steps, the slowest rank's minus this rank's), in
+wall time and in the thread's CPU time (the work itself: a wall-time wait
+beyond it is time the machine gave to other processes), and its compute.
+Then the wait per second of step on the steps where every rank ran the same
+work (as many micro-batches, as many padded cells), where it is the
+machine's and not the loader's, and on the other steps. --step-times FILE:
+rank 0 writes one line per step and rank, "step rank micro samples tokens
+padded compute_ms wait_ms reduce_ms optim_ms data_ms cpu_ms mb_ms,mb_ms,..."
+(padded: the cells the model ran, micro-batches x their padded length;
+reduce: the last gradient bucket's all-reduce after the wait; cpu_ms: the
+thread's CPU time from the previous step's all-reduce to the hook; mb_ms:
+each micro-batch's forward and backward).
+
 For tests: --dump FILE writes one line per batch, "epoch step rank n
 id,id,... crc32 loss"; --stop-after K saves a checkpoint (model, optimizer,
 loader.state_dict()) to --checkpoint PREFIX.rankR.pt after K steps and
 exits; --resume loads it and continues.
 """
 import argparse
+import collections
 import contextlib
 import functools
 import gc
@@ -94,6 +110,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--dump", help="per-batch lines (epoch step rank n ids crc32 loss)")
+    p.add_argument("--step-times", help="rank 0 writes each step's breakdown, every rank, here "
+                   "(see the note on where the wait comes from)")
     p.add_argument("--checkpoint", help="checkpoint prefix (PREFIX.rankR.pt)")
     p.add_argument("--stop-after", type=int, default=0, help="save --checkpoint after K steps, exit")
     p.add_argument("--resume", action="store_true", help="start from --checkpoint")
@@ -186,16 +204,23 @@ def check_vocab(tokens, vocab):
                          "more, or leave it out to take it from --data" % (top, vocab, top + 1))
 
 
-def train_step(ddp, b, device, max_len, vocab):
+def train_step(ddp, b, device, max_len, vocab, waits=None):
     """Forward and backward over the batch's micro-batches, gradients
     accumulated: each weighted by its share of the step's predicted tokens,
     and all-reduced once, with the last one (ranks may hold different
-    numbers of micro-batches). Returns the step's loss and the tokens it
-    trained on (samples longer than --max-len count as truncated)."""
+    numbers of micro-batches). Returns the step's loss, the tokens it
+    trained on (samples longer than --max-len count as truncated), the
+    cells the model ran (samples x padded length) and each micro-batch's
+    forward and backward in seconds (with waits, the AllreduceWait hooked
+    into ddp, the last one's up to the hook, where this rank's backward is
+    done and the wait begins)."""
     parts = micro_batches(b)
     total = sum(int((mb["lengths"].clamp(max=max_len) - 1).clamp(min=0).sum()) for mb in parts)
-    loss_sum = 0.0
+    loss_sum, cells, times = 0.0, 0, []
     for k, mb in enumerate(parts):
+        t0 = time.perf_counter()
+        if waits:
+            waits.hook_at = None
         tokens = mb["tokens"].to(device, non_blocking=True)[:, :max_len].long()
         lengths = mb["lengths"].to(device, non_blocking=True).long().clamp(max=max_len)
         check_vocab(tokens, vocab)
@@ -205,7 +230,20 @@ def train_step(ddp, b, device, max_len, vocab):
             loss = next_token_loss(ddp, tokens, lengths) * share
             loss.backward()
         loss_sum += float(loss)
-    return loss_sum, sum(int(mb["lengths"].clamp(max=max_len).sum()) for mb in parts)
+        cells += tokens.shape[0] * tokens.shape[1]
+        times.append(((waits and waits.hook_at) or time.perf_counter()) - t0)
+    return (loss_sum, sum(int(mb["lengths"].clamp(max=max_len).sum()) for mb in parts), cells,
+            times)
+
+
+# One rank's step, as train() records it (seconds): micro-batches, samples,
+# tokens trained on, padded cells; compute (data to the model, forward and
+# backward, up to the comm hook), the wait there, the rest of the reduce,
+# optimizer, data; the work since the ranks last left an all-reduce together
+# up to the hook (wall, and this thread's CPU time); each micro-batch's
+# forward and backward.
+StepRecord = collections.namedtuple(
+    "StepRecord", "micro samples tokens padded compute wait reduce optim data arrive arrive_cpu mb")
 
 
 class AllreduceWait:
@@ -220,6 +258,9 @@ class AllreduceWait:
 
     def __init__(self, world):
         self.world, self.seconds, self.tiny = world, 0.0, torch.zeros(1)
+        self.hook_at = None     # perf_counter when the last bucket's hook began, this step
+        self.hook_cpu = 0.0     # and this thread's CPU time then (the hook runs on it on CPU)
+        self.last = 0.0         # the wait of the last bucket's hook, this step
 
     @staticmethod
     def sync(t):
@@ -231,10 +272,12 @@ class AllreduceWait:
         if bucket.is_last():
             tiny = self.tiny.to(buf.device)
             self.sync(buf)          # this rank's own backward is done
-            t0 = time.perf_counter()
+            self.hook_cpu = time.thread_time()
+            t0 = self.hook_at = time.perf_counter()
             dist.all_reduce(tiny)
             self.sync(buf)          # nccl returns at once: wait for the result
-            self.seconds += time.perf_counter() - t0
+            self.last = time.perf_counter() - t0
+            self.seconds += self.last
         buf.div_(self.world)
         return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
 
@@ -410,15 +453,66 @@ def checkpoint_path(args, rank):
     return "%s.rank%d.pt" % (args.checkpoint, rank)
 
 
+def explained_waits(per_rank, field):
+    """Each rank's wait that its work up to the comm hook explains: summed
+    over steps, the slowest rank's minus this rank's (per_rank: each rank's
+    StepRecords; field: "arrive", wall time, or "arrive_cpu")."""
+    out = [0.0] * len(per_rank)
+    for i in range(min(len(s) for s in per_rank)):
+        arrive = [getattr(s[i], field) for s in per_rank]
+        for r, t in enumerate(arrive):
+            out[r] += max(arrive) - t
+    return out
+
+
+def wait_rates(per_rank):
+    """The all-reduce wait (all ranks) per second of step (the slowest
+    rank's compute), over the steps whose ranks ran the same work (as many
+    micro-batches and padded cells each) and over the others: on the first,
+    the wait is the machine's, not the loader's. Returns (steps, ms/s) for
+    each: the same work, then the rest."""
+    acc = [[0, 0.0, 0.0], [0, 0.0, 0.0]]
+    for i in range(min(len(s) for s in per_rank)):
+        rows = [s[i] for s in per_rank]
+        a = acc[0 if len({(r.micro, r.padded) for r in rows}) == 1 else 1]
+        a[0] += 1
+        a[1] += sum(r.wait for r in rows)
+        a[2] += max(r.compute for r in rows)
+    return [(n, 1e3 * w / t if t > 0 else 0.0) for n, w, t in acc]
+
+
+def write_step_times(path, per_rank):
+    """--step-times: one line per step and rank (the module's note)."""
+    with open(path, "w") as f:
+        f.write("# step rank micro samples tokens padded compute_ms wait_ms reduce_ms optim_ms "
+                "data_ms cpu_ms mb_ms,...\n")
+        for i in range(min(len(s) for s in per_rank)):
+            for r, s in enumerate(per_rank):
+                t = s[i]
+                f.write("%d %d %d %d %d %d %s %s\n"
+                        % ((i, r, t.micro, t.samples, t.tokens, t.padded)
+                           + (" ".join("%.2f" % (v * 1e3) for v in (
+                               t.compute, t.wait, t.reduce, t.optim, t.data, t.arrive_cpu)),
+                              ",".join("%.1f" % (v * 1e3) for v in t.mb))))
+
+
 def report(args, rank, world, device, stats):
     """Rank 0 prints the run's figures; every rank contributes its own."""
-    mine = torch.tensor([stats["tokens"], stats["data_wait"], stats["ar_wait"], stats["wall"]],
-                        dtype=torch.float64, device=device)
+    mine = torch.tensor([stats["tokens"], stats["data_wait"], stats["ar_wait"], stats["wall"],
+                         sum(s.compute for s in stats["steps"])], dtype=torch.float64,
+                        device=device)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
+    per_rank = [None] * world
+    dist.all_gather_object(per_rank, stats["steps"])
     if rank != 0:
         return
     every = [e.cpu().tolist() for e in every]
+    explained = explained_waits(per_rank, "arrive")
+    by_work = explained_waits(per_rank, "arrive_cpu")
+    (same, same_rate), (other, other_rate) = wait_rates(per_rank)
+    if args.step_times:
+        write_step_times(args.step_times, per_rank)
     tokens = sum(e[0] for e in every)
     wall = max(e[3] for e in every)
     steps, losses = stats["step_times"], stats["losses"]
@@ -428,14 +522,21 @@ def report(args, rank, world, device, stats):
     print("%s: %d steps, %.0f tokens/s, step p50 %.2f ms p99 %.2f ms, loss %.3f -> %.3f"
           % (args.loader, len(steps), tokens / wall, p50, p99, first, last))
     for r, e in enumerate(every):
-        print("  rank %d: waited %.3f s for data, %.3f s at the all-reduce (of %.2f s)"
-              % (r, e[1], e[2], e[3]))
+        print("  rank %d: waited %.3f s for data, %.3f s at the all-reduce (the slower rank's "
+              "longer wall time: %.3f s, its greater CPU work: %.3f s), computed %.2f s (of %.2f s)"
+              % (r, e[1], e[2], explained[r], by_work[r], e[4], e[3]))
+    print("  all-reduce wait per second of step: %.1f ms on the %d step(s) where every rank ran "
+          "the same work (micro-batches and padded cells), %.1f ms on the other %d"
+          % (same_rate, same, other_rate, other))
     print("summary loader=%s steps=%d tokens=%d tokens_per_s=%.0f step_p50_ms=%.3f "
           "step_p99_ms=%.3f loss_first=%.4f loss_last=%.4f micro_per_step=%.2f data_wait_s=%s "
-          "allreduce_wait_s=%s"
+          "allreduce_wait_s=%s explained_wait_s=%s work_wait_s=%s compute_s=%s same_steps=%d "
+          "same_wait_ms_per_s=%.2f other_wait_ms_per_s=%.2f"
           % (args.loader, len(steps), tokens, tokens / wall, p50, p99, first, last,
              stats["micro"] / max(len(steps), 1),
-             ",".join("%.3f" % e[1] for e in every), ",".join("%.3f" % e[2] for e in every)))
+             ",".join("%.3f" % e[1] for e in every), ",".join("%.3f" % e[2] for e in every),
+             ",".join("%.3f" % w for w in explained), ",".join("%.3f" % w for w in by_work),
+             ",".join("%.3f" % e[4] for e in every), same, same_rate, other_rate))
 
 
 def train(args, rank, world, device):
@@ -475,9 +576,11 @@ def train(args, rank, world, device):
         batches = dataloader_batches(args, InMemoryTokens(samples), rank, world)
 
     dump = Dump(args.dump, rank)
-    stats = {"tokens": 0, "data_wait": 0.0, "step_times": [], "losses": [], "micro": 0}
+    stats = {"tokens": 0, "data_wait": 0.0, "step_times": [], "losses": [], "micro": 0,
+             "steps": []}
     dist.barrier()
-    start = t_prev = time.perf_counter()
+    start = t_prev = t_reduced = time.perf_counter()
+    cpu_reduced = time.thread_time()
     steps = 0
     while True:
         try:
@@ -487,10 +590,22 @@ def train(args, rank, world, device):
         t_got = time.perf_counter()
         stats["data_wait"] += t_got - t_prev
         opt.zero_grad(set_to_none=True)
-        value, ntok = train_step(ddp, b, device, args.max_len, vocab)
-        stats["micro"] += len(micro_batches(b))
+        waits.last = 0.0
+        value, ntok, cells, mb_times = train_step(ddp, b, device, args.max_len, vocab, waits)
+        t_step = time.perf_counter()
+        micro = len(micro_batches(b))
+        stats["micro"] += micro
         opt.step()
         t_done = time.perf_counter()
+        # The CPU time is the work itself, without the time the machine gave
+        # to other processes.
+        hook_at = waits.hook_at or t_step
+        hook_cpu = waits.hook_cpu if waits.hook_at else time.thread_time()
+        stats["steps"].append(StepRecord(
+            micro, len(b["sample_ids"]), ntok, cells, sum(mb_times), waits.last,
+            t_step - hook_at - waits.last, t_done - t_step, t_got - t_prev, hook_at - t_reduced,
+            hook_cpu - cpu_reduced, mb_times))
+        t_reduced, cpu_reduced = t_step, time.thread_time()
         if loader:
             loader.report_step(t_done - t_got)
         dump.write(epoch, step, b, value)

@@ -35,7 +35,13 @@
 # example's --out-vocab; a 50k-class output makes a CPU step take seconds).
 # The two loaders run in turns (levelfeed, DataLoader, per set), for
 # LF_BENCH_RUNS rounds (default 3); each figure and each round's ratio is
-# given as min/median/max, with the load average.
+# given as min/median/max, with the load average. Where the waits come
+# from (the example's --step-times, kept in $WORK with LF_KEEP_TMP=1): per
+# loader, the wait the slower rank's longer wall time explains, the part its
+# greater CPU work explains (thread CPU time: the work itself, not the time
+# the machine gave to others), and the wait per second of step on the steps
+# where both ranks ran the same work (micro-batches and padded cells: there
+# the wait is the machine's, not the loader's) and on the others.
 # levelfeed plans with --select world (LF_BENCH_SELECT, default world): the
 # world is fixed for the run, so its steps are composed for it (on text cut
 # into pieces, steps of whole pieces or of short ends, balancer/README.md);
@@ -51,14 +57,19 @@
 # LF_BENCH_GPU=1: one rank on the GPU instead (nccl; levelfeed's batches through
 # Loader(device="cuda"), the DataLoader's copied with .to(device)), a larger
 # model; skips (77) where torch sees no GPU.
-# Last measured (defaults, 2-core shared VM, load 9.9-11.4, 26 min, each
-# round's ratio min/median/max): tokens/s 1.14/1.53/1.70 chunked,
-# 1.83/1.95/2.03 unchunked (target met); all-reduce wait 0.69/0.70/1.84
-# chunked (not met: the DataLoader's padded batches leave its ranks within
-# 0.16 %, so its wait is the scheduler's noise), 0.38/0.41/0.56 unchunked
-# (met). levelfeed.calibrate's fit for this model plans as --hidden 32
-# does (b/a 1/376 against 1/384), and ranks pinned to a core each
-# (taskset) waited more, so the bench does neither (python/README.md).
+# Last measured (defaults, 5 rounds, 2026-11-27 05:21-05:28 UTC, 2-core
+# shared VM, load 2.2 before, 3.9 after; each round's ratio
+# min/median/max): tokens/s 1.16/1.28/1.48 chunked, 1.71/1.95/2.60
+# unchunked (target met); all-reduce wait 0.27/1.16/2.34 chunked (not met),
+# 0.09/0.27/0.69 unchunked (met). The chunked wait is this machine's noise,
+# not the plan: over 8 rounds, on the steps where both ranks ran the same
+# work (levelfeed's whole pieces, the DataLoader's 6 x 2048 padded) the two
+# loaders waited alike per second of step (30.6 and 36.0 ms; 81.3 and 70.6
+# under load 3-7), levelfeed's other steps hardly more (36.6, 78.4), and its
+# steps take 0.62-0.73 of the DataLoader's time: ratios of 0.6-0.7 however
+# even the plan (python/README.md, Figures). A plan from levelfeed.calibrate's
+# fit (--cost-file) waited no less (6 rounds: 0.84 against 0.82), and ranks
+# pinned to a core each (taskset) waited more, so the bench does neither.
 root=${LF_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$root/tests/e2e/server_lib.sh"
 source "$root/tests/e2e/python_lib.sh"
@@ -101,35 +112,51 @@ run() {            # TAG [torch_ddp.py args...]: RANKS ranks; rank 0's summary l
 }
 
 field() { sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" "$WORK/$1.sum"; }
-wait_total() { field "$1" allreduce_wait_s | tr , '\n' | awk '{s += $1} END {print s}'; }
+wait_total() { field "$1" "$2" | tr , '\n' | awk '{s += $1} END {print s}'; }  # TAG FIELD: ranks summed
 spread() { sort -g | awk '{v[NR] = $1} END {printf "%.4g/%.4g/%.4g", v[1], v[int((NR + 1) / 2)], v[NR]}'; }
 
 # One round: levelfeed then DataLoader on dataset DIR; appends each figure
-# to $WORK/NAME.{lf,dl}.{tps,wait} and the round's ratios to
-# $WORK/NAME.ratio.{tps,wait}.
-pair() {           # NAME DIR SPR
-  local name=$1 ds=$2 spr=$3 l
+# to $WORK/NAME.{lf,dl}.{tokens,tps,wait,explained,work,same,samerate,otherrate} and the round's ratios
+# to $WORK/NAME.ratio.{tps,wait}; each run's --step-times in
+# $WORK/NAME.{lf,dl}.ROUND.steps (kept with LF_KEEP_TMP=1).
+pair() {           # NAME DIR SPR ROUND
+  local name=$1 ds=$2 spr=$3 round=$4 l
   start_server --data "$ds" --world "$RANKS" --epochs 1 --samples-per-rank "$spr" --quiet \
     --micro-batches --hidden "$DIM" --select "$SELECT"
-  run lf --endpoint "$EP" --data "$ds"
+  run lf --endpoint "$EP" --data "$ds" --step-times "$WORK/$name.lf.$round.steps"
   wait_server
-  run dl --loader torch --data "$ds" --epochs 1 --batch-size "$spr"
+  run dl --loader torch --data "$ds" --epochs 1 --batch-size "$spr" \
+    --step-times "$WORK/$name.dl.$round.steps"
   for l in lf dl; do
     field "$l" tokens >>"$WORK/$name.$l.tokens"
     field "$l" tokens_per_s >>"$WORK/$name.$l.tps"
-    wait_total "$l" >>"$WORK/$name.$l.wait"
+    wait_total "$l" allreduce_wait_s >>"$WORK/$name.$l.wait"
+    wait_total "$l" explained_wait_s >>"$WORK/$name.$l.explained"
+    wait_total "$l" work_wait_s >>"$WORK/$name.$l.work"
+    field "$l" same_steps >>"$WORK/$name.$l.same"
+    field "$l" same_wait_ms_per_s >>"$WORK/$name.$l.samerate"
+    field "$l" other_wait_ms_per_s >>"$WORK/$name.$l.otherrate"
   done
   awk -v a="$(field lf tokens_per_s)" -v b="$(field dl tokens_per_s)" 'BEGIN {print a / b}' \
     >>"$WORK/$name.ratio.tps"
-  awk -v e="$(wait_total lf)" -v f="$(wait_total dl)" 'BEGIN {print (f > 0 ? e / f : 0)}' \
+  awk -v e="$(wait_total lf allreduce_wait_s)" -v f="$(wait_total dl allreduce_wait_s)" \
+    'BEGIN {print (f > 0 ? e / f : 0)}' \
     >>"$WORK/$name.ratio.wait"
 }
 
 compare() {        # NAME: min/median/max of each figure and of the rounds' ratios
   local name=$1
   echo "-- $name ($(wc -l <"$WORK/$name.lf.tps") round(s); min/median/max)"
-  echo "   levelfeed:  tokens/s $(spread <"$WORK/$name.lf.tps"), all-reduce wait s (ranks summed) $(spread <"$WORK/$name.lf.wait")"
-  echo "   DataLoader: tokens/s $(spread <"$WORK/$name.dl.tps"), all-reduce wait s (ranks summed) $(spread <"$WORK/$name.dl.wait")"
+  local l who
+  for l in lf dl; do
+    who=$([[ $l == lf ]] && echo "levelfeed: " || echo "DataLoader:")
+    echo "   $who tokens/s $(spread <"$WORK/$name.$l.tps"), all-reduce wait s (ranks summed)" \
+         "$(spread <"$WORK/$name.$l.wait"): the slower rank's longer wall time" \
+         "$(spread <"$WORK/$name.$l.explained"), its greater CPU work $(spread <"$WORK/$name.$l.work")"
+    echo "               wait per second of step, ms: $(spread <"$WORK/$name.$l.samerate") on the" \
+         "$(sort -u "$WORK/$name.$l.same" | paste -sd/) step(s) of the same work on every rank," \
+         "$(spread <"$WORK/$name.$l.otherrate") on the others"
+  done
   echo "   tokens trained a run (all ranks): levelfeed $(sort -u "$WORK/$name.lf.tokens" | paste -sd/)," \
        "DataLoader $(sort -u "$WORK/$name.dl.tokens" | paste -sd/)"
   echo "   levelfeed/DataLoader, each round: tokens/s $(spread <"$WORK/$name.ratio.tps") (target >= 1.2)," \
@@ -169,7 +196,7 @@ fi
 for ((i = 0; i < RUNS; i++)); do
   for set in "${SETS[@]}"; do
     echo "- round $((i + 1)), $set"
-    pair "$set" "$WORK/$set" "$SPR"
+    pair "$set" "$WORK/$set" "$SPR" "$((i + 1))"
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -77,7 +77,7 @@ summary_field() {  # TAG KEY: a value of rank 0's summary line
 # of world 1 while rank 1 waits (a Loader of another world size must not
 # join the plan check's collective, or both wait for ever).
 start_server "${SRV[@]}"
-run_ranks full --data "$WORK/ds"
+run_ranks full --data "$WORK/ds" --step-times "$WORK/full.steps"
 wait_server
 grep -q "vocabulary 64 (from the data)" "$WORK/full.r0.log" ||
   fail "the vocabulary is not the data's: $(grep vocabulary "$WORK/full.r0.log")"
@@ -92,6 +92,21 @@ awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 0.3) }' ||
 micro=$(summary_field full micro_per_step)
 awk -v m="$micro" 'BEGIN { exit !(m > 1.2) }' || fail "micro-batches per step: $micro (want several)"
 echo "ddp: $steps steps, every sample once per epoch, loss $first -> $last, $micro micro-batches a step"
+# --step-times: a line per step and rank, its samples those of --dump's
+# batch, one forward-and-backward time per micro-batch, and the waits adding
+# up to the summary's per rank.
+for r in $(seq 0 $LAST); do
+  cmp -s <(awk -v r=$r '!/^#/ && $2 == r {print $1, $4}' "$WORK/full.steps") \
+         <(awk '{print NR - 1, $4}' "$WORK/full.r$r.txt") ||
+    fail "--step-times: rank $r's steps and samples differ from its --dump: $(head -3 "$WORK/full.steps")"
+  awk -v r=$r -v want="$(summary_field full allreduce_wait_s | cut -d, -f$((r + 1)))" '
+    !/^#/ && $2 == r { n++; w += $8; if (split($13, mb, ",") != $3 || $7 <= 0 || $8 < 0) bad++ }
+    END { exit !(n > 0 && !bad && (w / 1e3 - want) ^ 2 < 1e-4) }' "$WORK/full.steps" ||
+    fail "--step-times: rank $r's micro-batch times or waits do not add up: $(grep -m3 " $r " "$WORK/full.steps")"
+done
+grep -q "all-reduce wait per second of step" "$WORK/full.r0.log" ||
+  fail "no wait per second of step in rank 0's report: $(cat "$WORK/full.r0.log")"
+echo "ddp: --step-times gives each step's samples as --dump, a time per micro-batch, the waits as the summary's"
 
 K=57
 start_server "${SRV[@]}"
@@ -151,8 +166,9 @@ except SystemExit as e:
     assert "pass --vocab 71" in str(e), str(e)
 b = {"tokens": torch.randint(1, 64, (2, 10)), "lengths": torch.tensor([10, 4])}
 ddp = ex.TinyLM(64, 16, 2, 8)
-_, ntok = ex.train_step(ddp, b, torch.device("cpu"), 8, 64)
+_, ntok, cells, times = ex.train_step(ddp, b, torch.device("cpu"), 8, 64)
 assert ntok == 8 + 4, "tokens counted past --max-len 8: %d" % ntok
+assert cells == 2 * 8 and len(times) == 1, (cells, times)    # --step-times' padded, mb_ms
 print("an id past --vocab is refused by name; tokens past --max-len are not counted")
 # --out-vocab: the kept ids are classes 0..K-2 in their order, every other
 # id the last class; the loss is over those classes.

@@ -6,9 +6,9 @@
  * the plan fingerprint the nodes of a job compare, and the batch layout of
  * a job (which tensors, what shapes).
  *
- * The pre-pass walks every epoch, the slots then fit the largest batch any
- * local rank gets. But every plan is capped (balanced) or a baseline
- * (naive, sorted), and neither walks an epoch. A capped plan walks only the
+ * The pre-pass sizes the slots without walking an epoch (it once walked
+ * every one for the largest batch any local rank gets): every plan is
+ * capped (balanced) or a baseline (naive, sorted). A capped plan walks only the
  * first steps of epoch 0 (measure_prefix, as many as place
  * PLAN_CLI_PREFIX_SAMPLES), and every epoch from epoch 0 on is capped at
  * the most padded tokens (images: samples) a rank held in them, and 1/8

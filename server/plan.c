@@ -990,7 +990,7 @@ static int set_fixed(srv *s)
     s->spare = p;
     if (rc == 0 && !s->cfg.quiet)
         fprintf(stderr, "lf-server: plan: every epoch planned while serving, a rank's step at "
-                "most %" PRIu64 " sample(s) (--samples-per-rank %u, or one more in an epoch's "
+                "most %" PRIu64 " sample(s) (--batch-per-rank %u, or one more in an epoch's "
                 "last step) of at most %" PRIu64 " %s, the ring slots sized for it\n", n,
                 s->cfg.plan.batch_per_rank, longest,
                 s->images ? "pixels" : s->frames ? "frames" : "tokens");

@@ -14,7 +14,7 @@
 # and no batch outgrew its slot (the server stops on one that does). The
 # datasets make the rest join a last step (2000 tokens at world 3 and 37 a
 # rank, 121 images or frames at world 2 and 4 a rank), where a rank gets
-# one more than --samples-per-rank; balanced images run with
+# one more than --batch-per-rank; balanced images run with
 # LF_TEST_CAP_PERMILLE=800, so their cap binds and the slots are tight.
 source "$(dirname "$0")/server_lib.sh"
 
@@ -62,10 +62,10 @@ kind() {
   echo "$tag: start-up walks epoch 0 alone for 1 and 4 epochs, none by the scout, slots $one bytes (the bound); 4 epochs as planned, each sample once: ok"
 }
 
-kind naive-tok 2000 3 --data "$WORK/tok" --sampler naive --samples-per-rank 37
-kind sorted-tok 2000 3 --data "$WORK/tok" --sampler sorted --samples-per-rank 37
-kind naive-img 121 2 --data "$WORK/img" --sampler naive --samples-per-rank 4 --image-size 32x24
-kind naive-fr 121 2 --data "$WORK/fr" --sampler naive --samples-per-rank 4
+kind naive-tok 2000 3 --data "$WORK/tok" --sampler naive --batch-per-rank 37
+kind sorted-tok 2000 3 --data "$WORK/tok" --sampler sorted --batch-per-rank 37
+kind naive-img 121 2 --data "$WORK/img" --sampler naive --batch-per-rank 4 --image-size 32x24
+kind naive-fr 121 2 --data "$WORK/fr" --sampler naive --batch-per-rank 4
 kind balanced-fr 121 2 --data "$WORK/fr" --samples-per-rank 4
 LF_TEST_CAP_PERMILLE=800 kind balanced-img 121 2 --data "$WORK/img" --samples-per-rank 4 --image-size 32x24
 grep -Eq "^lf-server: plan: every epoch planned while serving, a rank's step capped at [0-9]+ images \(the most in epoch 0's first [0-9]+ samples, [0-9]+, x 0\.800\), the ring slots sized for it$" \

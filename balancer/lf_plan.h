@@ -542,10 +542,29 @@ uint64_t lf_plan_step_padded(lf_plan *plan);
  * a plan that is not balanced (nothing set). */
 uint64_t lf_plan_cap_later(lf_plan *plan, uint32_t from, uint64_t max_padded);
 
+/* The same for the samples a rank holds in a step (a piece counts as a
+ * sample), for a server whose slot holds a fixed size a sample (decoded
+ * images): from epoch `from` on, no rank gets more than max_samples (at
+ * least 1) in a step, a step over it split again under it as above, the
+ * samples no rank has room for carried to the next step. Sets the same
+ * `from` as lf_plan_cap_later (one for both). Returns the cap in force, or
+ * 0 for a plan that is not balanced (nothing set). */
+uint64_t lf_plan_cap_later_samples(lf_plan *plan, uint32_t from, uint64_t max_samples);
+
 /* The most samples one rank can hold in a step of at most max_padded
  * padded tokens: a step's most samples, and no more than max_padded over
  * the shortest L the plan places (a piece counts as a sample). */
 uint64_t lf_plan_rank_samples_max(const lf_plan *plan, uint64_t max_padded);
+
+/* A baseline plan (naive, sorted: a fixed count a rank, no cap): the most
+ * samples one rank holds in any step of any epoch (batch_per_rank, one
+ * more in the step an epoch's rest of fewer than world samples joins, and
+ * no more than the samples there are over world, rounded up), and in
+ * *longest (unless NULL) the longest L the plan places (a piece counts as
+ * a sample). So a server sizes its ring slots without planning an epoch:
+ * pad, samples x longest padded tokens; pack, a row a sample at most.
+ * 0 (and *longest 0) for a balanced plan. */
+uint64_t lf_plan_fixed_bound(const lf_plan *plan, uint64_t *longest);
 
 /* Select WORLD on text cut into pieces of one length (most of the cost in
  * whole pieces): every step costs world x *per_rank whole pieces of

@@ -1748,7 +1748,16 @@ static uint64_t padded_max(lf_plan *p)
  * that it must be split again under it. */
 static int later_cap_binds(lf_plan *p)
 {
-    return p->later_cap && p->epoch >= p->later_from && padded_max(p) > p->later_cap;
+    if (p->epoch < p->later_from) return 0;
+    if (p->later_cap && padded_max(p) > p->later_cap) return 1;
+    if (!p->later_samples) return 0;
+    uint32_t *count = p->split.tmp_aux;       /* world + 1 scratch */
+    memset(count, 0, p->prm.world * sizeof *count);
+    for (size_t i = 0; i < p->ns; i++) {
+        uint32_t r = p->split.assign[i];
+        if (r != UINT32_MAX && ++count[r] > p->later_samples) return 1;
+    }
+    return 0;
 }
 
 /* select WORLD: where the step's bins are more even than the split's own
@@ -1796,7 +1805,7 @@ static void split_step(lf_plan *p)
         share = p->prm.rank_max_padded / p->prm.seq_len * p->prm.seq_len;
     if (p->prm.rank_max_tokens && share > p->prm.rank_max_tokens) share = p->prm.rank_max_tokens;
     lfp_caps caps = {p->prm.rank_max_tokens, p->prm.rank_max_padded, p->prm.layout,
-                     p->prm.seq_len, share};
+                     p->prm.seq_len, share, 0};
     if (share > p->prm.seq_len && (!caps.max_padded || share < caps.max_padded))
         caps.max_padded = share;
     p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
@@ -1804,7 +1813,9 @@ static void split_step(lf_plan *p)
         start_from_bins(p, &it, &caps);
     balance_overhead(p, &it, &caps);
     if (later_cap_binds(p)) { /* again, under the cap: lf_plan_cap_later */
-        if (!caps.max_padded || p->later_cap < caps.max_padded) caps.max_padded = p->later_cap;
+        if (p->later_cap && (!caps.max_padded || p->later_cap < caps.max_padded))
+            caps.max_padded = p->later_cap;
+        caps.max_samples = p->later_samples;
         p->cur.cap_deferred = (uint32_t)lfp_split_run(&p->split, &it, &caps);
         balance_overhead(p, &it, &caps);
     }
@@ -1942,6 +1953,14 @@ uint64_t lf_plan_cap_later(lf_plan *p, uint32_t from, uint64_t max_padded)
     return p->later_cap;
 }
 
+uint64_t lf_plan_cap_later_samples(lf_plan *p, uint32_t from, uint64_t max_samples)
+{
+    if (!p || p->prm.sampler != LF_PLAN_BALANCED) return 0;
+    p->later_samples = max_samples > 1 ? max_samples : 1;
+    p->later_from = from;
+    return p->later_samples;
+}
+
 uint64_t lf_plan_world_level(const lf_plan *p, uint64_t *piece_len, uint32_t *per_rank)
 {
     if (piece_len) *piece_len = p && p->level ? p->piece_len : 0;
@@ -1954,4 +1973,13 @@ uint64_t lf_plan_rank_samples_max(const lf_plan *p, uint64_t max_padded)
     uint64_t shortest = p->shortest_fit;
     uint64_t n = shortest && shortest != UINT64_MAX ? max_padded / shortest : max_padded;
     return n < p->maxstep ? n : (uint64_t)p->maxstep;
+}
+
+uint64_t lf_plan_fixed_bound(const lf_plan *p, uint64_t *longest)
+{
+    if (longest) *longest = p && p->prm.sampler != LF_PLAN_BALANCED ? p->longest_fit : 0;
+    if (!p || p->prm.sampler == LF_PLAN_BALANCED) return 0;
+    /* split_fixed: a step of maxstep samples at most, in equal shares, the
+     * first ranks one more where they do not divide */
+    return ((uint64_t)p->maxstep + p->prm.world - 1) / p->prm.world;
 }

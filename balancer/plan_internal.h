@@ -196,6 +196,7 @@ typedef struct lfp_caps {
     uint32_t seq_len;
     uint64_t row_tokens;         /* pack: a rank's whole rows this step, in tokens:
                                     a cap, and what the small items fill up to */
+    uint64_t max_samples;        /* items a rank (lf_plan_cap_later_samples) */
 } lfp_caps;
 
 int lfp_split_init(lfp_split *s, uint32_t world, size_t maxn);
@@ -290,6 +291,7 @@ struct lf_plan {
 
     /* lf_plan_cap_later: set by the caller, not part of the state */
     uint64_t later_cap;          /* 0: none */
+    uint64_t later_samples;      /* lf_plan_cap_later_samples (0: none) */
     uint32_t later_from;         /* the first epoch it holds in */
 
     /* position */

@@ -431,6 +431,11 @@ static int set_fits(lfp_split *s, const lfp_items *it, const lfp_caps *caps, uin
     if (caps->row_tokens && tok > caps->row_tokens) return 0;
     if (caps->max_padded && rank_padded(s, it, caps, r, add, drop) > caps->max_padded)
         return 0;
+    if (caps->max_samples) {
+        uint64_t n = rank_size(s, r);
+        for (uint32_t j = 0; j < LFP_SET_ITEMS; j++) n += (add[j] != NONE) - (drop[j] != NONE);
+        if (n > caps->max_samples) return 0;
+    }
     return 1;
 }
 
@@ -519,7 +524,7 @@ static uint32_t cheapest_with_room(lfp_split *s, const lfp_items *it,
  * rank has room. */
 static void repair_caps(lfp_split *s, const lfp_items *it, const lfp_caps *caps)
 {
-    if (!caps->max_tokens && !caps->max_padded && !caps->row_tokens) return;
+    if (!caps->max_tokens && !caps->max_padded && !caps->row_tokens && !caps->max_samples) return;
     for (uint32_t r = 0; r < s->world; r++) {
         while (rank_size(s, r) && !rank_fits(s, it, caps, r, NONE, NONE)) {
             uint32_t x = NONE;

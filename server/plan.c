@@ -6,15 +6,19 @@
  * the plan fingerprint the nodes of a job compare, and the batch layout of
  * a job (which tensors, what shapes).
  *
- * The pre-pass walks every epoch, the slots then fit the largest batch any
- * local rank gets, unless the plan is capped (a balanced token plan): then
- * it walks no epoch, only the first steps of epoch 0 (measure_prefix, as
- * many as place PLAN_CLI_PREFIX_SAMPLES), and every epoch from epoch 0 on
- * is capped at the most padded tokens a rank held in them, and 1/8 more
- * (lf_plan_cap_later, set on every plan made here once known), which the
- * slots are sized for (fit_cap). The planner counts every epoch while
- * serving, epoch 0's by a scout started at once (planner.c), which prints
- * the epoch's balance report (srv_report_*).
+ * The pre-pass sizes the slots without walking an epoch (it once walked
+ * every one for the largest batch any local rank gets): every plan is
+ * capped (balanced) or a baseline (naive, sorted). A capped plan walks only the
+ * first steps of epoch 0 (measure_prefix, as many as place
+ * PLAN_CLI_PREFIX_SAMPLES), and every epoch from epoch 0 on is capped at
+ * the most padded tokens (images: samples) a rank held in them, and 1/8
+ * more (lf_plan_cap_later, lf_plan_cap_later_samples, set on every plan
+ * made here once known), which the slots are sized for (fit_cap); a
+ * baseline's slots are sized for its fixed count a rank of its longest
+ * sample (set_fixed). The planner counts every epoch while serving, epoch
+ * 0's by a scout started at once (planner.c), which prints the epoch's
+ * balance report (srv_report_*). Where the epochs are small (at most the
+ * prefix) start-up walks the first, and counts it (small_epochs).
  */
 #include "srv.h"
 
@@ -45,13 +49,42 @@ int srv_plan_errno(int status)
     }
 }
 
-/* Whether the plan caps the epochs after epoch 0 (lf_plan_cap_later): a
- * balanced token plan. Images and frames (a padded-token cap bounds
- * neither's slot) and the baselines (no cap) are planned as before. The
- * rule is part of the plan id, as it is of the sequence. */
+/* Whether the plan caps its epochs: a balanced plan. Tokens and frames
+ * are capped in padded tokens (lf_plan_cap_later: frames [n, longest,
+ * width] hold padded x width values), images in samples a rank
+ * (lf_plan_cap_later_samples: a decoded image has a fixed size, and a cap
+ * on pixels x images would bound no count of them). The rule is part of
+ * the plan id, as it is of the sequence. */
 static int capped(const srv *s)
 {
-    return !s->images && !s->frames && s->cfg.plan.sampler == LF_PLAN_BALANCED;
+    return s->cfg.plan.sampler == LF_PLAN_BALANCED;
+}
+
+/* Sets the run's cap (s->later_cap, or `cap` where it is not known yet)
+ * on plan p, from epoch 0 on; returns the cap in force. */
+static uint64_t apply_cap(const srv *s, lf_plan *p, uint64_t cap)
+{
+    return s->images ? lf_plan_cap_later_samples(p, 0, cap) : lf_plan_cap_later(p, 0, cap);
+}
+
+/* What the cap bounds in plan p's current step st: the most samples a
+ * rank holds (images), else the most padded tokens. */
+static uint64_t step_most(const srv *s, lf_plan *p, const lf_plan_step *st)
+{
+    if (!s->images) return lf_plan_step_padded(p);
+    uint64_t most = 0;
+    for (uint32_t r = 0; r < st->world; r++)
+        if (st->rank_start[r + 1] - st->rank_start[r] > most)
+            most = st->rank_start[r + 1] - st->rank_start[r];
+    return most;
+}
+
+/* Whether the plan is a baseline (naive, sorted): a fixed count a rank, so
+ * its slots are sized from that bound (lf_plan_fixed_bound) and, as a
+ * capped plan's, no epoch is walked at start-up. */
+static int fixed(const srv *s)
+{
+    return s->cfg.plan.sampler != LF_PLAN_BALANCED;
 }
 
 /* The cap on every epoch from the plan's epoch 0 on: the most padded
@@ -83,7 +116,7 @@ static int plan_create_status(const srv *s, uint32_t epoch, lf_plan **out)
     lf_plan_params prm = s->cfg.plan;   /* its view: s->plan_input, read in place */
     prm.epoch = epoch;
     int rc = lf_plan_create(&prm, NULL, s->train_samples, out);
-    if (rc == 0 && s->later_cap) lf_plan_cap_later(*out, 0, s->later_cap);
+    if (rc == 0 && s->later_cap) apply_cap(s, *out, s->later_cap);
     return rc;
 }
 
@@ -139,7 +172,7 @@ static int plan_take(srv *s, uint32_t e, lf_plan **out)
     if (e != 0 || !s->spare) return srv_plan_create_at(s, e, out);
     *out = s->spare;
     s->spare = NULL;
-    if (s->later_cap) lf_plan_cap_later(*out, 0, s->later_cap);
+    if (s->later_cap) apply_cap(s, *out, s->later_cap);
     return 0;
 }
 
@@ -240,12 +273,14 @@ static int image_layout(const srv *s, uint32_t n, lf_layout *l)
 }
 
 /* A frames batch: n samples padded to the longest (row_len frames) with
- * zeros, their frame counts, the labels if any, the sample ids. */
-static int frames_layout(const srv *s, uint32_t n, uint32_t row_len, lf_layout *l)
+ * zeros ([rows, row_len, width]: rows n), their frame counts, the labels
+ * if any, the sample ids. */
+static int frames_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_len,
+                         lf_layout *l)
 {
     int has_label = s->label_field >= 0;
     uint32_t ntensors = 2 + id_tensors(s) + (uint32_t)has_label;
-    uint64_t grid[3] = {n, row_len, s->frame_width}, ids[1] = {n};
+    uint64_t grid[3] = {rows, row_len, s->frame_width}, ids[1] = {n};
     int rc = lf_layout_init(l, LF_SLOT_HEADER_SIZE + lf_layout_encoded_size(ntensors),
                             LF_LAYOUT_MIN_ALIGN);
     if (rc >= 0) rc = lf_layout_add(l, "frames", s->frame_dtype, 3, grid);
@@ -260,7 +295,7 @@ static int batch_layout(const srv *s, uint32_t n, uint32_t rows, uint32_t row_le
                         uint64_t cells, lf_layout *l)
 {
     if (s->images) return image_layout(s, n, l);
-    if (s->frames) return frames_layout(s, n, row_len, l);
+    if (s->frames) return frames_layout(s, n, n, row_len, l);
     if (s->cfg.micro_batches) return micro_layout(s, n, rows, cells, l);
     return token_layout(s, n, rows, row_len, l);
 }
@@ -407,18 +442,22 @@ static int fit_slot(const srv *s, const lf_plan_batch *b, uint64_t *slot_size)
     return rc;
 }
 
-/* Grows *slot_size to what any token batch of at most n samples and
- * `padded` padded tokens needs: every tensor of that layout at least as
- * large as the batch's (pad, tokens [n, longest] within [1, padded]; pack,
+/* Grows *slot_size to what any batch of at most n samples and `padded`
+ * padded tokens (frames: frames) needs: every tensor of that layout at
+ * least as large as the batch's (pad, tokens [n, longest] within [1,
+ * padded], frames [n, longest, width] within [1, padded, width]; pack,
  * rows within padded / seq_len; micro-batches, cells within padded and at
- * most n of them), in the same order, so every offset too. */
+ * most n of them; images, n of them), in the same order, so every offset
+ * too. */
 static int fit_cap(const srv *s, uint64_t padded, uint64_t n, uint64_t *slot_size)
 {
     uint32_t seq = s->cfg.plan.seq_len;
     if (padded > UINT32_MAX || n > UINT32_MAX) return -EOVERFLOW;
     lf_layout l;
     int rc;
-    if (s->cfg.micro_batches) rc = micro_layout(s, (uint32_t)n, (uint32_t)n, padded, &l);
+    if (s->images) rc = image_layout(s, (uint32_t)n, &l);
+    else if (s->frames) rc = frames_layout(s, (uint32_t)n, 1, (uint32_t)padded, &l);
+    else if (s->cfg.micro_batches) rc = micro_layout(s, (uint32_t)n, (uint32_t)n, padded, &l);
     else if (s->cfg.plan.layout == LF_PLAN_PACK)
         rc = token_layout(s, (uint32_t)n, (uint32_t)(padded / seq), seq, &l);
     else rc = token_layout(s, (uint32_t)n, 1, (uint32_t)padded, &l);
@@ -517,7 +556,7 @@ static void prepass_step(void *arg, lf_plan *p, const lf_plan_step *st)
     prepass_part *part = arg;
     uint32_t e = st->epoch - part->s->cfg.plan.epoch;
     if (e < LF_WIRE_EPOCHS_MAX) part->s->epoch_steps[e]++;
-    uint64_t padded = part->measure && e == part->e0 ? lf_plan_step_padded(p) : 0;
+    uint64_t padded = part->measure && e == part->e0 ? step_most(part->s, p, st) : 0;
     if (padded > part->padded) part->padded = padded;
     report_step(part, st);
 }
@@ -884,7 +923,7 @@ static int eval_prepass(srv *s)
     return 0;
 }
 
-/* The most padded tokens a rank holds in a step of the plan's epoch 0's
+/* The most padded tokens (images: samples) a rank holds in a step of the plan's epoch 0's
  * first steps (those that place PLAN_CLI_PREFIX_SAMPLES, as plan_cli
  * measures its defaults on), uncapped, and their balance (pad's deferred
  * cut decides on it): the absolute epoch 0, for a run started at --epoch E
@@ -903,7 +942,7 @@ static int measure_prefix(srv *s, uint64_t *most, plan_cli_balance *bal)
         placed += st.nsamples;
         atomic_fetch_add_explicit(&s->planned, st.nsamples, memory_order_relaxed);
         if (atomic_load_explicit(&s->startup_stop, memory_order_relaxed)) rc = -EINTR;
-        uint64_t padded = lf_plan_step_padded(p);
+        uint64_t padded = step_most(s, p, &st);
         if (padded > *most) *most = padded;
         plan_cli_balance_add(bal, &st);
     }
@@ -912,31 +951,57 @@ static int measure_prefix(srv *s, uint64_t *most, plan_cli_balance *bal)
     return rc < 0 ? rc : 0;
 }
 
-/* The cap from the prefix's most padded tokens (CAP_PERMILLE), as the
- * balancer takes it (at least one sample's), from epoch 0 on, and the
- * slots it needs: no batch of any epoch needs more. */
+/* The cap from the prefix's most padded tokens (images: samples; x
+ * CAP_PERMILLE), as the balancer takes it (at least one sample's), from
+ * epoch 0 on, and the slots it needs: no batch of any epoch needs more. */
 static int set_cap(srv *s, uint64_t most)
 {
     lf_plan *p;
     int rc = plan_take(s, 0, &p); /* the start-up's plan: it takes the cap too */
     if (rc < 0) return rc;
-    s->later_cap = lf_plan_cap_later(p, 0, plan_cli_cap_of(most));
-    rc = fit_cap(s, s->later_cap, lf_plan_rank_samples_max(p, s->later_cap), &s->slot_size);
+    s->later_cap = apply_cap(s, p, plan_cli_cap_of(most));
+    rc = s->images ? fit_cap(s, 0, s->later_cap, &s->slot_size)
+                   : fit_cap(s, s->later_cap, lf_plan_rank_samples_max(p, s->later_cap),
+                             &s->slot_size);
     s->spare = p; /* still at its first epoch's start */
     if (rc == 0 && !s->cfg.quiet)
         fprintf(stderr, "lf-server: plan: every epoch planned while serving, a rank's step "
-                "capped at %" PRIu64 " padded tokens (the most in epoch 0's first %" PRIu64
+                "capped at %" PRIu64 " %s (the most in epoch 0's first %" PRIu64
                 " samples, %" PRIu64 ", x %.3f), the ring slots sized for it\n", s->later_cap,
+                s->images ? "images" : s->frames ? "padded frames" : "padded tokens",
                 (uint64_t)PLAN_CLI_PREFIX_SAMPLES, most, (double)cap_permille() / 1000);
     return rc;
 }
 
-/* Whether a capped plan's epochs are no larger than its prefix
- * (PLAN_CLI_PREFIX_SAMPLES): start-up then walks the run's first epoch, as
- * it measures the prefix where that is the same epoch, and counts it (a
- * walk of at most the prefix's size), so WELCOME tells its count as
- * before. The test hook LF_TEST_SCOUT_EPOCH0=1 leaves it to the planner's
- * scout whatever its size, as on a large dataset. */
+/* A baseline's slots: sized for its bound (lf_plan_fixed_bound: the most
+ * samples a rank holds in any step, each at most the longest placed, pad
+ * padding them to it, pack a row each at most), which holds for every
+ * epoch: no epoch is walked for it. */
+static int set_fixed(srv *s)
+{
+    lf_plan *p;
+    int rc = plan_take(s, 0, &p); /* the start-up's plan, given back as it is */
+    if (rc < 0) return rc;
+    uint64_t longest, n = lf_plan_fixed_bound(p, &longest);
+    uint64_t each = s->cfg.plan.layout == LF_PLAN_PACK ? s->cfg.plan.seq_len : longest;
+    rc = n > UINT32_MAX || each > UINT32_MAX ? -EOVERFLOW : fit_cap(s, n * each, n, &s->slot_size);
+    s->spare = p;
+    if (rc == 0 && !s->cfg.quiet)
+        fprintf(stderr, "lf-server: plan: every epoch planned while serving, a rank's step at "
+                "most %" PRIu64 " sample(s) (--batch-per-rank %u, or one more in an epoch's "
+                "last step) of at most %" PRIu64 " %s, the ring slots sized for it\n", n,
+                s->cfg.plan.batch_per_rank, longest,
+                s->images ? "pixels" : s->frames ? "frames" : "tokens");
+    return rc;
+}
+
+/* Whether the epochs of a capped or baseline plan are no larger than the
+ * prefix (PLAN_CLI_PREFIX_SAMPLES): start-up then walks the run's first
+ * epoch, as a capped plan measures the prefix where that is the same
+ * epoch, and counts it (a walk of at most the prefix's size), so WELCOME
+ * tells its count as before. The test hook LF_TEST_SCOUT_EPOCH0=1 leaves
+ * it to the planner's scout whatever its size, as on a large dataset: the
+ * slots are then the bound's alone. */
 static int small_epochs(const srv *s)
 {
     uint64_t t;
@@ -959,14 +1024,15 @@ int srv_plan_prepass(srv *s)
                             sizeof *s->epoch_steps);
     if (!s->epoch_steps) return -ENOMEM;
     int rc = 0;
-    /* A capped plan measures its prefix and walks no epoch, the planner
-     * counting every epoch (and telling it: EPOCH), epoch 0 by a scout
-     * started as it serves; unless its epochs are small: then it walks the
-     * run's first (counted and reported, as every epoch of the others),
-     * which is the prefix where the run starts at epoch 0 and the cap,
+    /* A capped plan measures its prefix and a baseline takes its bound,
+     * and neither walks an epoch, the planner counting every epoch (and
+     * telling it: EPOCH), epoch 0 by a scout started as it serves; unless
+     * its epochs are small: then it walks the run's first (counted and
+     * reported, as every epoch of balanced images), which for a capped
+     * plan is the prefix where the run starts at epoch 0 and the cap,
      * above the prefix's most, cannot bind in it (LF_TEST_CAP_PERMILLE
      * below 1000 makes it bind): measured as it is walked. */
-    uint32_t walked = !capped(s) ? s->cfg.epochs : small_epochs(s) ? 1 : 0;
+    uint32_t walked = !capped(s) && !fixed(s) ? s->cfg.epochs : small_epochs(s) ? 1 : 0;
     int measure_first = capped(s) && (!walked || s->cfg.plan.epoch != 0 ||
                                       cap_permille() < 1000);
     uint64_t most = 0, prefix = s->plan_samples < PLAN_CLI_PREFIX_SAMPLES
@@ -978,6 +1044,7 @@ int srv_plan_prepass(srv *s)
         if (rc == 0) rc = cut_decided(s, &bal);
         if (rc == 0) rc = set_cap(s, most);
     }
+    if (rc == 0 && fixed(s)) rc = set_fixed(s);
     if (rc == 0 && walked) {
         /* Every walked epoch while the counts stay small, else the first alone. */
         uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;

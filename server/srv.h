@@ -48,8 +48,8 @@
 
 #define SRV_MAX_RANKS 256
 #define SRV_QUARANTINE_LIST 32   /* quarantined blocks, and images, named in the summary */
-/* --epochs at most: start-up walks every epoch's plan once (the prepass),
- * so it must stay a bounded multiple of one epoch's planning. 2^16 is
+/* --epochs at most: start-up walks at most epoch 0 (the prepass), the
+ * planner each epoch while serving (once, by a scout). 2^16 is
  * far above real schedules (hundreds to a few thousand epochs) and
  * refuses a slip such as 4294967295 (-1 wrapped); a longer schedule is
  * served by consecutive runs started at --epoch E. */

@@ -11,7 +11,15 @@
  *    length, kept from the plan's creation), every sample once an epoch, and
  *    the epochs differ from the uncapped plan's;
  *  - a state saved inside a capped epoch restores into a plan given the
- *    same cap onto the same steps (the cap is no part of the state).
+ *    same cap onto the same steps (the cap is no part of the state);
+ *  - lf_plan_cap_later_samples (pad): a cap above every step's most
+ *    samples a rank changes nothing; 4/5 of epoch 0's most leaves epoch 0
+ *    as it was and binds later, every rank within it, every sample once an
+ *    epoch;
+ *  - lf_plan_fixed_bound (naive, sorted, 5891 samples: the epoch's rest of
+ *    3 joins its last step): no rank holds more samples in a step, nor a
+ *    longer one, and some rank holds exactly as many (the bound is tight:
+ *    batch_per_rank + 1); 0 for a balanced plan.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -57,12 +65,14 @@ static lf_plan_params params(uint32_t layout)
 typedef struct walk {
     uint64_t hash[EPOCHS];
     uint64_t most[EPOCHS];       /* the most padded tokens on a rank in a step */
+    uint64_t count[EPOCHS];      /* the most samples on a rank in a step */
 } walk;
 
 static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
 
 /* Walks epochs, checking each step's ranks against the cap (0: none) as
- * the layouts give them, and that each epoch places every sample once. */
+ * the layouts give them and against nmax samples (0: none), both from
+ * epoch 1 on, and that each epoch places every sample once. */
 static void walk_plan(lf_plan *plan, const lf_plan_params *p, uint64_t cap, uint64_t nmax,
                       walk *w)
 {
@@ -71,7 +81,7 @@ static void walk_plan(lf_plan *plan, const lf_plan_params *p, uint64_t cap, uint
         lf_plan_step st;
         memset(seen, 0, sizeof seen);
         w->hash[e] = 0xcbf29ce484222325ull;
-        w->most[e] = 0;
+        w->most[e] = w->count[e] = 0;
         while (lf_plan_next_step(plan, &st) == 1) {
             uint64_t padded = lf_plan_step_padded(plan), most = 0;
             for (uint32_t r = 0; r < WORLD; r++) {
@@ -80,7 +90,8 @@ static void walk_plan(lf_plan *plan, const lf_plan_params *p, uint64_t cap, uint
                 uint64_t own = p->layout == LF_PLAN_PACK ? (uint64_t)b.rows * p->seq_len
                                                          : (uint64_t)b.nsamples * b.row_len;
                 if (own > most) most = own;
-                if (cap && e > 0) ASSERT_LE(b.nsamples, nmax);
+                if (nmax && e > 0) ASSERT_LE(b.nsamples, nmax);
+                if (b.nsamples > w->count[e]) w->count[e] = b.nsamples;
                 w->hash[e] = mix(w->hash[e], r);
                 for (uint32_t i = 0; i < b.nsamples; i++) {
                     w->hash[e] = mix(w->hash[e], b.ids[i]);
@@ -153,10 +164,74 @@ static void check_layout(uint32_t layout)
     lf_plan_free(again);
 }
 
+static void check_samples_cap(void)
+{
+    lf_plan_params p = params(LF_PLAN_PAD);
+    lf_plan *plain, *loose, *tight;
+    walk a, b, c;
+    ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &plain), 0);
+    walk_plan(plain, &p, 0, 0, &a);
+    uint64_t most = 0;
+    for (uint32_t e = 0; e < EPOCHS; e++) most = a.count[e] > most ? a.count[e] : most;
+    ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &loose), 0);
+    ASSERT_EQ(lf_plan_cap_later_samples(loose, 0, most), most);
+    walk_plan(loose, &p, 0, most, &b);
+    for (uint32_t e = 0; e < EPOCHS; e++) ASSERT_EQ(b.hash[e], a.hash[e]);
+    ASSERT_EQ(lf_plan_create(&p, samples, NSAMPLES, &tight), 0);
+    uint64_t cap = lf_plan_cap_later_samples(tight, 1, a.count[0] * 4 / 5);
+    ASSERT_EQ(cap, a.count[0] * 4 / 5);
+    walk_plan(tight, &p, 0, cap, &c);
+    ASSERT_EQ(c.hash[0], a.hash[0]);
+    for (uint32_t e = 1; e < EPOCHS; e++) ASSERT_NE(c.hash[e], a.hash[e]);
+    printf("samples a rank: epoch 0's most %llu; cap %llu binds (epochs 1-2 changed, within "
+           "it), a cap at the run's most (%llu) changes nothing\n",
+           (unsigned long long)a.count[0], (unsigned long long)cap, (unsigned long long)most);
+    lf_plan_free(plain);
+    lf_plan_free(loose);
+    lf_plan_free(tight);
+}
+
+static void check_fixed_bound(uint32_t sampler)
+{
+    const uint32_t n = 5891;   /* 46 steps of 128, the 47th of 131: three ranks 17 */
+    lf_plan_params p = params(LF_PLAN_PAD);
+    p.sampler = sampler;
+    p.batch_per_rank = 16;
+    lf_plan *plan;
+    ASSERT_EQ(lf_plan_create(&p, samples, n, &plan), 0);
+    uint64_t longest = 0, bound = lf_plan_fixed_bound(plan, &longest), most = 0, len = 0;
+    for (uint32_t i = 0; i < n; i++) len = samples[i].length > len ? samples[i].length : len;
+    ASSERT_EQ(longest, len);
+    for (uint32_t e = 0; e < EPOCHS; e++) {
+        lf_plan_step st;
+        while (lf_plan_next_step(plan, &st) == 1)
+            for (uint32_t r = 0; r < WORLD; r++) {
+                lf_plan_batch b;
+                ASSERT_EQ(lf_plan_rank_batch(plan, r, &b), 0);
+                ASSERT_LE(b.nsamples, bound);
+                ASSERT_LE(b.row_len, longest);
+                most = b.nsamples > most ? b.nsamples : most;
+            }
+    }
+    ASSERT_EQ(most, bound);
+    printf("%s: at most %llu samples a rank (--samples-per-rank 16), none over %llu tokens: "
+           "the bound, reached\n", sampler == LF_PLAN_NAIVE ? "naive" : "sorted",
+           (unsigned long long)bound, (unsigned long long)longest);
+    lf_plan_free(plan);
+    lf_plan_params q = params(LF_PLAN_PAD);
+    ASSERT_EQ(lf_plan_create(&q, samples, n, &plan), 0);
+    ASSERT_EQ(lf_plan_fixed_bound(plan, &longest), 0);
+    ASSERT_EQ(longest, 0);
+    lf_plan_free(plan);
+}
+
 int main(void)
 {
     make_samples();
     check_layout(LF_PLAN_PAD);
     check_layout(LF_PLAN_PACK);
+    check_samples_cap();
+    check_fixed_bound(LF_PLAN_NAIVE);
+    check_fixed_bound(LF_PLAN_SORTED);
     return 0;
 }

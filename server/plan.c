@@ -1,8 +1,8 @@
 /*
  * plan.c — what lf-server asks of the balancer: the plan over the dataset
- * index, a pre-pass before serving (in threads, a share of the epochs
- * each) that sizes the ring slots and counts each walked epoch's samples
- * per block and steps, the plan id clients keep in their saved states,
+ * index, a pre-pass before serving that sizes the ring slots (and, where
+ * the epochs are small, counts the first one's samples per block and
+ * steps), the plan id clients keep in their saved states,
  * the plan fingerprint the nodes of a job compare, and the batch layout of
  * a job (which tensors, what shapes).
  *
@@ -27,11 +27,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -346,19 +344,6 @@ static int walk_plan(srv *s, uint32_t e0, uint32_t e1, const walk_hooks *h, void
     return rc < 0 ? rc : 0;
 }
 
-/* Counts per epoch and block kept by the prepass: the planner then need not
- * walk those epochs a second time with a scout plan. */
-#define EPOCH_USES_MAX (16u << 20)
-
-/* The prepass's threads, at most: each holds a plan of about
- * PLAN_BYTES_PER_SAMPLE per sample (about twice what lf_plan takes), and
- * together they take at most an eighth of the free memory and at most
- * PREPASS_PLAN_BYTES (free memory says nothing of a container's limit), so
- * a very large index is walked by fewer threads, down to one. */
-#define PREPASS_THREADS 16
-#define PLAN_BYTES_PER_SAMPLE 128
-#define PREPASS_PLAN_BYTES (4ull << 30)
-
 /* Start-up warns when an epoch holds back more than OUTLIER_WARN_PCT % of
  * its samples as (delayed) outliers and they wait for their group more
  * than OUTLIER_WARN_PCT % of its steps on average. Either alone is by
@@ -406,9 +391,10 @@ typedef struct left_out {
     size_t nids;
 } left_out;
 
-/* One prepass thread: epochs e0 .. e1-1, the largest slot they need, the
- * epochs with too many outliers (the one with the most, how many), and
- * what its first epoch leaves out. */
+/* A walk of epochs e0 .. e1-1 (start-up's: the first; a scout's report:
+ * srv_report_*): the largest slot they need, the epochs with too many
+ * outliers (the one with the most, how many), and what its first epoch
+ * leaves out. */
 typedef struct prepass_part {
     srv *s;
     uint32_t e0, e1;
@@ -420,8 +406,6 @@ typedef struct prepass_part {
     int measure;                 /* part 0 of a capped plan: the most padded tokens */
     uint64_t padded;             /* a rank held in a step of its first epoch */
     int rc;
-    int started;                 /* has a thread of its own (part 0: the caller) */
-    pthread_t thread;
 } prepass_part;
 
 /* Grows *slot_size to the slot layout l needs. */
@@ -583,12 +567,10 @@ static void end_epoch(void *arg, const lf_plan *p)
     l->nids = all < LEFT_OUT_IDS ? (size_t)all : LEFT_OUT_IDS;
 }
 
-static void *prepass_main(void *arg)
+static void prepass_walk(prepass_part *part)
 {
     static const walk_hooks hooks = {prepass_step, grow_slot, end_epoch};
-    prepass_part *part = arg;
     part->rc = walk_plan(part->s, part->e0, part->e1, &hooks, part);
-    return NULL;
 }
 
 /* Says once, naming the flags, that the plan holds back too many outliers
@@ -684,21 +666,6 @@ static void report_balance(const srv *s, step_tally *b, const left_out *l)
     mix_cli_report(stderr, head, &s->cfg.mix, &s->cfg.plan.mix, b->source_tokens);
 }
 
-/* How many threads walk the epochs: one per epoch up to the online CPUs,
- * PREPASS_THREADS and the plans' memory bound. */
-static uint32_t prepass_threads(const srv *s, uint32_t epochs)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    uint64_t plan_bytes = (s->train_samples + 1) * PLAN_BYTES_PER_SAMPLE;
-    uint64_t room = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 : 0;
-    uint64_t n = (room < PREPASS_PLAN_BYTES ? room : PREPASS_PLAN_BYTES) / plan_bytes;
-    if (cpus > 0 && (uint64_t)cpus < n) n = (uint64_t)cpus;
-    if (n > PREPASS_THREADS) n = PREPASS_THREADS;
-    if (n > epochs) n = epochs;
-    return n < 1 ? 1 : (uint32_t)n;
-}
-
 /* pad's default cut, deferred to this walk (main.c, dataset_defaults):
  * part 0's epoch 0 is the balanced epoch 0 of the samples uncut that
  * plan_cli_finish would have planned for the decision alone (the same
@@ -750,41 +717,24 @@ void srv_report_free(srv_report *r)
     free(part);
 }
 
-/* Walks the first `epochs` epochs, a contiguous share of them per thread
- * (the prepass is the server's start-up time: epochs x planning, cut by
- * the threads); *padded (unless NULL): the most padded tokens a rank held
- * in a step of the first, where pad's deferred cut is decided (before the
- * report: a cut walks anew). */
-static int walk_epochs_parallel(srv *s, uint32_t epochs, uint64_t *padded)
+/* Walks the run's first epoch (start-up's where the epochs are small:
+ * small_epochs): the slots its batches need, its counts and its report;
+ * *padded (unless NULL): the most padded tokens a rank held in a step of
+ * it, where pad's deferred cut is decided (before the report: a cut walks
+ * anew). */
+static int walk_first_epoch(srv *s, uint64_t *padded)
 {
-    prepass_part parts[PREPASS_THREADS];
-    uint32_t n = prepass_threads(s, epochs);
-    if (!s->cfg.quiet) /* minutes on a large index: say what start-up is doing */
-        fprintf(stderr, "lf-server: planning %u epoch(s) of %" PRIu64 " samples to size the "
-                "rings (%u thread(s))\n", epochs, s->train_samples, n);
-    for (uint32_t t = 0; t < n; t++)
-        parts[t] = (prepass_part){.s = s, .e0 = (uint32_t)((uint64_t)epochs * t / n),
-                                  .e1 = (uint32_t)((uint64_t)epochs * (t + 1) / n),
-                                  .measure = t == 0 && padded};
-    /* This thread walks the first share, and any a thread could not be
-     * made for (slower, but the start-up goes on). */
-    for (uint32_t t = 1; t < n; t++)
-        parts[t].started = pthread_create(&parts[t].thread, NULL, prepass_main, &parts[t]) == 0;
-    for (uint32_t t = 0; t < n; t++)
-        if (!parts[t].started) prepass_main(&parts[t]);
-    int rc = 0;
-    uint32_t flagged = 0;
-    outlier_tally worst = {0};
-    for (uint32_t t = 0; t < n; t++) {
-        if (parts[t].started) pthread_join(parts[t].thread, NULL);
-        if (rc == 0) rc = parts[t].rc;
-        if (parts[t].slot_size > s->slot_size) s->slot_size = parts[t].slot_size;
-        flag_epochs(&flagged, &worst, parts[t].flagged, &parts[t].worst);
-    }
-    if (padded) *padded = parts[0].padded;
-    if (rc == 0) rc = cut_decided(s, &parts[0].balance.bal);
-    if (rc == 0) report_parts(s, &parts[0], flagged, &worst);
-    for (uint32_t t = 0; t < n; t++) free(parts[t].balance.tokens);
+    prepass_part part = {.s = s, .e0 = 0, .e1 = 1, .measure = padded != NULL};
+    if (!s->cfg.quiet)
+        fprintf(stderr, "lf-server: planning 1 epoch(s) of %" PRIu64 " samples to size the "
+                "rings\n", s->train_samples);
+    prepass_walk(&part);
+    int rc = part.rc;
+    if (part.slot_size > s->slot_size) s->slot_size = part.slot_size;
+    if (padded) *padded = part.padded;
+    if (rc == 0) rc = cut_decided(s, &part.balance.bal);
+    if (rc == 0) report_parts(s, &part, part.flagged, &part.worst);
+    free(part.balance.tokens);
     return rc;
 }
 
@@ -1032,7 +982,7 @@ int srv_plan_prepass(srv *s)
      * plan is the prefix where the run starts at epoch 0 and the cap,
      * above the prefix's most, cannot bind in it (LF_TEST_CAP_PERMILLE
      * below 1000 makes it bind): measured as it is walked. */
-    uint32_t walked = !capped(s) && !fixed(s) ? s->cfg.epochs : small_epochs(s) ? 1 : 0;
+    uint32_t walked = small_epochs(s) ? 1 : 0;
     int measure_first = capped(s) && (!walked || s->cfg.plan.epoch != 0 ||
                                       cap_permille() < 1000);
     uint64_t most = 0, prefix = s->plan_samples < PLAN_CLI_PREFIX_SAMPLES
@@ -1046,14 +996,11 @@ int srv_plan_prepass(srv *s)
     }
     if (rc == 0 && fixed(s)) rc = set_fixed(s);
     if (rc == 0 && walked) {
-        /* Every walked epoch while the counts stay small, else the first alone. */
-        uint64_t per_epoch = (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses;
-        uint64_t fit = EPOCH_USES_MAX / per_epoch;
-        s->counted_epochs = fit < 1 ? 1 : fit < walked ? (uint32_t)fit : walked;
-        s->epoch_uses = calloc(s->counted_epochs, per_epoch);
+        s->counted_epochs = 1; /* its counts kept: no scout walks it again */
+        s->epoch_uses = calloc(1, (lf_dataset_blocks(s->ds) + 1) * sizeof *s->epoch_uses);
         if (!s->epoch_uses) return -ENOMEM;
-        rc = walk_epochs_parallel(s, walked, capped(s) && !measure_first ? &most : NULL);
-        s->epochs_planned = walked < LF_WIRE_EPOCHS_MAX ? walked : LF_WIRE_EPOCHS_MAX;
+        rc = walk_first_epoch(s, capped(s) && !measure_first ? &most : NULL);
+        s->epochs_planned = 1;
     }
     if (rc == 0 && capped(s) && !measure_first) rc = set_cap(s, most);
     if (rc == 0 && !s->cfg.quiet) /* the work start-up did, which tests count */

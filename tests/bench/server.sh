@@ -157,9 +157,9 @@ evictions=$(summary "$work/rss.server" '.* \([0-9]*\) evictions.*')
 awk -v k="$rss" -v raw="$raw" -v ev="${evictions:-?}" 'BEGIN {printf "server peak RSS: %.1f MiB with --memory-limit 64 MiB (%.2f of the bound; RSS includes the index and code) serving %.0f MiB of decompressed blocks, %s evictions\n", k / 1024, k / 1024 / 64, raw / 1048576, ev}'
 
 # Start-up: exec to serving (the server binds its socket first and answers
-# "planning" meanwhile: startup.sh measures that), dominated by the prepass
-# that walks every epoch's plan (in threads, a share of the epochs each: see
-# server/plan.c), for 1 and 10 epochs of the token dataset.
+# "planning" meanwhile: startup.sh measures that), for 1 and 10 epochs of
+# the token dataset: the prepass walks its first epoch at most (the later
+# ones are planned while serving: server/plan.c), so the two should match.
 startup_ms() {   # EPOCHS: the milliseconds; the server's own words in startup.log
   local t0 t1 pid
   t0=$(date +%s%N)
@@ -175,7 +175,6 @@ startup_ms() {   # EPOCHS: the milliseconds; the server's own words in startup.l
 }
 s1=$(startup_ms 1)
 s10=$(startup_ms 10)
-threads=$(sed -n 's/.*size the rings (\([0-9]*\) thread(s)).*/\1/p' "$work/startup.log")
-echo "server start-up ($samples samples, world 8): 1 epoch $s1 ms, 10 epochs $s10 ms in ${threads:-?} prepass thread(s) ($(awk -v a="$s10" -v b="$s1" 'BEGIN {printf "%.1f", a / b}')x the 1-epoch start-up)"
+echo "server start-up ($samples samples, world 8): 1 epoch $s1 ms, 10 epochs $s10 ms ($(awk -v a="$s10" -v b="$s1" 'BEGIN {printf "%.1f", a / b}')x the 1-epoch start-up)"
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

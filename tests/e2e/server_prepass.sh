@@ -52,7 +52,7 @@ echo "--epoch 2 plans epoch 2 as a run from epoch 0 (balanced, naive, sorted): o
 start_server "${PLAN[@]}" --epochs 4
 run_clients four 2
 wait_server
-grep -Eq "^lf-server: planning 1 epoch\(s\) of 2000 samples to size the rings \(1 thread\(s\)\)$" \
+grep -Eq "^lf-server: planning 1 epoch\(s\) of 2000 samples to size the rings$" \
   "$WORK/server.log" || fail "no start-up planning line: $(head -2 "$WORK/server.log")"
 # the first epoch as a trainer sees it, every step counted (balancer/README.md)
 grep -Eq "^lf-server: plan: epoch 0, every step counted: [0-9]+ steps, epoch sum-max/sum-mean 1\.[0-9]{5}, worst step 1\.[0-9]{5}; step tokens 0\.[0-9]{3}-[0-9.]+x the median step's; 0 empty rank-step\(s\); nothing dropped: 0 samples, 0 tokens \(0 % of the tokens\)$" \

@@ -544,6 +544,7 @@ static int cmp_u64(const void *x, const void *y)
 typedef struct epoch_fig {
     double tokens, epoch;
     uint64_t padded;             /* the most padded tokens a rank held in a step */
+    uint64_t rank_samples;       /* the most samples a rank held in a step */
 } epoch_fig;
 
 void plan_cli_balance_add(plan_cli_balance *b, const lf_plan_step *st)
@@ -564,7 +565,7 @@ double plan_cli_balance_ratio(const plan_cli_balance *b)
 static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
                           epoch_fig *f)
 {
-    f->padded = 0;
+    f->padded = f->rank_samples = 0;
     lf_plan *plan;
     int rc = balanced_epoch0(p, s, n, &plan);
     if (rc) return rc;
@@ -584,6 +585,9 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         steps++;
         uint64_t padded = lf_plan_step_padded(plan);
         if (padded > f->padded) f->padded = padded;
+        for (uint32_t r = 0; r < st.world; r++)
+            if (st.rank_start[r + 1] - st.rank_start[r] > f->rank_samples)
+                f->rank_samples = st.rank_start[r + 1] - st.rank_start[r];
     }
     lf_plan_free(plan);
     if (rc == 1) rc = 0; /* the prefix measured */
@@ -611,11 +615,11 @@ uint64_t plan_cli_cap_of(uint64_t most)
 }
 
 int plan_cli_later_cap(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
-                       uint64_t *cap)
+                       int samples, uint64_t *cap)
 {
     epoch_fig fig;
     int rc = measure_epoch0(p, s, n, &fig);
-    *cap = rc ? 0 : plan_cli_cap_of(fig.padded);
+    *cap = rc ? 0 : plan_cli_cap_of(samples ? fig.rank_samples : fig.padded);
     return rc;
 }
 
@@ -656,7 +660,7 @@ static int default_row(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
         seq *= 2;
     if (longest <= seq) seq = longest;
     double bound = (p->step_bound ? p->step_bound : LF_PLAN_STEP_BOUND) / 1e3;
-    epoch_fig fig = {0, 0, 0};
+    epoch_fig fig = {0, 0, 0, 0};
     uint64_t budget = p->step_budget;
     int measured = 0, rc = 0;
     for (int tries = 0; p->step_bound != LF_PLAN_UNBOUNDED && tries < SEQ_TRIES; tries++) {

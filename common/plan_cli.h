@@ -83,10 +83,12 @@ uint64_t plan_cli_cap_permille(void);
 /* The cap for a prefix whose most padded tokens are `most` (at least 1). */
 uint64_t plan_cli_cap_of(uint64_t most);
 /* plan_cli_cap_of the prefix of p's balanced epoch 0 (s NULL: the view's
- * samples), measured on a plan of its own, into *cap (0 on failure).
- * Returns 0 or a negative lf_plan status. */
+ * samples), measured on a plan of its own, into *cap (0 on failure): of
+ * the most padded tokens a rank held in a step, or with `samples` (an
+ * image plan, capped in images) of the most samples. Returns 0 or a
+ * negative lf_plan status. */
 int plan_cli_later_cap(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
-                       uint64_t *cap);
+                       int samples, uint64_t *cap);
 
 /* Whether a balanced epoch 0 of figure sum-max/sum-mean, uncut, calls for
  * pad's default cut under c's --step-bound (it cannot be balanced uncut). */

@@ -66,8 +66,27 @@ kind naive-tok 2000 3 --data "$WORK/tok" --sampler naive --batch-per-rank 37
 kind sorted-tok 2000 3 --data "$WORK/tok" --sampler sorted --batch-per-rank 37
 kind naive-img 121 2 --data "$WORK/img" --sampler naive --batch-per-rank 4 --image-size 32x24
 kind naive-fr 121 2 --data "$WORK/fr" --sampler naive --batch-per-rank 4
+# lf-plan caps its balanced plan as the server does (plan_cli_later_cap):
+# epoch 0 as many steps as the server's --print-plan, the server's cap
+# (JSON KEY; the server's line says it in UNIT), for TAG's plan (ARGS).
+like_lf_plan() {   # TAG KEY UNIT ARGS...
+  local tag=$1 key=$2 unit=$3 cap steps out
+  shift 3
+  cap=$(sed -n "s/^lf-server: plan: every epoch planned while serving, a rank's step capped at \([0-9]*\) $unit .*/\1/p" \
+    "$WORK/server.log")
+  steps=$(awk '$1 == 0 { print $2 }' "$WORK/$tag.plan" | sort -u | wc -l)
+  out=$("$LF_BIN/lf-plan" --world 2 --seed 5 "$@" --sampler balanced --json) || fail "lf-plan, $tag"
+  [[ -n "$cap" && $out == *"\"steps\": $steps,"* && $out == *"\"$key\": $cap,"* ]] ||
+    fail "lf-plan, $tag: not the server's $steps steps in epoch 0 and cap of '$cap' $unit: $out"
+  echo "$tag: lf-plan plans the server's $steps steps, capped at $cap $unit: ok"
+}
+
 kind balanced-fr 121 2 --data "$WORK/fr" --samples-per-rank 4
-LF_TEST_CAP_PERMILLE=800 kind balanced-img 121 2 --data "$WORK/img" --samples-per-rank 4 --image-size 32x24
+like_lf_plan balanced-fr rank_padded_cap "padded frames" --data "$WORK/fr" --samples-per-rank 4
+export LF_TEST_CAP_PERMILLE=800
+kind balanced-img 121 2 --data "$WORK/img" --samples-per-rank 4 --image-size 32x24
 grep -Eq "^lf-server: plan: every epoch planned while serving, a rank's step capped at [0-9]+ images \(the most in epoch 0's first [0-9]+ samples, [0-9]+, x 0\.800\), the ring slots sized for it$" \
   "$WORK/server.log" || fail "balanced images: no cap line: $(grep 'plan:' "$WORK/server.log")"
+like_lf_plan balanced-img rank_samples_cap images --data "$WORK/img" --samples-per-rank 4
+unset LF_TEST_CAP_PERMILLE
 echo "every kind of plan starts without walking a later epoch: ok"

@@ -271,7 +271,10 @@ static void print_json(const opts *o, const plan_score *sc, int n, size_t nsampl
                ", \"samples\": %" PRIu64 ", \"samples_per_step\": %.4f", i ? ", " : "",
                s->name, s->steps, s->tail_steps, s->samples, s->samples_per_step);
         if (strcmp(s->name, "balanced")) printf(", \"batch_per_rank\": %u", s->batch_per_rank);
-        else if (s->later_cap) printf(", \"rank_padded_cap\": %" PRIu64, s->later_cap);
+        else if (s->later_cap)
+            printf(", \"%s\": %" PRIu64,
+                   o->preset == LF_PLAN_PRESET_IMAGES ? "rank_samples_cap" : "rank_padded_cap",
+                   s->later_cap);
         else printf(", \"rank_padded_cap\": null");
         printf(", \"rejected_outliers\": %" PRIu64 ", \"rejected_cap\": %" PRIu64
                ", \"outliers\": %" PRIu64 ", ", s->rejected, s->rejected_cap, s->outliers);
@@ -374,10 +377,12 @@ static void print_text(const opts *o, const plan_score *sc, int n, size_t nsampl
                s->samples_per_step);
         if (strcmp(s->name, "balanced")) printf(" (%u per rank)", s->batch_per_rank);
         if (s->later_cap)
-            printf("\n  capped            a rank's step at %" PRIu64 " padded tokens (as "
-                   "lf-server: the most in epoch 0's first %" PRIu64 " samples x %.3f)",
-                   s->later_cap, (uint64_t)PLAN_CLI_PREFIX_SAMPLES,
-                   (double)plan_cli_cap_permille() / 1000);
+            printf("\n  capped            a rank's step at %" PRIu64 " %s (as lf-server: the "
+                   "most in epoch 0's first %" PRIu64 " samples x %.3f)",
+                   s->later_cap, o->preset == LF_PLAN_PRESET_IMAGES   ? "images"
+                                 : o->preset == LF_PLAN_PRESET_FRAMES ? "padded frames"
+                                                                      : "padded tokens",
+                   (uint64_t)PLAN_CLI_PREFIX_SAMPLES, (double)plan_cli_cap_permille() / 1000);
         printf("\n  rejected          %" PRIu64 " outliers, %" PRIu64 " over a cap or row\n",
                s->rejected, s->rejected_cap);
         print_balance(s);
@@ -432,12 +437,13 @@ int main(int argc, char **argv)
     size_t npieces = n;
     if (!rc && (o.samplers & 6))
         rc = lf_plan_pieces(&o.cli.params, samples, n, &pieces, &npieces);
-    /* A balanced token plan is capped from epoch 0 on as lf-server caps it
-     * (plan_cli_later_cap: its rule 2), so lf-plan plans what it serves;
-     * images and frames are not capped there either. */
+    /* A balanced plan is capped from epoch 0 on as lf-server caps it
+     * (plan_cli_later_cap: its rule 2), so lf-plan plans what it serves:
+     * tokens and frames in padded tokens, images in samples a rank. */
     uint64_t later_cap = 0;
-    if (!rc && (o.samplers & 1) && o.preset == LF_PLAN_PRESET_TEXT)
-        rc = plan_cli_later_cap(&o.cli.params, samples, n, &later_cap);
+    int cap_samples = o.preset == LF_PLAN_PRESET_IMAGES;
+    if (!rc && (o.samplers & 1))
+        rc = plan_cli_later_cap(&o.cli.params, samples, n, cap_samples, &later_cap);
     plan_score sc[3];
     int nsc = 0;
     static const char *const names[] = {"balanced", "naive", "sorted"};
@@ -449,7 +455,8 @@ int main(int argc, char **argv)
         if (baseline) /* the caps are balanced's */
             p.rank_max_tokens = p.rank_max_padded = p.micro_max_padded = 0;
         rc = plan_score_run(&p, baseline && pieces ? pieces : samples,
-                            baseline ? npieces : n, o.steps, baseline ? 0 : later_cap, &sc[nsc]);
+                            baseline ? npieces : n, o.steps, baseline ? 0 : later_cap,
+                            cap_samples, &sc[nsc]);
         sc[nsc].name = names[s];
         if (!rc) nsc++;
     }

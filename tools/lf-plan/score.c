@@ -321,14 +321,17 @@ static plan_pcts ratio_to_median(double *v, size_t n, double *min, int *ok)
 }
 
 int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
-                   size_t n, uint64_t max_steps, uint64_t later_cap, plan_score *out)
+                   size_t n, uint64_t max_steps, uint64_t later_cap, int cap_samples,
+                   plan_score *out)
 {
     tally t = {.exact_budget = EXACT_TOTAL};
     lf_plan *plan = NULL;
     int rc;
     double t0 = now_s(), c0 = cpu_s();
     if ((rc = lf_plan_create(prm, samples, n, &plan))) goto done;
-    uint64_t cap_in_force = later_cap ? lf_plan_cap_later(plan, 0, later_cap) : 0;
+    uint64_t cap_in_force = !later_cap  ? 0
+                            : cap_samples ? lf_plan_cap_later_samples(plan, 0, later_cap)
+                                          : lf_plan_cap_later(plan, 0, later_cap);
     double t1 = now_s(), c1 = cpu_s(), in_steps = 0, cpu_steps = 0;
     lf_plan_step st;
     uint64_t steps = 0, placed = 0, placed_full = 0, source_tokens[LF_PLAN_MAX_SOURCES] = {0};

@@ -61,14 +61,18 @@ typedef struct plan_score {
     uint32_t batch_per_rank;     /* baselines: what they ran with */
     uint64_t source_tokens[LF_PLAN_MAX_SOURCES]; /* a mixture: tokens placed per source */
     uint64_t later_cap;          /* balanced: the cap on a rank's padded tokens
-                                    (lf_plan_cap_later) in force, 0: none */
+                                    (lf_plan_cap_later), or on its samples
+                                    (images: lf_plan_cap_later_samples) in
+                                    force, 0: none */
 } plan_score;
 
 /* Plans up to max_steps steps (0: one epoch) and scores them; where
- * later_cap is set, capped from epoch 0 on there (lf_plan_cap_later, as
- * lf-server caps its balanced token plans). Returns 0 or a negative
- * lf_plan_status. */
+ * later_cap is set, capped from epoch 0 on there as lf-server caps its
+ * balanced plans: a rank's padded tokens (lf_plan_cap_later), or with
+ * cap_samples its samples (lf_plan_cap_later_samples: images). Returns 0
+ * or a negative lf_plan_status. */
 int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
-                   size_t n, uint64_t max_steps, uint64_t later_cap, plan_score *out);
+                   size_t n, uint64_t max_steps, uint64_t later_cap, int cap_samples,
+                   plan_score *out);
 
 #endif

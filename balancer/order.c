@@ -12,9 +12,18 @@
  * are thus consumed within a short span of the epoch, so a reader touches a
  * block about once (a window of 1 is plain block order).
  *
- * naive: a uniform shuffle of all samples (DistributedSampler).
+ * naive: a uniform shuffle of all samples (DistributedSampler). One source
+ * draws it as it goes (order version 2): position x of the epoch is
+ * lfp_perm_at(x), a keyed bijection of [0, n) (a Feistel network on
+ * ceil(log2 n) bits rounded up to even, LFP_PERM_ROUNDS rounds each
+ * lfp_mix of (round key ^ right half), the round keys the counter hash of
+ * the epoch's key; a value >= n is mapped again until it lands below n,
+ * which walks its cycle and so stays a bijection), capfail samples skipped.
+ * Nothing a sample is held: an epoch begun or resumed rebuilds it from the
+ * key. A mixture's sources are shuffled whole (Fisher-Yates, version 1).
  * sorted: the same shuffle, then each mega-batch of 50 global batches sorted
- * longest first (HF group_by_length).
+ * longest first (HF group_by_length); one source sorts one mega-batch at a
+ * time, in keys, as the cursor reaches it.
  *
  * A mixture (lf_plan_mix): each source's samples are ordered as above on
  * their own, with keys of their own (seed, epoch, source), then the
@@ -139,9 +148,71 @@ static uint32_t draw_next(lf_plan *p, lfp_draw *d)
     return s;
 }
 
+static unsigned bits_of(uint64_t v)
+{
+    unsigned b = 0;
+    while (v) { b++; v >>= 1; }
+    return b;
+}
+
+void lfp_perm_start(lfp_perm *q, uint64_t n, uint64_t key)
+{
+    unsigned bits = n > 1 ? bits_of(n - 1) : 1;   /* ceil(log2 n), at least 1 */
+    q->n = n;
+    q->x = 0;
+    q->half = (bits + 1) / 2;
+    for (uint32_t r = 0; r < LFP_PERM_ROUNDS; r++) q->key[r] = lfp_mix(key ^ lfp_mix(r));
+}
+
+uint64_t lfp_perm_at(const lfp_perm *q, uint64_t x)
+{
+    uint64_t mask = (UINT64_C(1) << q->half) - 1;
+    do {
+        uint64_t l = x >> q->half, r = x & mask;
+        for (uint32_t i = 0; i < LFP_PERM_ROUNDS; i++) {
+            uint64_t t = l ^ (lfp_mix(q->key[i] ^ r) & mask);
+            l = r;
+            r = t;
+        }
+        x = l << q->half | r;
+    } while (x >= q->n);
+    return x;
+}
+
+/* The shuffle's next placeable sample (naive, one source). */
+static uint32_t shuffle_next(lf_plan *p)
+{
+    uint64_t s;
+    do s = lfp_perm_at(&p->perm, p->perm.x++);
+    while (p->ncapfail && lfp_capfail(p, s));
+    return (uint32_t)s;
+}
+
+/* The sample at order position p->cursor - 1 (sorted, one source): the
+ * shuffle's next mega-batch sorted into keys when the cursor reaches it. */
+static uint32_t sorted_next(lf_plan *p)
+{
+    size_t at = p->cursor - 1;
+    if (at >= p->mega_lo + p->mega_n) {
+        size_t m = p->norder - at < p->sort_cap ? p->norder - at : p->sort_cap;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t s = shuffle_next(p);
+            p->keys[i] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
+        }
+        lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
+        p->mega_lo = at;
+        p->mega_n = m;
+    }
+    return p->keys[at - p->mega_lo].idx;
+}
+
 uint32_t lfp_order_draw(lf_plan *p)
 {
-    return draw_next(p, &p->draw);
+    switch (p->prm.sampler) {
+    case LF_PLAN_BALANCED: return draw_next(p, &p->draw);
+    case LF_PLAN_SORTED: return sorted_next(p);
+    default: return shuffle_next(p);
+    }
 }
 
 /* Source src's placeable samples in locality-aware order into dst; returns
@@ -247,13 +318,6 @@ static void radix_pass(const lfp_key *src, lfp_key *dst, size_t n, unsigned shif
     for (size_t i = 0; i < n; i++) dst[count[(~src[i].len >> shift) & (RADIX_SIZE - 1)]++] = src[i];
 }
 
-static unsigned bits_of(uint64_t v)
-{
-    unsigned b = 0;
-    while (v) { b++; v >>= 1; }
-    return b;
-}
-
 /* Sorts each run of equal lengths by id: a short run by insertion, a long
  * one (many samples of one length) by merge sort. */
 static void sort_runs_by_id(lfp_key *keys, size_t n, lfp_key *tmp)
@@ -319,9 +383,15 @@ static void sort_mega_batches(lf_plan *p)
 
 void lfp_order_build(lf_plan *p)
 {
-    if (!p->order) {             /* drawn as the window refills (lfp_order_next) */
-        draw_start(p, 0, &p->draw);
+    if (!p->order && p->prm.sampler == LF_PLAN_BALANCED) {
+        draw_start(p, 0, &p->draw);   /* drawn as the window refills (lfp_order_next) */
         p->norder = p->draw.left;
+        return;
+    }
+    if (!p->order) {             /* naive/sorted: drawn as the cursor goes */
+        lfp_perm_start(&p->perm, p->n, epoch_key(p, 3));
+        p->mega_lo = p->mega_n = 0;
+        p->norder = p->n - p->ncapfail;
         return;
     }
     if (p->nsrc > 1) order_mixture(p);

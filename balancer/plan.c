@@ -525,6 +525,21 @@ static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
     return h;
 }
 
+/* The order's version in the sequence hash: naive and sorted of one source
+ * draw their shuffle as they go since version 2 (order.c), another sequence
+ * than version 1's Fisher-Yates; balanced plans and mixtures keep theirs, and
+ * their hash of old. p->hash_v1 is the hash version 1 gave, so a state saved
+ * under it is refused as of another version (state.c). */
+#define ORDER_VERSION 2u
+
+static void version_hash(lf_plan *p)
+{
+    p->hash_v1 = 0;
+    if (p->prm.sampler == LF_PLAN_BALANCED || p->nsrc > 1) return;
+    p->hash_v1 = p->hash;
+    p->hash = hash_step(p->hash, (uint64_t)ORDER_VERSION << 48 | 0x6f72646572);
+}
+
 /* A mixture's weights, apart from the sequence hash: a state restores onto
  * other weights between epochs (state.c). 0 for one source. */
 static uint64_t weights_hash(const lf_plan *p)
@@ -576,7 +591,7 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->mark, n / 4 + 1); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
     ALLOC(p->pool, p->pool_cap + 1); ALLOC(p->pool_group, p->pool_cap + 1);
     ALLOC(p->keys, 2 * p->sort_cap + 1);
-    if (p->prm.sampler != LF_PLAN_BALANCED || p->prm.mix.sources > 1)
+    if (p->prm.mix.sources > 1)
         ALLOC(p->order, n);      /* else drawn as it goes (lfp_order_next) */
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
@@ -680,6 +695,7 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     if (!p->prm.micro_max_padded) p->prm.micro_max_padded = p->longest_fit;
     price_plan(p, samples);
     p->hash = sequence_hash(p, group_of);
+    version_hash(p);
     p->weights_hash = weights_hash(p);
     free(group_of);
     lfp_epoch_begin(p, prm.epoch);
@@ -1273,6 +1289,7 @@ static void world_level(lf_plan *p)
     p->piece_k = (uint32_t)k;
     p->prm.outlier_cost = lim;
     p->hash = hash_step(p->hash, p->level ^ (uint64_t)0x77686f6c65 << 40);
+    if (p->hash_v1) p->hash_v1 = hash_step(p->hash_v1, p->level ^ (uint64_t)0x77686f6c65 << 40);
 }
 
 static int is_whole(const lf_plan *p, uint32_t s)

@@ -228,6 +228,17 @@ uint32_t lfp_micro_cut(const uint64_t *lens_desc, size_t n, uint64_t cap, uint64
 uint32_t lfp_pack_rows(const uint64_t *lens_desc, size_t n, uint32_t seq_len,
                        uint64_t *room, uint32_t *row_of);
 
+/* A uniform shuffle of [0, n) drawn as it goes (order.c): a Feistel network
+ * of PERM_ROUNDS rounds on 2 x half bits (2^(2 half) >= n), its round keys
+ * from (seed, epoch), walked along its cycle until it lands below n. */
+#define LFP_PERM_ROUNDS 6
+typedef struct lfp_perm {
+    uint64_t n;                  /* the domain */
+    uint64_t x;                  /* the next position to map */
+    uint32_t half;               /* bits a half */
+    uint64_t key[LFP_PERM_ROUNDS];
+} lfp_perm;
+
 /* A locality-aware order drawn as it goes (order.c): the open blocks'
  * pending samples are p->pool, the blocks p->gperm + glo in shuffled order,
  * each one's pending count p->grem. */
@@ -280,6 +291,8 @@ struct lf_plan {
     uint32_t src_group[LF_PLAN_MAX_SOURCES + 1]; /* source s's blocks: groups
                                     src_group[s] .. src_group[s+1]-1 */
     uint32_t *mixbuf;            /* n: the sources' orders, one after another */
+    uint64_t hash_v1;            /* naive/sorted of one source: the hash order
+                                    version 1 gave (plan.c version_hash); else 0 */
     uint64_t weights_hash;       /* of the weights, apart from hash: a state
                                     restores onto other weights between epochs */
     /* pack: a step fills rows of seq_len in tokens besides its budget in cost */
@@ -298,10 +311,13 @@ struct lf_plan {
     uint32_t epoch;
     int epoch_done;              /* the last call returned 0 */
     uint64_t step;               /* steps done in this epoch */
-    uint32_t *order;             /* this epoch's order (capfail samples left out);
-                                    NULL: balanced, one source, drawn as the
-                                    window refills (draw), never held whole */
-    lfp_draw draw;               /* order NULL: where the drawing is */
+    uint32_t *order;             /* a mixture's order (capfail samples left out);
+                                    NULL: one source, drawn as the window
+                                    refills (draw, perm), never held whole */
+    lfp_draw draw;               /* order NULL, balanced: where the drawing is */
+    lfp_perm perm;               /* order NULL, naive/sorted: the shuffle */
+    size_t mega_lo, mega_n;      /* sorted: the mega-batch in keys[0..mega_n),
+                                    from order position mega_lo */
     size_t norder, cursor;
     uint32_t *pidx, *page;       /* pending window: sample, due step */
     uint32_t due_floor;          /* no pending entry is due before this step
@@ -404,6 +420,12 @@ static inline void lfp_due_add(lf_plan *p, uint64_t cost)
 /* Builds the order of p->epoch into p->order (p->norder entries), or,
  * with p->order NULL, starts drawing it: order.c. */
 void lfp_order_build(lf_plan *p);
+
+/* Position x of the shuffle q (x < q->n), a bijection of [0, q->n): order.c. */
+uint64_t lfp_perm_at(const lfp_perm *q, uint64_t x);
+
+/* Starts q as the shuffle of [0, n) keyed by key: order.c. */
+void lfp_perm_start(lfp_perm *q, uint64_t n, uint64_t key);
 
 /* The next sample of a drawn order (p->order NULL): order.c. */
 uint32_t lfp_order_draw(lf_plan *p);

@@ -152,6 +152,8 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
     const uint8_t *b = buf;
     if (size < 8 || get32(b) != STATE_MAGIC) return LF_PLAN_E_STATE;
     if (get32(b + 4) != STATE_VERSION) return LF_PLAN_E_VERSION;
+    if (size >= STATE_HEAD && p->hash_v1 && get64(b + 8) == p->hash_v1)
+        return LF_PLAN_E_VERSION;  /* naive/sorted saved under order version 1 */
     if (size < STATE_HEAD || get64(b + 8) != p->hash) return LF_PLAN_E_STATE;
     uint32_t epoch = get32(b + 16), done = get32(b + 20);
     uint64_t step = get64(b + 24), cursor = get64(b + 32);

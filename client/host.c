@@ -935,8 +935,11 @@ static int state_place(lf_client *c, const saved_state *st)
         (st->base_id != w->base_id || st->nweights != w->nweights || w->nweights == 0))
         return fail(c, LF_E_STATE, "plan differs: saved under plan %016" PRIx64 ", the server "
                     "runs %016" PRIx64 ": restart lf-server with the dataset and options "
-                    "(--world, --seed, batch sizes, sampler%s) of the saved run%s", st->plan_id,
-                    w->plan_id, w->nweights ? ", the --data sources in their order" : "",
+                    "(--world, --seed, batch sizes, sampler%s) of the saved run%s; a "
+                    "--sampler naive or sorted state saved by a server before order version 2 "
+                    "(their shuffle drawn as it goes) resumes under none of this version",
+                    st->plan_id, w->plan_id,
+                    w->nweights ? ", the --data sources in their order" : "",
                     st->base_id ? "" : " (a 40-byte state, version 1, carries no mixture "
                     "weights: it resumes only under the plan it was saved under)");
     uint32_t epoch = st->epoch;

@@ -5,7 +5,9 @@
 # tests/e2e/expected/plan/print_plan.md5. Property tests check that a plan
 # is valid and balanced; they cannot see a choice the local search later
 # repairs (a row fill picking the wrong rank, say), nor a plan that changed
-# under a resumed job. A deliberate change records the new hashes:
+# under a resumed job. The baselines' entries (--sampler naive, sorted) are
+# of order version 2 (balancer/order.c: the shuffle drawn as it goes). A
+# deliberate change records the new hashes:
 #   LF_GOLDEN_UPDATE=1 tests/run.sh build/default e2e/plan_golden
 # and its commit says why the plans moved.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
@@ -26,6 +28,9 @@ configs=(
   "--world 3 --max-tokens 9000 --overflow drop"
   "--world 8 --micro-max-padded 8000 --micro-overhead 500 --overflow drop"
   "--world 16 --layout pack --seq-len 4096 --overflow drop"
+  "--world 8 --sampler naive"
+  "--world 8 --sampler sorted"
+  "--world 3 --sampler sorted --batch-per-rank 5"
 )
 
 "$LF_SHARD" synth tokens --out ds --samples 8000 --seed 3 --threads 2 >/dev/null 2>&1 ||

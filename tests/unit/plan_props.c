@@ -414,6 +414,14 @@ static void test_identical_and_resume(void)
     ASSERT_EQ(lf_plan_state_restore(pad, blob, (size_t)size), -3 /* E_STATE */);
     lf_plan_free(pad);
     lf_plan_free(src);
+    /* the baselines' orders drawn as they go resume too (a sorted
+     * mega-batch rebuilt from the epoch's start) */
+    for (uint32_t s = LF_PLAN_NAIVE; s <= LF_PLAN_SORTED; s++) {
+        base_params(&p, 8, 8);
+        p.sampler = s;
+        p.batch_per_rank = 4;
+        check_identical_and_resume(&p, 12);
+    }
 }
 
 static void test_world_sizes(void)

@@ -23,6 +23,25 @@ for k in 17 "$steps0" $((steps0 + 9)); do
   echo "resume after $k batches: ok"
 done
 
+# The baselines' orders, drawn as they go (order version 2), resume too: a
+# cut inside epoch 0's second sorted mega-batch (50 steps of 2 x 4) and one
+# in epoch 1.
+for sampler in naive sorted; do
+  SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --sampler "$sampler" --batch-per-rank 4
+       --slots 3)
+  start_server "${SRV[@]}"
+  run_clients full 2 --verify "$WORK/ds"
+  wait_server
+  steps0=$(awk '$1 == 0' "$WORK/full.r0.txt" | wc -l)
+  [[ $steps0 -gt 60 ]] || fail "$sampler: $steps0 steps in epoch 0"
+  for k in 61 $((steps0 + 7)); do
+    resume_equals_full "$k" 2 "$WORK/ds"
+    check_no_leftovers
+    echo "$sampler: resume after $k batches: ok"
+  done
+done
+SRV=(--data "$WORK/ds" --world 2 --seed 5 --epochs 2 --budget 400000 --slots 3)
+
 # A saved state belongs to its plan: another seed refuses it, and so does
 # anything else that changes the stream: the micro-batch cuts (their
 # overhead and cap) and the cost per micro-batch, d, which moves samples

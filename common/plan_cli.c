@@ -585,9 +585,8 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
         steps++;
         uint64_t padded = lf_plan_step_padded(plan);
         if (padded > f->padded) f->padded = padded;
-        for (uint32_t r = 0; r < st.world; r++)
-            if (st.rank_start[r + 1] - st.rank_start[r] > f->rank_samples)
-                f->rank_samples = st.rank_start[r + 1] - st.rank_start[r];
+        uint64_t most = plan_cli_step_rank_samples(&st);
+        if (most > f->rank_samples) f->rank_samples = most;
     }
     lf_plan_free(plan);
     if (rc == 1) rc = 0; /* the prefix measured */
@@ -600,6 +599,15 @@ static int measure_epoch0(const lf_plan_params *p, const lf_plan_sample *s, size
     }
     free(tok);
     return rc;
+}
+
+uint64_t plan_cli_step_rank_samples(const lf_plan_step *st)
+{
+    uint64_t most = 0;
+    for (uint32_t r = 0; r < st->world; r++)
+        if (st->rank_start[r + 1] - st->rank_start[r] > most)
+            most = st->rank_start[r + 1] - st->rank_start[r];
+    return most;
 }
 
 uint64_t plan_cli_cap_permille(void)

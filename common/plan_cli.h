@@ -80,6 +80,9 @@ double plan_cli_balance_ratio(const plan_cli_balance *b);   /* 0: nothing costs 
  * balanced plan the same way, so it plans what the server serves. */
 #define PLAN_CLI_CAP_PERMILLE 1125u
 uint64_t plan_cli_cap_permille(void);
+/* The most samples a rank holds in step st (what an image plan's cap
+ * bounds: lf-server's and lf-plan's measure of the prefix). */
+uint64_t plan_cli_step_rank_samples(const lf_plan_step *st);
 /* The cap for a prefix whose most padded tokens are `most` (at least 1). */
 uint64_t plan_cli_cap_of(uint64_t most);
 /* plan_cli_cap_of the prefix of p's balanced epoch 0 (s NULL: the view's

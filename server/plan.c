@@ -69,12 +69,7 @@ static uint64_t apply_cap(const srv *s, lf_plan *p, uint64_t cap)
  * rank holds (images), else the most padded tokens. */
 static uint64_t step_most(const srv *s, lf_plan *p, const lf_plan_step *st)
 {
-    if (!s->images) return lf_plan_step_padded(p);
-    uint64_t most = 0;
-    for (uint32_t r = 0; r < st->world; r++)
-        if (st->rank_start[r + 1] - st->rank_start[r] > most)
-            most = st->rank_start[r + 1] - st->rank_start[r];
-    return most;
+    return s->images ? plan_cli_step_rank_samples(st) : lf_plan_step_padded(p);
 }
 
 /* Whether the plan is a baseline (naive, sorted): a fixed count a rank, so
@@ -97,11 +92,6 @@ static int fixed(const srv *s)
  * cap leaves as it was). LF_TEST_CAP_PERMILLE replaces the figure, so
  * tests can make it bind. */
 #define CAP_RULE 2u
-
-static uint64_t cap_permille(void)
-{
-    return plan_cli_cap_permille();
-}
 
 /* The plan from the run's epoch `epoch` on (the absolute number: epochs do
  * not depend on each other, a plan started at epoch e makes the same steps
@@ -776,7 +766,7 @@ static int compute_plan_id(srv *s, const lf_plan *p)
                         pp->micro_max_padded, s->cfg.token_dtype, (uint64_t)s->cfg.pad_id,
                         (uint64_t)s->cfg.micro_batches,
                         ip->out_w, ip->out_h, ip->crop, ip->out_dtype, ip->resize};
-    uint64_t rule[] = {CAP_RULE, cap_permille()};
+    uint64_t rule[] = {CAP_RULE, plan_cli_cap_permille()};
     const uint64_t *r = capped(s) ? rule : NULL;
     s->plan_id = plan_hash(blob, (size_t)n, extra, sizeof extra, ip->flip_prob, r, sizeof rule);
     /* the same without the mixture's weights, the hash the blob ends in */
@@ -919,7 +909,7 @@ static int set_cap(srv *s, uint64_t most)
                 "capped at %" PRIu64 " %s (the most in epoch 0's first %" PRIu64
                 " samples, %" PRIu64 ", x %.3f), the ring slots sized for it\n", s->later_cap,
                 s->images ? "images" : s->frames ? "padded frames" : "padded tokens",
-                (uint64_t)PLAN_CLI_PREFIX_SAMPLES, most, (double)cap_permille() / 1000);
+                (uint64_t)PLAN_CLI_PREFIX_SAMPLES, most, (double)plan_cli_cap_permille() / 1000);
     return rc;
 }
 
@@ -934,7 +924,8 @@ static int set_fixed(srv *s)
     if (rc < 0) return rc;
     uint64_t longest, n = lf_plan_fixed_bound(p, &longest);
     uint64_t each = s->cfg.plan.layout == LF_PLAN_PACK ? s->cfg.plan.seq_len : longest;
-    rc = n > UINT32_MAX || each > UINT32_MAX ? -EOVERFLOW : fit_cap(s, n * each, n, &s->slot_size);
+    rc = n > UINT32_MAX || each > UINT32_MAX ? -EOVERFLOW
+                                              : fit_cap(s, n * each, n, &s->slot_size);
     s->spare = p;
     if (rc == 0 && !s->cfg.quiet)
         fprintf(stderr, "lf-server: plan: every epoch planned while serving, a rank's step at "
@@ -984,7 +975,7 @@ int srv_plan_prepass(srv *s)
      * below 1000 makes it bind): measured as it is walked. */
     uint32_t walked = small_epochs(s) ? 1 : 0;
     int measure_first = capped(s) && (!walked || s->cfg.plan.epoch != 0 ||
-                                      cap_permille() < 1000);
+                                      plan_cli_cap_permille() < 1000);
     uint64_t most = 0, prefix = s->plan_samples < PLAN_CLI_PREFIX_SAMPLES
                                     ? s->plan_samples : PLAN_CLI_PREFIX_SAMPLES;
     atomic_store(&s->plan_total, (measure_first ? prefix : 0) + s->plan_samples * walked);

@@ -20,10 +20,9 @@
  * the epoch's key; a value >= n is mapped again until it lands below n,
  * which walks its cycle and so stays a bijection), capfail samples skipped.
  * Nothing a sample is held: an epoch begun or resumed rebuilds it from the
- * key. A mixture's sources are shuffled whole (Fisher-Yates, version 1).
- * sorted: the same shuffle, then each mega-batch of 50 global batches sorted
- * longest first (HF group_by_length); one source sorts one mega-batch at a
- * time, in keys, as the cursor reaches it.
+ * key. sorted: the same shuffle, then each mega-batch of 50 global batches
+ * sorted longest first (HF group_by_length), one mega-batch at a time, in
+ * keys, as the cursor reaches it.
  *
  * A mixture (lf_plan_mix): each source's samples are ordered as above on
  * their own, with keys of their own (seed, epoch, source), then the
@@ -38,7 +37,13 @@
  * exhausted first for its weight sets the epoch's length, the others' rest
  * waits for their next epoch's shuffle (each epoch draws a fresh prefix of
  * every source, so no sample repeats within an epoch). One source is the
- * order of old, bit for bit (its keys are the old keys).
+ * order of old, bit for bit (its keys are the old keys). Each source is
+ * drawn as the interleave reaches it (lfp_mixpos), as one source is: a
+ * source's balanced draws are the ones its whole order was built with
+ * before (its pool its own), naive and sorted shuffle each source's members
+ * with the Feistel bijection (order version 2; version 1 shuffled each
+ * whole, Fisher-Yates). Where the order ends is known only when it is
+ * drawn: lfp_order_left walks ahead on a copy.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,25 +62,25 @@ static uint64_t source_stream(const lf_plan *p, uint32_t src)
     return p->nsrc > 1 ? 4u * (src + 1u) : 0;
 }
 
-/* Puts block g's placeable samples into the pool. */
-static void open_block(lf_plan *p, uint32_t g, size_t *pool_n)
+/* Puts block g's placeable samples into d's pool. */
+static void open_block(const lf_plan *p, lfp_draw *d, uint32_t g)
 {
     for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++) {
         uint32_t s = lfp_member(p, i);
         if (lfp_capfail(p, s)) continue;
-        p->pool[*pool_n] = s;
-        p->pool_group[(*pool_n)++] = g;
+        d->pool[d->pool_n] = s;
+        d->pool_group[d->pool_n++] = g;
     }
 }
 
 /* Opens blocks in d's shuffled order from d->next until locality_blocks
  * blocks with pending samples are open (or none is left). */
-static void fill_window(lf_plan *p, lfp_draw *d)
+static void fill_window(const lf_plan *p, lfp_draw *d)
 {
     while (d->open < p->prm.locality_blocks && d->next < d->ng) {
         uint32_t g = p->gperm[d->glo + d->next++];
-        if (p->grem[g] == 0) continue;
-        open_block(p, g, &d->pool_n);
+        if (d->grem[g] == 0) continue;
+        open_block(p, d, g);
         d->open++;
     }
 }
@@ -107,15 +112,18 @@ static void shuffle_groups(uint32_t *perm, uint32_t glo, uint32_t ng, uint64_t k
     }
 }
 
-/* Starts source src's locality-aware order in *d: its blocks shuffled,
- * each one's placeable samples counted, the first blocks open. */
-static void draw_start(lf_plan *p, uint32_t src, lfp_draw *d)
+/* Starts source src's locality-aware order in *d, its pool at `pool`: its
+ * blocks shuffled, each one's placeable samples counted, the first blocks
+ * open. */
+static void draw_start(lf_plan *p, uint32_t src, lfp_draw *d, size_t pool)
 {
     uint64_t stream = source_stream(p, src);
     uint64_t kb = epoch_key(p, 1 + stream);
     uint32_t glo = p->src_group[src], ng = p->src_group[src + 1] - glo;
     uint32_t *perm = p->gperm + glo;
-    *d = (lfp_draw){.key = epoch_key(p, 2 + stream), .glo = glo, .ng = ng};
+    *d = (lfp_draw){.key = epoch_key(p, 2 + stream), .glo = glo, .ng = ng,
+                    .pool = p->pool + pool, .pool_group = p->pool_group + pool,
+                    .grem = p->grem};
     for (uint32_t g = 0; g < ng; g++) p->grem[glo + g] = 0;
     if (p->nsrc > 1 || !p->gperm_made || p->gperm_key != kb) shuffle_groups(perm, glo, ng, kb);
     p->gperm_made = p->nsrc <= 1;
@@ -134,14 +142,14 @@ static void draw_start(lf_plan *p, uint32_t src, lfp_draw *d)
 
 /* The next sample of d's order (d->left > 0): a uniform draw among the
  * open blocks' pending samples; a block drawn empty lets the next open. */
-static uint32_t draw_next(lf_plan *p, lfp_draw *d)
+static uint32_t draw_next(const lf_plan *p, lfp_draw *d)
 {
     size_t j = (size_t)lfp_below(d->key, d->t++, d->pool_n);
-    uint32_t s = p->pool[j], g = p->pool_group[j];
-    p->pool[j] = p->pool[--d->pool_n];
-    p->pool_group[j] = p->pool_group[d->pool_n];
+    uint32_t s = d->pool[j], g = d->pool_group[j];
+    d->pool[j] = d->pool[--d->pool_n];
+    d->pool_group[j] = d->pool_group[d->pool_n];
     d->left--;
-    if (--p->grem[g] == 0) {
+    if (--d->grem[g] == 0) {
         d->open--;
         fill_window(p, d);
     }
@@ -205,16 +213,78 @@ static uint32_t shuffle_next(lf_plan *p)
     return (uint32_t)s;
 }
 
-/* The sample at order position p->cursor - 1 (sorted, one source): the
- * shuffle's next mega-batch sorted into keys when the cursor reaches it. */
+/* Source src's next placeable sample (naive, sorted; src->left > 0): its
+ * shuffle's next member. */
+static uint32_t source_shuffle_next(const lf_plan *p, lfp_mixpos *m, lfp_source *src)
+{
+    uint32_t s;
+    do {
+        s = lfp_member(p, src->lo + (size_t)lfp_perm_at(&src->perm, src->perm.x++));
+        lf_plan_view_passed(&p->prm, ++m->reads, shuffle_release(p));
+    } while (p->ncapfail && lfp_capfail(p, s));
+    return s;
+}
+
+/* The source whose tokens drawn are the least against its weight (ties:
+ * the lower source). */
+static uint32_t furthest_behind(const lf_plan *p, const lfp_mixpos *m)
+{
+    const uint32_t *w = p->prm.mix.weight;
+    uint32_t best = 0;
+    for (uint32_t s = 1; s < p->nsrc; s++)
+        if ((lfp_u128)m->src[s].tokens * w[best] < (lfp_u128)m->src[best].tokens * w[s]) best = s;
+    return best;
+}
+
+/* The interleave's next sample (m->src[m->turn].left > 0): the next of the
+ * source whose turn it is; the turn passes to the one then furthest behind. */
+static uint32_t mix_next(const lf_plan *p, lfp_mixpos *m)
+{
+    lfp_source *src = &m->src[m->turn];
+    uint32_t s = p->prm.sampler == LF_PLAN_BALANCED ? draw_next(p, &src->draw)
+                                                    : source_shuffle_next(p, m, src);
+    src->left--;
+    src->tokens += lfp_len(p, s);
+    m->turn = furthest_behind(p, m);
+    return s;
+}
+
+/* Starts a mixture's epoch: every source drawn from its start, none drawn
+ * yet (the turn the first source's). */
+static void mix_start(lf_plan *p)
+{
+    lfp_mixpos *m = &p->mix;
+    for (uint32_t s = 0; s < p->nsrc; s++) {
+        lfp_source *src = &m->src[s];
+        uint32_t hi = p->group_start[p->src_group[s + 1]];
+        if (p->prm.sampler == LF_PLAN_BALANCED) draw_start(p, s, &src->draw, src->pool_at);
+        else lfp_perm_start(&src->perm, hi - src->lo, epoch_key(p, 3 + source_stream(p, s)));
+        src->left = src->placeable;
+        src->tokens = 0;
+    }
+    m->turn = furthest_behind(p, m);
+    m->reads = 0;
+    p->norder = 0;
+}
+
+/* The order's next sample before sorted sorts it. */
+static uint32_t shuffled_next(lf_plan *p)
+{
+    return p->nsrc > 1 ? mix_next(p, &p->mix) : shuffle_next(p);
+}
+
+/* The sample at order position p->cursor - 1 (sorted): the shuffle's (or
+ * the interleave's) next mega-batch sorted into keys when the cursor
+ * reaches it. */
 static uint32_t sorted_next(lf_plan *p)
 {
     size_t at = p->cursor - 1;
     if (at >= p->mega_lo + p->mega_n) {
-        size_t m = p->norder - at < p->sort_cap ? p->norder - at : p->sort_cap;
-        for (size_t i = 0; i < m; i++) {
-            uint32_t s = shuffle_next(p);
-            p->keys[i] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
+        size_t m = 0;
+        for (; m < p->sort_cap &&
+               (p->nsrc > 1 ? p->mix.src[p->mix.turn].left > 0 : at + m < p->norder); m++) {
+            uint32_t s = shuffled_next(p);
+            p->keys[m] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
         }
         lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
         p->mega_lo = at;
@@ -225,77 +295,51 @@ static uint32_t sorted_next(lf_plan *p)
 
 uint32_t lfp_order_draw(lf_plan *p)
 {
-    switch (p->prm.sampler) {
-    case LF_PLAN_BALANCED: return draw_next(p, &p->draw);
-    case LF_PLAN_SORTED: return sorted_next(p);
-    default: return shuffle_next(p);
-    }
+    if (p->prm.sampler == LF_PLAN_SORTED) return sorted_next(p);
+    if (p->nsrc > 1) return mix_next(p, &p->mix);
+    return p->prm.sampler == LF_PLAN_BALANCED ? draw_next(p, &p->draw) : shuffle_next(p);
 }
 
-/* Source src's placeable samples in locality-aware order into dst; returns
- * how many. */
-static size_t order_locality(lf_plan *p, uint32_t src, uint32_t *dst)
+/* A copy of the mixture's draws, to walk ahead on: balanced sources draw
+ * from pools and change the groups' counts, so it points at copies of
+ * those (freed by walk_end). 0, or -1 where they could not be allocated. */
+static int walk_begin(const lf_plan *p, lfp_mixpos *m, uint32_t **grem, uint32_t **pool)
 {
-    lfp_draw d;
-    draw_start(p, src, &d);
-    size_t m = d.left;
-    for (size_t t = 0; t < m; t++) dst[t] = draw_next(p, &d);
-    return m;
-}
-
-/* Source src's placeable samples uniformly shuffled into dst; returns how many. */
-static size_t order_shuffle(lf_plan *p, uint32_t src, uint32_t *dst)
-{
-    uint64_t k = epoch_key(p, 3 + source_stream(p, src));
-    size_t m = 0;
-    LFP_SCAN(&p->prm, s, p->n)
-        if (!lfp_capfail(p, s) && (!p->src || p->src[s] == src)) dst[m++] = (uint32_t)s;
-    for (size_t i = m; i > 1; i--) {
-        size_t j = (size_t)lfp_below(k, i, i);
-        uint32_t t = dst[i - 1]; dst[i - 1] = dst[j]; dst[j] = t;
-    }
-    return m;
-}
-
-static size_t source_order(lf_plan *p, uint32_t src, uint32_t *dst)
-{
-    return p->prm.sampler == LF_PLAN_BALANCED ? order_locality(p, src, dst)
-                                              : order_shuffle(p, src, dst);
-}
-
-/* The source whose tokens drawn are the least against its weight (ties:
- * the lower source). */
-static uint32_t furthest_behind(const lf_plan *p, const uint64_t *drawn)
-{
-    const uint32_t *w = p->prm.mix.weight;
-    uint32_t best = 0;
-    for (uint32_t s = 1; s < p->nsrc; s++)
-        if ((lfp_u128)drawn[s] * w[best] < (lfp_u128)drawn[best] * w[s]) best = s;
-    return best;
-}
-
-/* A mixture's order: every source's own order into mixbuf, then the
- * interleave (the essay above) into order, up to the first source that
- * runs out when its turn comes. */
-static void order_mixture(lf_plan *p)
-{
-    size_t start[LF_PLAN_MAX_SOURCES + 1], at[LF_PLAN_MAX_SOURCES];
-    uint64_t drawn[LF_PLAN_MAX_SOURCES];
-    start[0] = 0;
+    *m = p->mix;
+    *grem = *pool = NULL;
+    if (p->prm.sampler != LF_PLAN_BALANCED) return 0;
+    *grem = malloc(((size_t)p->ngroups + 1) * sizeof **grem);
+    *pool = malloc(2 * (p->pool_cap + 1) * sizeof **pool);
+    if (!*grem || !*pool) return -1;
+    memcpy(*grem, p->grem, (size_t)p->ngroups * sizeof **grem);
+    memcpy(*pool, p->pool, p->pool_cap * sizeof **pool);
+    memcpy(*pool + p->pool_cap + 1, p->pool_group, p->pool_cap * sizeof **pool);
     for (uint32_t s = 0; s < p->nsrc; s++) {
-        start[s + 1] = start[s] + source_order(p, s, p->mixbuf + start[s]);
-        at[s] = start[s];
-        drawn[s] = 0;
+        lfp_draw *d = &m->src[s].draw;
+        d->grem = *grem;
+        d->pool = *pool + (d->pool - p->pool);
+        d->pool_group = *pool + p->pool_cap + 1 + (d->pool_group - p->pool_group);
     }
-    size_t t = 0;
-    for (;;) {
-        uint32_t s = furthest_behind(p, drawn);
-        if (at[s] == start[s + 1]) break;
-        uint32_t x = p->mixbuf[at[s]++];
-        p->order[t++] = x;
-        drawn[s] += lfp_len(p, x);
-    }
-    p->norder = t;
+    return 0;
+}
+
+size_t lfp_order_left(const lf_plan *p, size_t limit)
+{
+    if (p->nsrc <= 1) return p->norder - p->cursor < limit ? p->norder - p->cursor : limit;
+    size_t held = p->mega_lo + p->mega_n > p->cursor ? p->mega_lo + p->mega_n - p->cursor : 0;
+    size_t least = SIZE_MAX;     /* no source runs out in fewer draws */
+    for (uint32_t s = 0; s < p->nsrc; s++)
+        if (p->mix.src[s].left < least) least = p->mix.src[s].left;
+    if (held >= limit || least >= limit - held) return limit;
+    if (!p->mix.src[p->mix.turn].left) return held;   /* the interleave has ended */
+    lfp_mixpos m;
+    uint32_t *grem, *pool;
+    size_t k = SIZE_MAX;
+    if (walk_begin(p, &m, &grem, &pool) == 0)
+        for (k = held; k < limit && m.src[m.turn].left > 0; k++) mix_next(p, &m);
+    free(grem);
+    free(pool);
+    return k;
 }
 
 static int key_before(const lfp_key *a, const lfp_key *b)
@@ -382,38 +426,18 @@ void lfp_sort_keys(lfp_key *keys, size_t n, lfp_key *tmp)
     else merge_sort(keys, n, tmp);
 }
 
-/* The shuffled order (one source's or the mixture's) sorted longest first
- * within each mega-batch. */
-static void sort_mega_batches(lf_plan *p)
-{
-    size_t mega = p->sort_cap;
-    for (size_t lo = 0; lo < p->norder; lo += mega) {
-        size_t m = p->norder - lo < mega ? p->norder - lo : mega;
-        for (size_t i = 0; i < m; i++) {
-            uint32_t s = p->order[lo + i];
-            p->keys[i] = (lfp_key){lfp_len(p, s), lfp_id(p, s), s};
-        }
-        lfp_sort_keys(p->keys, m, p->keys + p->sort_cap);
-        for (size_t i = 0; i < m; i++) p->order[lo + i] = p->keys[i].idx;
-    }
-}
-
 void lfp_order_build(lf_plan *p)
 {
-    if (!p->order && p->prm.sampler == LF_PLAN_BALANCED) {
-        draw_start(p, 0, &p->draw);   /* drawn as the window refills (lfp_order_next) */
+    p->mega_lo = p->mega_n = 0;
+    if (p->nsrc > 1) {
+        mix_start(p);
+    } else if (p->prm.sampler == LF_PLAN_BALANCED) {
+        draw_start(p, 0, &p->draw, 0);   /* drawn as the window refills (lfp_order_next) */
         p->norder = p->draw.left;
-        return;
-    }
-    if (!p->order) {             /* naive/sorted: drawn as the cursor goes */
+    } else {                     /* naive/sorted: drawn as the cursor goes */
         lfp_perm_start(&p->perm, p->n, epoch_key(p, 3));
-        p->mega_lo = p->mega_n = 0;
         p->norder = p->n - p->ncapfail;
-        return;
     }
-    if (p->nsrc > 1) order_mixture(p);
-    else p->norder = source_order(p, 0, p->order);
-    if (p->prm.sampler == LF_PLAN_SORTED) sort_mega_batches(p);
 }
 
 uint32_t lf_plan_mix_source(const lf_plan_mix *mix, uint64_t id)
@@ -424,10 +448,19 @@ uint32_t lf_plan_mix_source(const lf_plan_mix *mix, uint64_t id)
     return s;
 }
 
+/* The source of member k's sample. */
+static uint32_t member_source(const lf_plan *p, size_t k)
+{
+    return lf_plan_mix_source(&p->prm.mix, lfp_id(p, lfp_member(p, k)));
+}
+
 /* Checks the mixture's parameters against the samples and sets the sources
- * up: each sample's source and each source's groups (a block in one source,
- * the sources' blocks in their order, as a union dataset numbers them), and
- * every source with a sample the plan can place. One source: nothing to do. */
+ * up: each source's groups (a block in one source, the sources' blocks in
+ * their order, as a union dataset numbers them), its first member, and its
+ * samples the plan can place (at least one each). One source: nothing to
+ * do. Nothing a sample is kept: a group's members ascend by id and a source
+ * is a range of ids, so its first and last member's sources bound its
+ * others'. */
 int lfp_mix_init(lf_plan *p)
 {
     const lf_plan_mix *m = &p->prm.mix;
@@ -439,24 +472,23 @@ int lfp_mix_init(lf_plan *p)
     for (uint32_t s = 0; s < m->sources; s++)
         if (m->weight[s] == 0 || (s && m->first[s] <= m->first[s - 1])) return LF_PLAN_E_ARG;
     p->nsrc = m->sources;
-    p->src = malloc(p->n + 1);
-    p->mixbuf = malloc((p->n + 1) * sizeof *p->mixbuf);
-    if (!p->src || !p->mixbuf) return LF_PLAN_E_NOMEM;
-    size_t placeable[LF_PLAN_MAX_SOURCES] = {0};
-    LFP_SCAN(&p->prm, i, p->n) {
-        p->src[i] = (uint8_t)lf_plan_mix_source(m, lfp_id(p, i));
-        placeable[p->src[i]] += !lfp_capfail(p, i);
-    }
     uint32_t cur = 0;
     for (uint32_t g = 0; g < p->ngroups; g++) {
-        uint32_t gs = p->src[lfp_member(p, p->group_start[g])];
-        for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++)
-            if (p->src[lfp_member(p, i)] != gs) return LF_PLAN_E_ARG;
-        if (gs < cur) return LF_PLAN_E_ARG;
+        uint32_t lo = p->group_start[g], hi = p->group_start[g + 1];   /* never empty */
+        uint32_t gs = member_source(p, lo);
+        if (member_source(p, hi - 1) != gs || gs < cur) return LF_PLAN_E_ARG;
         while (cur < gs) p->src_group[++cur] = g;
     }
     while (cur < p->nsrc) p->src_group[++cur] = p->ngroups;
-    for (uint32_t s = 0; s < p->nsrc; s++)
-        if (!placeable[s]) return LF_PLAN_E_ARG;
+    for (uint32_t s = 0; s < p->nsrc; s++) {
+        lfp_source *src = &p->mix.src[s];
+        uint32_t hi = p->group_start[p->src_group[s + 1]];
+        src->lo = p->group_start[p->src_group[s]];
+        src->placeable = hi - src->lo;
+        for (size_t k = src->lo; p->ncapfail && k < hi;
+             lf_plan_view_passed(&p->prm, ++k, LF_PLAN_RELEASE_SCAN))
+            src->placeable -= lfp_capfail(p, lfp_member(p, k));
+        if (!src->placeable) return LF_PLAN_E_ARG;
+    }
     return 0;
 }

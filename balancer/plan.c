@@ -525,17 +525,18 @@ static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
     return h;
 }
 
-/* The order's version in the sequence hash: naive and sorted of one source
- * draw their shuffle as they go since version 2 (order.c), another sequence
- * than version 1's Fisher-Yates; balanced plans and mixtures keep theirs, and
- * their hash of old. p->hash_v1 is the hash version 1 gave, so a state saved
- * under it is refused as of another version (state.c). */
+/* The order's version in the sequence hash: naive and sorted draw their
+ * shuffle as they go since version 2 (order.c; a mixture's sources each
+ * theirs), another sequence than version 1's Fisher-Yates; balanced plans
+ * keep theirs, and their hash of old. p->hash_v1 is the hash version 1
+ * gave, so a state saved under it is refused as of another version
+ * (state.c). */
 #define ORDER_VERSION 2u
 
 static void version_hash(lf_plan *p)
 {
     p->hash_v1 = 0;
-    if (p->prm.sampler == LF_PLAN_BALANCED || p->nsrc > 1) return;
+    if (p->prm.sampler == LF_PLAN_BALANCED) return;
     p->hash_v1 = p->hash;
     p->hash = hash_step(p->hash, (uint64_t)ORDER_VERSION << 48 | 0x6f72646572);
 }
@@ -556,7 +557,7 @@ void lf_plan_free(lf_plan *p)
     lfp_split_free(&p->split);
     void *bufs[] = {p->id, p->len16, p->len32_own, p->mark, p->group_start, p->group_members, p->gperm,
                     p->grem, p->pool, p->pool_group,
-                    p->keys, p->order, p->pidx, p->page, p->oidx, p->owait, p->rej,
+                    p->keys, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
                     p->rank_ids, p->rank_idx, p->rank_sorted, p->rank_cost, p->rank_tokens,
                     p->item_cost,
@@ -564,23 +565,31 @@ void lf_plan_free(lf_plan *p)
                     p->b_lens, p->b_room,
                     p->b_row_of, p->b_row_start, p->b_cu, p->b_fill, p->b_keys,
                     p->b_micro_start, p->b_micro_len, p->b_cut, p->b_best, p->keep_assign,
-                    p->src, p->mixbuf, p->bin, p->sbin, p->swin};
+                    p->bin, p->sbin, p->swin};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(p);
 }
 
-/* The most samples locality_blocks groups hold: the order's pool. */
-static size_t pool_bound(const lf_plan *p)
+/* The most samples locality_blocks groups of a source hold: the order's
+ * pool, a source's part of it at its pool_at (a mixture's sources are drawn
+ * side by side). */
+static size_t pool_bound(lf_plan *p)
 {
-    size_t most = 0;
-    for (uint32_t g = 0; g < p->ngroups; g++)
-        if (p->group_start[g + 1] - p->group_start[g] > most)
-            most = p->group_start[g + 1] - p->group_start[g];
-    return most * p->prm.locality_blocks < p->n ? most * p->prm.locality_blocks : p->n;
+    size_t all = 0;
+    for (uint32_t s = 0; s < p->nsrc; s++) {
+        size_t most = 0, members = p->group_start[p->src_group[s + 1]] -
+                                   p->group_start[p->src_group[s]];
+        for (uint32_t g = p->src_group[s]; g < p->src_group[s + 1]; g++)
+            if (p->group_start[g + 1] - p->group_start[g] > most)
+                most = p->group_start[g + 1] - p->group_start[g];
+        p->mix.src[s].pool_at = all;
+        all += most * p->prm.locality_blocks < members ? most * p->prm.locality_blocks : members;
+    }
+    return all;
 }
 
 /* All of the plan's memory but the groups (build_groups), in one place:
- * nothing is allocated later. */
+ * nothing is allocated later (but a mixture's walk ahead, lfp_order_left). */
 static int alloc_all(lf_plan *p)
 {
     size_t n = p->n + 1, w = (size_t)p->prm.world + 1, ms = p->maxstep + 1;
@@ -591,8 +600,6 @@ static int alloc_all(lf_plan *p)
     ALLOC(p->mark, n / 4 + 1); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
     ALLOC(p->pool, p->pool_cap + 1); ALLOC(p->pool_group, p->pool_cap + 1);
     ALLOC(p->keys, 2 * p->sort_cap + 1);
-    if (p->prm.mix.sources > 1)
-        ALLOC(p->order, n);      /* else drawn as it goes (lfp_order_next) */
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);
     ALLOC(p->ptaken, (size_t)p->prm.lookahead + 1);
     ALLOC(p->oidx, p->ocap + 1); ALLOC(p->owait, p->ocap + 1);
@@ -679,9 +686,8 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
     p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
     lfp_coster_init(&p->coster, &prm.cost);
     if ((rc = build_groups(p, samples, &group_of)) || (rc = copy_samples(p, samples)) ||
-        (rc = alloc_all(p)))
+        (rc = lfp_mix_init(p)) || (rc = alloc_all(p)) || (rc = check_outlier_steps(p, samples)))
         goto fail;
-    if ((rc = lfp_mix_init(p)) || (rc = check_outlier_steps(p, samples))) goto fail;
     /* the longest placeable sample: micro_max_padded's default (the same
      * samples fit under it), and lf_plan_cap_later's; the shortest,
      * lf_plan_rank_samples_max's */
@@ -745,7 +751,7 @@ void lfp_epoch_begin(lf_plan *p, uint32_t e)
 
 static void refill_window(lf_plan *p)
 {
-    while (p->np < p->prm.lookahead && p->cursor < p->norder) {
+    while (p->np < p->prm.lookahead && lfp_order_more(p)) {
         uint32_t s = lfp_order_next(p);
         if (lfp_cost(p, s) <= p->prm.outlier_cost) {
             p->pidx[p->np] = s;
@@ -954,7 +960,7 @@ static void release_bounded(lf_plan *p, step_fill *f)
 {
     uint64_t g = p->prm.outlier_group, cmax = 0;
     uint64_t lim = (uint64_t)((lfp_u128)p->prm.step_budget * p->prm.step_bound / 1000 / g);
-    int exhausted = p->cursor == p->norder;
+    int exhausted = !lfp_order_more(p);
     size_t heavy = 0;                    /* heavy ones due */
     uint64_t hmax = 0;
     for (size_t i = 0; i < p->no; i++) {
@@ -999,7 +1005,7 @@ static void release_bounded(lf_plan *p, step_fill *f)
 static void release_outliers(lf_plan *p, step_fill *f)
 {
     uint64_t g = p->prm.outlier_group;
-    int exhausted = p->cursor == p->norder;
+    int exhausted = !lfp_order_more(p);
     f->budget = step_level(p);
     f->tok_cap = p->rows * p->prm.seq_len;
     if (bounded(&p->prm)) {
@@ -1356,7 +1362,7 @@ static int select_kinds(lf_plan *p, step_fill *f)
     f->budget = p->cur.budget = level;   /* not the default's tail share */
     f->tok_cap = 0;                      /* pack: its rows are set after (kinds_rows) */
     uint64_t enough = level - (level >> FULL_SHIFT);
-    if (p->cursor < p->norder) {
+    if (lfp_order_more(p)) {
         /* the other kind where the window has not a step of the oldest's */
         if (oldest ? whole < wk : ends < enough) oldest = !oldest;
         if (oldest ? whole < wk : ends < enough) return 0;
@@ -1427,7 +1433,7 @@ static size_t take_late(lf_plan *p, step_fill *f)
  * the same budgets. Returns 1 on the epoch's last step. */
 static int tail_budget(lf_plan *p, step_fill *f)
 {
-    if (p->cursor < p->norder || p->no || p->nout) return 0;
+    if (lfp_order_more(p) || p->no || p->nout) return 0;
     lfp_u128 r = 0;
     uint64_t tok = 0;
     for (size_t i = 0; i < p->np; i++) {
@@ -1470,7 +1476,7 @@ static void take_rest(lf_plan *p)
  * empty (whole documents at 64 ranks: one sample). It joins this step. */
 static int rest_too_small(const lf_plan *p)
 {
-    if (!bounded(&p->prm) || !p->nout || p->cursor < p->norder || p->no) return 0;
+    if (!bounded(&p->prm) || !p->nout || lfp_order_more(p) || p->no) return 0;
     uint64_t cost = 0, count = 0;
     for (size_t i = 0; i < p->np; i++) {
         if (p->ptaken[i]) continue;
@@ -1570,10 +1576,11 @@ static void select_fixed(lf_plan *p)
 {
     step_fill f = {0, 0, 0, 0, 0, 0};
     size_t global = (size_t)p->prm.world * p->prm.batch_per_rank;
-    if (p->norder - p->cursor < global + p->prm.world) global = p->norder - p->cursor;
+    size_t left = lfp_order_left(p, global + p->prm.world);   /* never SIZE_MAX: no pool */
+    if (left < global + p->prm.world) global = left;
     p->cur.budget = p->prm.step_budget;
     p->cur.flags = 0;
-    while (p->ns < global && p->cursor < p->norder) take(p, lfp_order_next(p), 0, 0, &f);
+    while (p->ns < global && lfp_order_more(p)) take(p, lfp_order_next(p), 0, 0, &f);
 }
 
 /* Baselines: consecutive equal shares, the first ranks one more if short. */
@@ -1899,7 +1906,7 @@ static void publish(lf_plan *p)
 
 static int epoch_left(const lf_plan *p)
 {
-    return p->cursor < p->norder || p->np || p->no;
+    return lfp_order_more(p) || p->np || p->no;
 }
 
 int lf_plan_next_step(lf_plan *p, lf_plan_step *step)
@@ -1935,7 +1942,8 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->emitted = p->emitted;
     c->rejected = p->nrej;
     c->rejected_cap = p->ncapfail;
-    c->pending = p->norder - p->cursor + p->np + p->no;
+    size_t left = lfp_order_left(p, SIZE_MAX);   /* a mixture: walked ahead */
+    c->pending = left == SIZE_MAX ? UINT64_MAX : left + p->np + p->no;
     c->rejected_tokens = p->capfail_tokens;
     for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += lfp_len(p, p->rej[i]);
 }

@@ -240,8 +240,9 @@ typedef struct lfp_perm {
 } lfp_perm;
 
 /* A locality-aware order drawn as it goes (order.c): the open blocks'
- * pending samples are p->pool, the blocks p->gperm + glo in shuffled order,
- * each one's pending count p->grem. */
+ * pending samples are pool (the source's part of p->pool), the blocks
+ * p->gperm + glo in shuffled order, each one's pending count grem[g] (p->grem;
+ * a walk ahead on copies points at its own, lfp_order_left). */
 typedef struct lfp_draw {
     uint64_t key;                /* the draws' key, from (seed, epoch, source) */
     uint32_t glo, ng;            /* the source's groups */
@@ -249,7 +250,34 @@ typedef struct lfp_draw {
     size_t pool_n;               /* samples in the pool */
     uint64_t t;                  /* draws made: the next draw's counter */
     size_t left;                 /* draws left */
+    uint32_t *pool, *pool_group; /* the open blocks' pending samples, their groups */
+    uint32_t *grem;              /* per group (all of the plan's): samples pending */
 } lfp_draw;
+
+/* One source of a mixture, drawn as it goes (order.c): balanced, its own
+ * locality-aware order (draw); naive and sorted, its own shuffle (perm) of
+ * its members lo .. lo + perm.n - 1 (a source's blocks are consecutive,
+ * so are its members), samples that fit no cap skipped. */
+typedef struct lfp_source {
+    lfp_draw draw;               /* balanced */
+    lfp_perm perm;               /* naive, sorted */
+    uint32_t lo;                 /* its first member (p->group_start[src_group[s]]) */
+    size_t pool_at;              /* balanced: its pool's place in p->pool */
+    size_t placeable;            /* its samples that fit a cap: an epoch's most */
+    size_t left;                 /* not yet drawn this epoch */
+    uint64_t tokens;             /* drawn this epoch: the interleave's measure */
+} lfp_source;
+
+/* Where a mixture's interleave is: every source's draw and whose turn is
+ * next (the least tokens against its weight). The epoch's order ends when
+ * the source whose turn it is has none left. A copy walks ahead of it
+ * (lfp_order_left). */
+typedef struct lfp_mixpos {
+    lfp_source src[LF_PLAN_MAX_SOURCES];
+    uint32_t turn;
+    size_t reads;                /* naive, sorted: shuffle positions read (the
+                                    view's release) */
+} lfp_mixpos;
 
 /* --- The plan: plan.c creates it and steps it; order.c builds its order,
  * layout.c lays out its ranks' batches, state.c saves and restores it. */
@@ -285,14 +313,12 @@ struct lf_plan {
     lfp_key *keys;               /* 2 * sort_cap entries of sort scratch */
     size_t sort_cap;             /* sorted: mega-batch size (at most n); else maxstep */
     uint64_t hash;               /* of the samples and the sequence parameters */
-    /* a mixture (order.c); one source: nsrc 1, src NULL */
+    /* a mixture (order.c); one source: nsrc 1 */
     uint32_t nsrc;               /* sources */
-    uint8_t *src;                /* per sample: its source */
     uint32_t src_group[LF_PLAN_MAX_SOURCES + 1]; /* source s's blocks: groups
                                     src_group[s] .. src_group[s+1]-1 */
-    uint32_t *mixbuf;            /* n: the sources' orders, one after another */
-    uint64_t hash_v1;            /* naive/sorted of one source: the hash order
-                                    version 1 gave (plan.c version_hash); else 0 */
+    uint64_t hash_v1;            /* naive/sorted: the hash order version 1
+                                    gave (plan.c version_hash); else 0 */
     uint64_t weights_hash;       /* of the weights, apart from hash: a state
                                     restores onto other weights between epochs */
     /* pack: a step fills rows of seq_len in tokens besides its budget in cost */
@@ -311,14 +337,16 @@ struct lf_plan {
     uint32_t epoch;
     int epoch_done;              /* the last call returned 0 */
     uint64_t step;               /* steps done in this epoch */
-    uint32_t *order;             /* a mixture's order (capfail samples left out);
-                                    NULL: one source, drawn as the window
-                                    refills (draw, perm), never held whole */
-    lfp_draw draw;               /* order NULL, balanced: where the drawing is */
-    lfp_perm perm;               /* order NULL, naive/sorted: the shuffle */
+    /* the epoch's order (capfail samples left out) is drawn as the window
+     * refills, never held whole (order.c) */
+    lfp_draw draw;               /* one source, balanced: where the drawing is */
+    lfp_perm perm;               /* one source, naive/sorted: the shuffle */
+    lfp_mixpos mix;              /* a mixture: its sources' draws, interleaved */
     size_t mega_lo, mega_n;      /* sorted: the mega-batch in keys[0..mega_n),
                                     from order position mega_lo */
-    size_t norder, cursor;
+    size_t norder;               /* one source: the order's length (a
+                                    mixture's is known when drawn) */
+    size_t cursor;               /* order positions drawn */
     uint32_t *pidx, *page;       /* pending window: sample, due step */
     uint32_t due_floor;          /* no pending entry is due before this step
                                     (a bound: the late pass is skipped below it) */
@@ -417,8 +445,7 @@ static inline void lfp_due_add(lf_plan *p, uint64_t cost)
     }
 }
 
-/* Builds the order of p->epoch into p->order (p->norder entries), or,
- * with p->order NULL, starts drawing it: order.c. */
+/* Starts drawing the order of p->epoch: order.c. */
 void lfp_order_build(lf_plan *p);
 
 /* Position x of the shuffle q (x < q->n), a bijection of [0, q->n): order.c. */
@@ -427,14 +454,28 @@ uint64_t lfp_perm_at(const lfp_perm *q, uint64_t x);
 /* Starts q as the shuffle of [0, n) keyed by key: order.c. */
 void lfp_perm_start(lfp_perm *q, uint64_t n, uint64_t key);
 
-/* The next sample of a drawn order (p->order NULL): order.c. */
+/* The order's next sample (lfp_order_more): order.c. */
 uint32_t lfp_order_draw(lf_plan *p);
 
-/* The sample at the cursor, the cursor moved past it (cursor < norder). */
+/* Does the order give another sample this epoch? */
+static inline int lfp_order_more(const lf_plan *p)
+{
+    if (p->nsrc <= 1) return p->cursor < p->norder;
+    return p->cursor < p->mega_lo + p->mega_n || p->mix.src[p->mix.turn].left > 0;
+}
+
+/* The samples the order has still to give, or limit where that is fewer:
+ * one source knows; a mixture walks ahead on a copy of its draws (at most
+ * limit draws; none where every source has limit left), which may allocate
+ * (balanced: the groups' counts and the pools): SIZE_MAX where it could
+ * not. order.c. */
+size_t lfp_order_left(const lf_plan *p, size_t limit);
+
+/* The sample at the cursor, the cursor moved past it (lfp_order_more). */
 static inline uint32_t lfp_order_next(lf_plan *p)
 {
-    lf_plan_view_passed(&p->prm, p->cursor + 1, LF_PLAN_RELEASE_DRAW);
-    return p->order ? p->order[p->cursor++] : (p->cursor++, lfp_order_draw(p));
+    lf_plan_view_passed(&p->prm, ++p->cursor, LF_PLAN_RELEASE_DRAW);
+    return lfp_order_draw(p);
 }
 
 /* Checks and sets up a mixture's sources (p's samples, groups and capfail

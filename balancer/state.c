@@ -123,12 +123,13 @@ static int entry_ok(lf_plan *p, uint32_t s, int outlier)
     return (lfp_cost(p, s) > p->prm.outlier_cost) == outlier;
 }
 
-/* Goes over the order from the epoch's start up to the cursor (drawing it,
- * where it is drawn as it goes), marking each sample passed, and as the
- * balanced selection pulled it (refill_window): normal samples advance the
- * due position, outliers under reject are the epoch's rejected ones (the
- * rest were placed, or are in the blob's window and queue). */
-static void replay_pulled(lf_plan *p, size_t cursor)
+/* Goes over the order from the epoch's start up to the cursor (drawing it
+ * as it goes), marking each sample passed, and as the balanced selection
+ * pulled it (refill_window): normal samples advance the due position,
+ * outliers under reject are the epoch's rejected ones (the rest were
+ * placed, or are in the blob's window and queue). 0 where the order ends
+ * before the cursor (a mixture's: its length is known as it is drawn). */
+static int replay_pulled(lf_plan *p, size_t cursor)
 {
     int balanced = p->prm.sampler == LF_PLAN_BALANCED;
     /* cleared where some restore marked it: a rewind to an epoch's start
@@ -137,13 +138,14 @@ static void replay_pulled(lf_plan *p, size_t cursor)
      * lf-server's start-up rewound its plan through) */
     if (p->marked) memset(p->mark, 0, p->n / 4 + 1);
     p->marked = cursor > 0;
-    while (p->cursor < cursor) {
+    while (p->cursor < cursor && lfp_order_more(p)) {
         uint32_t s = lfp_order_next(p);
         mark_set(p, s, 1);
         if (!balanced) continue;
         if (lfp_cost(p, s) <= p->prm.outlier_cost) lfp_due_add(p, lfp_cost(p, s));
         else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;
     }
+    return p->cursor == cursor;
 }
 
 int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
@@ -170,13 +172,9 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
         return LF_PLAN_E_STATE;
 
     lfp_epoch_begin(p, epoch);
-    if (cursor > p->norder) {    /* a mixture's epoch is as long as its interleave */
-        lfp_epoch_begin(p, p->prm.epoch);
-        return LF_PLAN_E_STATE;
-    }
-    replay_pulled(p, (size_t)cursor);
+    /* a mixture's epoch is as long as its interleave: known as it is drawn */
+    int ok = replay_pulled(p, (size_t)cursor);
     const uint8_t *e = b + STATE_HEAD;
-    int ok = 1;
     for (uint32_t i = 0; i < np + no && ok; i++) ok = entry_ok(p, get32(e + 8 * i), i >= np);
     if (!ok) {
         lfp_epoch_begin(p, p->prm.epoch);

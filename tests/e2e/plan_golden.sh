@@ -6,8 +6,11 @@
 # is valid and balanced; they cannot see a choice the local search later
 # repairs (a row fill picking the wrong rank, say), nor a plan that changed
 # under a resumed job. The baselines' entries (--sampler naive, sorted) are
-# of order version 2 (balancer/order.c: the shuffle drawn as it goes). A
-# deliberate change records the new hashes:
+# of order version 2 (balancer/order.c: the shuffle drawn as it goes), as
+# are the mixtures' naive and sorted ones (three datasets at 0.5 / 0.3 /
+# 0.2: each source's shuffle drawn as the interleave reaches it); the
+# balanced mixtures' are the plans of before that (their sources' orders
+# built whole then). A deliberate change records the new hashes:
 #   LF_GOLDEN_UPDATE=1 tests/run.sh build/default e2e/plan_golden
 # and its commit says why the plans moved.
 source "$(dirname "$0")/../data/lf_shard/helpers.sh"
@@ -31,10 +34,17 @@ configs=(
   "--world 8 --sampler naive"
   "--world 8 --sampler sorted"
   "--world 3 --sampler sorted --batch-per-rank 5"
+  "--weight 0.5 --data ds2 --weight 0.3 --data ds3 --weight 0.2 --world 8"
+  "--weight 0.5 --data ds2 --weight 0.3 --data ds3 --weight 0.2 --world 16 --layout pack --seq-len 4096"
+  "--weight 0.5 --data ds2 --weight 0.3 --data ds3 --weight 0.2 --world 8 --sampler naive"
+  "--weight 0.5 --data ds2 --weight 0.3 --data ds3 --weight 0.2 --world 8 --sampler sorted"
 )
 
 "$LF_SHARD" synth tokens --out ds --samples 8000 --seed 3 --threads 2 >/dev/null 2>&1 ||
   fail "lf-shard synth tokens"
+"$LF_SHARD" synth tokens --out ds2 --samples 5000 --seed 4 --threads 2 >/dev/null 2>&1 &&
+  "$LF_SHARD" synth tokens --out ds3 --samples 3000 --seed 5 --threads 2 >/dev/null 2>&1 ||
+  fail "lf-shard synth tokens (the mixture's)"
 for cfg in "${configs[@]}"; do
   # shellcheck disable=SC2086  # cfg is a list of options
   "$server" --data ds $cfg --print-plan --epochs 2 >plan.txt 2>err.txt ||

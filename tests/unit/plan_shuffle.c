@@ -5,8 +5,13 @@
  * ids' positions over many keys); a plan's epoch gives each placeable
  * sample once, in the permutation's order (capfail ones skipped); sorted's
  * mega-batches are naive's, each sorted longest first (length, then id);
- * and a state saved under order version 1's sequence hash is refused as
- * another version (LF_PLAN_E_VERSION), not taken for another plan.
+ * a mixture's naive order is its sources' own shuffles (of their members)
+ * interleaved by tokens against the weights, ending where the source whose
+ * turn it is has none left, and sorted's is that cut and sorted; what a
+ * mixture's order has left (lfp_order_left, which walks ahead on a copy)
+ * is what it then gives, for every sampler, and the walk does not move the
+ * order; and a state saved under order version 1's sequence hash is refused
+ * as another version (LF_PLAN_E_VERSION), not taken for another plan.
  */
 #include <math.h>
 
@@ -79,10 +84,20 @@ static void test_uniform(void)
     }
 }
 
-static lf_plan *make_plan(uint32_t sampler, uint64_t micro_max_padded)
+/* A mixture of three sources (blocks of 16 each side of a source's start). */
+#define NSRC 3u
+static const uint32_t first[NSRC + 1] = {0, 2000, 3504, NSAMPLES};
+static const uint32_t weight[NSRC] = {500000, 300000, 200000};
+
+static lf_plan *make_plan_of(uint32_t sampler, uint64_t micro_max_padded, int mixed)
 {
     lf_plan_params p;
     lf_plan_params_default(&p);
+    for (uint32_t s = 0; mixed && s < NSRC; s++) {
+        p.mix.sources = NSRC;
+        p.mix.first[s] = first[s];
+        p.mix.weight[s] = weight[s];
+    }
     p.sampler = sampler;
     p.world = 4;
     p.batch_per_rank = 8;
@@ -96,12 +111,17 @@ static lf_plan *make_plan(uint32_t sampler, uint64_t micro_max_padded)
     return plan;
 }
 
+static lf_plan *make_plan(uint32_t sampler, uint64_t micro_max_padded)
+{
+    return make_plan_of(sampler, micro_max_padded, 0);
+}
+
 /* Epoch e's order from the cursor at its start. */
 static size_t order_of(lf_plan *p, uint32_t e, uint32_t *out)
 {
     lfp_epoch_begin(p, e);
     size_t m = 0;
-    while (p->cursor < p->norder) out[m++] = lfp_order_next(p);
+    while (lfp_order_more(p)) out[m++] = lfp_order_next(p);
     return m;
 }
 
@@ -109,6 +129,24 @@ static int key_after(const lf_plan *p, uint32_t a, uint32_t b)
 {
     uint64_t la = lfp_len(p, a), lb = lfp_len(p, b);
     return la != lb ? la < lb : lfp_id(p, a) > lfp_id(p, b);
+}
+
+/* sorted (plan b) is naive's order of m cut in mega-batches of sort_cap,
+ * each holding that part of naive's, longest first. */
+static void check_sorted(const lf_plan *b, uint32_t e, const uint32_t *naive,
+                         const uint32_t *sorted, size_t m, uint8_t *seen)
+{
+    ASSERT_LT(b->sort_cap, m);   /* more than one mega-batch */
+    for (size_t lo = 0; lo < m; lo += b->sort_cap) {
+        size_t hi = lo + b->sort_cap < m ? lo + b->sort_cap : m;
+        for (size_t i = lo; i < hi; i++) seen[naive[i]] = 2;
+        for (size_t i = lo; i < hi; i++) {
+            ASSERT_EQ(seen[sorted[i]], 2);
+            seen[sorted[i]] = 3;
+            if (i > lo && key_after(b, sorted[i - 1], sorted[i]))
+                TEST_FAIL_("epoch %u, mega-batch at %zu: %zu out of order", e, lo, i);
+        }
+    }
 }
 
 /* naive: each placeable sample once, in the permutation's order; sorted:
@@ -137,20 +175,91 @@ static void test_orders(void)
                 do y = lfp_perm_at(&q, x++); while (lfp_capfail(a, y));
                 ASSERT_EQ(y, naive[i]);
             }
-            ASSERT_LT(b->sort_cap, m);   /* more than one mega-batch */
-            for (size_t lo = 0; lo < m; lo += b->sort_cap) {
-                size_t hi = lo + b->sort_cap < m ? lo + b->sort_cap : m;
-                for (size_t i = lo; i < hi; i++) seen[naive[i]] = 2;
-                for (size_t i = lo; i < hi; i++) {
-                    ASSERT_EQ(seen[sorted[i]], 2);
-                    seen[sorted[i]] = 3;
-                    if (i > lo && key_after(b, sorted[i - 1], sorted[i]))
-                        TEST_FAIL_("epoch %u, mega-batch at %zu: %zu out of order", e, lo, i);
-                }
-            }
+            check_sorted(b, e, naive, sorted, m, seen);
         }
         lf_plan_free(a);
         lf_plan_free(b);
+    }
+}
+
+/* A mixture's naive order, as the README says it is: each source's
+ * shuffle (its keys where the epoch begins) of its members, interleaved:
+ * next the source with the least tokens against its weight (ties: the
+ * lower), until that source has no placeable sample left. */
+static size_t mixture_order(const lf_plan *p, uint32_t *out)
+{
+    lfp_perm q[NSRC];
+    uint64_t tokens[NSRC] = {0};
+    size_t left[NSRC], m = 0;
+    for (uint32_t s = 0; s < NSRC; s++) {
+        q[s] = p->mix.src[s].perm;
+        left[s] = 0;
+        for (uint32_t i = first[s]; i < first[s + 1]; i++) left[s] += !lfp_capfail(p, i);
+    }
+    for (;;) {
+        uint32_t t = 0;
+        for (uint32_t s = 1; s < NSRC; s++)
+            if ((lfp_u128)tokens[s] * weight[t] < (lfp_u128)tokens[t] * weight[s]) t = s;
+        if (!left[t]) return m;
+        uint64_t y;
+        do y = first[t] + lfp_perm_at(&q[t], q[t].x++); while (lfp_capfail(p, y));
+        out[m++] = (uint32_t)y;
+        tokens[t] += lfp_len(p, y);
+        left[t]--;
+    }
+}
+
+/* A mixture's naive and sorted orders, with and without capfail samples,
+ * three epochs: naive as mixture_order, sorted its mega-batches sorted. */
+static void test_mixture_orders(void)
+{
+    static uint32_t naive[NSAMPLES], sorted[NSAMPLES], want[NSAMPLES];
+    static uint8_t seen[NSAMPLES];
+    for (int capped = 0; capped < 2; capped++) {
+        lf_plan *a = make_plan_of(LF_PLAN_NAIVE, capped ? 1500 : 0, 1);
+        lf_plan *b = make_plan_of(LF_PLAN_SORTED, capped ? 1500 : 0, 1);
+        for (uint32_t e = 0; e < 3; e++) {
+            lfp_epoch_begin(a, e);
+            size_t w = mixture_order(a, want);
+            size_t m = order_of(a, e, naive);
+            ASSERT_EQ(m, w);
+            ASSERT_LT(m, NSAMPLES - a->ncapfail);   /* sources left over */
+            ASSERT_GT(m, NSAMPLES / 2);
+            ASSERT_TRUE(memcmp(naive, want, m * sizeof *naive) == 0);
+            memset(seen, 0, sizeof seen);
+            ASSERT_EQ(order_of(b, e, sorted), m);
+            check_sorted(b, e, naive, sorted, m, seen);
+        }
+        lf_plan_free(a);
+        lf_plan_free(b);
+    }
+}
+
+/* At points along a mixture's epoch (every sampler), what lfp_order_left
+ * says is left (all, and at most 10) is what the order then gives, and
+ * the order drawn with those walks ahead is the order drawn without. */
+static void test_mixture_left(void)
+{
+    static uint32_t plain[NSAMPLES], walked[NSAMPLES];
+    for (uint32_t sampler = LF_PLAN_BALANCED; sampler <= LF_PLAN_SORTED; sampler++) {
+        lf_plan *p = make_plan_of(sampler, 1500, 1);
+        for (uint32_t e = 0; e < 2; e++) {
+            size_t m = order_of(p, e, plain);
+            lfp_epoch_begin(p, e);
+            size_t k = 0;
+            for (;;) {
+                size_t left = m - k;
+                if (k < 40 || left < 40 || k % 97 == 0) {
+                    ASSERT_EQ(lfp_order_left(p, SIZE_MAX), left);
+                    ASSERT_EQ(lfp_order_left(p, 10), left < 10 ? left : 10);
+                }
+                if (!lfp_order_more(p)) break;
+                walked[k++] = lfp_order_next(p);
+            }
+            ASSERT_EQ(k, m);
+            ASSERT_TRUE(memcmp(plain, walked, m * sizeof *plain) == 0);
+        }
+        lf_plan_free(p);
     }
 }
 
@@ -159,15 +268,16 @@ static void test_orders(void)
 static void test_old_version_refused(void)
 {
     static uint8_t blob[1 << 16];
-    for (uint32_t s = LF_PLAN_NAIVE; s <= LF_PLAN_SORTED; s++) {
-        lf_plan *p = make_plan(s, 0);
+    for (uint32_t s = LF_PLAN_NAIVE; s <= 2 * LF_PLAN_SORTED; s++) {   /* then mixtures */
+        int mixed = s > LF_PLAN_SORTED;
+        lf_plan *p = make_plan_of(mixed ? s - LF_PLAN_SORTED : s, 0, mixed);
         lf_plan_step st;
         for (int i = 0; i < 5; i++) ASSERT_EQ(lf_plan_next_step(p, &st), 1);
         long size = lf_plan_state_save(p, blob, sizeof blob);
         ASSERT_GT(size, 0);
         ASSERT_NE(p->hash_v1, 0);
         ASSERT_NE(p->hash_v1, p->hash);
-        lf_plan *q = make_plan(s, 0);
+        lf_plan *q = make_plan_of(mixed ? s - LF_PLAN_SORTED : s, 0, mixed);
         ASSERT_EQ(lf_plan_state_restore(q, blob, (size_t)size), 0);
         for (int i = 0; i < 8; i++) blob[8 + i] = (uint8_t)(p->hash_v1 >> (8 * i));
         ASSERT_EQ(lf_plan_state_restore(q, blob, (size_t)size), LF_PLAN_E_VERSION);
@@ -188,6 +298,8 @@ int main(void)
     test_bijection();
     test_uniform();
     test_orders();
+    test_mixture_orders();
+    test_mixture_left();
     test_old_version_refused();
     return 0;
 }

@@ -293,6 +293,18 @@ static uint32_t sorted_next(lf_plan *p)
     return p->keys[at - p->mega_lo].idx;
 }
 
+/* Where every sample fits, position x of the order is position x of the
+ * shuffle; sorted's mega-batches are sort_cap positions each from the
+ * epoch's start, so the one holding the cursor is drawn and sorted as the
+ * cursor passes into it. */
+void lfp_order_seek(lf_plan *p, size_t cursor)
+{
+    size_t at = p->prm.sampler == LF_PLAN_SORTED ? cursor - cursor % p->sort_cap : cursor;
+    p->perm.x = at;
+    p->cursor = at;
+    while (p->cursor < cursor) lfp_order_next(p);
+}
+
 uint32_t lfp_order_draw(lf_plan *p)
 {
     if (p->prm.sampler == LF_PLAN_SORTED) return sorted_next(p);

@@ -555,7 +555,7 @@ void lf_plan_free(lf_plan *p)
 {
     if (!p) return;
     lfp_split_free(&p->split);
-    void *bufs[] = {p->id, p->len16, p->len32_own, p->mark, p->group_start, p->group_members, p->gperm,
+    void *bufs[] = {p->id, p->len16, p->len32_own, p->group_start, p->group_members, p->gperm,
                     p->grem, p->pool, p->pool_group,
                     p->keys, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
@@ -592,12 +592,12 @@ static size_t pool_bound(lf_plan *p)
  * nothing is allocated later (but a mixture's walk ahead, lfp_order_left). */
 static int alloc_all(lf_plan *p)
 {
-    size_t n = p->n + 1, w = (size_t)p->prm.world + 1, ms = p->maxstep + 1;
+    size_t w = (size_t)p->prm.world + 1, ms = p->maxstep + 1;
     size_t ng = (size_t)p->ngroups + 1;
     int fail = 0;
     p->pool_cap = pool_bound(p);
 #define ALLOC(ptr, count) fail |= !((ptr) = calloc((count), sizeof *(ptr)))
-    ALLOC(p->mark, n / 4 + 1); ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
+    ALLOC(p->gperm, ng); ALLOC(p->grem, ng);
     ALLOC(p->pool, p->pool_cap + 1); ALLOC(p->pool_group, p->pool_cap + 1);
     ALLOC(p->keys, 2 * p->sort_cap + 1);
     ALLOC(p->pidx, (size_t)p->prm.lookahead + 1); ALLOC(p->page, (size_t)p->prm.lookahead + 1);

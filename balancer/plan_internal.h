@@ -292,8 +292,6 @@ struct lf_plan {
     uint32_t *len32_own;         /* the copy len32 points at (NULL: a view) */
     uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
-    uint8_t *mark;               /* 2 bits a sample: scratch of the state checks */
-    int marked;                  /* some mark is set (else mark is all zero) */
     size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
     uint64_t longest_fit;        /* the longest sample that fits (lf_plan_cap_later) */
     uint64_t shortest_fit;       /* the shortest (UINT64_MAX: none; lf_plan_rank_samples_max) */
@@ -470,6 +468,12 @@ static inline int lfp_order_more(const lf_plan *p)
  * (balanced: the groups' counts and the pools): SIZE_MAX where it could
  * not. order.c. */
 size_t lfp_order_left(const lf_plan *p, size_t limit);
+
+/* Moves the order of one source, naive or sorted, in which every sample
+ * fits its caps, from its epoch's start to position cursor (<= norder)
+ * without drawing what comes before (sorted: the mega-batch holding the
+ * cursor): order.c. */
+void lfp_order_seek(lf_plan *p, size_t cursor);
 
 /* The sample at the cursor, the cursor moved past it (lfp_order_more). */
 static inline uint32_t lfp_order_next(lf_plan *p)

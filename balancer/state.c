@@ -29,8 +29,16 @@
  * indices in range, each sample at most once, pending samples before the
  * cursor and on the right side of the outlier threshold. A blob of another
  * version is LF_PLAN_E_VERSION (its fields mean something else).
+ *
+ * A restore replays the epoch's order up to the cursor, which is as long as
+ * the position is late (at 10^9 samples, ~10^9 draws); it does no more than
+ * that: the entries are looked up in a table of their own as the replay
+ * passes them (no mark a sample), and a baseline of one source in which
+ * every sample fits its caps moves its shuffle to the cursor at once
+ * (lfp_order_seek: nothing before it is needed, no window, no outliers).
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan_internal.h"
@@ -101,47 +109,72 @@ long lf_plan_state_save(const lf_plan *p, void *buf, size_t cap)
     return (long)size;
 }
 
-/* Sample s's mark, 2 bits: 0 not passed by the cursor, 1 passed, 2 passed
- * and in the blob's window or queue. */
-static unsigned mark_of(const lf_plan *p, uint32_t s)
+/* The blob's window and queue entries, each sample once, with whether the
+ * replay passed it: open addressing, slot = sample + 1 (0: empty), bit 32
+ * set once passed. The replay looks up every sample it draws, nearly all
+ * absent: a quarter full, a multiplicative hash, about one probe. */
+typedef struct entry_set {
+    uint64_t *slot;
+    size_t mask;                 /* slots - 1 (a power of 2, 4 x the entries or more) */
+    unsigned shift;              /* 64 - log2(slots) */
+    size_t count;                /* entries */
+} entry_set;
+
+static uint64_t *entry_slot(const entry_set *t, uint32_t s)
 {
-    return (p->mark[s / 4] >> (2 * (s % 4))) & 3u;
+    size_t i = (size_t)((s * UINT64_C(0x9e3779b97f4a7c15)) >> t->shift);
+    while (t->slot[i] && (uint32_t)t->slot[i] != s + 1) i = (i + 1) & t->mask;
+    return &t->slot[i];
 }
 
-static void mark_set(lf_plan *p, uint32_t s, unsigned v)
+/* The m entries at e (8 bytes each, the sample first) into t: 1, 0 where
+ * one is past the samples or twice there, -1 out of memory. */
+static int entry_set_fill(entry_set *t, const uint8_t *e, size_t m, size_t n)
 {
-    unsigned sh = 2 * (s % 4);
-    p->mark[s / 4] = (uint8_t)((p->mark[s / 4] & ~(3u << sh)) | v << sh);
+    size_t slots = 4;
+    t->shift = 62;
+    while (slots < 4 * m) slots *= 2, t->shift--;
+    t->mask = slots - 1;
+    t->count = m;
+    if (!(t->slot = calloc(slots, sizeof *t->slot))) return -1;
+    for (size_t i = 0; i < m; i++) {
+        uint32_t s = get32(e + 8 * i);
+        uint64_t *x = s < n ? entry_slot(t, s) : NULL;
+        if (!x || *x) return 0;
+        *x = (uint64_t)s + 1;
+    }
+    return 1;
 }
 
-/* Checks one saved entry: a sample placed once, seen before the cursor, on
- * the expected side of the outlier threshold. */
-static int entry_ok(lf_plan *p, uint32_t s, int outlier)
+/* Checks one saved entry: a sample the replay passed, that fits its caps,
+ * on the expected side of the outlier threshold (entry_set_fill: once). */
+static int entry_ok(const lf_plan *p, const entry_set *t, uint32_t s, int outlier)
 {
-    if (s >= p->n || lfp_capfail(p, s) || mark_of(p, s) != 1) return 0;
-    mark_set(p, s, 2);
+    if (lfp_capfail(p, s) || !(*entry_slot(t, s) >> 32)) return 0;
     return (lfp_cost(p, s) > p->prm.outlier_cost) == outlier;
 }
 
 /* Goes over the order from the epoch's start up to the cursor (drawing it
- * as it goes), marking each sample passed, and as the balanced selection
- * pulled it (refill_window): normal samples advance the due position,
- * outliers under reject are the epoch's rejected ones (the rest were
- * placed, or are in the blob's window and queue). 0 where the order ends
- * before the cursor (a mixture's: its length is known as it is drawn). */
-static int replay_pulled(lf_plan *p, size_t cursor)
+ * as it goes), noting the entries of t it passes, and as the balanced
+ * selection pulled it (refill_window): normal samples advance the due
+ * position, outliers under reject are the epoch's rejected ones (the rest
+ * were placed, or are in the blob's window and queue). 0 where the order
+ * ends before the cursor (a mixture's: its length is known as it is
+ * drawn). */
+static int replay_pulled(lf_plan *p, size_t cursor, const entry_set *t)
 {
     int balanced = p->prm.sampler == LF_PLAN_BALANCED;
-    /* cleared where some restore marked it: a rewind to an epoch's start
-     * (cursor 0, which no saved entry can pass: entry_ok) marks nothing,
-     * and leaves the n / 4 bytes untouched (250 MB at 10^9 samples, which
-     * lf-server's start-up rewound its plan through) */
-    if (p->marked) memset(p->mark, 0, p->n / 4 + 1);
-    p->marked = cursor > 0;
+    if (!balanced && p->nsrc <= 1 && !p->ncapfail && cursor <= p->norder) {
+        lfp_order_seek(p, cursor);   /* a baseline keeps no entries */
+        return 1;
+    }
     while (p->cursor < cursor && lfp_order_more(p)) {
         uint32_t s = lfp_order_next(p);
-        mark_set(p, s, 1);
         if (!balanced) continue;
+        if (t->count) {
+            uint64_t *x = entry_slot(t, s);
+            if (*x) *x |= UINT64_C(1) << 32;
+        }
         if (lfp_cost(p, s) <= p->prm.outlier_cost) lfp_due_add(p, lfp_cost(p, s));
         else if (p->prm.outlier_policy == LF_PLAN_OUTLIER_REJECT) p->rej[p->nrej++] = s;
     }
@@ -172,13 +205,17 @@ int lf_plan_state_restore(lf_plan *p, const void *buf, size_t size)
         return LF_PLAN_E_STATE;
 
     lfp_epoch_begin(p, epoch);
-    /* a mixture's epoch is as long as its interleave: known as it is drawn */
-    int ok = replay_pulled(p, (size_t)cursor);
     const uint8_t *e = b + STATE_HEAD;
-    for (uint32_t i = 0; i < np + no && ok; i++) ok = entry_ok(p, get32(e + 8 * i), i >= np);
-    if (!ok) {
+    entry_set t;
+    int ok = entry_set_fill(&t, e, (size_t)np + no, p->n);
+    /* a mixture's epoch is as long as its interleave: known as it is drawn */
+    if (ok > 0) ok = replay_pulled(p, (size_t)cursor, &t);
+    for (uint32_t i = 0; i < np + no && ok > 0; i++)
+        ok = entry_ok(p, &t, get32(e + 8 * i), i >= np);
+    free(t.slot);
+    if (ok <= 0) {
         lfp_epoch_begin(p, p->prm.epoch);
-        return LF_PLAN_E_STATE;
+        return ok < 0 ? LF_PLAN_E_NOMEM : LF_PLAN_E_STATE;
     }
     for (uint32_t i = 0; i < np; i++) {
         p->pidx[i] = get32(e + 8 * i);

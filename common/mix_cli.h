@@ -1,7 +1,7 @@
 /*
  * mix_cli.h — a mixture on the command line, one definition for every
  * program that plans (lf-plan, lf-server): `--data A --weight 0.5 --data B
- * --weight 0.3 ...`, the datasets opened as one (lf_dataset_open_many,
+ * --weight 0.3 ...`, the datasets opened as one (lf_dataset_join,
  * sources numbered in the order given) and the weights turned into the
  * balancer's integer parts per million (lf_plan_mix), the same way on every
  * node. One --data without --weight is the plan of old.

@@ -99,7 +99,8 @@ int mix_cli_open(const mix_cli *m, const char *held_out, unsigned open_flags, lf
     /* each as dataset_open opens it alone (index-only ones too), then one */
     lf_dataset *parts[LF_PLAN_MAX_SOURCES + 1] = {0};
     int rc = 0;
-    for (uint32_t s = 0; rc == 0 && s < n; s++) rc = dataset_open(dirs[s], open_flags, &parts[s], err);
+    for (uint32_t s = 0; rc == 0 && s < n; s++)
+        rc = dataset_open(dirs[s], open_flags, &parts[s], err);
     if (rc == 0 && n == 1) {
         *ds = parts[0];
         parts[0] = NULL;

@@ -1241,7 +1241,8 @@ static int join_opened(lf_dataset **parts, const char *const *dirs, uint32_t n,
                        lf_dataset **out, lf_shard_error *err)
 {
     lf_dataset *ds = calloc(1, sizeof *ds);
-    int rc = ds ? same_kind(dirs, n, parts, err) : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    int rc = ds ? same_kind(dirs, n, parts, err)
+                : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
     if (rc == 0) rc = join_parts(parts, dirs, n, ds, err);
     if (rc == 0) rc = lazy_indexes(ds, err);
     return finish_open(ds, rc, out);

@@ -146,21 +146,75 @@ typedef struct lf_plan_mix {
  * mixture. */
 uint32_t lf_plan_mix_source(const lf_plan_mix *mix, uint64_t id);
 
+/* Lengths held in several arrays, read as one: a union of datasets
+ * (lf_dataset_open_many, a mixture's sources and a held-out set after
+ * them) maps each source's index.lfx on its own and numbers their samples
+ * one after another. Segment k holds samples first[k] .. first[k+1]-1,
+ * sample i's length being lengths[k][i - first[k]] (an empty segment,
+ * first[k] = first[k+1], is never read; its lengths may be NULL). chunk
+ * says, for each run of 2^LF_PLAN_SEGMENT_SHIFT samples, the segment of
+ * the run's first sample, so a read is one table entry, a compare and the
+ * length (lf_plan_segments_at; a loop only in a run where segments end,
+ * one step a segment ending there): lf_plan_segments_index fills it. The
+ * caller owns the struct, the arrays and chunk, and keeps them unchanged
+ * while any view of them is read. */
+#define LF_PLAN_MAX_SEGMENTS 64
+#define LF_PLAN_SEGMENT_SHIFT 12
+
+typedef struct lf_plan_segments {
+    uint32_t count;                                 /* 1 .. LF_PLAN_MAX_SEGMENTS */
+    const uint32_t *lengths[LF_PLAN_MAX_SEGMENTS];  /* segment k's lengths */
+    uint64_t first[LF_PLAN_MAX_SEGMENTS + 1];       /* first[0] = 0, ascending; first[count]
+                                                       = the samples in all */
+    const uint8_t *chunk;                           /* lf_plan_segments_chunks entries */
+} lf_plan_segments;
+
+/* The entries chunk holds for n samples. */
+static inline size_t lf_plan_segments_chunks(uint64_t n)
+{
+    return (size_t)(n >> LF_PLAN_SEGMENT_SHIFT) + 1;
+}
+
+/* Checks g (count, first, a non-empty segment's lengths set) and fills
+ * chunk (lf_plan_segments_chunks(g->first[g->count]) entries), pointing
+ * g->chunk at it. Returns 0 or LF_PLAN_E_ARG. */
+int lf_plan_segments_index(lf_plan_segments *g, uint8_t *chunk);
+
+/* The segment of sample i, and sample i's length (i < first[count]). */
+static inline uint32_t lf_plan_segment_of(const lf_plan_segments *g, uint64_t i)
+{
+    uint32_t k = g->chunk[i >> LF_PLAN_SEGMENT_SHIFT];
+    while (i >= g->first[k + 1]) k++;
+    return k;
+}
+
+static inline uint32_t lf_plan_segments_at(const lf_plan_segments *g, uint64_t i)
+{
+    uint32_t k = lf_plan_segment_of(g, i);
+    return g->lengths[k][i - g->first[k]];
+}
+
 /* The samples as a dataset's index holds them, read where they lie (a
  * mapped index.lfx: 4 bytes a sample) instead of an lf_plan_sample array
- * (24): sample i has id i and length lengths[i]; block b holds samples
+ * (24): sample i has id i and length lengths[i] (or, with lengths NULL,
+ * segments' sample i: several arrays, a union's); block b holds samples
  * block_start[b] .. block_start[b+1]-1 (blocks + 1 ascending offsets from
  * 0 to n; an empty block is skipped). lf_plan_create, lf_plan_pieces,
  * lf_plan_pack_budget and lf_plan_bound_cost's callers read it where they
- * are given no array (samples NULL) and params.view.lengths is set; given
- * an array, they read the array and ignore the view. A plan created from
- * a view reads the lengths there for as long as it lives (it keeps no copy
- * of them, README.md, *Memory a sample*): the caller keeps them, unchanged,
- * until lf_plan_free. Where samples are cut into pieces the plan is
- * created from the pieces (an array it makes and owns) and the view is
- * read only while it creates. The block offsets are copied. */
+ * are given no array (samples NULL) and params.view.lengths or .segments is
+ * set; given an array, they read the array and ignore the view. A plan
+ * created from a view reads the lengths there for as long as it lives (it
+ * keeps no copy of them, README.md, *Memory a sample*): the caller keeps
+ * them, unchanged, until lf_plan_free. Where samples are cut into pieces
+ * the plan is created from the pieces (an array it makes and owns) and the
+ * view is read only while it creates. The block offsets are copied.
+ * Changed (issue #35): `segments` is new, after `lengths`; a caller that
+ * names the fields it sets (designated initializers) needs no change. */
 typedef struct lf_plan_view {
-    const uint32_t *lengths;     /* n lengths (NULL: no view) */
+    const uint32_t *lengths;     /* n lengths (NULL: segments', or no view) */
+    const lf_plan_segments *segments; /* with lengths NULL: the lengths in
+                                    several arrays (NULL: no view). Read
+                                    through lf_plan_view_length */
     const uint32_t *block_start; /* blocks + 1 offsets */
     uint32_t blocks;
     /* Optional (NULL: none): called every LF_PLAN_RELEASE_SCAN samples of a
@@ -189,6 +243,17 @@ typedef struct lf_plan_view {
     uint64_t digest;
     size_t digest_n;
 } lf_plan_view;
+
+/* Whether v is a view at all, and its sample i's length. */
+static inline int lf_plan_view_set(const lf_plan_view *v)
+{
+    return v->lengths || v->segments;
+}
+
+static inline uint32_t lf_plan_view_length(const lf_plan_view *v, size_t i)
+{
+    return v->lengths ? v->lengths[i] : lf_plan_segments_at(v->segments, i);
+}
 
 /* What lf_plan_view_digest computes: a version of it (an index summary
  * stores it with its digest, and a reader takes a digest of another kind
@@ -273,7 +338,7 @@ static inline void lf_plan_view_passed(const lf_plan_params *params, size_t i, s
 static inline uint64_t lf_plan_length_at(const lf_plan_params *params,
                                          const lf_plan_sample *samples, size_t i)
 {
-    return samples ? samples[i].length : params->view.lengths[i];
+    return samples ? samples[i].length : lf_plan_view_length(&params->view, i);
 }
 
 /* A pass over n samples' lengths (samples, or with samples NULL the view's)

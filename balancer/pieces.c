@@ -54,7 +54,8 @@ static uint64_t pieces_of(uint64_t len, uint64_t piece)
 int lfp_view_check(const lf_plan_params *p, size_t n)
 {
     const lf_plan_view *v = &p->view;
-    if (!v->lengths || !v->block_start || (n && !v->blocks) || v->block_start[0] != 0 ||
+    if (!lf_plan_view_set(v) || (!v->lengths && lfp_segments_check(v->segments, n)) ||
+        !v->block_start || (n && !v->blocks) || v->block_start[0] != 0 ||
         v->block_start[v->blocks] != n)
         return LF_PLAN_E_ARG;
     for (uint32_t b = 0; b < v->blocks; b++)

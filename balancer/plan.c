@@ -298,7 +298,8 @@ static int pack_budget_of(const lf_plan_params *p, const lf_plan_sample *samples
 int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
                         uint32_t rows_per_rank, uint64_t *budget)
 {
-    if (!params || !budget || (n && !samples && !params->view.lengths) || rows_per_rank == 0)
+    if (!params || !budget || (n && !samples && !lf_plan_view_set(&params->view)) ||
+        rows_per_rank == 0)
         return LF_PLAN_E_ARG;
     lf_plan_params bal = *params;
     const lf_plan_params *p = &bal;
@@ -484,7 +485,7 @@ uint64_t lf_plan_view_digest(const lf_plan_view *v, size_t n)
     size_t b = 0;
     LFP_SCAN(&q, i, n) {
         for (; v->block_start[b + 1] <= i; b++) g += v->block_start[b + 1] > v->block_start[b];
-        h = digest_add(h, i, v->lengths[i], g, 0);
+        h = digest_add(h, i, lf_plan_view_length(v, i), g, 0);
     }
     return h;
 }
@@ -495,8 +496,8 @@ uint64_t lf_plan_view_digest(const lf_plan_view *v, size_t n)
 static int digest_given(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_view *v = &p->prm.view;
-    return v->digest_n && v->digest_n == p->n && v->lengths && p->len32 == v->lengths &&
-           !p->id && !group_of && !p->ncapfail;
+    return v->digest_n && v->digest_n == p->n && lf_plan_view_set(v) && !p->len16 &&
+           !p->len32_own && !p->id && !group_of && !p->ncapfail;
 }
 
 /* What the global sequence depends on; a state restores only onto a match.
@@ -634,11 +635,11 @@ static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
         dense &= smp[i].id == i;
     }
     if (most > UINT32_MAX) return LF_PLAN_E_ARG;
-    if (!smp) p->len32 = p->prm.view.lengths;
+    if (!smp) p->len32 = p->prm.view.lengths;   /* NULL: its segments (lfp_len) */
     else if (most <= UINT16_MAX) p->len16 = malloc(p->n * sizeof *p->len16 + 1);
     else p->len32 = p->len32_own = malloc(p->n * sizeof *p->len32_own + 1);
     if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
-    if ((!p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
+    if ((smp && !p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
     for (size_t i = 0; smp && i < p->n; i++) {
         if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
         else if (p->len32_own) p->len32_own[i] = (uint32_t)smp[i].length;
@@ -716,7 +717,8 @@ fail:
 int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
                    size_t n, lf_plan **out)
 {
-    if (!params || !out || (n && !samples && !params->view.lengths)) return LF_PLAN_E_ARG;
+    if (!params || !out || (n && !samples && !lf_plan_view_set(&params->view)))
+        return LF_PLAN_E_ARG;
     lf_plan_sample *pieces;
     size_t m;
     int rc = lf_plan_pieces(params, samples, n, &pieces, &m);

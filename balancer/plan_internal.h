@@ -99,9 +99,16 @@ static inline int lfp_fits_alone(const lf_plan_params *p, uint64_t len)
 #define LFP_SCAN(q, i, n) \
     for (size_t i = 0; i < (n); lf_plan_view_passed((q), ++i, LF_PLAN_RELEASE_SCAN))
 
-/* Checks a view (lf_plan_view) of n samples: its lengths and blocks set,
- * the block offsets ascending from 0 to n (pieces.c). 0 or LF_PLAN_E_ARG. */
+/* Checks a view (lf_plan_view) of n samples: its lengths (or segments:
+ * lfp_segments_check) and blocks set, the block offsets ascending from 0
+ * to n (pieces.c). 0 or LF_PLAN_E_ARG. */
 int lfp_view_check(const lf_plan_params *p, size_t n);
+
+/* Whether g holds n samples or more, first ascending from 0, a non-empty
+ * segment's lengths set and chunk what lf_plan_segments_index writes for
+ * the first n (segments.c: one entry a chunk, not a sample). 0 or
+ * LF_PLAN_E_ARG. */
+int lfp_segments_check(const lf_plan_segments *g, size_t n);
 
 /* --- Sorting: order.c. */
 
@@ -288,7 +295,8 @@ struct lf_plan {
     uint16_t *len16;             /* per sample: its length (lfp_len), where */
     const uint32_t *len32;       /* every length is below 2^16, else in 32 bits:
                                     len32_own, or the caller's view (prm.view:
-                                    read in place, it outlives the plan) */
+                                    read in place, it outlives the plan); both
+                                    NULL: the view's segments (several arrays) */
     uint32_t *len32_own;         /* the copy len32 points at (NULL: a view) */
     uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
@@ -408,7 +416,8 @@ struct lf_plan {
  * answer is the same), and the sample at position k by (block, id). */
 static inline uint64_t lfp_len(const lf_plan *p, size_t s)
 {
-    return p->len16 ? p->len16[s] : p->len32[s];
+    if (p->len32) return p->len32[s];   /* a view of one array: its read, first */
+    return p->len16 ? p->len16[s] : lf_plan_segments_at(p->prm.view.segments, s);
 }
 
 static inline uint64_t lfp_cost(const lf_plan *p, size_t s)

@@ -96,9 +96,18 @@ int mix_cli_open(const mix_cli *m, const char *held_out, unsigned open_flags, lf
     uint32_t n = m->ndata;
     memcpy(dirs, m->data, n * sizeof *dirs);
     if (held_out) dirs[n++] = held_out;
-    int rc = n == 1                       ? dataset_open(dirs[0], open_flags, ds, err)
-             : open_flags & DATASET_MAPPED ? lf_dataset_open_mapped(dirs, n, ds, err)
-                                           : lf_dataset_open_many(dirs, n, ds, err);
+    /* each as dataset_open opens it alone (index-only ones too), then one */
+    lf_dataset *parts[LF_PLAN_MAX_SOURCES + 1] = {0};
+    int rc = 0;
+    for (uint32_t s = 0; rc == 0 && s < n; s++)
+        rc = dataset_open(dirs[s], open_flags, &parts[s], err);
+    if (rc == 0 && n == 1) {
+        *ds = parts[0];
+        parts[0] = NULL;
+    } else if (rc == 0) {
+        rc = lf_dataset_join(parts, n, ds, err);
+    }
+    for (uint32_t s = 0; s < n; s++) lf_dataset_close(parts[s]);
     for (uint32_t s = 0; rc == 0 && s < mix->sources; s++)
         mix->first[s] = lf_dataset_source_first(*ds, s);
     return rc;

@@ -1,7 +1,7 @@
 /*
  * mix_cli.h — a mixture on the command line, one definition for every
  * program that plans (lf-plan, lf-server): `--data A --weight 0.5 --data B
- * --weight 0.3 ...`, the datasets opened as one (lf_dataset_open_many,
+ * --weight 0.3 ...`, the datasets opened as one (lf_dataset_join,
  * sources numbered in the order given) and the weights turned into the
  * balancer's integer parts per million (lf_plan_mix), the same way on every
  * node. One --data without --weight is the plan of old.
@@ -39,10 +39,12 @@ int mix_cli_weight(mix_cli *m, const char *value, char *why, size_t why_size);
 int mix_cli_check(const mix_cli *m, lf_plan_mix *mix, char *why, size_t why_size);
 
 /* Opens the datasets as one, held_out (lf-server's --eval-data; NULL:
- * none) the last source after them (a single one as dataset_open does,
- * index-only descriptions included; open_flags as dataset_open's: several
- * under DATASET_MAPPED by lf_dataset_open_mapped, else by
- * lf_dataset_open_many), and fills mix->first from it.
+ * none) the last source after them: each as dataset_open opens it
+ * (index-only descriptions included; open_flags as dataset_open's), then
+ * several joined (lf_dataset_join: under DATASET_LENGTHS and
+ * DATASET_MAPPED each source's index.lfx stays mapped, no per-sample
+ * table; an index-only source makes the union index-only), and fills
+ * mix->first from it.
  * Returns what those return. */
 int mix_cli_open(const mix_cli *m, const char *held_out, unsigned open_flags, lf_plan_mix *mix,
                  lf_dataset **ds, lf_shard_error *err);

@@ -303,6 +303,27 @@ int plan_cli_input_open(plan_cli_input *in, const lf_dataset *ds)
     return input_open(in, ds, 1);
 }
 
+/* The view's segments of a union ds (each source's mapped lengths, read
+ * where they lie: lf_plan_segments), in->seg and in->chunk: 0, or 1 where
+ * ds is no union or a source's lengths are not mapped (in->seg then
+ * zeroed: the caller copies them), or LF_PLAN_E_NOMEM. */
+static int input_segments(plan_cli_input *in, const lf_dataset *ds, uint64_t n)
+{
+    uint32_t k = lf_dataset_sources(ds);
+    if (k < 2 || k > LF_PLAN_MAX_SEGMENTS) return 1;
+    in->seg.count = k;
+    for (uint32_t s = 0; s <= k; s++) in->seg.first[s] = lf_dataset_source_first(ds, s);
+    for (uint32_t s = 0; s < k; s++)
+        in->seg.lengths[s] = lf_dataset_source_lengths(ds, s);
+    in->chunk = malloc(lf_plan_segments_chunks(n));
+    if (!in->chunk) return LF_PLAN_E_NOMEM;
+    if (lf_plan_segments_index(&in->seg, in->chunk) == 0) return 0;
+    free(in->chunk);   /* a non-empty source's lengths not mapped */
+    in->chunk = NULL;
+    memset(&in->seg, 0, sizeof in->seg);
+    return 1;
+}
+
 /* plan_cli_input_open, taking the index's summary where `summary` is set. */
 static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary)
 {
@@ -310,9 +331,10 @@ static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary)
     memset(in, 0, sizeof *in);
     if (n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */
     const uint32_t *mapped = lf_dataset_mapped_lengths(ds);
+    int segs = mapped ? 1 : input_segments(in, ds, n), copy = !mapped && segs == 1;
     in->block_start = malloc((blocks + 1) * sizeof *in->block_start);
-    if (!mapped) in->own = malloc((n ? n : 1) * sizeof *in->own);
-    if (!in->block_start || (!mapped && !in->own)) {
+    if (copy) in->own = malloc((n ? n : 1) * sizeof *in->own);
+    if (segs < 0 || !in->block_start || (copy && !in->own)) {
         plan_cli_input_free(in);
         return LF_PLAN_E_NOMEM;
     }
@@ -325,12 +347,25 @@ static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary)
     in->block_start[blocks] = (uint32_t)n;
     in->n = (size_t)n;
     in->view = (lf_plan_view){.lengths = mapped ? mapped : in->own,
+                              .segments = segs == 0 ? &in->seg : NULL,
                               .block_start = in->block_start, .blocks = (uint32_t)blocks,
-                              .release = mapped ? release_pages : NULL, .release_arg = in};
+                              .release = in->own ? NULL : release_pages, .release_arg = in};
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
     if (summary) take_summary(in, lf_dataset_index_summary(ds));
     plan_cli_input_count(in, in->n);
     return 0;
+}
+
+/* Samples i .. end-1's lengths, or the first *k of them that lie in one
+ * array (a segment's end): where they are. */
+static const uint32_t *lengths_run(const lf_plan_view *v, size_t i, size_t end, size_t *k)
+{
+    *k = end - i;
+    if (v->lengths) return v->lengths + i;
+    const lf_plan_segments *g = v->segments;
+    uint32_t s = lf_plan_segment_of(g, i);
+    if (g->first[s + 1] < end) *k = (size_t)g->first[s + 1] - i;
+    return g->lengths[s] + (i - g->first[s]);
 }
 
 void plan_cli_input_count(plan_cli_input *in, size_t n)
@@ -340,14 +375,19 @@ void plan_cli_input_count(plan_cli_input *in, size_t n)
     in->view.hist = in->hist = calloc(PLAN_CLI_HIST_LEN, sizeof *in->hist);
     in->view.hist_len = PLAN_CLI_HIST_LEN;
     in->view.hist_n = n;
-    const uint32_t *len = in->view.lengths;
     size_t i = 0;
     while (in->hist && i < n) {
-        size_t end = n - i > LF_PLAN_RELEASE_SCAN ? i + LF_PLAN_RELEASE_SCAN : n;
+        size_t end = n - i > LF_PLAN_RELEASE_SCAN ? i + LF_PLAN_RELEASE_SCAN : n, k;
         uint32_t most = 0;
-        for (size_t j = i; j < end; j++) most |= len[j];
+        for (size_t at = i; at < end; at += k) {
+            const uint32_t *len = lengths_run(&in->view, at, end, &k);
+            for (size_t j = 0; j < k; j++) most |= len[j];
+        }
         if (most >= PLAN_CLI_HIST_LEN) break;
-        for (; i < end; i++) in->hist[len[i]]++;
+        for (; i < end; i += k) {
+            const uint32_t *len = lengths_run(&in->view, i, end, &k);
+            for (size_t j = 0; j < k; j++) in->hist[len[j]]++;
+        }
         if (in->view.release) in->view.release(in->view.release_arg);
     }
     if (i < n) {   /* a length past the counts, or none allocated */
@@ -361,19 +401,29 @@ void plan_cli_input_free(plan_cli_input *in)
     free(in->own);
     free(in->block_start);
     free(in->hist);
+    free(in->chunk);
     memset(in, 0, sizeof *in);
 }
 
-void plan_cli_input_release(const plan_cli_input *in)
+/* Drops the whole pages of the n u32s at len from the process. */
+static void release_range(const uint32_t *len, size_t n)
 {
-    if (in->own || !in->n) return;
     long page = sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)in->view.lengths, e = (uintptr_t)(in->view.lengths + in->n);
+    uintptr_t a = (uintptr_t)len, e = (uintptr_t)(len + n);
     a = (a + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;   /* whole pages */
     e = e / (uintptr_t)page * (uintptr_t)page;
     /* a read-only file mapping: its pages leave the process, not the page
      * cache, and are read back from there when touched again */
     if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+void plan_cli_input_release(const plan_cli_input *in)
+{
+    if (in->own || !in->n) return;
+    if (in->view.lengths) release_range(in->view.lengths, in->n);
+    for (uint32_t s = 0; !in->view.lengths && s < in->seg.count; s++)
+        if (in->seg.first[s + 1] > in->seg.first[s])
+            release_range(in->seg.lengths[s], (size_t)(in->seg.first[s + 1] - in->seg.first[s]));
 }
 
 /* The balanced plan of epoch 0 under p, whatever p's sampler and epoch:

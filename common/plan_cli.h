@@ -142,9 +142,12 @@ int plan_cli_preset_of(const lf_schema *schema);
 
 /* A dataset's samples as the planner reads them, in place (lf_plan_view:
  * ids 0..n-1): the lengths where the dataset's index.lfx maps them
- * (lf_dataset_mapped_lengths), else copied into `own` (4 bytes a sample:
- * several sources, a dataset opened whole); each block's first sample (4
- * bytes a block). Mapped, the view's release is plan_cli_input_release, so
+ * (lf_dataset_mapped_lengths; a union of several sources, each one's
+ * index.lfx: lf_dataset_source_lengths, the view's segments `seg`, with
+ * one byte of `chunk` a 4096 samples), else copied into `own` (4 bytes a
+ * sample: a dataset opened whole, with a per-sample table); each block's
+ * first sample (4 bytes a block). Mapped, the view's release is
+ * plan_cli_input_release, so
  * the pages a plan has read leave the process as it goes (its release_arg
  * is `in`: the struct stays where it is while the view is used). A program puts `view` into the plan's parameters and
  * passes no sample array (plan_cli_finish, lf_plan_create: samples NULL).
@@ -154,6 +157,8 @@ typedef struct plan_cli_input {
     lf_plan_view view;
     size_t n;                    /* samples */
     uint32_t *own;               /* the lengths copied (NULL: mapped) */
+    lf_plan_segments seg;        /* a union's (view.segments; count 0: none) */
+    uint8_t *chunk;              /* seg.chunk (NULL: none) */
     uint32_t *block_start;       /* blocks + 1 offsets (view.block_start) */
     uint32_t *hist;              /* view.hist (NULL: none) */
 } plan_cli_input;

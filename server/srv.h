@@ -270,7 +270,7 @@ typedef struct srv srv;
 struct srv {
     srv_config cfg;
     lf_dataset *ds;              /* with --eval-data, the training data then the held-out
-                                    set as one dataset (lf_dataset_open_many): one
+                                    set as one dataset (lf_dataset_join): one
                                     reader, cache and assembly for both */
     uint64_t train_samples;      /* the training samples: ids 0 .. train_samples - 1, the
                                     held-out ones after them */

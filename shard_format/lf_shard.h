@@ -156,6 +156,18 @@ void lf_dataset_close(lf_dataset *ds);   /* accepts NULL */
  * untouched on failure. */
 int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
                          lf_shard_error *err);
+/* Joins datasets already opened, each of one source (any open: a
+ * directory's, mapped, for its lengths alone, index-only), into one as
+ * lf_dataset_open_many joins directories: their samples, blocks and
+ * shards numbered one after the other in the order given, source s part
+ * s. Where some parts hold a per-sample table and some not, those without
+ * are opened again from their directory with it (an index-only part read
+ * from its index.lfx cannot be: LF_SHARD_E_ARG). The union is index-only
+ * (lf_dataset_index_only: every read refused, naming the block's source)
+ * where any part is. The parts are left without shards or mappings (some
+ * may have been replaced): the caller closes every parts[i] whatever the
+ * result. Returns 0 or a status (err set); *out is untouched on failure. */
+int lf_dataset_join(lf_dataset **parts, uint32_t n, lf_dataset **out, lf_shard_error *err);
 /* Sources of a dataset: 1 for lf_dataset_open (and the index-only and
  * in-memory opens), n for lf_dataset_open_many. */
 uint32_t lf_dataset_sources(const lf_dataset *ds);
@@ -354,6 +366,14 @@ uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample);
  * lf_plan_view). NULL where they are not so (a per-sample table, several
  * sources, a big-endian host): use lf_dataset_sample_length. */
 const uint32_t *lf_dataset_mapped_lengths(const lf_dataset *ds);
+
+/* The same for one source of a union (lf_dataset_open_many,
+ * lf_dataset_join: each source's index.lfx mapped on its own): source s's
+ * lf_dataset_source_first(s+1) - lf_dataset_source_first(s) lengths, its
+ * sample k being the dataset's source_first(s) + k; NULL where they are
+ * not so, or s out of range. lf_dataset_mapped_lengths is source 0's of
+ * a dataset of one source. */
+const uint32_t *lf_dataset_source_lengths(const lf_dataset *ds, uint32_t source);
 
 /* Per-thread decompression state; allocation happens here, not per block. */
 typedef struct lf_block_decoder lf_block_decoder;

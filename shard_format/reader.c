@@ -586,7 +586,7 @@ static int shard_index_ready(const lf_dataset *ds, uint32_t no, lf_shard_error *
 /* Makes ds check its shard indexes on first use (a mapped dataset). */
 static int lazy_indexes(lf_dataset *ds, lf_shard_error *err)
 {
-    if (ds->samples || ds->index_only) return 0;
+    if (ds->samples || ds->index_only || ds->index_locks) return 0;   /* or done */
     ds->index_locks = malloc(INDEX_LOCKS * sizeof *ds->index_locks);
     if (!ds->index_locks) return shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
     for (int i = 0; i < INDEX_LOCKS; i++) pthread_mutex_init(&ds->index_locks[i], NULL);
@@ -1146,6 +1146,7 @@ static void append_part(lf_dataset *ds, lf_dataset *part, ds_source *src)
         src->compact = part->sources[0].compact;
         part->sources[0].compact = (compact_index){0};
     }
+    ds->index_only |= part->index_only;   /* a union reads no byte of any part if it */
     if (part->max_raw > ds->max_raw) ds->max_raw = part->max_raw;
     if (part->max_stored > ds->max_stored) ds->max_stored = part->max_stored;
     ds->nshards += part->nshards;
@@ -1176,6 +1177,8 @@ static int join_parts(lf_dataset **parts, const char *const *dirs, uint32_t n,
         if (!(ds->sources[i].dir = strdup(dirs[i])))
             return shard_fail(err, LF_SHARD_E_NOMEM, "%s: out of memory", dirs[i]);
     int rc = alloc_tables(ds, blocks, samples, parts[0]->samples != NULL, err);
+    ds->from_compact = true;
+    for (uint32_t i = 0; i < n; i++) ds->from_compact &= parts[i]->from_compact;
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         ds->sources[i].first_sample = ds->nsamples;
         append_part(ds, parts[i], &ds->sources[i]);
@@ -1185,7 +1188,8 @@ static int join_parts(lf_dataset **parts, const char *const *dirs, uint32_t n,
 
 /* The joined dataset holds one kind of index: when some of the parts were
  * opened mapped (their index.lfx) and some not (made before it), those
- * opened mapped are opened again with the per-sample table. */
+ * opened mapped are opened again with the per-sample table (an index-only
+ * one cannot be: LF_SHARD_E_ARG). */
 static int same_kind(const char *const *dirs, uint32_t n, lf_dataset **parts,
                      lf_shard_error *err)
 {
@@ -1193,11 +1197,29 @@ static int same_kind(const char *const *dirs, uint32_t n, lf_dataset **parts,
     for (uint32_t i = 0; i < n; i++) mapped += parts[i]->samples == NULL;
     for (uint32_t i = 0; mapped > 0 && mapped < n && i < n; i++) {
         if (parts[i]->samples) continue;
+        if (parts[i]->index_only && !parts[i]->from_compact)
+            return shard_fail(err, LF_SHARD_E_ARG, "%s: an index-only dataset read from its "
+                              "%s cannot be joined with %s, which has none: write the index "
+                              "there with `lf-shard index DIR`", dirs[i], LF_INDEX_NAME,
+                              dirs[i ? 0 : 1]);
         lf_dataset_close(parts[i]);
         parts[i] = NULL;
         int rc = open_dir(dirs[i], OPEN_TABLE, &parts[i], err);
         if (rc != 0) return rc;
     }
+    return 0;
+}
+
+/* 0 where part i's schema is part 0's, else LF_SHARD_E_ARG naming both
+ * (dirs: the parts' names). */
+static int same_schema(lf_dataset *const *parts, const char *const *dirs, uint32_t i,
+                       lf_shard_error *err)
+{
+    char why[256];
+    if (schema_difference(&parts[0]->schema, &parts[i]->schema, why, sizeof why))
+        return shard_fail(err, LF_SHARD_E_ARG, "%s: its schema differs from %s's: %s; "
+                          "datasets read as one need the same fields (convert them "
+                          "with the same lf-shard options)", dirs[i], dirs[0], why);
     return 0;
 }
 
@@ -1207,14 +1229,23 @@ static int open_parts(const char *const *dirs, uint32_t n, open_mode mode, lf_da
 {
     for (uint32_t i = 0; i < n; i++) {
         int rc = open_dir(dirs[i], mode, &parts[i], err);
+        if (rc == 0) rc = same_schema(parts, dirs, i, err);
         if (rc != 0) return rc;
-        char why[256];
-        if (schema_difference(&parts[0]->schema, &parts[i]->schema, why, sizeof why))
-            return shard_fail(err, LF_SHARD_E_ARG, "%s: its schema differs from %s's: %s; "
-                              "datasets read as one need the same fields (convert them "
-                              "with the same lf-shard options)", dirs[i], dirs[0], why);
     }
     return 0;
+}
+
+/* *out = the opened parts (of one schema, named dirs) as one dataset; the
+ * parts are left for the caller to close. */
+static int join_opened(lf_dataset **parts, const char *const *dirs, uint32_t n,
+                       lf_dataset **out, lf_shard_error *err)
+{
+    lf_dataset *ds = calloc(1, sizeof *ds);
+    int rc = ds ? same_kind(dirs, n, parts, err)
+                : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) rc = join_parts(parts, dirs, n, ds, err);
+    if (rc == 0) rc = lazy_indexes(ds, err);
+    return finish_open(ds, rc, out);
 }
 
 static int open_many(const char *const *dirs, uint32_t n, open_mode mode, lf_dataset **out,
@@ -1224,19 +1255,34 @@ static int open_many(const char *const *dirs, uint32_t n, open_mode mode, lf_dat
         return shard_fail(err, LF_SHARD_E_ARG, "datasets: NULL argument or none given");
     if (n == 1) return open_dir(dirs[0], mode, out, err);
     lf_dataset **parts = calloc(n, sizeof *parts);
-    lf_dataset *ds = calloc(1, sizeof *ds);
-    int rc = parts && ds ? open_parts(dirs, n, mode, parts, err)
-                         : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
-    if (rc == 0) rc = same_kind(dirs, n, parts, err);
-    if (rc == 0) rc = join_parts(parts, dirs, n, ds, err);
+    int rc = parts ? open_parts(dirs, n, mode, parts, err)
+                   : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    if (rc == 0) rc = join_opened(parts, dirs, n, out, err);
     for (uint32_t i = 0; parts && i < n; i++) lf_dataset_close(parts[i]);
     free(parts);
-    if (rc != 0) {
-        lf_dataset_close(ds);
-        return rc;
-    }
-    *out = ds;
-    return 0;
+    return rc;
+}
+
+int lf_dataset_join(lf_dataset **parts, uint32_t n, lf_dataset **out, lf_shard_error *err)
+{
+    if (!parts || !out || n == 0)
+        return shard_fail(err, LF_SHARD_E_ARG, "datasets to join: NULL argument or none");
+    for (uint32_t i = 0; i < n; i++)
+        if (!parts[i] || parts[i]->nsources != 1)
+            return shard_fail(err, LF_SHARD_E_ARG, "datasets to join: one is none, or of "
+                              "several sources");
+    /* the names, copied: same_kind may close a part */
+    char **names = calloc(n, sizeof *names);
+    int rc = names ? 0 : shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        if (!(names[i] = strdup(parts[i]->sources[0].dir)))
+            rc = shard_fail(err, LF_SHARD_E_NOMEM, "out of memory");
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        rc = same_schema(parts, (const char *const *)names, i, err);
+    if (rc == 0) rc = join_opened(parts, (const char *const *)names, n, out, err);
+    for (uint32_t i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+    return rc;
 }
 
 int lf_dataset_open_many(const char *const *dirs, uint32_t n, lf_dataset **out,
@@ -1326,7 +1372,12 @@ uint64_t lf_dataset_sample_length(const lf_dataset *ds, uint64_t sample)
 
 const uint32_t *lf_dataset_mapped_lengths(const lf_dataset *ds)
 {
-    const uint8_t *v = ds->nsources == 1 ? ds->sources[0].compact.lengths : NULL;
+    return ds->nsources == 1 ? lf_dataset_source_lengths(ds, 0) : NULL;
+}
+
+const uint32_t *lf_dataset_source_lengths(const lf_dataset *ds, uint32_t source)
+{
+    const uint8_t *v = source < ds->nsources ? ds->sources[source].compact.lengths : NULL;
     if (ds->samples || !v || (uintptr_t)v % sizeof(uint32_t) ||
         __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)   /* index.lfx is little-endian */
         return NULL;
@@ -1354,16 +1405,21 @@ uint64_t lf_dataset_sample_block(const lf_dataset *ds, uint64_t sample)
  * run that reaches a batch is told which dataset and why. */
 static int refuse_index_only(const lf_dataset *ds, uint64_t block, lf_shard_error *err)
 {
+    /* a union's: the block's source (lf_dataset_join) */
+    uint32_t s = lf_dataset_sample_source(ds, ds->blocks[block].first_sample);
+    const ds_source *src = &ds->sources[s < ds->nsources ? s : 0];
     if (ds->from_compact)
         return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": the dataset was opened "
                           "from its %s alone, for planning, so none of its bytes are read "
-                          "(open it with lf_dataset_open to read them)", ds->sources[0].dir,
+                          "(open it with lf_dataset_open to read them)", src->dir,
                           block, LF_INDEX_NAME);
+    uint64_t end = lf_dataset_source_first(ds, (uint32_t)(src - ds->sources) + 1);
     return shard_fail(err, LF_SHARD_E_ARG, "%s: block %" PRIu64 ": an index-only dataset "
                       "describes its %" PRIu64 " samples but holds none of their bytes, so "
                       "no batch can be read from it (it is for planning and start-up "
                       "measurements: make the samples with lf-shard synth without "
-                      "--index-only to serve them)", ds->shards[0].path, block, ds->nsamples);
+                      "--index-only to serve them)", ds->shards[ds->blocks[block].shard].path,
+                      block, end - src->first_sample);
 }
 
 long lf_dataset_read_blocks(const lf_dataset *ds, uint64_t first, uint64_t count,

@@ -353,6 +353,14 @@ static int input_open(plan_cli_input *in, const lf_dataset *ds, int summary)
     plan_cli_input_release(in);   /* what opening the dataset read (its checks) */
     if (summary) take_summary(in, lf_dataset_index_summary(ds));
     plan_cli_input_count(in, in->n);
+    if (summary && !in->view.digest_n) {
+        /* no summary gave it (a union of sources, or a dataset indexed
+         * before summaries): taken once here, not by each plan made of the
+         * input (a server makes two before its first batch: at 1.1 x 10^9
+         * samples 4 s each) */
+        in->view.digest = lf_plan_view_digest(&in->view, in->n);
+        in->view.digest_n = in->n;
+    }
     return 0;
 }
 

@@ -569,7 +569,10 @@ typedef struct lf_plan_counts {
     uint64_t emitted;            /* samples placed this epoch */
     uint64_t rejected;           /* outliers rejected this epoch (reject policy) */
     uint64_t rejected_cap;       /* samples that fit no memory cap or row: every epoch */
-    uint64_t pending;            /* samples not yet placed this epoch */
+    uint64_t pending;            /* samples not yet placed this epoch; a
+                                    mixture's, UINT64_MAX until its order
+                                    has ended (the epoch ends where a source
+                                    runs out: known as it is drawn) */
     uint64_t rejected_tokens;    /* Σ L of the rejected and rejected_cap samples */
 } lf_plan_counts;
 void lf_plan_counts_get(const lf_plan *plan, lf_plan_counts *c);

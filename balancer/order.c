@@ -43,7 +43,7 @@
  * before (its pool its own), naive and sorted shuffle each source's members
  * with the Feistel bijection (order version 2; version 1 shuffled each
  * whole, Fisher-Yates). Where the order ends is known only when it is
- * drawn: lfp_order_left walks ahead on a copy.
+ * drawn: lfp_order_left walks ahead on a copy (naive, sorted).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -312,29 +312,6 @@ uint32_t lfp_order_draw(lf_plan *p)
     return p->prm.sampler == LF_PLAN_BALANCED ? draw_next(p, &p->draw) : shuffle_next(p);
 }
 
-/* A copy of the mixture's draws, to walk ahead on: balanced sources draw
- * from pools and change the groups' counts, so it points at copies of
- * those (freed by walk_end). 0, or -1 where they could not be allocated. */
-static int walk_begin(const lf_plan *p, lfp_mixpos *m, uint32_t **grem, uint32_t **pool)
-{
-    *m = p->mix;
-    *grem = *pool = NULL;
-    if (p->prm.sampler != LF_PLAN_BALANCED) return 0;
-    *grem = malloc(((size_t)p->ngroups + 1) * sizeof **grem);
-    *pool = malloc(2 * (p->pool_cap + 1) * sizeof **pool);
-    if (!*grem || !*pool) return -1;
-    memcpy(*grem, p->grem, (size_t)p->ngroups * sizeof **grem);
-    memcpy(*pool, p->pool, p->pool_cap * sizeof **pool);
-    memcpy(*pool + p->pool_cap + 1, p->pool_group, p->pool_cap * sizeof **pool);
-    for (uint32_t s = 0; s < p->nsrc; s++) {
-        lfp_draw *d = &m->src[s].draw;
-        d->grem = *grem;
-        d->pool = *pool + (d->pool - p->pool);
-        d->pool_group = *pool + p->pool_cap + 1 + (d->pool_group - p->pool_group);
-    }
-    return 0;
-}
-
 size_t lfp_order_left(const lf_plan *p, size_t limit)
 {
     if (p->nsrc <= 1) return p->norder - p->cursor < limit ? p->norder - p->cursor : limit;
@@ -343,14 +320,9 @@ size_t lfp_order_left(const lf_plan *p, size_t limit)
     for (uint32_t s = 0; s < p->nsrc; s++)
         if (p->mix.src[s].left < least) least = p->mix.src[s].left;
     if (held >= limit || least >= limit - held) return limit;
-    if (!p->mix.src[p->mix.turn].left) return held;   /* the interleave has ended */
-    lfp_mixpos m;
-    uint32_t *grem, *pool;
-    size_t k = SIZE_MAX;
-    if (walk_begin(p, &m, &grem, &pool) == 0)
-        for (k = held; k < limit && m.src[m.turn].left > 0; k++) mix_next(p, &m);
-    free(grem);
-    free(pool);
+    lfp_mixpos m = p->mix;       /* a shuffle's position is all its state */
+    size_t k = held;
+    for (; k < limit && m.src[m.turn].left > 0; k++) mix_next(p, &m);
     return k;
 }
 

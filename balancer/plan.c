@@ -590,7 +590,7 @@ static size_t pool_bound(lf_plan *p)
 }
 
 /* All of the plan's memory but the groups (build_groups), in one place:
- * nothing is allocated later (but a mixture's walk ahead, lfp_order_left). */
+ * nothing is allocated later. */
 static int alloc_all(lf_plan *p)
 {
     size_t w = (size_t)p->prm.world + 1, ms = p->maxstep + 1;
@@ -1578,7 +1578,7 @@ static void select_fixed(lf_plan *p)
 {
     step_fill f = {0, 0, 0, 0, 0, 0};
     size_t global = (size_t)p->prm.world * p->prm.batch_per_rank;
-    size_t left = lfp_order_left(p, global + p->prm.world);   /* never SIZE_MAX: no pool */
+    size_t left = lfp_order_left(p, global + p->prm.world);
     if (left < global + p->prm.world) global = left;
     p->cur.budget = p->prm.step_budget;
     p->cur.flags = 0;
@@ -1944,8 +1944,10 @@ void lf_plan_counts_get(const lf_plan *p, lf_plan_counts *c)
     c->emitted = p->emitted;
     c->rejected = p->nrej;
     c->rejected_cap = p->ncapfail;
-    size_t left = lfp_order_left(p, SIZE_MAX);   /* a mixture: walked ahead */
-    c->pending = left == SIZE_MAX ? UINT64_MAX : left + p->np + p->no;
+    /* a mixture's epoch ends where a source runs out, known as it is drawn:
+     * walking the rest here would draw (and read) up to the whole epoch */
+    int known = p->nsrc <= 1 || !p->mix.src[p->mix.turn].left;
+    c->pending = known ? lfp_order_left(p, SIZE_MAX) + p->np + p->no : UINT64_MAX;
     c->rejected_tokens = p->capfail_tokens;
     for (size_t i = 0; i < p->nrej; i++) c->rejected_tokens += lfp_len(p, p->rej[i]);
 }

@@ -248,8 +248,8 @@ typedef struct lfp_perm {
 
 /* A locality-aware order drawn as it goes (order.c): the open blocks'
  * pending samples are pool (the source's part of p->pool), the blocks
- * p->gperm + glo in shuffled order, each one's pending count grem[g] (p->grem;
- * a walk ahead on copies points at its own, lfp_order_left). */
+ * p->gperm + glo in shuffled order, each one's pending count grem[g]
+ * (p->grem). */
 typedef struct lfp_draw {
     uint64_t key;                /* the draws' key, from (seed, epoch, source) */
     uint32_t glo, ng;            /* the source's groups */
@@ -472,10 +472,11 @@ static inline int lfp_order_more(const lf_plan *p)
 }
 
 /* The samples the order has still to give, or limit where that is fewer:
- * one source knows; a mixture walks ahead on a copy of its draws (at most
- * limit draws; none where every source has limit left), which may allocate
- * (balanced: the groups' counts and the pools): SIZE_MAX where it could
- * not. order.c. */
+ * one source knows; a naive or sorted mixture walks ahead on a copy of its
+ * sources' shuffles (at most limit draws; none where every source has
+ * limit left). A baseline's step asks for its own size and a world more
+ * (select_fixed); a balanced mixture is never asked (its copy would need
+ * the pools and the groups' counts). order.c. */
 size_t lfp_order_left(const lf_plan *p, size_t limit);
 
 /* Moves the order of one source, naive or sorted, in which every sample

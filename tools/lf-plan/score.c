@@ -412,8 +412,12 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
         out->dropped_tokens = c.rejected_tokens;
         out->all_tokens = t.tokens + c.rejected_tokens;
     } else if (epoch_done) {         /* what a whole epoch did not place */
-        uint64_t all = 0;
-        for (size_t i = 0; i < n; i++) all += lf_plan_length_at(prm, samples, i);   /* samples NULL: prm->view */
+        /* from the view's counts where it has them, else a pass releasing
+         * its pages: reading every length in place held the whole index
+         * (4.1 GB of a 4.8 GB peak at 10^9 samples) */
+        uint64_t all = 0, len, k;
+        lf_plan_lengths w = {prm, samples, n, 0};
+        while (lf_plan_lengths_next(&w, &len, &k)) all += len * k;
         out->dropped_tokens = all - t.tokens;
         out->all_tokens = all;
     }

@@ -187,28 +187,13 @@ uint64_t lfp_perm_at(const lfp_perm *q, uint64_t x)
     return x;
 }
 
-/* The shuffle's draws read lengths all over the view: each read of a mapped
- * length maps the pages around it too (the kernel's fault-around, 64 KiB),
- * so LF_PLAN_RELEASE_DRAW's 2^14 draws held 1 GB of a 4 GB view at 10^9
- * samples. A view of more than SHUFFLE_VIEW_HELD bytes is released every
- * 2^12 draws (at most 256 MiB held between two releases); a smaller one
- * every 2^14, as before (a release every 2^12 cost 3.6x the system time of
- * a 10^7-sample epoch, 40 MB, whose pages came back at once). */
-#define SHUFFLE_VIEW_HELD (UINT64_C(256) << 20)
-
-static size_t shuffle_release(const lf_plan *p)
-{
-    return (uint64_t)p->n * sizeof(uint32_t) > SHUFFLE_VIEW_HELD ? 1u << 12
-                                                                 : LF_PLAN_RELEASE_DRAW;
-}
-
 /* The shuffle's next placeable sample (naive, one source). */
 static uint32_t shuffle_next(lf_plan *p)
 {
     uint64_t s;
     do {
         s = lfp_perm_at(&p->perm, p->perm.x++);
-        lf_plan_view_passed(&p->prm, p->perm.x, shuffle_release(p));
+        lf_plan_view_passed(&p->prm, p->perm.x, lfp_shuffle_release(p));
     } while (p->ncapfail && lfp_capfail(p, s));
     return (uint32_t)s;
 }
@@ -220,7 +205,7 @@ static uint32_t source_shuffle_next(const lf_plan *p, lfp_mixpos *m, lfp_source 
     uint32_t s;
     do {
         s = lfp_member(p, src->lo + (size_t)lfp_perm_at(&src->perm, src->perm.x++));
-        lf_plan_view_passed(&p->prm, ++m->reads, shuffle_release(p));
+        lf_plan_view_passed(&p->prm, ++m->reads, lfp_shuffle_release(p));
     } while (p->ncapfail && lfp_capfail(p, s));
     return s;
 }

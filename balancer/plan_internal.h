@@ -485,10 +485,30 @@ size_t lfp_order_left(const lf_plan *p, size_t limit);
  * cursor): order.c. */
 void lfp_order_seek(lf_plan *p, size_t cursor);
 
+/* A shuffle's draws read lengths all over the view: each read of a mapped
+ * length maps the pages around it too (the kernel's fault-around, 64 KiB),
+ * so LF_PLAN_RELEASE_DRAW's 2^14 draws held 1 GB of a 4 GB view at 10^9
+ * samples. A view of more than LFP_SHUFFLE_VIEW_HELD bytes is released every
+ * 2^12 draws (at most 256 MiB held between two releases); a smaller one
+ * every 2^14 (a release every 2^12 cost 3.6x the system time of a
+ * 10^7-sample epoch, 40 MB, whose pages came back at once). The shuffle
+ * counts its draws (order.c), and a baseline's steps, which read their
+ * samples' lengths again, its positions (lfp_order_next); a balanced
+ * order reads block by block and keeps LF_PLAN_RELEASE_DRAW. */
+#define LFP_SHUFFLE_VIEW_HELD (UINT64_C(256) << 20)
+
+static inline size_t lfp_shuffle_release(const lf_plan *p)
+{
+    return (uint64_t)p->n * sizeof(uint32_t) > LFP_SHUFFLE_VIEW_HELD ? 1u << 12
+                                                                     : LF_PLAN_RELEASE_DRAW;
+}
+
 /* The sample at the cursor, the cursor moved past it (lfp_order_more). */
 static inline uint32_t lfp_order_next(lf_plan *p)
 {
-    lf_plan_view_passed(&p->prm, ++p->cursor, LF_PLAN_RELEASE_DRAW);
+    lf_plan_view_passed(&p->prm, ++p->cursor, p->prm.sampler == LF_PLAN_BALANCED
+                                                  ? LF_PLAN_RELEASE_DRAW
+                                                  : lfp_shuffle_release(p));
     return lfp_order_draw(p);
 }
 

@@ -187,25 +187,16 @@ uint64_t lfp_perm_at(const lfp_perm *q, uint64_t x)
     return x;
 }
 
-/* The shuffle's next placeable sample (naive, one source). */
-static uint32_t shuffle_next(lf_plan *p)
-{
-    uint64_t s;
-    do {
-        s = lfp_perm_at(&p->perm, p->perm.x++);
-        lf_plan_view_passed(&p->prm, p->perm.x, lfp_shuffle_release(p));
-    } while (p->ncapfail && lfp_capfail(p, s));
-    return (uint32_t)s;
-}
-
-/* Source src's next placeable sample (naive, sorted; src->left > 0): its
- * shuffle's next member. */
-static uint32_t source_shuffle_next(const lf_plan *p, lfp_mixpos *m, lfp_source *src)
+/* Shuffle q's next placeable sample (naive, sorted): its value v is
+ * sample v of one source, or member lo + v of a mixture's source (whose
+ * members are consecutive). The view is released by the positions q read. */
+static uint32_t shuffle_next(const lf_plan *p, lfp_perm *q, uint32_t lo)
 {
     uint32_t s;
     do {
-        s = lfp_member(p, src->lo + (size_t)lfp_perm_at(&src->perm, src->perm.x++));
-        lf_plan_view_passed(&p->prm, ++m->reads, lfp_shuffle_release(p));
+        uint64_t v = lfp_perm_at(q, q->x++);
+        s = p->nsrc > 1 ? lfp_member(p, lo + (size_t)v) : (uint32_t)v;
+        lf_plan_view_passed(&p->prm, q->x, lfp_shuffle_release(p));
     } while (p->ncapfail && lfp_capfail(p, s));
     return s;
 }
@@ -227,7 +218,7 @@ static uint32_t mix_next(const lf_plan *p, lfp_mixpos *m)
 {
     lfp_source *src = &m->src[m->turn];
     uint32_t s = p->prm.sampler == LF_PLAN_BALANCED ? draw_next(p, &src->draw)
-                                                    : source_shuffle_next(p, m, src);
+                                                    : shuffle_next(p, &src->perm, src->lo);
     src->left--;
     src->tokens += lfp_len(p, s);
     m->turn = furthest_behind(p, m);
@@ -248,14 +239,13 @@ static void mix_start(lf_plan *p)
         src->tokens = 0;
     }
     m->turn = furthest_behind(p, m);
-    m->reads = 0;
     p->norder = 0;
 }
 
 /* The order's next sample before sorted sorts it. */
 static uint32_t shuffled_next(lf_plan *p)
 {
-    return p->nsrc > 1 ? mix_next(p, &p->mix) : shuffle_next(p);
+    return p->nsrc > 1 ? mix_next(p, &p->mix) : shuffle_next(p, &p->perm, 0);
 }
 
 /* The sample at order position p->cursor - 1 (sorted): the shuffle's (or
@@ -294,7 +284,8 @@ uint32_t lfp_order_draw(lf_plan *p)
 {
     if (p->prm.sampler == LF_PLAN_SORTED) return sorted_next(p);
     if (p->nsrc > 1) return mix_next(p, &p->mix);
-    return p->prm.sampler == LF_PLAN_BALANCED ? draw_next(p, &p->draw) : shuffle_next(p);
+    return p->prm.sampler == LF_PLAN_BALANCED ? draw_next(p, &p->draw)
+                                              : shuffle_next(p, &p->perm, 0);
 }
 
 size_t lfp_order_left(const lf_plan *p, size_t limit)

@@ -282,8 +282,6 @@ typedef struct lfp_source {
 typedef struct lfp_mixpos {
     lfp_source src[LF_PLAN_MAX_SOURCES];
     uint32_t turn;
-    size_t reads;                /* naive, sorted: shuffle positions read (the
-                                    view's release) */
 } lfp_mixpos;
 
 /* --- The plan: plan.c creates it and steps it; order.c builds its order,

@@ -164,7 +164,7 @@ static int entry_ok(const lf_plan *p, const entry_set *t, uint32_t s, int outlie
 static int replay_pulled(lf_plan *p, size_t cursor, const entry_set *t)
 {
     int balanced = p->prm.sampler == LF_PLAN_BALANCED;
-    if (!balanced && p->nsrc <= 1 && !p->ncapfail && cursor <= p->norder) {
+    if (!balanced && p->nsrc <= 1 && !p->ncapfail) {   /* cursor <= norder: checked */
         lfp_order_seek(p, cursor);   /* a baseline keeps no entries */
         return 1;
     }

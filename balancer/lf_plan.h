@@ -199,15 +199,14 @@ static inline uint32_t lf_plan_segments_at(const lf_plan_segments *g, uint64_t i
  * (24): sample i has id i and length lengths[i] (or, with lengths NULL,
  * segments' sample i: several arrays, a union's); block b holds samples
  * block_start[b] .. block_start[b+1]-1 (blocks + 1 ascending offsets from
- * 0 to n; an empty block is skipped). lf_plan_create, lf_plan_pieces,
+ * 0 to n; an empty block is skipped). lf_plan_create,
  * lf_plan_pack_budget and lf_plan_bound_cost's callers read it where they
  * are given no array (samples NULL) and params.view.lengths or .segments is
  * set; given an array, they read the array and ignore the view. A plan
  * created from a view reads the lengths there for as long as it lives (it
- * keeps no copy of them, README.md, *Memory a sample*): the caller keeps
- * them, unchanged, until lf_plan_free. Where samples are cut into pieces
- * the plan is created from the pieces (an array it makes and owns) and the
- * view is read only while it creates. The block offsets are copied.
+ * keeps no copy of them, README.md, *Memory a sample*; samples cut into
+ * pieces too): the caller keeps them, unchanged, until lf_plan_free. The
+ * block offsets are copied.
  * Changed (issue #35): `segments` is new, after `lengths`; a caller that
  * names the fields it sets (designated initializers) needs no change. */
 typedef struct lf_plan_view {
@@ -324,6 +323,11 @@ typedef struct lf_plan_params {
                                     (0: LF_PLAN_SELECT_STEP) */
     lf_plan_view view;           /* the samples read in place, where the calls
                                     below are given no array (zero: none) */
+    uint64_t split_at;           /* overflow split: cut samples longer than
+                                    this into pieces of it, whatever the caps
+                                    (0: at the row or cap, lf_plan_piece_len):
+                                    a baseline without balanced's caps plans
+                                    the pieces balanced plans */
 } lf_plan_params;
 
 /* A pass over the view that has read i samples (i = 1, 2, ...): calls its
@@ -341,32 +345,75 @@ static inline uint64_t lf_plan_length_at(const lf_plan_params *params,
     return samples ? samples[i].length : lf_plan_view_length(&params->view, i);
 }
 
+/* A piece's number sits above this bit of its id; a sample is cut into
+ * fewer than LF_PLAN_PIECE_MAX pieces (lf_plan_overflow). */
+#define LF_PLAN_PIECE_SHIFT 40
+#define LF_PLAN_PIECE_MAX (UINT64_C(1) << 24)
+
 /* A pass over n samples' lengths (samples, or with samples NULL the view's)
  * where their order does not matter: each lf_plan_lengths_next gives a
  * length and how many of the samples have it (0 once done). From the
  * view's counts where it has them for these n samples (lengths ascending,
  * each once), else one sample at a time (in order, count 1: its index is
- * i - 1), releasing the view's pages as lf_plan_view_passed. */
+ * i - 1), releasing the view's pages as lf_plan_view_passed. With `piece`
+ * set (lf_plan_piece_len), the lengths are those of the samples as a plan
+ * cuts them: a sample of k > 1 pieces (lf_plan_piece_count) counts as k - 1
+ * lengths of piece and its last piece's, so a sum or count over the pass is
+ * the plan's. */
 typedef struct lf_plan_lengths {
     const lf_plan_params *params;
     const lf_plan_sample *samples;
     size_t n, i;
+    uint64_t piece;              /* cut at this length (0: no cut) */
+    uint64_t rest_len, rest_n;   /* the last pieces of a cut length, still to give */
 } lf_plan_lengths;
+
+/* How many pieces a sample of len tokens is cut into at `piece` (0: none):
+ * 1 when it fits, or when it would need LF_PLAN_PIECE_MAX or more (it is
+ * then left out, as under drop). */
+static inline uint64_t lf_plan_piece_count(uint64_t len, uint64_t piece)
+{
+    if (!piece || len <= piece) return 1;
+    uint64_t k = len / piece + (len % piece != 0);
+    return k < LF_PLAN_PIECE_MAX ? k : 1;
+}
+
+/* A pass over n samples (samples, or the view's) cut at piece (0: none). */
+static inline lf_plan_lengths lf_plan_lengths_of(const lf_plan_params *params,
+                                                 const lf_plan_sample *samples, size_t n,
+                                                 uint64_t piece)
+{
+    lf_plan_lengths w = {params, samples, n, 0, piece, 0, 0};
+    return w;
+}
 
 static inline int lf_plan_lengths_next(lf_plan_lengths *w, uint64_t *len, uint64_t *count)
 {
     const lf_plan_view *v = &w->params->view;
+    if (w->rest_n) {
+        *len = w->rest_len;
+        *count = w->rest_n;
+        w->rest_n = 0;
+        return 1;
+    }
     if (!w->samples && v->hist && v->hist_n == w->n) {
         while (w->i < v->hist_len && !v->hist[w->i]) w->i++;
         if (w->i >= v->hist_len) return 0;
         *len = w->i;
         *count = v->hist[w->i++];
-        return 1;
+    } else {
+        if (w->i >= w->n) return 0;
+        *len = lf_plan_length_at(w->params, w->samples, w->i);
+        *count = 1;
+        lf_plan_view_passed(w->params, ++w->i, LF_PLAN_RELEASE_SCAN);
     }
-    if (w->i >= w->n) return 0;
-    *len = lf_plan_length_at(w->params, w->samples, w->i);
-    *count = 1;
-    lf_plan_view_passed(w->params, ++w->i, LF_PLAN_RELEASE_SCAN);
+    uint64_t k = lf_plan_piece_count(*len, w->piece);
+    if (k > 1) {   /* k - 1 whole pieces now, the last one next */
+        w->rest_len = *len - (k - 1) * w->piece;
+        w->rest_n = *count;
+        *len = w->piece;
+        *count *= k - 1;
+    }
     return 1;
 }
 
@@ -417,23 +464,11 @@ typedef enum lf_plan_overflow {
     LF_PLAN_OVERFLOW_DROP = 1,
 } lf_plan_overflow;
 
-#define LF_PLAN_PIECE_SHIFT 40
-#define LF_PLAN_PIECE_MAX (UINT64_C(1) << 24)
 
-/* The pieces' length under params (as given to lf_plan_create): pack,
- * seq_len or rank_max_tokens, the smaller; pad, the smallest of the caps
- * set. 0: nothing is split (drop, or no row or cap). */
+/* The pieces' length under params (as given to lf_plan_create): split_at
+ * where set; else pack, seq_len or rank_max_tokens, the smaller; pad, the
+ * smallest of the caps set. 0: nothing is split (drop, or no row or cap). */
 uint64_t lf_plan_piece_len(const lf_plan_params *params);
-
-/* The samples as lf_plan_create plans them: those longer than
- * lf_plan_piece_len cut into pieces (*out, *m of them, malloc'd: the caller
- * frees it), or *out NULL and *m = n when none is (samples NULL: of
- * params->view, which the caller then passes on as it is). For figures a caller
- * draws from the samples (a mean cost, a budget). Returns 0 or
- * LF_PLAN_E_ARG (an id of 2^40 or more to split, too many pieces) or
- * LF_PLAN_E_NOMEM. */
-int lf_plan_pieces(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
-                   lf_plan_sample **out, size_t *m);
 
 /* A plan id's sample id, and its piece number (0: the sample's start, or
  * the whole sample). */

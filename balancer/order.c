@@ -62,15 +62,21 @@ static uint64_t source_stream(const lf_plan *p, uint32_t src)
     return p->nsrc > 1 ? 4u * (src + 1u) : 0;
 }
 
-/* Puts block g's placeable samples into d's pool. */
+/* Puts block g's placeable samples into d's pool, by (block, id). Where
+ * samples are cut and the members are the pieces in index order (no
+ * group_members), that is their first pieces, then the pieces after them
+ * (lfp_pieces_follow; a cut sample's pieces all fit). */
 static void open_block(const lf_plan *p, lfp_draw *d, uint32_t g)
 {
+    size_t first = d->pool_n;
+    int follow = p->pc.len && !p->group_members;
     for (uint32_t i = p->group_start[g]; i < p->group_start[g + 1]; i++) {
         uint32_t s = lfp_member(p, i);
-        if (lfp_capfail(p, s)) continue;
-        d->pool[d->pool_n] = s;
-        d->pool_group[d->pool_n++] = g;
+        if ((follow && !lfp_piece_starts(&p->pc, s)) || lfp_capfail(p, s)) continue;
+        d->pool[d->pool_n++] = s;
     }
+    if (follow) lfp_pieces_follow(&p->pc, d->pool, first, &d->pool_n);
+    for (size_t k = first; k < d->pool_n; k++) d->pool_group[k] = g;
 }
 
 /* Opens blocks in d's shuffled order from d->next until locality_blocks
@@ -189,7 +195,8 @@ uint64_t lfp_perm_at(const lfp_perm *q, uint64_t x)
 
 /* Shuffle q's next placeable sample (naive, sorted): its value v is
  * sample v of one source, or member lo + v of a mixture's source (whose
- * members are consecutive). The view is released by the positions q read. */
+ * members are consecutive; a cut sample's pieces as they lie where no
+ * group_members is kept). The view is released by the positions q read. */
 static uint32_t shuffle_next(const lf_plan *p, lfp_perm *q, uint32_t lo)
 {
     uint32_t s;

@@ -13,6 +13,10 @@
  * the pieces as on any sample, so balance and exactly-once hold per piece,
  * hence per token. Pieces are whole pieces of piece_len tokens but the
  * last, so piece k starts at k x piece_len: a consumer needs only the id.
+ * The plan keeps no array of them: a piece's sample, number, length and
+ * id follow from a bit a piece (lfp_pieces), the samples' lengths read
+ * where they lie, so a plan of 10^9 cut samples stays within the memory
+ * of 10^9 whole ones (issue #35).
  */
 #include <stdlib.h>
 
@@ -28,6 +32,7 @@ static uint64_t min_set(uint64_t a, uint64_t b)
 uint64_t lf_plan_piece_len(const lf_plan_params *p)
 {
     if (!p || p->overflow != LF_PLAN_OVERFLOW_SPLIT) return 0;
+    if (p->split_at) return p->split_at;
     if (p->layout == LF_PLAN_PACK) return min_set(p->seq_len, p->rank_max_tokens);
     return min_set(min_set(p->rank_max_tokens, p->rank_max_padded), p->micro_max_padded);
 }
@@ -42,15 +47,6 @@ uint64_t lf_plan_piece_index(uint64_t id)
     return id >> LF_PLAN_PIECE_SHIFT;
 }
 
-/* How many pieces sample s becomes: 1 when it fits, or when it would need
- * LF_PLAN_PIECE_MAX or more (it is then left out, as under drop). */
-static uint64_t pieces_of(uint64_t len, uint64_t piece)
-{
-    if (len <= piece) return 1;
-    uint64_t k = len / piece + (len % piece != 0);
-    return k < LF_PLAN_PIECE_MAX ? k : 1;
-}
-
 int lfp_view_check(const lf_plan_params *p, size_t n)
 {
     const lf_plan_view *v = &p->view;
@@ -63,38 +59,91 @@ int lfp_view_check(const lf_plan_params *p, size_t n)
     return 0;
 }
 
-int lf_plan_pieces(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
-               lf_plan_sample **out, size_t *m)
+/* Samples cut at piece: the pieces there are, at most UINT32_MAX. */
+static uint64_t count_pieces(const lf_plan *p, const lf_plan_sample *smp, uint64_t piece)
 {
-    uint64_t piece = lf_plan_piece_len(p), count = 0;
-    *out = NULL;
-    *m = n;
-    if (n && !s && lfp_view_check(p, n)) return LF_PLAN_E_ARG;
+    lf_plan_lengths w = lf_plan_lengths_of(&p->prm, smp, p->nraw, piece);
+    uint64_t l, c, m = 0;
+    while (lf_plan_lengths_next(&w, &l, &c) && m <= UINT32_MAX) m += c;
+    return m;
+}
+
+/* Marks each sample's first piece (and one past the last) and counts the
+ * samples begun before each word. */
+static int mark_pieces(lf_plan *p, const lf_plan_sample *smp, uint64_t piece, uint64_t m)
+{
+    lfp_pieces *c = &p->pc;
+    c->words = (size_t)(m + 1 + 63) / 64;
+    c->first = calloc(c->words, sizeof *c->first);
+    c->rank = malloc((c->words + 1) * sizeof *c->rank);
+    if (!c->first || !c->rank) return LF_PLAN_E_NOMEM;
+    uint64_t at = 0;
+    LFP_SCAN(&p->prm, i, p->nraw) {
+        uint64_t k = lf_plan_piece_count(lf_plan_length_at(&p->prm, smp, i), piece);
+        if (k > 1 && smp && smp[i].id >= ID_LIMIT) return LF_PLAN_E_ARG;
+        c->first[at >> 6] |= UINT64_C(1) << (at & 63);
+        at += k;
+    }
+    c->first[m >> 6] |= UINT64_C(1) << (m & 63);
+    c->rank[0] = 0;
+    for (size_t w = 0; w < c->words; w++)
+        c->rank[w + 1] = c->rank[w] + (uint32_t)__builtin_popcountll(c->first[w]);
+    c->len = piece;
+    return 0;
+}
+
+int lfp_pieces_make(lf_plan *p, const lf_plan_sample *smp, uint64_t piece)
+{
+    p->n = p->nraw;
     if (!piece) return 0;
-    lf_plan_lengths w = {p, s, n, 0};
-    uint64_t l, c;
-    while (lf_plan_lengths_next(&w, &l, &c)) {   /* a view's ids, below 2^32, pass */
-        uint64_t k = pieces_of(l, piece);
-        if (k > 1 && s && s[w.i - 1].id >= ID_LIMIT) return LF_PLAN_E_ARG;
-        count += k * c;
-    }
-    if (count == n) return 0;
-    if (count >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */
-    lf_plan_sample *v = malloc((size_t)count * sizeof *v);
-    if (!v) return LF_PLAN_E_NOMEM;
+    uint64_t m = count_pieces(p, smp, piece);
+    if (m == p->nraw) return 0;
+    if (m >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */
+    int rc = mark_pieces(p, smp, piece, m);
+    if (rc == 0) p->n = (size_t)m;
+    return rc;
+}
+
+/* The first piece of sample i, for i ascending from call to call: *w is
+ * the word the last one was found in (0 at first). */
+static uint32_t first_piece(const lfp_pieces *c, size_t i, size_t *w)
+{
+    while (c->rank[*w + 1] <= i) ++*w;
+    uint64_t x = c->first[*w];
+    for (size_t r = i - c->rank[*w]; r; r--) x &= x - 1;   /* drop the earlier starts */
+    return (uint32_t)(*w << 6 | (size_t)__builtin_ctzll(x));
+}
+
+/* group_members (by (block, id), of samples) as pieces: each group's
+ * samples' first pieces, then their other pieces (lfp_pieces_follow). */
+static int member_pieces(lf_plan *p)
+{
+    uint32_t *start = malloc(p->nraw * sizeof *start + 1);
+    uint32_t *list = malloc(p->n * sizeof *list + 1);
+    if (!start || !list) { free(start); free(list); return LF_PLAN_E_NOMEM; }
+    for (size_t i = 0, w = 0; i < p->nraw; i++) start[i] = first_piece(&p->pc, i, &w);
     size_t at = 0;
-    for (size_t i = 0, b = 0; i < n; i++) {
-        while (!s && p->view.block_start[b + 1] <= i) b++;   /* the view's block of i */
-        uint64_t len = lf_plan_length_at(p, s, i), k = pieces_of(len, piece);
-        uint64_t id = s ? s[i].id : i, block = s ? s[i].block : b;
-        for (uint64_t j = 0; j < k; j++) {
-            uint64_t left = len - j * piece;
-            v[at++] = (lf_plan_sample){.id = id | j << LF_PLAN_PIECE_SHIFT,
-                                       .length = k > 1 && left > piece ? piece : left,
-                                       .block = block};
-        }
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        size_t lo = at;
+        for (uint32_t k = p->group_start[g]; k < p->group_start[g + 1]; k++)
+            list[at++] = start[p->group_members[k]];
+        lfp_pieces_follow(&p->pc, list, lo, &at);
+        p->group_start[g] = (uint32_t)lo;
     }
-    *out = v;
-    *m = (size_t)count;
+    p->group_start[p->ngroups] = (uint32_t)at;
+    free(start);
+    free(p->group_members);
+    p->group_members = list;
+    return 0;
+}
+
+int lfp_pieces_groups(lf_plan *p)
+{
+    if (!p->pc.len) return 0;
+    if (p->group_members) return member_pieces(p);
+    size_t w = 0;   /* the groups are runs of samples: each run's first piece */
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        p->group_start[g] = first_piece(&p->pc, p->group_start[g], &w);
+    p->group_start[p->ngroups] = (uint32_t)p->n;
     return 0;
 }

@@ -232,10 +232,10 @@ static int cheaper_per_token(uint64_t a_c, uint64_t a_l, uint64_t b_c, uint64_t 
 /* Prices a row from the samples that fit one (lfp_fits_alone) and cost
  * at most ocost. */
 static row_price price_rows(const lf_plan_params *p, const lf_plan_sample *smp, size_t n,
-                            uint64_t ocost)
+                            uint64_t piece, uint64_t ocost)
 {
     row_price r = {0, 0, 0, 0, 0, 0};
-    lf_plan_lengths w = {p, smp, n, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(p, smp, n, piece);
     uint64_t len, k;
     while (lf_plan_lengths_next(&w, &len, &k)) {
         uint64_t c = lf_plan_cost(&p->cost, len);
@@ -263,27 +263,29 @@ static lfp_u128 price_q32(const row_price *r)
     return q >> 84 ? 0 : q;
 }
 
-/* The prices the default outlier cost is made from: of every sample that
- * fits a row. */
-static pack_price pack_prices(const lf_plan_params *p, const lf_plan_sample *smp, size_t n)
+/* The prices the default outlier cost is made from: of every sample (cut
+ * at piece) that fits a row. */
+static pack_price pack_prices(const lf_plan_params *p, const lf_plan_sample *smp, size_t n,
+                              uint64_t piece)
 {
-    row_price r = price_rows(p, smp, n, LF_PLAN_COST_MAX);
+    row_price r = price_rows(p, smp, n, piece, LF_PLAN_COST_MAX);
     pack_price pp = {price_q32(&r), 0};
     if (pp.price) pp.lean = ((lfp_u128)r.lean_c << PRICE_SHIFT) / r.lean_l;
     return pp;
 }
 
-/* lf_plan_pack_budget over samples already cut into pieces. */
+/* lf_plan_pack_budget of the samples as the plan cuts them. */
 static int pack_budget_of(const lf_plan_params *p, const lf_plan_sample *samples, size_t n,
                           uint32_t rows_per_rank, uint64_t *budget)
 {
     lfp_u128 rows = (lfp_u128)p->world * rows_per_rank, b = 0;
+    uint64_t piece = lf_plan_piece_len(p);
     /* the default outlier cost follows the budget: price twice, the second
      * time without the first budget's outliers */
     uint64_t ocost = p->outlier_cost ? p->outlier_cost : LF_PLAN_COST_MAX;
-    pack_price all = pack_prices(p, samples, n);
+    pack_price all = pack_prices(p, samples, n, piece);
     for (int round = 0; round < 2; round++) {
-        row_price r = price_rows(p, samples, n, ocost);
+        row_price r = price_rows(p, samples, n, piece, ocost);
         lfp_u128 q = price_q32(&r);
         if (q == 0) return LF_PLAN_E_ARG;
         b = (rows * p->seq_len * q) >> PRICE_SHIFT;
@@ -304,13 +306,10 @@ int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samp
     lf_plan_params bal = *params;
     const lf_plan_params *p = &bal;
     bal.sampler = LF_PLAN_BALANCED;
-    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
-    lf_plan_sample *pieces;   /* priced as lf_plan_create will plan them */
-    int rc = lf_plan_pieces(p, samples, n, &pieces, &n);
-    if (rc) return rc;
-    rc = pack_budget_of(p, pieces ? pieces : samples, n, rows_per_rank, budget);
-    free(pieces);
-    return rc;
+    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0 ||
+        (n && !samples && lfp_view_check(p, n)))
+        return LF_PLAN_E_ARG;
+    return pack_budget_of(p, samples, n, rows_per_rank, budget);
 }
 
 /* Sets p->rows and the row price from the samples (pack, balanced). */
@@ -318,7 +317,7 @@ static void price_plan(lf_plan *p, const lf_plan_sample *smp)
 {
     const lf_plan_params *q = &p->prm;
     if (!pack_rows(q)) return;
-    row_price r = price_rows(q, smp, p->n, q->outlier_cost);
+    row_price r = price_rows(q, smp, p->nraw, p->pc.len, q->outlier_cost);
     lfp_u128 price = price_q32(&r);
     if (price == 0) return;
     lfp_u128 row = (lfp_u128)q->seq_len * price;
@@ -339,7 +338,7 @@ static int check_outlier_steps(const lf_plan *p, const lf_plan_sample *smp)
     const lf_plan_params *q = &p->prm;
     if (q->sampler != LF_PLAN_BALANCED || q->outlier_policy != LF_PLAN_OUTLIER_DELAY) return 0;
     uint64_t omax = 0, len, k;
-    lf_plan_lengths w = {q, smp, p->n, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(q, smp, p->nraw, p->pc.len);
     while (lf_plan_lengths_next(&w, &len, &k)) {
         uint64_t c = lfp_coster_cost(&p->coster, len);
         if (lfp_fits_alone(q, len) && c > q->outlier_cost && c > omax) omax = c;
@@ -414,42 +413,43 @@ static int view_groups(lf_plan *p)
     g = 0;
     for (uint32_t b = 0; b < v->blocks; b++)
         if (v->block_start[b + 1] > v->block_start[b]) p->group_start[g++] = v->block_start[b];
-    p->group_start[g] = (uint32_t)p->n;
+    p->group_start[g] = (uint32_t)p->nraw;
     return 0;
 }
 
-/* Groups samples by block: ids, not input order, decide the order inside.
- * Fills group_start and, where the samples are not by (block, id),
- * group_members and *group_of (each sample's group, for the sequence hash;
- * NULL otherwise: the groups are runs of the indices). */
+/* Groups the samples given by block: ids, not input order, decide the
+ * order inside. Fills group_start and, where the samples are not by
+ * (block, id), group_members and *group_of (each sample's group, for the
+ * sequence hash; NULL otherwise: the groups are runs of the indices), of
+ * the samples given (lfp_pieces_groups turns them into pieces). */
 static int build_groups(lf_plan *p, const lf_plan_sample *smp, uint32_t **group_of)
 {
     *group_of = NULL;
     if (!smp) return view_groups(p);
-    int rc = check_ids_unique(smp, p->n);
+    int rc = check_ids_unique(smp, p->nraw);
     if (rc) return rc;
     lfp_key *k = NULL;
-    if (!in_block_order(smp, p->n)) {
-        if (!(k = malloc(p->n * sizeof *k + 1))) return LF_PLAN_E_NOMEM;
-        for (size_t i = 0; i < p->n; i++) k[i] = (lfp_key){smp[i].block, smp[i].id, (uint32_t)i};
-        qsort(k, p->n, sizeof *k, cmp_block_id);
-        p->group_members = malloc(p->n * sizeof *p->group_members + 1);
-        *group_of = malloc(p->n * sizeof **group_of + 1);
+    if (!in_block_order(smp, p->nraw)) {
+        if (!(k = malloc(p->nraw * sizeof *k + 1))) return LF_PLAN_E_NOMEM;
+        for (size_t i = 0; i < p->nraw; i++) k[i] = (lfp_key){smp[i].block, smp[i].id, (uint32_t)i};
+        qsort(k, p->nraw, sizeof *k, cmp_block_id);
+        p->group_members = malloc(p->nraw * sizeof *p->group_members + 1);
+        *group_of = malloc(p->nraw * sizeof **group_of + 1);
         if (!p->group_members || !*group_of) { free(k); return LF_PLAN_E_NOMEM; }
     }
     uint32_t g = 0;
-    for (size_t i = 1; i < p->n; i++) g += smp[by_block(k, i)].block != smp[by_block(k, i - 1)].block;
-    p->ngroups = p->n ? g + 1 : 0;
+    for (size_t i = 1; i < p->nraw; i++) g += smp[by_block(k, i)].block != smp[by_block(k, i - 1)].block;
+    p->ngroups = p->nraw ? g + 1 : 0;
     p->group_start = malloc(((size_t)p->ngroups + 1) * sizeof *p->group_start);
     if (!p->group_start) { free(k); return LF_PLAN_E_NOMEM; }
     p->group_start[0] = 0;
     g = 0;
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t i = 0; i < p->nraw; i++) {
         uint32_t idx = by_block(k, i);
         if (i > 0 && smp[idx].block != smp[by_block(k, i - 1)].block) p->group_start[++g] = (uint32_t)i;
         if (k) { p->group_members[i] = idx; (*group_of)[idx] = g; }
     }
-    p->group_start[p->ngroups] = (uint32_t)p->n;
+    p->group_start[p->ngroups] = (uint32_t)p->nraw;
     free(k);
     return 0;
 }
@@ -492,26 +492,53 @@ uint64_t lf_plan_view_digest(const lf_plan_view *v, size_t n)
 
 /* Whether the view's digest is the samples' part of p's sequence hash: p
  * is of the view's digest_n samples (a view, not an array: group_of NULL,
- * the ids the indices) and none fails a cap. */
+ * the ids the indices) and none fails a cap (nor a piece of one). */
 static int digest_given(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_view *v = &p->prm.view;
-    return v->digest_n && v->digest_n == p->n && lf_plan_view_set(v) && !p->len16 &&
+    return v->digest_n && v->digest_n == p->nraw && lf_plan_view_set(v) && !p->len16 &&
            !p->len32_own && !p->id && !group_of && !p->ncapfail;
 }
 
+/* Whether a sample of len tokens fails a cap: where it is cut, whether its
+ * last piece does (its whole pieces, all of one length, are the cut's). */
+static int given_fails(const lf_plan *p, uint64_t len)
+{
+    uint64_t k = lf_plan_piece_count(len, p->pc.len);
+    return !lfp_fits_alone(&p->prm, lfp_piece_tokens(len, p->pc.len, k - 1));
+}
+
+/* The samples' part of the sequence hash: of the samples given, as they
+ * are given (the view's digest where it is theirs), then where they are
+ * cut the cut and whether a whole piece fails a cap. Their pieces follow
+ * from those (pieces.c), so the hash needs no pass over the pieces, and a
+ * summary's digest spares the pass over the samples (10^9 samples cut at
+ * 1024 were 1.5 x 10^9 pieces hashed, 12 s of start-up, twice). */
+static uint64_t samples_hash(const lf_plan *p, const uint32_t *group_of)
+{
+    const lf_plan_params *q = &p->prm;
+    int given = digest_given(p, group_of);
+    uint64_t h = given ? q->view.digest : digest_begin(p->nraw);
+    size_t g = 0, s = 0;   /* sample i's first piece */
+    LFP_SCAN(q, i, given ? 0 : p->nraw) {
+        uint64_t len = lfp_given_len(p, i);
+        while (!group_of && p->group_start[g + 1] <= s) g++;   /* runs of the indices */
+        h = digest_add(h, p->id ? p->id[i] : i, len, group_of ? group_of[i] : g,
+                       given_fails(p, len));
+        s += lf_plan_piece_count(len, p->pc.len);
+    }
+    if (!p->pc.len) return h;
+    return hash_step(h, p->pc.len ^ (uint64_t)!lfp_fits_alone(q, p->pc.len) << 63 ^
+                            (uint64_t)0x637574 << 40);
+}
+
 /* What the global sequence depends on; a state restores only onto a match.
- * group_of: each sample's group (NULL: the groups are runs of indices). */
+ * group_of: each sample given's group (NULL: the groups are runs of
+ * indices). */
 static uint64_t sequence_hash(const lf_plan *p, const uint32_t *group_of)
 {
     const lf_plan_params *q = &p->prm;
-    uint64_t h = digest_given(p, group_of) ? q->view.digest : digest_begin(p->n);
-    size_t g = 0;
-    LFP_SCAN(q, i, digest_given(p, group_of) ? 0 : p->n) {
-        while (!group_of && p->group_start[g + 1] <= i) g++;   /* runs of the indices */
-        h = digest_add(h, lfp_id(p, i), lfp_len(p, i), group_of ? group_of[i] : g,
-                       lfp_capfail(p, i));
-    }
+    uint64_t h = samples_hash(p, group_of);
     uint64_t v[] = {q->sampler, q->step_budget, q->lookahead, q->max_defer,
                     q->outlier_policy, q->outlier_cost, q->outlier_group,
                     q->locality_blocks, q->seed, q->cost.a_q16, q->cost.b_q32,
@@ -556,7 +583,8 @@ void lf_plan_free(lf_plan *p)
 {
     if (!p) return;
     lfp_split_free(&p->split);
-    void *bufs[] = {p->id, p->len16, p->len32_own, p->group_start, p->group_members, p->gperm,
+    void *bufs[] = {p->id, p->len16, p->len32_own, p->pc.first, p->pc.rank, p->group_start,
+                    p->group_members, p->gperm,
                     p->grem, p->pool, p->pool_group,
                     p->keys, p->pidx, p->page, p->oidx, p->owait, p->rej,
                     p->sidx, p->sdelay, p->sfrom_o, p->ptaken, p->sids, p->rank_start,
@@ -621,31 +649,31 @@ static int alloc_all(lf_plan *p)
     return lfp_split_init(&p->split, p->prm.world, p->maxstep);
 }
 
-/* Keeps what the plan needs of each sample: its length, in 16 bits where
- * every length fits, and its id where the ids are not the indices; of a
- * view (smp NULL), nothing: its lengths are read where they lie. Counts
- * the samples that fit no cap and the outliers (p->ocap: the most a queue
- * of held or rejected ones can hold). */
+/* Keeps what the plan needs of each sample given: its length, in 16 bits
+ * where every length fits, and its id where the ids are not the indices;
+ * of a view (smp NULL), nothing: its lengths are read where they lie.
+ * Counts the samples (pieces) that fit no cap and the outliers (p->ocap:
+ * the most a queue of held or rejected ones can hold). */
 static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
 {
     uint64_t most = 0;
     int dense = 1;
-    for (size_t i = 0; smp && i < p->n; i++) {
+    for (size_t i = 0; smp && i < p->nraw; i++) {
         if (smp[i].length > most) most = smp[i].length;
         dense &= smp[i].id == i;
     }
     if (most > UINT32_MAX) return LF_PLAN_E_ARG;
     if (!smp) p->len32 = p->prm.view.lengths;   /* NULL: its segments (lfp_len) */
-    else if (most <= UINT16_MAX) p->len16 = malloc(p->n * sizeof *p->len16 + 1);
-    else p->len32 = p->len32_own = malloc(p->n * sizeof *p->len32_own + 1);
-    if (!dense) p->id = malloc(p->n * sizeof *p->id + 1);
+    else if (most <= UINT16_MAX) p->len16 = malloc(p->nraw * sizeof *p->len16 + 1);
+    else p->len32 = p->len32_own = malloc(p->nraw * sizeof *p->len32_own + 1);
+    if (!dense) p->id = malloc(p->nraw * sizeof *p->id + 1);
     if ((smp && !p->len16 && !p->len32) || (!dense && !p->id)) return LF_PLAN_E_NOMEM;
-    for (size_t i = 0; smp && i < p->n; i++) {
+    for (size_t i = 0; smp && i < p->nraw; i++) {
         if (p->len16) p->len16[i] = (uint16_t)smp[i].length;
         else if (p->len32_own) p->len32_own[i] = (uint32_t)smp[i].length;
         if (p->id) p->id[i] = smp[i].id;
     }
-    lf_plan_lengths w = {&p->prm, smp, p->n, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(&p->prm, smp, p->nraw, p->pc.len);
     uint64_t len, k;
     while (lf_plan_lengths_next(&w, &len, &k)) {
         int fail = !lfp_fits_alone(&p->prm, len);
@@ -656,25 +684,32 @@ static int copy_samples(lf_plan *p, const lf_plan_sample *smp)
     return 0;
 }
 
+/* Creates the plan of the n samples given (an array, or the view's) cut
+ * at piece. */
 static int create_from(const lf_plan_params *params, const lf_plan_sample *samples,
-                       size_t n, lf_plan **out)
+                       size_t n, uint64_t piece, lf_plan **out)
 {
     if (n >= UINT32_MAX - 1) return LF_PLAN_E_ARG;
     lf_plan_params prm = *params;
     if (samples) prm.view = (lf_plan_view){0};   /* an array: the view is not read */
     lfp_u128 total = 0;          /* 2^32 costs of up to 2^52: no wrap */
-    lf_plan_lengths w = {&prm, samples, n, 0};
-    uint64_t len, k;
-    while (lf_plan_lengths_next(&w, &len, &k)) total += (lfp_u128)lf_plan_cost(&prm.cost, len) * k;
+    uint64_t len, k, m = 0;      /* m: the pieces */
+    lf_plan_lengths w = lf_plan_lengths_of(&prm, samples, n, piece);
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        total += (lfp_u128)lf_plan_cost(&prm.cost, len) * k;
+        m += k;
+    }
     pack_price all = {0, 0};
-    if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n);
-    int rc = resolve(&prm, n ? (uint64_t)(total / n) : 0, &all);
+    if (pack_rows(&prm) && prm.seq_len) all = pack_prices(&prm, samples, n, piece);
+    int rc = resolve(&prm, m ? (uint64_t)(total / m) : 0, &all);
     if (rc) return rc;
     lf_plan *p = calloc(1, sizeof *p);
     if (!p) return LF_PLAN_E_NOMEM;
     uint32_t *group_of = NULL;   /* the groups' runs need none (build_groups) */
     p->prm = prm;
-    p->n = n;
+    p->nraw = n;
+    lfp_coster_init(&p->coster, &prm.cost);
+    if ((rc = lfp_pieces_make(p, samples, piece))) goto fail;
     /* a baseline's step holds at most world - 1 more than world x
      * batch_per_rank (the epoch's rest, select_fixed), and it and a sorted
      * mega-batch at most the n samples there are */
@@ -683,17 +718,17 @@ static int create_from(const lf_plan_params *params, const lf_plan_sample *sampl
      * (last_group, release_bounded) */
     size_t fixed = global + prm.world - 1;
     p->maxstep = prm.sampler == LF_PLAN_BALANCED ? (size_t)prm.lookahead + 2 * prm.outlier_group
-                                                 : (fixed < n ? fixed : n);
-    p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < n ? mega : n) : p->maxstep;
-    lfp_coster_init(&p->coster, &prm.cost);
-    if ((rc = build_groups(p, samples, &group_of)) || (rc = copy_samples(p, samples)) ||
-        (rc = lfp_mix_init(p)) || (rc = alloc_all(p)) || (rc = check_outlier_steps(p, samples)))
+                                                 : (fixed < p->n ? fixed : p->n);
+    p->sort_cap = prm.sampler == LF_PLAN_SORTED ? (mega < p->n ? mega : p->n) : p->maxstep;
+    if ((rc = build_groups(p, samples, &group_of)) || (rc = lfp_pieces_groups(p)) ||
+        (rc = copy_samples(p, samples)) || (rc = lfp_mix_init(p)) || (rc = alloc_all(p)) ||
+        (rc = check_outlier_steps(p, samples)))
         goto fail;
     /* the longest placeable sample: micro_max_padded's default (the same
      * samples fit under it), and lf_plan_cap_later's; the shortest,
      * lf_plan_rank_samples_max's */
     p->shortest_fit = UINT64_MAX;
-    w = (lf_plan_lengths){&p->prm, samples, n, 0};
+    w = lf_plan_lengths_of(&p->prm, samples, n, p->pc.len);
     while (lf_plan_lengths_next(&w, &len, &k)) {
         if (!lfp_fits_alone(&p->prm, len)) continue;
         if (len > p->longest_fit) p->longest_fit = len;
@@ -717,14 +752,10 @@ fail:
 int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
                    size_t n, lf_plan **out)
 {
-    if (!params || !out || (n && !samples && !lf_plan_view_set(&params->view)))
+    if (!params || !out || (n && !samples && !lf_plan_view_set(&params->view)) ||
+        (n && !samples && lfp_view_check(params, n)))
         return LF_PLAN_E_ARG;
-    lf_plan_sample *pieces;
-    size_t m;
-    int rc = lf_plan_pieces(params, samples, n, &pieces, &m);
-    if (rc == 0) rc = create_from(params, pieces ? pieces : samples, m, out);
-    free(pieces);
-    return rc;
+    return create_from(params, samples, n, lf_plan_piece_len(params), out);
 }
 
 static void world_level(lf_plan *p);

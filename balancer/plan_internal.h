@@ -110,6 +110,68 @@ int lfp_view_check(const lf_plan_params *p, size_t n);
  * LF_PLAN_E_ARG. */
 int lfp_segments_check(const lf_plan_segments *g, size_t n);
 
+/* --- Samples cut into pieces: pieces.c. The plan's index s is a piece; a
+ * sample's pieces are consecutive, in the samples' order (without a cut
+ * the pieces are the samples). Which sample a piece is of, and its number
+ * there, come from a bit a piece, set on each sample's first, and a count
+ * a 64 pieces: 0.19 bytes a piece, where an array of the pieces was 24
+ * while creating and the plan kept 10 (issue #35: 10^9 cut samples). */
+typedef struct lfp_pieces {
+    uint64_t len;                /* a whole piece's tokens; 0: no sample is
+                                    cut (nothing else set) */
+    uint64_t *first;             /* a bit a piece and one past the last:
+                                    set on each sample's first piece */
+    uint32_t *rank;              /* per 64 pieces: the samples begun before
+                                    them (one more entry: all of them) */
+    size_t words;                /* 64-bit words in first */
+} lfp_pieces;
+
+/* Whether piece s is a sample's first (s up to the pieces: the last bit is
+ * set). */
+static inline int lfp_piece_starts(const lfp_pieces *c, size_t s)
+{
+    return (int)(c->first[s >> 6] >> (s & 63) & 1);
+}
+
+/* The sample piece s is of, and *j its number there. */
+static inline size_t lfp_piece_of(const lfp_pieces *c, size_t s, uint64_t *j)
+{
+    size_t w = s >> 6;
+    uint64_t upto = c->first[w] & (~UINT64_C(0) >> (63 - (s & 63)));
+    size_t i = c->rank[w] + (size_t)__builtin_popcountll(upto) - 1;
+    while (!upto) upto = c->first[--w];   /* the sample began words before */
+    *j = s - (w << 6 | (size_t)(63 - __builtin_clzll(upto)));
+    return i;
+}
+
+/* Piece j's tokens of a sample of len tokens cut at piece. */
+static inline uint64_t lfp_piece_tokens(uint64_t len, uint64_t piece, uint64_t j)
+{
+    uint64_t k = lf_plan_piece_count(len, piece);
+    return k == 1 ? len : j + 1 < k ? piece : len - (k - 1) * piece;
+}
+
+/* list[lo..*n) holds some samples' first pieces, by id: appends their
+ * other pieces after them, by (piece number, id), the order of their ids
+ * (a piece's number sits above its sample's id). */
+static inline void lfp_pieces_follow(const lfp_pieces *c, uint32_t *list, size_t lo, size_t *n)
+{
+    for (size_t hi = *n; lo < hi; lo = hi, hi = *n)
+        for (size_t e = lo; e < hi; e++)
+            if (!lfp_piece_starts(c, (size_t)list[e] + 1)) list[(*n)++] = list[e] + 1;
+}
+
+/* Cuts p's p->nraw samples (smp, or the view's) at piece: sets p->pc
+ * where a sample is cut, and p->n to the pieces. 0, LF_PLAN_E_ARG (a cut
+ * sample's id of 2^40 or more; 2^32 - 2 pieces or more) or
+ * LF_PLAN_E_NOMEM. */
+int lfp_pieces_make(lf_plan *p, const lf_plan_sample *smp, uint64_t piece);
+
+/* Turns p's groups (group_start, group_members) from samples into pieces
+ * where samples are cut: a group's pieces, by (block, id) as ever where a
+ * group_members is kept. 0 or LF_PLAN_E_NOMEM. */
+int lfp_pieces_groups(lf_plan *p);
+
 /* --- Sorting: order.c. */
 
 /* A sort key: longest first, then smaller id. */
@@ -289,14 +351,17 @@ typedef struct lfp_mixpos {
 
 struct lf_plan {
     lf_plan_params prm;          /* resolved: no zero defaults left */
-    size_t n;                    /* samples given */
-    uint16_t *len16;             /* per sample: its length (lfp_len), where */
+    size_t n;                    /* samples planned: the pieces */
+    size_t nraw;                 /* samples given (n where none is cut) */
+    lfp_pieces pc;               /* the pieces of the samples given */
+    uint16_t *len16;             /* per sample given: its length, where */
     const uint32_t *len32;       /* every length is below 2^16, else in 32 bits:
                                     len32_own, or the caller's view (prm.view:
                                     read in place, it outlives the plan); both
                                     NULL: the view's segments (several arrays) */
     uint32_t *len32_own;         /* the copy len32 points at (NULL: a view) */
-    uint64_t *id;                /* per sample: its id; NULL: ids are 0..n-1 */
+    uint64_t *id;                /* per sample given: its id; NULL: ids are
+                                    0..nraw-1 */
     lfp_coster coster;           /* prm.cost, for lfp_cost */
     size_t ncapfail;             /* samples that fit no cap or row (lfp_capfail) */
     uint64_t longest_fit;        /* the longest sample that fits (lf_plan_cap_later) */
@@ -409,13 +474,22 @@ struct lf_plan {
     uint64_t *b_best;            /* micro-batch cuts: best objective per prefix */
 };
 
-/* Sample s's length, cost, id, whether it fits no cap or row (never placed: the
+/* Sample s's length (of the samples given: lfp_given_len; of a piece:
+ * lfp_len), cost, id, whether it fits no cap or row (never placed: the
  * micro_max_padded default, set after, is the longest that fits, so the
  * answer is the same), and the sample at position k by (block, id). */
+static inline uint64_t lfp_given_len(const lf_plan *p, size_t i)
+{
+    if (p->len32) return p->len32[i];   /* a view of one array: its read, first */
+    return p->len16 ? p->len16[i] : lf_plan_segments_at(p->prm.view.segments, i);
+}
+
 static inline uint64_t lfp_len(const lf_plan *p, size_t s)
 {
-    if (p->len32) return p->len32[s];   /* a view of one array: its read, first */
-    return p->len16 ? p->len16[s] : lf_plan_segments_at(p->prm.view.segments, s);
+    if (!p->pc.len) return lfp_given_len(p, s);
+    uint64_t j;
+    size_t i = lfp_piece_of(&p->pc, s, &j);
+    return lfp_piece_tokens(lfp_given_len(p, i), p->pc.len, j);
 }
 
 static inline uint64_t lfp_cost(const lf_plan *p, size_t s)
@@ -425,7 +499,10 @@ static inline uint64_t lfp_cost(const lf_plan *p, size_t s)
 
 static inline uint64_t lfp_id(const lf_plan *p, size_t s)
 {
-    return p->id ? p->id[s] : s;
+    if (!p->pc.len) return p->id ? p->id[s] : s;
+    uint64_t j;
+    size_t i = lfp_piece_of(&p->pc, s, &j);
+    return (p->id ? p->id[i] : i) | j << LF_PLAN_PIECE_SHIFT;
 }
 
 static inline int lfp_capfail(const lf_plan *p, size_t s)

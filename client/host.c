@@ -937,7 +937,9 @@ static int state_place(lf_client *c, const saved_state *st)
                     "runs %016" PRIx64 ": restart lf-server with the dataset and options "
                     "(--world, --seed, batch sizes, sampler%s) of the saved run%s; a "
                     "--sampler naive or sorted state saved by a server before order version 2 "
-                    "(their shuffle drawn as it goes) resumes under none of this version",
+                    "(their shuffle drawn as it goes) resumes under none of this version, nor "
+                    "does a state of samples cut into pieces saved before their plan id came "
+                    "from the samples and the cut (levelfeed issue #35)",
                     st->plan_id, w->plan_id,
                     w->nweights ? ", the --data sources in their order" : "",
                     st->base_id ? "" : " (a 40-byte state, version 1, carries no mixture "

@@ -483,7 +483,7 @@ static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64
     lf_plan_params split = c->params;
     split.overflow = LF_PLAN_OVERFLOW_SPLIT;
     uint64_t limit = lf_plan_piece_len(&split), over = 0, over_tok = 0, pieces = 0, len, k;
-    lf_plan_lengths w = {&split, s, limit ? n : 0, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(&split, s, limit ? n : 0, 0);
     while (lf_plan_lengths_next(&w, &len, &k))
         if (len > limit) {
             over += k;
@@ -509,14 +509,15 @@ static void note_overflow(plan_cli *c, const lf_plan_sample *s, size_t n, uint64
 }
 
 /* pad: an outlier step costs the group times its costliest outlier
- * (lf_plan_bound_cost); say how many samples cost more than the bound
- * allows, how far over their steps go, and what fixes it. */
+ * (lf_plan_bound_cost); say how many samples (pieces, as the plan cuts
+ * them) cost more than the bound allows, how far over their steps go, and
+ * what fixes it. */
 static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
 {
     const lf_plan_params *p = &c->params;
     uint64_t lim = lf_plan_bound_cost(p), over = 0, cmax = 0, keep = 0, len, k;
     if (lim == UINT64_MAX) return;
-    lf_plan_lengths w = {p, s, n, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(p, s, n, lf_plan_piece_len(p));
     while (lf_plan_lengths_next(&w, &len, &k)) {
         uint64_t cost = lf_plan_cost(&p->cost, len);
         if (cost > lim) over += k;
@@ -534,36 +535,49 @@ static void note_bound(plan_cli *c, const lf_plan_sample *s, size_t n)
              : p->step_bound / 1e3, ratio, keep, spr);
 }
 
-/* Sums over samples: cost (in a double: a uint64_t sum wraps past 2^64
- * with costs in FLOPs), tokens, the longest. The cost is the double summed
- * sample by sample, in order: from the view's counts (lf_plan_lengths)
- * where that sum is exact (below 2^53), else sample by sample, so the
- * budget drawn from it keeps its rounding. */
+/* Sums over samples cut at piece (0: none): cost (in a double: a uint64_t
+ * sum wraps past 2^64 with costs in FLOPs), tokens, the longest, how many.
+ * The cost is the double summed sample by sample, in order: from the
+ * view's counts (lf_plan_lengths) where that sum is exact (below 2^53),
+ * else sample by sample, so the budget drawn from it keeps its rounding. */
 typedef struct sample_sums {
     double cost;
-    uint64_t tokens, longest;
+    uint64_t tokens, longest, count;
 } sample_sums;
 
-static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
+static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s, size_t n,
+                               uint64_t piece)
 {
-    sample_sums t = {0, 0, 0};
+    sample_sums t = {0, 0, 0, 0};
     unsigned __int128 cost = 0;
-    lf_plan_lengths w = {p, s, n, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(p, s, n, piece);
     uint64_t len, k;
     while (lf_plan_lengths_next(&w, &len, &k)) {
         cost += (unsigned __int128)lf_plan_cost(&p->cost, len) * k;
         t.tokens += len * k;
+        t.count += k;
         if (len > t.longest) t.longest = len;
     }
     t.cost = (double)cost;
     if (cost >> 53) {
         lf_plan_params q = *p;
         q.view.hist = NULL;
-        w = (lf_plan_lengths){&q, s, n, 0};
+        w = lf_plan_lengths_of(&q, s, n, piece);
         for (t.cost = 0; lf_plan_lengths_next(&w, &len, &k);)
-            t.cost += (double)lf_plan_cost(&p->cost, len);
+            for (uint64_t j = 0; j < k; j++) t.cost += (double)lf_plan_cost(&p->cost, len);
     }
     return t;
+}
+
+/* Whether every sample the plan cuts has an id its pieces can be numbered
+ * above (below 2^40: lf_plan_overflow); a view's ids, its indices, have. */
+static int cut_ids_fit(const lf_plan_params *p, const lf_plan_sample *s, size_t n)
+{
+    uint64_t piece = lf_plan_piece_len(p);
+    for (size_t i = 0; s && piece && i < n; i++)
+        if (lf_plan_piece_count(s[i].length, piece) > 1 && lf_plan_piece_sample(s[i].id) != s[i].id)
+            return 0;
+    return 1;
 }
 
 /* The default budget, from the samples as the plan will have them (pieces
@@ -571,14 +585,14 @@ static sample_sums sum_samples(const lf_plan_params *p, const lf_plan_sample *s,
 static int default_budget(plan_cli *c, const lf_plan_sample *s, size_t n)
 {
     lf_plan_params *p = &c->params;
-    sample_sums t = sum_samples(p, s, n);
+    sample_sums t = sum_samples(p, s, n, lf_plan_piece_len(p));
     if (p->layout == LF_PLAN_PACK) {
         /* whole rows: those --samples-per-rank samples' tokens come nearest to */
-        double rows = (double)t.tokens / (double)n * c->samples_per_rank / p->seq_len;
+        double rows = (double)t.tokens / (double)t.count * c->samples_per_rank / p->seq_len;
         uint32_t whole = rows < 1.5 ? 1 : rows > (1u << 20) ? 1u << 20 : (uint32_t)(rows + 0.5);
         return lf_plan_pack_budget(p, s, n, whole, &p->step_budget);
     }
-    double budget = t.cost / (double)n * c->samples_per_rank * p->world;
+    double budget = t.cost / (double)t.count * c->samples_per_rank * p->world;
     if (budget > (double)LF_PLAN_COST_MAX) {
         snprintf(c->why, sizeof c->why, "the default step budget (%.4g) is above the "
                  "planner's limit 2^52: pass --budget, or scale --cost down", budget);
@@ -730,14 +744,10 @@ static int default_row(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     uint64_t budget = p->step_budget;
     int measured = 0, rc = 0;
     for (int tries = 0; p->step_bound != LF_PLAN_UNBOUNDED && tries < SEQ_TRIES; tries++) {
-        lf_plan_sample *pieces;
-        size_t m;
         set_row(p, seq);
         p->step_budget = budget;
-        if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) return rc;
-        if (!budget) rc = default_budget(c, pieces ? pieces : s, m);
+        if (!budget) rc = default_budget(c, s, n);
         if (!rc) rc = measure_epoch0(p, s, n, &fig);
-        free(pieces);
         if (rc) return rc;
         measured = fig.tokens > 0;
         if (fig.tokens <= bound || seq / 2 < SEQ_MIN) break;
@@ -794,7 +804,7 @@ static int default_cut(plan_cli *c, const lf_plan_sample *s, size_t n, uint64_t 
     uint64_t lim = rc ? UINT64_MAX : lf_plan_bound_cost(&q);
     int over = 0;
     if (p->outlier_cost > p->step_budget) lim = UINT64_MAX;   /* refused below, by name */
-    lf_plan_lengths w = {p, s, lim != UINT64_MAX ? n : 0, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(p, s, lim != UINT64_MAX ? n : 0, 0);
     uint64_t len, k;
     while (!over && lf_plan_lengths_next(&w, &len, &k)) over = lf_plan_cost(&p->cost, len) > lim;
     epoch_fig fig = {.epoch = c->cut_known ? c->cut_figure : 0};
@@ -816,7 +826,7 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
                  ? lf_plan_cost_set(&p->cost, c->coef[0], c->coef[1], c->coef[2], c->coef[3])
                  : lf_plan_cost_preset(&p->cost, preset, c->hidden);
     if (rc) return rc;
-    sample_sums all = sum_samples(p, s, n);
+    sample_sums all = sum_samples(p, s, n, 0);
     c->why[0] = c->seq_len_why[0] = '\0';
     c->cut_pending = 0;
     if (n == 0) snprintf(c->why, sizeof c->why, "the dataset has no samples");
@@ -834,15 +844,12 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
         !p->micro_max_padded && !p->rank_max_tokens && !p->rank_max_padded &&
         (rc = default_cut(c, s, n, all.tokens, all.longest)))
         return rc;
-    lf_plan_sample *pieces;
-    size_t m;
-    if ((rc = lf_plan_pieces(p, s, n, &pieces, &m))) {
+    if (!cut_ids_fit(p, s, n)) {
         snprintf(c->why, sizeof c->why, "cannot split the samples longer than a row or cap "
                  "(sample ids must be below 2^40): pass --overflow drop");
-        return rc;
+        return LF_PLAN_E_ARG;
     }
-    const lf_plan_sample *v = pieces ? pieces : s;
-    if (!p->step_budget) rc = default_budget(c, v, m);
+    if (!p->step_budget) rc = default_budget(c, s, n);
     if (!rc && p->sampler == LF_PLAN_BALANCED && p->outlier_cost > p->step_budget) {
         snprintf(c->why, sizeof c->why, "--outlier-cost %" PRIu64 " is above the step "
                  "budget %" PRIu64, p->outlier_cost, p->step_budget);
@@ -850,8 +857,7 @@ int plan_cli_finish(plan_cli *c, int dataset_preset, const lf_plan_sample *s, si
     }
     c->note[0] = '\0';
     note_overflow(c, s, n, all.tokens);
-    if (!rc && p->layout != LF_PLAN_PACK) note_bound(c, v, m);
-    free(pieces);
+    if (!rc && p->layout != LF_PLAN_PACK) note_bound(c, s, n);
     if (!rc && baselines && !p->batch_per_rank) return baseline_batch(p, s, n);
     return rc;
 }

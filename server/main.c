@@ -339,15 +339,12 @@ static int finish_plan(srv *s, plan_cli *c)
     s->cfg.plan = c->params;
     s->mixture = s->cfg.plan.mix.sources > 1;
     s->piece_len = lf_plan_piece_len(&s->cfg.plan);
-    s->pieces = 0;
     s->plan_samples = 0;
-    lf_plan_lengths w = {&s->cfg.plan, NULL, (size_t)s->train_samples, 0};
+    lf_plan_lengths w = lf_plan_lengths_of(&s->cfg.plan, NULL, (size_t)s->train_samples,
+                                           s->piece_len);
     uint64_t len, n;
-    while (lf_plan_lengths_next(&w, &len, &n)) {
-        uint64_t k = s->piece_len && len > s->piece_len ? (len + s->piece_len - 1) / s->piece_len : 1;
-        s->pieces |= k > 1;
-        s->plan_samples += k * n;
-    }
+    while (lf_plan_lengths_next(&w, &len, &n)) s->plan_samples += n;
+    s->pieces = s->plan_samples != s->train_samples;
     plan_cli_input_release(&s->plan_input);
     return rc;
 }

@@ -31,10 +31,14 @@
 # says whether each holds its index summary (index-summary.lfx, which
 # lf-shard synth and lf-shard index write: without it start-up counts and
 # hashes every length), and nothing is written into them or removed.
+# LF_SCALE_ARGS adds options to both lf-plan and lf-server: "--layout pack
+# --seq-len 1024" cuts the samples longer than 1024 (3 in 10 of them) into
+# pieces, 1.5 pieces a sample, as a corpus of long documents is planned.
 source "$(dirname "$0")/bench_lib.sh"
 
 sizes=${LF_SCALE_SIZES:-1000000 10000000 100000000 1000000000}
 epochs=${LF_SCALE_EPOCHS:-1}
+read -r -a extra <<<"${LF_SCALE_ARGS:-}"   # options for both (word-split on purpose)
 cap_kb=$(( ${LF_SCALE_MEM_MAX:-$((6 << 30))} / 1024 ))
 [[ -x /usr/bin/time ]] || { echo "scale bench: /usr/bin/time is needed for peak RSS"; exit 77; }
 ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -44,7 +48,8 @@ LF_INDEX=index.lfx   # the lengths the planners map (shard_format/FORMAT.md, sec
 plan_run() {   # DIR W
   local out
   out=$( (ulimit -v "$cap_kb"; /usr/bin/time -f "TIME %e %M" "$bin/lf-plan" "$1" --world "$2" \
-          --sampler balanced --steps 30 --json) 2>&1 ) || { echo "lf-plan failed: $out" >&2; return 1; }
+          --sampler balanced --steps 30 --json "${extra[@]}") 2>&1 ) ||
+    { echo "lf-plan failed: $out" >&2; return 1; }
   /usr/bin/python3 -c '
 import json, sys
 lines = sys.stdin.read().splitlines()
@@ -61,7 +66,7 @@ server_run() {   # DIR
   rm -rf "$tmp/rt"; mkdir -m 700 "$tmp/rt"
   t0=$(ms)
   (ulimit -v "$cap_kb"; exec "$bin/lf-server" --endpoint "$ep" --data "$1" --world 8 --ranks 0 \
-     --epochs "$epochs" --memory-limit "${cap_kb}K") >"$log" 2>&1 &
+     --epochs "$epochs" --memory-limit "${cap_kb}K" "${extra[@]}") >"$log" 2>&1 &
   pid=$!
   "$bin/lf-rank-loop" --endpoint "$ep" --rank 0 --world 8 --max-batches 1 --no-digest \
     --connect-timeout-ms 3600000 >"$clog" 2>&1 &
@@ -95,7 +100,7 @@ server_run() {   # DIR
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
 
-echo "index-only datasets; lf-plan --sampler balanced --steps 30; lf-server --world 8 --ranks 0 --epochs $epochs"
+echo "index-only datasets; lf-plan --sampler balanced --steps 30; lf-server --world 8 --ranks 0 --epochs $epochs${extra[*]:+; both with ${extra[*]}}"
 echo "(first batch: from the server's start to rank 0's first batch refused, index-only: start-up less the batch's bytes)"
 printf "%-11s %-22s %-22s %-22s %-36s\n" samples "world 8: cpu ms/step" "world 64: cpu ms/step" \
   "world 1024: cpu ms/step" "server: serving, first batch, rss"

@@ -104,12 +104,13 @@ int main(int argc, char **argv)
     p.micro_max_padded = piece;
     if (strcmp(argv[5], "world") == 0) p.select = LF_PLAN_SELECT_WORLD;
     else if (strcmp(argv[5], "step") != 0) usage();
-    lf_plan_sample *pieces;
-    size_t m;
-    if (lf_plan_pieces(&p, docs, n, &pieces, &m) || !pieces) return 1;
-    uint64_t sum = 0;
-    for (size_t i = 0; i < m; i++) sum += lf_plan_cost(&p.cost, pieces[i].length);
-    free(pieces);
+    uint64_t sum = 0, m = 0, dl, dk;
+    lf_plan_lengths w = lf_plan_lengths_of(&p, docs, n, lf_plan_piece_len(&p));
+    while (lf_plan_lengths_next(&w, &dl, &dk)) {
+        sum += lf_plan_cost(&p.cost, dl) * dk;
+        m += dk;
+    }
+    if (m == n) return 1;   /* nothing cut */
     p.step_budget = sum / m * per_rank * world;
     double cpiece = (double)lf_plan_cost(&p.cost, piece), bin = (double)p.step_budget / world;
     lf_plan *plan;

@@ -23,7 +23,12 @@
  *   - a mixture of three sources of the view, balanced, naive and sorted:
  *     no more than the view (each source's order drawn as it goes and
  *     interleaved; an order and each sample's source, 9 bytes a sample,
- *     fail it).
+ *     fail it);
+ *   - the view with its samples longer than 2048 cut into pieces (half of
+ *     them, 1.5 pieces a sample), balanced and naive: a bit a piece and
+ *     a count a 64 more (0.19 bytes a piece), where the plan kept the
+ *     pieces' lengths and ids (10 bytes a piece, and made them from an
+ *     array of 24).
  * The bounds leave 1/4 byte a sample for what a plan holds per block (12
  * bytes: 0.19 a sample); before issue #35 the first case took 66 bytes a
  * sample, and until the state checks looked their entries up in a table
@@ -46,6 +51,7 @@ static uint32_t hist[1u << 16];                 /* view 2: the lengths' counts *
 /* The view's release: counted (a mapped index would drop its pages). */
 static size_t releases;
 static int mixed;   /* params: the samples as a mixture of three sources */
+static int cut;     /* params: the samples longer than 2048 cut into pieces */
 static void count_release(void *arg)
 {
     ++*(size_t *)arg;
@@ -61,6 +67,7 @@ static void params(lf_plan_params *p, int sampler, int view, size_t n)
     p->sampler = sampler;
     p->batch_per_rank = 16;
     p->step_budget = lf_plan_cost(&p->cost, 1000) * 16 * 64;
+    p->split_at = cut ? 2048 : 0;
     for (uint32_t s = 0; mixed && s < 3; s++) {   /* first at 0, n / 4, n / 2, by block */
         p->mix.sources = 3;
         p->mix.first[s] = (uint64_t)(n * s / 4) & ~UINT64_C(63);
@@ -125,7 +132,8 @@ static double bytes_a_sample(int sampler, int view)
 }
 
 /* The state of a plan of the first NSAMPLES samples, with view (0: the
- * array) and a rank's cap of max_tokens (0: none), its digest (view 3)
+ * array) and a rank's cap of max_tokens (0: none; the longer samples
+ * left out, overflow drop, so that they fail it), its digest (view 3)
  * moved by `wrong`, into blob; its size. */
 static long state_of(int view, uint64_t max_tokens, uint64_t wrong, unsigned char *blob,
                      size_t cap)
@@ -134,6 +142,7 @@ static long state_of(int view, uint64_t max_tokens, uint64_t wrong, unsigned cha
     lf_plan_params q;
     params(&q, LF_PLAN_BALANCED, view, NSAMPLES);
     q.rank_max_tokens = max_tokens;
+    q.overflow = LF_PLAN_OVERFLOW_DROP;
     q.view.digest += wrong;
     ASSERT_EQ(lf_plan_create(&q, view ? NULL : samples, NSAMPLES, &p), 0);
     long n = lf_plan_state_save(p, blob, cap);
@@ -227,6 +236,14 @@ int main(void)
         ASSERT_DBL_LE(mix, 0.25);
     }
     mixed = 0;
+
+    cut = 1;
+    for (int s = LF_PLAN_BALANCED; s <= LF_PLAN_NAIVE; s++) {
+        double pieces = bytes_a_sample(s, 1);
+        printf("the view cut into pieces, %s: %.2f bytes a sample\n", sampler_name[s], pieces);
+        ASSERT_DBL_LE(pieces, 0.6);
+    }
+    cut = 0;
 
     for (uint32_t i = 0; i < NSAMPLES; i += 1000) samples[i].length = 70000;
     double wide = bytes_a_sample(LF_PLAN_BALANCED, 0);

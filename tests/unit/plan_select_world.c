@@ -80,19 +80,26 @@ static lf_plan_params base(uint32_t select, uint32_t world)
     return p;
 }
 
+/* The pieces a plan under p cuts docs into. */
+static size_t count_pieces(const lf_plan_params *p)
+{
+    lf_plan_lengths w = lf_plan_lengths_of(p, docs, NDOCS, lf_plan_piece_len(p));
+    uint64_t len, k, m = 0;
+    while (lf_plan_lengths_next(&w, &len, &k)) m += k;
+    return (size_t)m;
+}
+
 /* pad, cut at PIECE, 16 pieces a rank's worth of budget (as lf-plan's
  * default: samples-per-rank x world x the mean piece's cost) */
 static lf_plan_params params(uint32_t select, uint32_t world, uint32_t per_rank)
 {
     lf_plan_params p = base(select, world);
     p.micro_max_padded = PIECE;
-    lf_plan_sample *pieces;
-    size_t m;
-    ASSERT_EQ(lf_plan_pieces(&p, docs, NDOCS, &pieces, &m), 0);
-    ASSERT_TRUE(pieces != NULL);
-    uint64_t sum = 0;
-    for (size_t i = 0; i < m; i++) sum += lf_plan_cost(&p.cost, pieces[i].length);
-    free(pieces);
+    size_t m = count_pieces(&p);
+    ASSERT_TRUE(m > NDOCS);
+    uint64_t sum = 0, len, k;
+    lf_plan_lengths w = lf_plan_lengths_of(&p, docs, NDOCS, lf_plan_piece_len(&p));
+    while (lf_plan_lengths_next(&w, &len, &k)) sum += lf_plan_cost(&p.cost, len) * k;
     p.step_budget = sum / m * per_rank * world;
     return p;
 }
@@ -191,9 +198,7 @@ static figures walk_epoch(lf_plan *plan, uint32_t world, size_t npieces, int ran
 static figures plan_epoch(uint32_t select, uint32_t world, uint32_t per_rank, size_t *npieces)
 {
     lf_plan_params p = params(select, world, per_rank);
-    lf_plan_sample *pieces;
-    ASSERT_EQ(lf_plan_pieces(&p, docs, NDOCS, &pieces, npieces), 0);
-    free(pieces);
+    *npieces = count_pieces(&p);
     lf_plan *plan;
     ASSERT_EQ(lf_plan_create(&p, docs, NDOCS, &plan), 0);
     figures f = walk_epoch(plan, world, *npieces, 1);

@@ -62,20 +62,18 @@ static uint64_t worst_step(uint32_t world, uint32_t layout)
     prm.layout = layout;
     if (layout == LF_PLAN_PACK) prm.seq_len = PIECE;
     else prm.micro_max_padded = PIECE;
-    lf_plan_sample *pieces;
-    size_t n;
-    ASSERT_EQ(lf_plan_pieces(&prm, docs, NDOCS, &pieces, &n), 0);
-    const lf_plan_sample *s = pieces ? pieces : docs;
     unsigned __int128 total = 0, tokens = 0;
-    for (size_t i = 0; i < n; i++) {
-        total += lf_plan_cost(&prm.cost, s[i].length);
-        tokens += s[i].length;
+    uint64_t n = 0, len, k;
+    lf_plan_lengths w = lf_plan_lengths_of(&prm, docs, NDOCS, lf_plan_piece_len(&prm));
+    while (lf_plan_lengths_next(&w, &len, &k)) {
+        total += (unsigned __int128)lf_plan_cost(&prm.cost, len) * k;
+        tokens += (unsigned __int128)len * k;
+        n += k;
     }
     prm.step_budget = (uint64_t)(total / n) * 16 * world;
     uint32_t rows = (uint32_t)((16 * tokens / n + PIECE / 2) / PIECE);
     if (layout == LF_PLAN_PACK)
         ASSERT_EQ(lf_plan_pack_budget(&prm, docs, NDOCS, rows ? rows : 1, &prm.step_budget), 0);
-    free(pieces);
     lf_plan *p;
     ASSERT_EQ(lf_plan_create(&prm, docs, NDOCS, &p), 0);
     lf_plan_step st;

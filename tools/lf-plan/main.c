@@ -433,10 +433,7 @@ int main(int argc, char **argv)
      * the caps cut (a user of DistributedSampler trains on the same
      * chunks): otherwise they would plan whole documents that balanced
      * plans in pieces, no like-for-like comparison. */
-    lf_plan_sample *pieces = NULL;
-    size_t npieces = n;
-    if (!rc && (o.samplers & 6))
-        rc = lf_plan_pieces(&o.cli.params, samples, n, &pieces, &npieces);
+    uint64_t split_at = lf_plan_piece_len(&o.cli.params);
     /* A balanced plan is capped from epoch 0 on as lf-server caps it
      * (plan_cli_later_cap: its rule 2), so lf-plan plans what it serves:
      * tokens and frames in padded tokens, images in samples a rank. */
@@ -452,15 +449,15 @@ int main(int argc, char **argv)
         lf_plan_params p = o.cli.params;
         p.sampler = s;
         int baseline = s != LF_PLAN_BALANCED;
-        if (baseline) /* the caps are balanced's */
+        if (baseline) { /* the caps are balanced's, its pieces theirs */
             p.rank_max_tokens = p.rank_max_padded = p.micro_max_padded = 0;
-        rc = plan_score_run(&p, baseline && pieces ? pieces : samples,
-                            baseline ? npieces : n, o.steps, baseline ? 0 : later_cap,
-                            cap_samples, &sc[nsc]);
+            p.split_at = split_at;
+        }
+        rc = plan_score_run(&p, samples, n, o.steps, baseline ? 0 : later_cap, cap_samples,
+                            &sc[nsc]);
         sc[nsc].name = names[s];
         if (!rc) nsc++;
     }
-    free(pieces);
     free(samples);
     plan_cli_input_free(&in);   /* the plans, which read it, are freed */
     lf_dataset_close(ds);

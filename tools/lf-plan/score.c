@@ -416,7 +416,7 @@ int plan_score_run(const lf_plan_params *prm, const lf_plan_sample *samples,
          * its pages: reading every length in place held the whole index
          * (4.1 GB of a 4.8 GB peak at 10^9 samples) */
         uint64_t all = 0, len, k;
-        lf_plan_lengths w = {prm, samples, n, 0};
+        lf_plan_lengths w = lf_plan_lengths_of(prm, samples, n, 0);
         while (lf_plan_lengths_next(&w, &len, &k)) all += len * k;
         out->dropped_tokens = all - t.tokens;
         out->all_tokens = all;

@@ -438,7 +438,8 @@ static int build_groups(lf_plan *p, const lf_plan_sample *smp, uint32_t **group_
         if (!p->group_members || !*group_of) { free(k); return LF_PLAN_E_NOMEM; }
     }
     uint32_t g = 0;
-    for (size_t i = 1; i < p->nraw; i++) g += smp[by_block(k, i)].block != smp[by_block(k, i - 1)].block;
+    for (size_t i = 1; i < p->nraw; i++)
+        g += smp[by_block(k, i)].block != smp[by_block(k, i - 1)].block;
     p->ngroups = p->nraw ? g + 1 : 0;
     p->group_start = malloc(((size_t)p->ngroups + 1) * sizeof *p->group_start);
     if (!p->group_start) { free(k); return LF_PLAN_E_NOMEM; }

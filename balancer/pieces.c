@@ -59,28 +59,37 @@ int lfp_view_check(const lf_plan_params *p, size_t n)
     return 0;
 }
 
-/* Samples cut at piece: the pieces there are, at most UINT32_MAX. */
-static uint64_t count_pieces(const lf_plan *p, const lf_plan_sample *smp, uint64_t piece)
+/* n samples (smp, or q's view's) cut at piece: the pieces there are, at
+ * most UINT32_MAX. */
+static uint64_t count_pieces(const lf_plan_params *q, const lf_plan_sample *smp, size_t n,
+                             uint64_t piece)
 {
-    lf_plan_lengths w = lf_plan_lengths_of(&p->prm, smp, p->nraw, piece);
+    lf_plan_lengths w = lf_plan_lengths_of(q, smp, n, piece);
     uint64_t l, c, m = 0;
     while (lf_plan_lengths_next(&w, &l, &c) && m <= UINT32_MAX) m += c;
     return m;
 }
 
-/* Marks each sample's first piece (and one past the last) and counts the
- * samples begun before each word. */
-static int mark_pieces(lf_plan *p, const lf_plan_sample *smp, uint64_t piece, uint64_t m)
+static void pieces_free(lfp_pieces *c)
 {
-    lfp_pieces *c = &p->pc;
+    free(c->first);
+    free(c->rank);
+    *c = (lfp_pieces){0};
+}
+
+/* Marks each sample's first piece (and one past the last, the m-th) and
+ * counts the samples begun before each word. */
+static int mark_pieces(lfp_pieces *c, const lf_plan_params *q, const lf_plan_sample *smp,
+                       size_t n, uint64_t piece, uint64_t m)
+{
     c->words = (size_t)(m + 1 + 63) / 64;
     c->first = calloc(c->words, sizeof *c->first);
     c->rank = malloc((c->words + 1) * sizeof *c->rank);
-    if (!c->first || !c->rank) return LF_PLAN_E_NOMEM;
+    if (!c->first || !c->rank) { pieces_free(c); return LF_PLAN_E_NOMEM; }
     uint64_t at = 0;
-    LFP_SCAN(&p->prm, i, p->nraw) {
-        uint64_t k = lf_plan_piece_count(lf_plan_length_at(&p->prm, smp, i), piece);
-        if (k > 1 && smp && smp[i].id >= ID_LIMIT) return LF_PLAN_E_ARG;
+    LFP_SCAN(q, i, n) {
+        uint64_t k = lf_plan_piece_count(lf_plan_length_at(q, smp, i), piece);
+        if (k > 1 && smp && smp[i].id >= ID_LIMIT) { pieces_free(c); return LF_PLAN_E_ARG; }
         c->first[at >> 6] |= UINT64_C(1) << (at & 63);
         at += k;
     }
@@ -92,16 +101,58 @@ static int mark_pieces(lf_plan *p, const lf_plan_sample *smp, uint64_t piece, ui
     return 0;
 }
 
+/* n samples cut at piece into *c, *m pieces (nothing set where none is
+ * cut). */
+static int cut_samples(lfp_pieces *c, const lf_plan_params *q, const lf_plan_sample *smp,
+                       size_t n, uint64_t piece, size_t *m)
+{
+    *c = (lfp_pieces){0};
+    *m = n;
+    uint64_t k = piece ? count_pieces(q, smp, n, piece) : n;
+    if (k == n) return 0;
+    if (k >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */
+    int rc = mark_pieces(c, q, smp, n, piece, k);
+    if (rc == 0) *m = (size_t)k;
+    return rc;
+}
+
+struct lf_plan_cut {
+    lfp_pieces pc;
+    size_t n, m;                 /* the samples, the pieces */
+};
+
+int lf_plan_cut_make(const lf_plan_params *params, size_t n, lf_plan_cut **out)
+{
+    if (!params || !out || lfp_view_check(params, n)) return LF_PLAN_E_ARG;
+    *out = NULL;
+    lf_plan_cut c = {.n = n};
+    int rc = cut_samples(&c.pc, params, NULL, n, lf_plan_piece_len(params), &c.m);
+    if (rc || !c.pc.len) return rc;
+    if (!(*out = malloc(sizeof **out))) {
+        pieces_free(&c.pc);
+        return LF_PLAN_E_NOMEM;
+    }
+    **out = c;
+    return 0;
+}
+
+void lf_plan_cut_free(lf_plan_cut *cut)
+{
+    if (!cut) return;
+    pieces_free(&cut->pc);
+    free(cut);
+}
+
 int lfp_pieces_make(lf_plan *p, const lf_plan_sample *smp, uint64_t piece)
 {
-    p->n = p->nraw;
-    if (!piece) return 0;
-    uint64_t m = count_pieces(p, smp, piece);
-    if (m == p->nraw) return 0;
-    if (m >= UINT32_MAX - 1) return LF_PLAN_E_ARG;   /* as lf_plan_create's n */
-    int rc = mark_pieces(p, smp, piece, m);
-    if (rc == 0) p->n = (size_t)m;
-    return rc;
+    const lf_plan_cut *given = smp ? NULL : p->prm.view.cut;
+    if (given && given->n == p->nraw && given->pc.len == piece) {
+        p->pc = given->pc;   /* the caller's, kept until lf_plan_free */
+        p->pc_shared = 1;
+        p->n = given->m;
+        return 0;
+    }
+    return cut_samples(&p->pc, &p->prm, smp, p->nraw, piece, &p->n);
 }
 
 /* The first piece of sample i, for i ascending from call to call: *w is

@@ -584,6 +584,7 @@ void lf_plan_free(lf_plan *p)
 {
     if (!p) return;
     lfp_split_free(&p->split);
+    if (p->pc_shared) p->pc = (lfp_pieces){0};   /* the view's cut's */
     void *bufs[] = {p->id, p->len16, p->len32_own, p->pc.first, p->pc.rank, p->group_start,
                     p->group_members, p->gperm,
                     p->grem, p->pool, p->pool_group,

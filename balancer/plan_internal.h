@@ -354,6 +354,8 @@ struct lf_plan {
     size_t n;                    /* samples planned: the pieces */
     size_t nraw;                 /* samples given (n where none is cut) */
     lfp_pieces pc;               /* the pieces of the samples given */
+    int pc_shared;               /* pc is the view's cut's (prm.view.cut), not
+                                    the plan's to free */
     uint16_t *len16;             /* per sample given: its length, where */
     const uint32_t *len32;       /* every length is below 2^16, else in 32 bits:
                                     len32_own, or the caller's view (prm.view:

@@ -187,6 +187,9 @@ void srv_plan_spare_free(srv *s)
     lf_plan_free(s->spare);
     free(s->spare_start);
     plan_cli_input_free(&s->plan_input);   /* the plans that read it are freed */
+    lf_plan_cut_free(s->cut);
+    s->cut = NULL;
+    s->cfg.plan.view.cut = NULL;
     s->spare = NULL;
     s->spare_start = NULL;
 }

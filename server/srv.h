@@ -313,6 +313,9 @@ struct srv {
                                     seconds at 10^7 samples); NULL once taken */
     void *spare_start;           /* its state at that start, to rewind it */
     long spare_start_size;
+    lf_plan_cut *cut;            /* their cut into pieces, made once for every
+                                    plan (cfg.plan.view.cut; NULL: none cut),
+                                    freed with plan_input */
     plan_cli_input plan_input;   /* the samples as every plan reads them, in place
                                     (cfg.plan.view: the training samples' part),
                                     opened by finish_plan and kept, with the

@@ -9,6 +9,8 @@
  * WORLD, naive and sorted (cut at split_at, without caps), a balanced
  * mixture; the samples given by (block, id), reversed (grouped by a sorted
  * copy) and as a view. A state saved mid-epoch restores to the same steps.
+ * A cut made once (lf_plan_cut_make) is taken by each plan of its
+ * length, which then plans the same; another length's is not taken.
  * The view's digest (an index summary's) is the cut plan's samples' part
  * of the hash: the state is the array's, and a wrong digest moves it. A
  * naive or sorted mixture of cut samples places each piece at most once an
@@ -167,6 +169,27 @@ static void check_view(const lf_plan_params *p)
     ASSERT_EQ(x->pc.words, (m + 1 + 63) / 64);
     same_plans(x, y, &v, NULL, NSAMPLES);
     lf_plan_free(x);
+    /* a cut made once (lf_plan_cut) is taken, not made again, where it is
+     * of this length; another length's is not */
+    lf_plan_cut *c = NULL;
+    ASSERT_EQ(lf_plan_cut_make(&v, NSAMPLES, &c), 0);
+    ASSERT_TRUE(c != NULL);
+    v.view.cut = c;
+    x = create(&v, NULL, NSAMPLES);
+    lf_plan *y2 = create(p, pieces, m);
+    ASSERT_EQ(x->pc_shared, 1);
+    same_plans(x, y2, &v, NULL, NSAMPLES);
+    lf_plan_free(x);
+    lf_plan_free(y2);
+    lf_plan_params other = v;
+    if (other.split_at) other.split_at++;
+    else if (other.layout == LF_PLAN_PACK) other.seq_len++;
+    else other.micro_max_padded++;
+    x = create(&other, NULL, NSAMPLES);
+    ASSERT_EQ(x->pc_shared, 0);
+    lf_plan_free(x);
+    v.view.cut = NULL;
+    lf_plan_cut_free(c);
     lf_plan_free(y);
     free(pieces);
     v.view.digest = lf_plan_view_digest(&v.view, NSAMPLES);

@@ -434,6 +434,11 @@ int main(int argc, char **argv)
      * chunks): otherwise they would plan whole documents that balanced
      * plans in pieces, no like-for-like comparison. */
     uint64_t split_at = lf_plan_piece_len(&o.cli.params);
+    /* cut once for every plan below (balanced's and the baselines', at the
+     * same length) where the samples are read in place */
+    lf_plan_cut *cut = NULL;
+    if (!rc && !samples) rc = lf_plan_cut_make(&o.cli.params, n, &cut);
+    o.cli.params.view.cut = cut;
     /* A balanced plan is capped from epoch 0 on as lf-server caps it
      * (plan_cli_later_cap: its rule 2), so lf-plan plans what it serves:
      * tokens and frames in padded tokens, images in samples a rank. */
@@ -459,6 +464,7 @@ int main(int argc, char **argv)
         if (!rc) nsc++;
     }
     free(samples);
+    lf_plan_cut_free(cut);
     plan_cli_input_free(&in);   /* the plans, which read it, are freed */
     lf_dataset_close(ds);
     if (rc) {

@@ -563,12 +563,16 @@ size_t lfp_order_left(const lf_plan *p, size_t limit);
 void lfp_order_seek(lf_plan *p, size_t cursor);
 
 /* A shuffle's draws read lengths all over the view: each read of a mapped
- * length maps the pages around it too (the kernel's fault-around, 64 KiB),
- * so LF_PLAN_RELEASE_DRAW's 2^14 draws held 1 GB of a 4 GB view at 10^9
- * samples. A view of more than LFP_SHUFFLE_VIEW_HELD bytes is released every
- * 2^12 draws (at most 256 MiB held between two releases); a smaller one
- * every 2^14 (a release every 2^12 cost 3.6x the system time of a
- * 10^7-sample epoch, 40 MB, whose pages came back at once). The shuffle
+ * length maps the pages around it too (the kernel's fault-around, 64 KiB;
+ * where the page cache holds the index in large folios, as ext4 on Linux
+ * 6.18 does, a whole folio: 250 KiB a read on average here), so
+ * LF_PLAN_RELEASE_DRAW's 2^14 draws held 1 GB of a 4 GB view at 10^9
+ * samples, and 2^12 draws did too once the folios were large. A view of
+ * more than LFP_SHUFFLE_VIEW_HELD bytes is released every 2^10 draws
+ * (10^9 naive, --steps 2000: peak 1.80 -> 1.43 GB, system time 13 -> 18 s;
+ * every 2^8, 1.26 GB but 24 s: each release walks the whole mapping); a
+ * smaller one every 2^14 (a release every 2^12 cost 3.6x the system time
+ * of a 10^7-sample epoch, 40 MB, whose pages came back at once). The shuffle
  * counts its draws (order.c), and a baseline's steps, which read their
  * samples' lengths again, its positions (lfp_order_next); a balanced
  * order reads block by block and keeps LF_PLAN_RELEASE_DRAW. */
@@ -576,7 +580,7 @@ void lfp_order_seek(lf_plan *p, size_t cursor);
 
 static inline size_t lfp_shuffle_release(const lf_plan *p)
 {
-    return (uint64_t)p->n * sizeof(uint32_t) > LFP_SHUFFLE_VIEW_HELD ? 1u << 12
+    return (uint64_t)p->nraw * sizeof(uint32_t) > LFP_SHUFFLE_VIEW_HELD ? 1u << 10
                                                                      : LF_PLAN_RELEASE_DRAW;
 }
 

@@ -528,10 +528,13 @@ typedef struct lf_plan lf_plan;
  * 0..n-1 and the samples come by (block, id), as a dataset's index gives
  * them; 8 more where the ids are other, 4 more where not by block), or,
  * with samples NULL, params->view, read in place and not copied (see
- * lf_plan_view: it must outlive the plan; README.md, *Memory a sample*). A length of 2^32 or more is LF_PLAN_E_ARG. Checks the
+ * lf_plan_view: it must outlive the plan; README.md, *Memory a sample*).
+ * Samples longer than a row or cap are cut into pieces (lf_plan_overflow),
+ * a bit a piece kept. A length of 2^32 or more is LF_PLAN_E_ARG. Checks the
  * parameters; samples that can never be placed (longer than a memory cap or
- * than seq_len in pack mode) are rejected and counted, whatever the
- * outlier policy. Returns 0 or a
+ * than seq_len in pack mode, under drop; of 2^24 pieces or more under
+ * split) are rejected and counted, whatever the outlier policy. Returns 0
+ * or a
  * negative status: LF_PLAN_E_OVERFLOW when delayed outliers could make a
  * step cost more than 2^63 (step_budget + outlier_group, in pack rounded up
  * to a multiple of world, times the costliest outlier; with costs near

@@ -300,15 +300,13 @@ static int pack_budget_of(const lf_plan_params *p, const lf_plan_sample *samples
 int lf_plan_pack_budget(const lf_plan_params *params, const lf_plan_sample *samples, size_t n,
                         uint32_t rows_per_rank, uint64_t *budget)
 {
-    if (!params || !budget || (n && !samples && !lf_plan_view_set(&params->view)) ||
+    if (!params || !budget || (n && !samples && lfp_view_check(params, n)) ||
         rows_per_rank == 0)
         return LF_PLAN_E_ARG;
     lf_plan_params bal = *params;
     const lf_plan_params *p = &bal;
     bal.sampler = LF_PLAN_BALANCED;
-    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0 ||
-        (n && !samples && lfp_view_check(p, n)))
-        return LF_PLAN_E_ARG;
+    if (p->layout != LF_PLAN_PACK || p->seq_len == 0 || p->world == 0) return LF_PLAN_E_ARG;
     return pack_budget_of(p, samples, n, rows_per_rank, budget);
 }
 
@@ -754,8 +752,7 @@ fail:
 int lf_plan_create(const lf_plan_params *params, const lf_plan_sample *samples,
                    size_t n, lf_plan **out)
 {
-    if (!params || !out || (n && !samples && !lf_plan_view_set(&params->view)) ||
-        (n && !samples && lfp_view_check(params, n)))
+    if (!params || !out || (n && !samples && lfp_view_check(params, n)))   /* set and sound */
         return LF_PLAN_E_ARG;
     return create_from(params, samples, n, lf_plan_piece_len(params), out);
 }

@@ -345,10 +345,9 @@ static int finish_plan(srv *s, plan_cli *c)
     uint64_t len, n;
     while (lf_plan_lengths_next(&w, &len, &n)) s->plan_samples += n;
     s->pieces = s->plan_samples != s->train_samples;
-    /* cut once for every plan the server makes (lf_plan_cut): a completion
-     * made again (the cut decided on the walk) cuts again */
-    lf_plan_cut_free(s->cut);
-    s->cut = NULL;
+    /* cut once for every plan the server makes (lf_plan_cut; a completion
+     * made again, the cut decided on the walk, follows srv_plan_spare_free,
+     * which freed the cut before) */
     if (rc == 0 && s->pieces)
         rc = lf_plan_cut_make(&s->cfg.plan, (size_t)s->train_samples, &s->cut);
     s->cfg.plan.view.cut = s->cut;
